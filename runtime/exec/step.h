@@ -1,0 +1,63 @@
+// What one engine step asks of a model and gets back: plain structs shared by the executor
+// (which runs the plan), the scheduler/engine (which builds batches) and tests (fake runners).
+#pragma once
+
+#include "runtime/base/status.h"
+
+#include <cstdint>
+#include <vector>
+
+namespace kiln::rt {
+
+enum class LogitsWanted : uint8_t {
+  kNone,  // a prefill chunk that does not reach the end of the prompt
+  kLast,  // the usual case: logits of the sequence's last new token, for sampling
+  kAll,   // logits of every new token (golden tests, prompt logprobs)
+};
+
+// One sequence's slice of a step. Tokens before `startPosition` are already in the KV cache.
+struct SequenceStep {
+  std::vector<int32_t> tokenIds;   // new tokens: a prefill chunk or one decode token
+  int32_t startPosition = 0;       // position of tokenIds[0]
+  // KV blocks covering positions [0, startPosition + tokenIds.size()), in order. Blocks may be
+  // shared with other sequences (prefix cache, parallel samples) for positions already written.
+  std::vector<int32_t> blockTable;
+  LogitsWanted logits = LogitsWanted::kLast;
+};
+
+struct StepBatch {
+  std::vector<SequenceStep> sequences;
+};
+
+// Logits rows in batch order: for each sequence, the rows it asked for (0, 1, or tokenIds.size()).
+struct StepOutput {
+  int32_t vocabSize = 0;
+  std::vector<float> logits;           // [rows, vocabSize]
+  std::vector<int32_t> rowsPerSequence;
+  std::vector<int32_t> firstRowOfSequence;
+
+  const float *row(int32_t r) const { return logits.data() + static_cast<size_t>(r) * vocabSize; }
+  int32_t numRows() const { return vocabSize ? static_cast<int32_t>(logits.size() / vocabSize) : 0; }
+};
+
+// Limits a runner enforces; the scheduler plans within them.
+struct RunnerLimits {
+  int32_t maxBatch = 0;          // sequences per step
+  int32_t maxTokensPerStep = 0;
+  int32_t maxSeqLen = 0;
+  int32_t maxBlocksPerSeq = 0;
+  int32_t blockSize = 0;
+  int32_t numKvBlocks = 0;       // size of the KV block pool
+  int32_t vocabSize = 0;
+};
+
+// Runs steps of a model. The executor is the real one; tests use fakes.
+class ModelRunner {
+public:
+  virtual ~ModelRunner() = default;
+  virtual const RunnerLimits &limits() const = 0;
+  // Fails (never crashes) on a batch that exceeds the limits, naming the limit.
+  virtual Result<StepOutput> execute(const StepBatch &batch) = 0;
+};
+
+} // namespace kiln::rt
