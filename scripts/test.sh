@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# Builds kiln and runs every test: the command CI runs (.ci/run) and the README's second command.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh" "$@"
+build=${KILN_BUILD_DIR:-$root/build}
+if [ ! -d "$root/../shared/assets" ]; then
+  echo "note: $root/../shared/assets is absent: tests labelled 'model' will skip, saying so"
+fi
+cd "$build"
+ctest --output-on-failure -j "${KILN_TEST_JOBS:-$(nproc)}" --timeout 900
