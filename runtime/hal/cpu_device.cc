@@ -1,0 +1,83 @@
+#include "runtime/hal/cpu_device.h"
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::rt {
+namespace {
+
+// 64-byte alignment: a cache line, and what the kernels' vector loops like.
+constexpr size_t kCpuAlignment = 64;
+
+class CpuPreparedOp final : public PreparedOp {
+public:
+  CpuPreparedOp(CpuOpFn fn, BoundOp bound) : fn_(fn), bound_(std::move(bound)) {}
+  void run(const StepCounts &counts) const { fn_(bound_, counts); }
+
+private:
+  CpuOpFn fn_;
+  BoundOp bound_;
+};
+
+} // namespace
+
+CpuDevice::CpuDevice() = default;
+
+Result<DeviceMemory> CpuDevice::allocate(size_t bytes, MemoryKind kind) {
+  size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+  if (rounded < bytes)
+    return resourceExhausted("cpu: cannot allocate " + std::to_string(bytes) + " bytes");
+  DeviceMemory memory;
+  memory.kind = kind;
+  memory.bytes = bytes;
+  if (rounded == 0)
+    return memory;
+  memory.data = std::aligned_alloc(kCpuAlignment, rounded);
+  if (!memory.data)
+    return resourceExhausted("cpu: out of host memory allocating " + std::to_string(bytes) +
+                             " bytes");
+  // Zeroed so a step never reads stale bytes from a previous model or step as a value.
+  std::memset(memory.data, 0, rounded);
+  return memory;
+}
+
+void CpuDevice::free(DeviceMemory &memory) {
+  if (!memory.borrowed)
+    std::free(memory.data);
+  memory = DeviceMemory();
+}
+
+Result<DeviceMemory> CpuDevice::importWeights(std::span<const uint8_t> hostBytes) {
+  DeviceMemory memory;
+  // Kernels only read weights; the const_cast keeps DeviceMemory one type for every backend.
+  memory.data = const_cast<uint8_t *>(hostBytes.data());
+  memory.bytes = hostBytes.size();
+  memory.kind = MemoryKind::kHostVisible;
+  memory.borrowed = true;
+  return memory;
+}
+
+Status CpuDevice::copyToDevice(void *deviceDst, const void *hostSrc, size_t bytes) {
+  if (bytes)
+    std::memcpy(deviceDst, hostSrc, bytes);
+  return okStatus();
+}
+
+Status CpuDevice::copyToHost(void *hostDst, const void *deviceSrc, size_t bytes) {
+  if (bytes)
+    std::memcpy(hostDst, deviceSrc, bytes);
+  return okStatus();
+}
+
+Result<std::unique_ptr<PreparedOp>> CpuDevice::prepareOp(const BoundOp &op) {
+  KILN_ASSIGN_OR_RETURN(CpuOpFn fn, selectCpuOp(op));
+  return std::unique_ptr<PreparedOp>(std::make_unique<CpuPreparedOp>(fn, op));
+}
+
+Status CpuDevice::runOp(const PreparedOp &op, const StepCounts &counts) {
+  // Only this device prepares the ops it runs, so the downcast is safe.
+  static_cast<const CpuPreparedOp &>(op).run(counts);
+  return okStatus();
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,36 @@
+// The reference backend: host memory, ops run synchronously by the kernels in kernels/cpu
+// (OpenMP inside each kernel). What CI runs, and what every GPU backend is checked against.
+#pragma once
+
+#include "runtime/hal/device.h"
+
+namespace kiln::rt {
+
+class CpuDevice final : public Device {
+public:
+  CpuDevice();
+
+  const std::string &name() const override { return name_; }
+  DeviceKind kind() const override { return DeviceKind::kCpu; }
+  const std::string &target() const override { return name_; }
+
+  Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override;
+  void free(DeviceMemory &memory) override;
+  Result<DeviceMemory> importWeights(std::span<const uint8_t> hostBytes) override;
+  Status copyToDevice(void *deviceDst, const void *hostSrc, size_t bytes) override;
+  Status copyToHost(void *hostDst, const void *deviceSrc, size_t bytes) override;
+
+  Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override;
+  Status runOp(const PreparedOp &op, const StepCounts &counts) override;
+  Status synchronize() override { return okStatus(); }
+
+private:
+  std::string name_ = "cpu";
+};
+
+// One function per op kind binds the op's schema params and buffers to its kernel's arguments.
+using CpuOpFn = void (*)(const BoundOp &op, const StepCounts &counts);
+// The function for `kind` after checking the bound dtypes; an error names the op and the buffer.
+Result<CpuOpFn> selectCpuOp(const BoundOp &op);
+
+} // namespace kiln::rt

@@ -1,0 +1,114 @@
+// The hardware abstraction the executor runs a plan on. A backend allocates memory, copies to and
+// from it, and runs one plan op at a time on buffers the executor bound at create. The interface
+// is shaped for a CUDA backend too (device memory + host-visible staging, ops prepared once so a
+// launch is a table lookup, synchronize() at the end of a step so launches can be asynchronous and
+// captured into CUDA graphs per batch bucket); only the cpu backend exists today.
+#pragma once
+
+#include "runtime/base/status.h"
+#include "schema/plan_generated.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+enum class DeviceKind : uint8_t { kCpu, kCuda };
+
+enum class MemoryKind : uint8_t {
+  kDevice,       // only device code touches it (CPU: ordinary host memory)
+  kHostVisible,  // also mapped for the host: step inputs staged every step
+};
+
+struct DeviceMemory {
+  void *data = nullptr;  // a device address (CPU: a host pointer)
+  size_t bytes = 0;
+  MemoryKind kind = MemoryKind::kDevice;
+  bool borrowed = false;  // host bytes lent by importWeights; free() leaves them alone
+};
+
+// The actual counts of one step; every buffer's dim 0 follows from these (plan.fbs RowScale).
+struct StepCounts {
+  int32_t numTokens = 0;
+  int32_t numSeqs = 0;
+  int32_t numLogits = 0;
+  int32_t maxContextLen = 0;  // longest context of the step (GPU grid rules, split-K attention)
+
+  // Rows of a buffer with `rule` this step; `fixedRows` is its recorded shape[0].
+  int64_t rows(schema::RowScale rule, int64_t fixedRows) const {
+    switch (rule) {
+    case schema::RowScale::Tokens: return numTokens;
+    case schema::RowScale::Sequences: return numSeqs;
+    case schema::RowScale::Logits: return numLogits;
+    default: return fixedRows;
+    }
+  }
+};
+
+// A plan buffer resolved to device memory.
+struct BoundBuffer {
+  void *data = nullptr;
+  schema::DType dtype = schema::DType::F32;
+  schema::RowScale rows = schema::RowScale::Fixed;
+  schema::BufferKind kind = schema::BufferKind::Activation;
+  int64_t fixedRows = 0;  // shape[0] as recorded (at the compiled maxima)
+  int64_t width = 1;      // product of the trailing dims
+};
+
+// The paged KV cache as ops see it: per layer, K and V of [numBlocks][kvHeads][blockSize][headDim].
+struct KvCacheBinding {
+  std::vector<void *> keys;
+  std::vector<void *> values;
+  int32_t numBlocks = 0;
+  int32_t blockSize = 0;
+  schema::DType dtype = schema::DType::F32;
+};
+
+// One op of the step program with its buffers resolved, in the plan's input/output order.
+struct BoundOp {
+  const schema::Op *op = nullptr;  // kind, params and name; lives in the artifact's plan
+  std::vector<BoundBuffer> inputs;
+  std::vector<BoundBuffer> outputs;
+  const KvCacheBinding *kvCache = nullptr;  // must outlive the prepared op
+};
+
+// A backend's ready-to-run form of one op, made once at Executor::create.
+class PreparedOp {
+public:
+  virtual ~PreparedOp() = default;
+};
+
+class Device {
+public:
+  virtual ~Device() = default;
+
+  virtual const std::string &name() const = 0;
+  virtual DeviceKind kind() const = 0;
+  // The artifact target this device runs ("cpu", "sm_90a"): Plan.targets must list it.
+  virtual const std::string &target() const = 0;
+
+  virtual Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) = 0;
+  // Releases `memory` (a no-op for borrowed memory) and clears it.
+  virtual void free(DeviceMemory &memory) = 0;
+  // Makes host bytes (a mapped weights file) readable by ops. The CPU backend borrows them
+  // without copying, so they must outlive the returned memory; a GPU backend copies.
+  virtual Result<DeviceMemory> importWeights(std::span<const uint8_t> hostBytes) = 0;
+  virtual Status copyToDevice(void *deviceDst, const void *hostSrc, size_t bytes) = 0;
+  virtual Status copyToHost(void *hostDst, const void *deviceSrc, size_t bytes) = 0;
+
+  // Checks that this backend supports the op as bound (dtypes, params) and prepares it.
+  virtual Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) = 0;
+  // Runs a prepared op for this step's counts. The executor has validated the step inputs.
+  virtual Status runOp(const PreparedOp &op, const StepCounts &counts) = 0;
+  // Waits for every queued op and copy.
+  virtual Status synchronize() = 0;
+};
+
+// "cpu" -> the reference backend. "cuda" -> an error in builds without the CUDA backend.
+Result<std::unique_ptr<Device>> createDevice(const std::string &name);
+
+} // namespace kiln::rt
