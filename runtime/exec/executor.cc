@@ -1,0 +1,175 @@
+#include "runtime/exec/executor.h"
+
+#include <algorithm>
+#include <limits>
+
+namespace kiln::rt {
+namespace {
+
+RunnerLimits limitsOf(const schema::Plan &plan) {
+  RunnerLimits limits;
+  limits.maxBatch = static_cast<int32_t>(plan.limits()->max_batch());
+  limits.maxTokensPerStep = static_cast<int32_t>(plan.limits()->max_tokens_per_step());
+  limits.maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
+  limits.maxBlocksPerSeq = static_cast<int32_t>(plan.limits()->max_blocks_per_seq());
+  limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
+  limits.vocabSize = static_cast<int32_t>(plan.model()->vocab_size());
+  return limits;
+}
+
+std::string joinTargets(const schema::Plan &plan) {
+  std::string joined;
+  if (plan.targets())
+    for (const auto *t : *plan.targets())
+      joined += (joined.empty() ? "" : ",") + t->str();
+  return joined.empty() ? "(none)" : joined;
+}
+
+Status checkTarget(const Artifact &artifact, const Device &device) {
+  const schema::Plan &plan = artifact.plan();
+  if (plan.targets())
+    for (const auto *t : *plan.targets())
+      if (t->str() == device.target())
+        return okStatus();
+  return failedPrecondition("artifact '" + artifact.directory() + "' was compiled for targets " +
+                            joinTargets(plan) + "; this device is '" + device.target() +
+                            "': recompile with --target " + device.target());
+}
+
+// Bytes per KV block over all layers (K and V), and the pool size the options ask for.
+Result<int32_t> kvBlockCount(const schema::KvCacheSpec &kv, const ExecutorOptions &options,
+                             size_t blockBytes) {
+  int64_t blocks = options.numKvBlocks;
+  if (options.numKvBlocks < 0)
+    return invalidArgument("numKvBlocks is " + std::to_string(options.numKvBlocks) +
+                           "; it must be >= 0 (0: derive from kvCacheBytes)");
+  if (blocks == 0)
+    blocks = static_cast<int64_t>(options.kvCacheBytes / blockBytes);
+  if (blocks == 0)
+    return resourceExhausted("KV cache of " + std::to_string(options.kvCacheBytes) +
+                             " bytes holds no block: one block (all layers, K and V) is " +
+                             std::to_string(blockBytes) + " bytes");
+  // Slots (block * block_size + offset) are int32 step inputs.
+  int64_t maxBlocks = std::numeric_limits<int32_t>::max() / kv.block_size();
+  return static_cast<int32_t>(std::min(blocks, maxBlocks));
+}
+
+} // namespace
+
+Executor::Executor(const Artifact &artifact, Device &device, int rank)
+    : artifact_(artifact), device_(device), rank_(artifact.rank(rank)),
+      limits_(limitsOf(artifact.plan())), hostInputs_(limits_) {}
+
+Executor::~Executor() {
+  program_.clear();
+  for (DeviceMemory &memory : memory_)
+    device_.free(memory);
+}
+
+Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Device &device,
+                                                   const ExecutorOptions &options) {
+  if (options.rank < 0 || options.rank >= artifact.numRanks() || !artifact.hasWeights(options.rank))
+    return invalidArgument("executor rank " + std::to_string(options.rank) +
+                           " is not a rank of '" + artifact.directory() +
+                           "' whose weights were loaded (" + std::to_string(artifact.numRanks()) +
+                           " rank(s))");
+  KILN_RETURN_IF_ERROR(checkTarget(artifact, device));
+  std::unique_ptr<Executor> executor(new Executor(artifact, device, options.rank));
+  KILN_RETURN_IF_ERROR(executor->allocate(options));
+  KILN_RETURN_IF_ERROR(executor->bindProgram());
+  return executor;
+}
+
+Result<DeviceMemory> Executor::track(Result<DeviceMemory> memory) {
+  if (memory.isOk())
+    memory_.push_back(*memory);
+  return memory;
+}
+
+Status Executor::allocate(const ExecutorOptions &options) {
+  const schema::KvCacheSpec &kv = *artifact_.plan().kv_cache();
+  size_t layerBlockBytes = size_t(kv.num_kv_heads()) * kv.block_size() * kv.head_dim() *
+                           dtypeSize(kv.dtype());
+  kvBlockBytes_ = 2 * size_t(kv.num_layers()) * layerBlockBytes;
+  KILN_ASSIGN_OR_RETURN(limits_.numKvBlocks, kvBlockCount(kv, options, kvBlockBytes_));
+  KILN_ASSIGN_OR_RETURN(DeviceMemory weights,
+                        track(device_.importWeights(artifact_.weightsFile(options.rank))));
+  KILN_ASSIGN_OR_RETURN(DeviceMemory arena,
+                        track(device_.allocate(rank_.arena_bytes(), MemoryKind::kDevice)));
+  KILN_ASSIGN_OR_RETURN(DeviceMemory cache,
+                        track(device_.allocate(kvBlockBytes_ * limits_.numKvBlocks,
+                                               MemoryKind::kDevice)));
+  weights_ = weights.data;
+  arena_ = arena.data;
+  kvCache_.numBlocks = limits_.numKvBlocks;
+  kvCache_.blockSize = limits_.blockSize;
+  kvCache_.dtype = kv.dtype();
+  size_t layerBytes = layerBlockBytes * limits_.numKvBlocks;
+  for (uint32_t l = 0; l < kv.num_layers(); ++l) {
+    kvCache_.keys.push_back(static_cast<uint8_t *>(cache.data) + (2 * l) * layerBytes);
+    kvCache_.values.push_back(static_cast<uint8_t *>(cache.data) + (2 * l + 1) * layerBytes);
+  }
+  for (const schema::Buffer *b : *rank_.buffers()) {
+    BoundBuffer bound;
+    bound.dtype = b->dtype();
+    bound.rows = b->rows();
+    bound.kind = b->kind();
+    bound.fixedRows = static_cast<int64_t>(b->shape()->Get(0));
+    for (uint32_t i = 1; i < b->shape()->size(); ++i)
+      bound.width *= static_cast<int64_t>(b->shape()->Get(i));
+    if (b->kind() == schema::BufferKind::Weight) {
+      bound.data = static_cast<uint8_t *>(weights_) + rank_.weights()->Get(b->weight())->offset();
+    } else if (b->kind() == schema::BufferKind::Activation) {
+      bound.data = static_cast<uint8_t *>(arena_) + b->arena_offset();
+    } else {
+      KILN_ASSIGN_OR_RETURN(DeviceMemory input,
+                            track(device_.allocate(b->size_bytes(), MemoryKind::kHostVisible)));
+      bound.data = input.data;
+      stepInputs_.push_back({b->step_input(), input.data});
+    }
+    buffers_.push_back(bound);
+  }
+  return okStatus();
+}
+
+Status Executor::bindProgram() {
+  const schema::Buffer &logits = *rank_.buffers()->Get(rank_.logits());
+  if (logits.dtype() != schema::DType::F32)
+    return unimplemented("logits buffer '" + logits.name()->str() + "' has dtype " +
+                         dtypeName(logits.dtype()) + "; the executor returns F32 logits only");
+  logits_ = buffers_[rank_.logits()].data;
+  for (const schema::Op *op : *rank_.program()) {
+    BoundOp bound;
+    bound.op = op;
+    bound.kvCache = &kvCache_;
+    for (uint32_t index : *op->inputs())
+      bound.inputs.push_back(buffers_[index]);
+    for (uint32_t index : *op->outputs())
+      bound.outputs.push_back(buffers_[index]);
+    auto prepared = device_.prepareOp(bound);
+    if (!prepared.isOk())
+      return prepared.status().withContext("artifact '" + artifact_.directory() + "'");
+    program_.push_back(std::move(prepared).value());
+  }
+  return okStatus();
+}
+
+Result<StepOutput> Executor::execute(const StepBatch &batch) {
+  KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
+  StepOutput out;
+  StepCounts counts = fillStepInputs(batch, limits_, hostInputs_, out);
+  for (const StepInputBuffer &input : stepInputs_) {
+    std::span<const int32_t> values = hostInputs_.filled(input.kind, counts);
+    KILN_RETURN_IF_ERROR(device_.copyToDevice(input.data, values.data(), values.size_bytes()));
+  }
+  for (const auto &op : program_)
+    KILN_RETURN_IF_ERROR(device_.runOp(*op, counts));
+  KILN_RETURN_IF_ERROR(device_.synchronize());
+  out.vocabSize = limits_.vocabSize;
+  out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.vocabSize);
+  KILN_RETURN_IF_ERROR(
+      device_.copyToHost(out.logits.data(), logits_, out.logits.size() * sizeof(float)));
+  return out;
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,67 @@
+// Runs one engine step of a loaded artifact's plan on a Device (DESIGN.md "The step program").
+// Everything is allocated at create (weights, activation arena, paged KV cache, step inputs at
+// the compiled maxima) and the program is resolved into prepared ops, so execute() allocates
+// only the logits it returns and dispatches each op with one indirect call.
+#pragma once
+
+#include "runtime/artifact/artifact.h"
+#include "runtime/exec/step.h"
+#include "runtime/exec/step_inputs.h"
+#include "runtime/hal/device.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+namespace kiln::rt {
+
+struct ExecutorOptions {
+  int rank = 0;                                // which rank of the plan this executor runs
+  int32_t numKvBlocks = 0;                     // 0: derive from kvCacheBytes
+  size_t kvCacheBytes = size_t(64) << 20;      // K and V of every layer, all blocks together
+};
+
+class Executor final : public ModelRunner {
+public:
+  // `artifact` and `device` must outlive the executor (it binds plan tables and mapped weights).
+  static Result<std::unique_ptr<Executor>> create(const Artifact &artifact, Device &device,
+                                                  const ExecutorOptions &options = {});
+  ~Executor() override;
+  Executor(const Executor &) = delete;
+  Executor &operator=(const Executor &) = delete;
+
+  const RunnerLimits &limits() const override { return limits_; }
+  Result<StepOutput> execute(const StepBatch &batch) override;
+
+  // Bytes of one KV block over all layers, K and V (what numKvBlocks is derived from).
+  size_t kvBlockBytes() const { return kvBlockBytes_; }
+
+private:
+  struct StepInputBuffer {
+    schema::StepInputKind kind;
+    void *data;
+  };
+
+  Executor(const Artifact &artifact, Device &device, int rank);
+  Status allocate(const ExecutorOptions &options);
+  Status bindProgram();
+  Result<DeviceMemory> track(Result<DeviceMemory> memory);
+
+  const Artifact &artifact_;
+  Device &device_;
+  const schema::Rank &rank_;
+  RunnerLimits limits_;
+  size_t kvBlockBytes_ = 0;
+  std::vector<DeviceMemory> memory_;  // everything allocated or imported, freed in ~Executor
+  void *weights_ = nullptr;
+  void *arena_ = nullptr;
+  KvCacheBinding kvCache_;
+  std::vector<BoundBuffer> buffers_;  // by plan buffer index
+  std::vector<StepInputBuffer> stepInputs_;
+  std::vector<std::unique_ptr<PreparedOp>> program_;
+  const void *logits_ = nullptr;
+  HostStepInputs hostInputs_;
+};
+
+} // namespace kiln::rt

@@ -1,0 +1,132 @@
+#include "runtime/exec/step_inputs.h"
+
+#include <algorithm>
+#include <string>
+
+namespace kiln::rt {
+namespace {
+
+std::string seqName(size_t s) { return "sequence " + std::to_string(s); }
+
+Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &limits) {
+  int64_t numNew = static_cast<int64_t>(seq.tokenIds.size());
+  if (numNew == 0)
+    return invalidArgument(seqName(s) + " has no new tokens");
+  if (seq.startPosition < 0)
+    return invalidArgument(seqName(s) + " has startPosition " +
+                           std::to_string(seq.startPosition) + "; it must be >= 0");
+  int64_t end = seq.startPosition + numNew;
+  if (end > limits.maxSeqLen)
+    return outOfRange(seqName(s) + " reaches " + std::to_string(end) + " tokens (start " +
+                      std::to_string(seq.startPosition) + " + " + std::to_string(numNew) +
+                      " new); the artifact was compiled with --max-seq-len " +
+                      std::to_string(limits.maxSeqLen));
+  for (size_t i = 0; i < seq.tokenIds.size(); ++i) {
+    int32_t id = seq.tokenIds[i];
+    if (id < 0 || id >= limits.vocabSize)
+      return invalidArgument(seqName(s) + " token " + std::to_string(i) + " is id " +
+                             std::to_string(id) + "; the vocabulary has " +
+                             std::to_string(limits.vocabSize) + " tokens");
+  }
+  int64_t numBlocks = static_cast<int64_t>(seq.blockTable.size());
+  if (numBlocks > limits.maxBlocksPerSeq)
+    return outOfRange(seqName(s) + " block table has " + std::to_string(numBlocks) +
+                      " blocks; the artifact allows " + std::to_string(limits.maxBlocksPerSeq) +
+                      " per sequence (--max-seq-len / --kv-block-size)");
+  if (numBlocks * limits.blockSize < end)
+    return invalidArgument(seqName(s) + " block table has " + std::to_string(numBlocks) +
+                           " blocks of " + std::to_string(limits.blockSize) +
+                           " tokens, too few for its " + std::to_string(end) + " positions");
+  for (size_t i = 0; i < seq.blockTable.size(); ++i) {
+    int32_t block = seq.blockTable[i];
+    if (block < 0 || block >= limits.numKvBlocks)
+      return invalidArgument(seqName(s) + " block table entry " + std::to_string(i) +
+                             " is block " + std::to_string(block) + "; the KV cache has " +
+                             std::to_string(limits.numKvBlocks) + " blocks");
+  }
+  return okStatus();
+}
+
+} // namespace
+
+Status validateStep(const StepBatch &batch, const RunnerLimits &limits) {
+  const auto &seqs = batch.sequences;
+  if (seqs.empty())
+    return invalidArgument("step has no sequences");
+  if (seqs.size() > static_cast<size_t>(limits.maxBatch))
+    return outOfRange("step has " + std::to_string(seqs.size()) +
+                      " sequences; the artifact was compiled with --max-batch " +
+                      std::to_string(limits.maxBatch));
+  size_t totalTokens = 0;
+  for (const SequenceStep &seq : seqs)
+    totalTokens += seq.tokenIds.size();
+  if (totalTokens > static_cast<size_t>(limits.maxTokensPerStep))
+    return outOfRange("step has " + std::to_string(totalTokens) +
+                      " tokens; the artifact was compiled with --max-tokens-per-step " +
+                      std::to_string(limits.maxTokensPerStep));
+  for (size_t s = 0; s < seqs.size(); ++s)
+    KILN_RETURN_IF_ERROR(validateSequence(seqs[s], s, limits));
+  return okStatus();
+}
+
+HostStepInputs::HostStepInputs(const RunnerLimits &limits)
+    : tokenIds(limits.maxTokensPerStep), positions(limits.maxTokensPerStep),
+      slotMapping(limits.maxTokensPerStep), queryStartLoc(limits.maxBatch + 1),
+      contextLens(limits.maxBatch),
+      blockTables(static_cast<size_t>(limits.maxBatch) * limits.maxBlocksPerSeq),
+      logitsIndices(limits.maxTokensPerStep), maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
+
+std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
+                                                const StepCounts &counts) const {
+  using K = schema::StepInputKind;
+  size_t tokens = counts.numTokens, seqs = counts.numSeqs;
+  switch (kind) {
+  case K::TokenIds: return {tokenIds.data(), tokens};
+  case K::Positions: return {positions.data(), tokens};
+  case K::SlotMapping: return {slotMapping.data(), tokens};
+  case K::QueryStartLoc: return {queryStartLoc.data(), seqs + 1};
+  case K::ContextLens: return {contextLens.data(), seqs};
+  case K::BlockTables: return {blockTables.data(), seqs * maxBlocksPerSeq_};
+  case K::LogitsIndices: return {logitsIndices.data(), static_cast<size_t>(counts.numLogits)};
+  default: return {};
+  }
+}
+
+StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
+                          HostStepInputs &inputs, StepOutput &out) {
+  StepCounts counts;
+  counts.numSeqs = static_cast<int32_t>(batch.sequences.size());
+  out.rowsPerSequence.assign(counts.numSeqs, 0);
+  out.firstRowOfSequence.assign(counts.numSeqs, 0);
+  const int32_t blockSize = limits.blockSize;
+  int32_t t = 0;
+  for (int32_t s = 0; s < counts.numSeqs; ++s) {
+    const SequenceStep &seq = batch.sequences[s];
+    const int32_t numNew = static_cast<int32_t>(seq.tokenIds.size());
+    inputs.queryStartLoc[s] = t;
+    for (int32_t i = 0; i < numNew; ++i, ++t) {
+      int32_t position = seq.startPosition + i;
+      inputs.tokenIds[t] = seq.tokenIds[i];
+      inputs.positions[t] = position;
+      inputs.slotMapping[t] = seq.blockTable[position / blockSize] * blockSize + position % blockSize;
+    }
+    int32_t contextLen = seq.startPosition + numNew;
+    inputs.contextLens[s] = contextLen;
+    counts.maxContextLen = std::max(counts.maxContextLen, contextLen);
+    int32_t *row = inputs.blockTables.data() + static_cast<size_t>(s) * limits.maxBlocksPerSeq;
+    std::fill(std::copy(seq.blockTable.begin(), seq.blockTable.end(), row),
+              row + limits.maxBlocksPerSeq, 0);
+    int32_t rows = seq.logits == LogitsWanted::kAll ? numNew
+                   : seq.logits == LogitsWanted::kLast ? 1
+                                                       : 0;
+    out.firstRowOfSequence[s] = counts.numLogits;
+    out.rowsPerSequence[s] = rows;
+    for (int32_t r = 0; r < rows; ++r)
+      inputs.logitsIndices[counts.numLogits++] = t - rows + r;
+  }
+  inputs.queryStartLoc[counts.numSeqs] = t;
+  counts.numTokens = t;
+  return counts;
+}
+
+} // namespace kiln::rt
