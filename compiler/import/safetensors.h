@@ -42,8 +42,15 @@ public:
   Result<std::span<const uint8_t>> rawBytes(const std::string &name) const;
   // The tensor converted to fp32, row-major.
   Result<std::vector<float>> readF32(const std::string &name) const;
+  // Path of the file that stores `info` (for messages).
+  const std::string &filePath(const TensorInfo &info) const;
+  const std::string &modelDir() const { return modelDir_; }
 
 private:
+  Status addFile(const std::string &path, std::map<std::string, std::string> &metadata);
+  Status resolveAliases(const std::map<std::string, std::string> &metadata);
+
+  std::string modelDir_;
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
   std::map<std::string, std::string> aliases_;  // requested name -> stored name

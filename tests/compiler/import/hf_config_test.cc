@@ -1,0 +1,305 @@
+#include "compiler/import/hf_config.h"
+
+#include "runtime/base/file.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <string>
+
+namespace kiln::compiler {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kAssets = KILN_ASSETS_DIR;
+
+// A small valid Llama config; each error test breaks one field of it.
+Json baseConfig() {
+  return Json::parse(R"({
+    "architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_act": "silu",
+    "vocab_size": 2048, "hidden_size": 128, "intermediate_size": 384,
+    "num_hidden_layers": 2, "num_attention_heads": 8, "num_key_value_heads": 4,
+    "rms_norm_eps": 1e-6, "rope_theta": 10000.0, "rope_scaling": null,
+    "max_position_embeddings": 512, "tie_word_embeddings": true,
+    "bos_token_id": 1, "eos_token_id": 2
+  })");
+}
+
+Result<HfModelConfig> parse(const Json &config, const std::string &generation = "") {
+  return parseHfModelConfig(config.dump(), generation, "m/config.json");
+}
+
+// The parse must fail, and its message must name `field` (and `alsoNamed` when given).
+void expectError(const Json &config, const std::string &field, const std::string &alsoNamed = "",
+                 const std::string &generation = "") {
+  auto result = parse(config, generation);
+  ASSERT_FALSE(result.isOk()) << "expected an error naming " << field;
+  const std::string &message = result.status().message();
+  EXPECT_NE(message.find("'" + field + "'"), std::string::npos) << message;
+  EXPECT_NE(message.find("config.json"), std::string::npos) << message;
+  if (!alsoNamed.empty())
+    EXPECT_NE(message.find(alsoNamed), std::string::npos) << message;
+}
+
+bool haveAsset(const std::string &relative) { return fileExists(kAssets + "/" + relative); }
+
+TEST(HfConfigTest, TinyStories656KFromAssets) {
+  if (!haveAsset("models/tinystories-656K-hf/config.json"))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto config = loadHfModelConfig(kAssets + "/models/tinystories-656K-hf");
+  ASSERT_TRUE(config.isOk()) << config.status().toString();
+  EXPECT_EQ(config->modelType, "llama");
+  EXPECT_EQ(config->architecture, "LlamaForCausalLM");
+  EXPECT_EQ(config->vocabSize, 2048);
+  EXPECT_EQ(config->hiddenSize, 128);
+  EXPECT_EQ(config->intermediateSize, 384);
+  EXPECT_EQ(config->numLayers, 2);
+  EXPECT_EQ(config->numHeads, 8);
+  EXPECT_EQ(config->numKvHeads, 4);
+  EXPECT_EQ(config->headDim, 16);
+  EXPECT_DOUBLE_EQ(config->rmsNormEps, 1e-6);
+  EXPECT_DOUBLE_EQ(config->ropeTheta, 10000.0);
+  EXPECT_FALSE(config->ropeScaling.has_value());
+  EXPECT_TRUE(config->tieWordEmbeddings);
+  EXPECT_FALSE(config->attentionBias);
+  EXPECT_FALSE(config->mlpBias);
+  EXPECT_EQ(config->maxPositionEmbeddings, 512);
+  EXPECT_EQ(config->torchDtype, "float32");
+  EXPECT_EQ(config->bosTokenId, 1);
+  EXPECT_EQ(config->eosTokenIds, std::vector<int32_t>({2}));
+  EXPECT_EQ(config->padTokenId, -1);
+}
+
+TEST(HfConfigTest, Stories260KFromAssetsHasExplicitHeadDim) {
+  if (!haveAsset("models/stories260K-hf/config.json"))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto config = loadHfModelConfig(kAssets + "/models/stories260K-hf");
+  ASSERT_TRUE(config.isOk()) << config.status().toString();
+  EXPECT_EQ(config->vocabSize, 512);
+  EXPECT_EQ(config->hiddenSize, 64);
+  EXPECT_EQ(config->intermediateSize, 172);
+  EXPECT_EQ(config->numLayers, 5);
+  EXPECT_EQ(config->numHeads, 8);
+  EXPECT_EQ(config->numKvHeads, 4);
+  EXPECT_EQ(config->headDim, 8);
+  EXPECT_DOUBLE_EQ(config->rmsNormEps, 1e-5);
+  EXPECT_TRUE(config->tieWordEmbeddings);
+  EXPECT_EQ(config->bosTokenId, 1);
+  EXPECT_EQ(config->eosTokenIds, std::vector<int32_t>({2}));
+}
+
+Result<HfModelConfig> parseAsset(const std::string &relative) {
+  KILN_ASSIGN_OR_RETURN(std::string text, readFile(kAssets + "/" + relative));
+  return parseHfModelConfig(text, "", relative);
+}
+
+TEST(HfConfigTest, QuantizedLlamaFinetuneIsRejected) {
+  if (!haveAsset("configs/llama-3.2-1b-finetune.config.json"))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto config = parseAsset("configs/llama-3.2-1b-finetune.config.json");
+  ASSERT_FALSE(config.isOk());
+  EXPECT_EQ(config.status().code(), StatusCode::kUnimplemented);
+  EXPECT_NE(config.status().message().find("'quantization_config'"), std::string::npos)
+      << config.status().message();
+}
+
+TEST(HfConfigTest, NonLlamaModelTypesAreRejected) {
+  for (auto [file, type] : {std::pair{"configs/gpt2-gptq.config.json", "gpt2"},
+                            {"tokenizers/mistral-7b-instruct-v0.3/config.json", "mistral"}}) {
+    if (!haveAsset(file))
+      GTEST_SKIP() << "assets not found at " << kAssets;
+    auto config = parseAsset(file);
+    ASSERT_FALSE(config.isOk()) << file;
+    EXPECT_EQ(config.status().code(), StatusCode::kUnimplemented);
+    const std::string &message = config.status().message();
+    EXPECT_NE(message.find("'model_type'"), std::string::npos) << message;
+    EXPECT_NE(message.find(std::string("'") + type + "'"), std::string::npos) << message;
+    EXPECT_NE(message.find("llama"), std::string::npos) << message; // lists what is supported
+    EXPECT_NE(message.find(file), std::string::npos) << message;
+  }
+}
+
+TEST(HfConfigTest, FinetuneWithoutQuantizationHasLlama3RopeScaling) {
+  if (!haveAsset("configs/llama-3.2-1b-finetune.config.json"))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto text = readFile(kAssets + "/configs/llama-3.2-1b-finetune.config.json");
+  ASSERT_TRUE(text.isOk());
+  Json json = Json::parse(*text);
+  json.erase("quantization_config");
+  auto config = parse(json);
+  ASSERT_TRUE(config.isOk()) << config.status().toString();
+  ASSERT_TRUE(config->ropeScaling.has_value());
+  EXPECT_EQ(config->ropeScaling->type, "llama3");
+  EXPECT_DOUBLE_EQ(config->ropeScaling->factor, 32.0);
+  EXPECT_DOUBLE_EQ(config->ropeScaling->lowFreqFactor, 1.0);
+  EXPECT_DOUBLE_EQ(config->ropeScaling->highFreqFactor, 4.0);
+  EXPECT_EQ(config->ropeScaling->originalMaxPositionEmbeddings, 8192);
+  EXPECT_DOUBLE_EQ(config->ropeTheta, 500000.0);
+  EXPECT_EQ(config->headDim, 64);
+  EXPECT_EQ(config->numHeads, 32);
+  EXPECT_EQ(config->numKvHeads, 8);
+  EXPECT_EQ(config->numLayers, 16);
+  EXPECT_EQ(config->vocabSize, 128256);
+  EXPECT_EQ(config->maxPositionEmbeddings, 131072);
+  EXPECT_EQ(config->torchDtype, "float16");
+  EXPECT_EQ(config->bosTokenId, 128000);
+  EXPECT_EQ(config->eosTokenIds, std::vector<int32_t>({128001}));
+}
+
+TEST(HfConfigTest, EosIdsAreTheUnionInFirstSeenOrder) {
+  Json config = baseConfig();
+  config["eos_token_id"] = {128001, 128008, 128009};
+  config["bos_token_id"] = 1;
+  config["pad_token_id"] = 3;
+  auto parsed = parse(config, R"({"eos_token_id": [128009, 128001, 7], "bos_token_id": 5,
+                                  "pad_token_id": null})");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_EQ(parsed->eosTokenIds, std::vector<int32_t>({128001, 128008, 128009, 7}));
+  EXPECT_EQ(parsed->bosTokenId, 5); // generation_config.json overrides when set
+  EXPECT_EQ(parsed->padTokenId, 3); // ... and not when null
+
+  config.erase("eos_token_id");
+  config["pad_token_id"] = -1; // early Llama conversions: "no pad token"
+  parsed = parse(config, R"({"eos_token_id": 9})");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_EQ(parsed->eosTokenIds, std::vector<int32_t>({9}));
+  EXPECT_EQ(parsed->padTokenId, -1);
+}
+
+TEST(HfConfigTest, DefaultsWhenOptionalFieldsAreAbsent) {
+  Json config = baseConfig();
+  for (const char *key : {"num_key_value_heads", "rms_norm_eps", "rope_theta", "rope_scaling",
+                          "max_position_embeddings", "tie_word_embeddings", "hidden_act",
+                          "bos_token_id", "eos_token_id", "architectures"})
+    config.erase(key);
+  auto parsed = parse(config);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_EQ(parsed->numKvHeads, 8);
+  EXPECT_EQ(parsed->headDim, 16);
+  EXPECT_DOUBLE_EQ(parsed->rmsNormEps, 1e-6);
+  EXPECT_DOUBLE_EQ(parsed->ropeTheta, 10000.0);
+  EXPECT_EQ(parsed->maxPositionEmbeddings, 2048);
+  EXPECT_FALSE(parsed->tieWordEmbeddings);
+  EXPECT_EQ(parsed->bosTokenId, -1);
+  EXPECT_TRUE(parsed->eosTokenIds.empty());
+  EXPECT_EQ(parsed->architecture, "");
+}
+
+TEST(HfConfigTest, RopeScalingTypeKeys) {
+  Json config = baseConfig();
+  config["rope_scaling"] = {{"type", "llama3"},           {"factor", 8.0},
+                            {"low_freq_factor", 1.0},     {"high_freq_factor", 4.0},
+                            {"original_max_position_embeddings", 8192}};
+  auto parsed = parse(config);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  ASSERT_TRUE(parsed->ropeScaling.has_value());
+  EXPECT_DOUBLE_EQ(parsed->ropeScaling->factor, 8.0);
+
+  config["rope_scaling"] = {{"rope_type", "default"}};
+  parsed = parse(config);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_FALSE(parsed->ropeScaling.has_value());
+
+  // transformers 5 writes rope_parameters instead.
+  config.erase("rope_scaling");
+  config.erase("rope_theta");
+  config["rope_parameters"] = {{"rope_type", "llama3"},     {"rope_theta", 500000.0},
+                               {"factor", 32.0},            {"low_freq_factor", 1.0},
+                               {"high_freq_factor", 4.0},   {"original_max_position_embeddings", 8192}};
+  parsed = parse(config);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  ASSERT_TRUE(parsed->ropeScaling.has_value());
+  EXPECT_DOUBLE_EQ(parsed->ropeScaling->factor, 32.0);
+  EXPECT_DOUBLE_EQ(parsed->ropeTheta, 500000.0);
+}
+
+TEST(HfConfigTest, UnsupportedRopeScalingNamesTheField) {
+  Json config = baseConfig();
+  config["rope_scaling"] = {{"rope_type", "linear"}, {"factor", 2.0}};
+  expectError(config, "rope_scaling.rope_type", "'linear'");
+  config["rope_scaling"] = {{"type", "dynamic"}, {"factor", 2.0}};
+  expectError(config, "rope_scaling.rope_type", "'dynamic'");
+  config["rope_scaling"] = {{"rope_type", "llama3"}, {"low_freq_factor", 1.0}};
+  expectError(config, "rope_scaling.factor", "missing");
+  config["rope_scaling"] = "llama3";
+  expectError(config, "rope_scaling");
+}
+
+TEST(HfConfigTest, UnsupportedSettingsNameTheField) {
+  Json config = baseConfig();
+  config["model_type"] = "qwen2";
+  expectError(config, "model_type", "'qwen2'");
+  config = baseConfig();
+  config["quantization_config"] = {{"quant_method", "awq"}};
+  expectError(config, "quantization_config");
+  config = baseConfig();
+  config["hidden_act"] = "gelu";
+  expectError(config, "hidden_act", "'gelu'");
+}
+
+TEST(HfConfigTest, MissingRequiredFieldsAreNamed) {
+  for (const char *key : {"model_type", "vocab_size", "hidden_size", "intermediate_size",
+                          "num_hidden_layers", "num_attention_heads"}) {
+    Json config = baseConfig();
+    config.erase(key);
+    SCOPED_TRACE(key);
+    expectError(config, key, "missing");
+  }
+}
+
+TEST(HfConfigTest, WrongJsonTypesAreNamed) {
+  std::vector<std::pair<std::string, Json>> cases = {
+      {"hidden_size", "128"},         {"vocab_size", 2048.5},       {"rms_norm_eps", "1e-6"},
+      {"tie_word_embeddings", "yes"}, {"eos_token_id", "2"},        {"eos_token_id", {2, "3"}},
+      {"bos_token_id", 1.5},          {"model_type", 7},            {"architectures", "Llama"},
+      {"num_key_value_heads", 0},     {"rope_theta", {{"x", 1}}},   {"intermediate_size", -5}};
+  for (const auto &[key, value] : cases) {
+    Json config = baseConfig();
+    config[key] = value;
+    SCOPED_TRACE(key + " = " + value.dump());
+    expectError(config, key);
+  }
+}
+
+TEST(HfConfigTest, DivisibilityIsChecked) {
+  Json config = baseConfig();
+  config["num_key_value_heads"] = 3;
+  expectError(config, "num_attention_heads", "'num_key_value_heads'");
+  config = baseConfig();
+  config["hidden_size"] = 100;
+  expectError(config, "hidden_size", "'head_dim'");
+  // An explicit head_dim does not need to divide hidden_size.
+  config["head_dim"] = 32;
+  auto parsed = parse(config);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_EQ(parsed->headDim, 32);
+  config["head_dim"] = 15;
+  expectError(config, "head_dim", "even");
+}
+
+TEST(HfConfigTest, InvalidJsonNamesTheFile) {
+  auto parsed = parseHfModelConfig("{\"model_type\": ", "", "dir/config.json");
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.status().message().find("dir/config.json"), std::string::npos);
+  parsed = parseHfModelConfig(baseConfig().dump(), "[1,", "dir/config.json");
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.status().message().find("dir/generation_config.json"), std::string::npos)
+      << parsed.status().message();
+  parsed = parseHfModelConfig(baseConfig().dump(), R"({"eos_token_id": "x"})", "dir/config.json");
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_NE(parsed.status().message().find("dir/generation_config.json: field 'eos_token_id'"),
+            std::string::npos)
+      << parsed.status().message();
+}
+
+TEST(HfConfigTest, MissingDirectoryIsNotFound) {
+  auto parsed = loadHfModelConfig("/nonexistent/kiln-model");
+  ASSERT_FALSE(parsed.isOk());
+  EXPECT_EQ(parsed.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(parsed.status().message().find("/nonexistent/kiln-model/config.json"),
+            std::string::npos);
+}
+
+} // namespace
+} // namespace kiln::compiler
