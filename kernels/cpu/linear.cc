@@ -1,0 +1,184 @@
+// Linear: out = x W^T (+ b), W in fp32/fp16/bf16, fp32 accumulation.
+//
+// Every output element is accumulated in exactly the same order whatever the row count, the tile
+// it falls in or the micro-kernel shape: lane l of a 4-wide accumulator sums the products with
+// k = l (mod 4) in increasing k, and the four lanes are added in a fixed tree at the end. So a
+// row's result is bit-identical whether it is computed alone or inside a large batch, which the
+// engine's batch invariance relies on. Explicit lanes (GNU vector types) make that order part of
+// the code instead of a choice the auto-vectoriser may make differently per loop.
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/weight_convert.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using V4 = float __attribute__((vector_size(16)));
+
+// Rows x outputs handled by one task; the weight tile (kOutTile rows x kKBlock) stays in L1 while
+// it is reused by every row of the row tile.
+constexpr int32_t kRowTile = 64;
+constexpr int32_t kOutTile = 16;
+constexpr int32_t kKBlock = 256; // a multiple of 4 so lanes line up across blocks
+// Up to this many rows a tile streams whole weight rows instead of blocking over k.
+constexpr int32_t kStreamingRows = 8;
+
+inline V4 load4(const float *p) {
+  V4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+inline V4 loadPartial(const float *p, int32_t n) {
+  V4 v = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int32_t i = 0; i < n; ++i)
+    v[i] = p[i];
+  return v;
+}
+
+using AccTile = V4[kRowTile][kOutTile];
+
+// acc[r][o] += lanes of x[r, 0..n) * w[o, 0..n) for R rows and O outputs.
+template <int R, int O>
+inline void dotTile(const float *x, int64_t xStride, const float *w, int64_t wStride, int32_t n,
+                    AccTile &acc, int32_t r0, int32_t o0) {
+  V4 a[R][O];
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o)
+      a[r][o] = acc[r0 + r][o0 + o];
+  int32_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    V4 wv[O];
+    for (int o = 0; o < O; ++o)
+      wv[o] = load4(w + o * wStride + i);
+    for (int r = 0; r < R; ++r) {
+      const V4 xv = load4(x + r * xStride + i);
+      for (int o = 0; o < O; ++o)
+        a[r][o] += xv * wv[o];
+    }
+  }
+  if (i < n) { // zero-padded lanes add +0, which leaves every sum unchanged
+    V4 wv[O];
+    for (int o = 0; o < O; ++o)
+      wv[o] = loadPartial(w + o * wStride + i, n - i);
+    for (int r = 0; r < R; ++r) {
+      const V4 xv = loadPartial(x + r * xStride + i, n - i);
+      for (int o = 0; o < O; ++o)
+        a[r][o] += xv * wv[o];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o)
+      acc[r0 + r][o0 + o] = a[r][o];
+}
+
+template <int O>
+void dotRows(const float *x, int64_t xStride, const float *w, int64_t wStride, int32_t n,
+             int32_t rows, AccTile &acc, int32_t o0) {
+  int32_t r = 0;
+  for (; r + 4 <= rows; r += 4)
+    dotTile<4, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+  switch (rows - r) {
+  case 3:
+    dotTile<3, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    break;
+  case 2:
+    dotTile<2, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    break;
+  case 1:
+    dotTile<1, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    break;
+  default:
+    break;
+  }
+}
+
+struct Tile {
+  int32_t row0, rows, out0, outs;
+};
+
+// Accumulates outputs [oBegin, oEnd) of the tile over k in [k0, k0 + n).
+void accumulateBlock(const LinearArgs &args, const Tile &tile, int32_t oBegin, int32_t oEnd,
+                     int32_t k0, int32_t n, AccTile &acc, float *weightBuffer) {
+  const int64_t in = args.inFeatures;
+  const float *w;
+  int64_t wStride;
+  if (args.weightType == WeightType::kF32) {
+    w = static_cast<const float *>(args.weight) + (tile.out0 + oBegin) * in + k0;
+    wStride = in;
+  } else { // widen this block once; every row of the tile reuses it
+    for (int32_t o = oBegin; o < oEnd; ++o)
+      weightRunToF32(args.weight, args.weightType, (tile.out0 + o) * in + k0, n,
+                     weightBuffer + (o - oBegin) * kKBlock);
+    w = weightBuffer;
+    wStride = kKBlock;
+  }
+  const float *x = args.x + tile.row0 * in + k0;
+  int32_t o = oBegin;
+  for (; o + 2 <= oEnd; o += 2)
+    dotRows<2>(x, in, w + (o - oBegin) * wStride, wStride, n, tile.rows, acc, o);
+  if (o < oEnd)
+    dotRows<1>(x, in, w + (o - oBegin) * wStride, wStride, n, tile.rows, acc, o);
+}
+
+void linearTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *weightBuffer) {
+  const int32_t in = args.inFeatures;
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int32_t o = 0; o < tile.outs; ++o)
+      acc[r][o] = V4{0.0f, 0.0f, 0.0f, 0.0f};
+  if (tile.rows <= kStreamingRows) {
+    // Few rows: the weights are the traffic. Read two weight rows start to end so the hardware
+    // prefetcher sees long sequential streams; x (a few rows) stays in cache anyway.
+    for (int32_t o = 0; o < tile.outs; o += 2)
+      for (int32_t k0 = 0; k0 < in; k0 += kKBlock)
+        accumulateBlock(args, tile, o, std::min(o + 2, tile.outs), k0,
+                        std::min(kKBlock, in - k0), acc, weightBuffer);
+  } else {
+    // Many rows: each weight block is widened once and reused by every row of the tile.
+    for (int32_t k0 = 0; k0 < in; k0 += kKBlock)
+      accumulateBlock(args, tile, 0, tile.outs, k0, std::min(kKBlock, in - k0), acc,
+                      weightBuffer);
+  }
+  const int64_t outStride = args.outFeatures;
+  for (int32_t r = 0; r < tile.rows; ++r) {
+    float *out = args.out + (tile.row0 + r) * outStride + tile.out0;
+    for (int32_t o = 0; o < tile.outs; ++o) {
+      const V4 a = acc[r][o];
+      float sum = (a[0] + a[1]) + (a[2] + a[3]);
+      if (args.bias)
+        sum += args.bias[tile.out0 + o];
+      out[o] = sum;
+    }
+  }
+}
+
+} // namespace
+
+void linear(const LinearArgs &args) {
+  const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
+  const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;
+  const int64_t tasks = static_cast<int64_t>(rowTiles) * outTiles;
+  const int64_t work = static_cast<int64_t>(args.rows) * args.inFeatures * args.outFeatures;
+#pragma omp parallel if (work > 65536)
+  {
+    alignas(64) AccTile acc;
+    alignas(64) float weightBuffer[kOutTile * kKBlock];
+    // Row tiles innermost, so a thread's consecutive tasks read the same weight rows (from L2
+    // after the first); decode has one row tile and so splits purely over outputs.
+#pragma omp for schedule(static)
+    for (int64_t task = 0; task < tasks; ++task) {
+      const int32_t outTile = static_cast<int32_t>(task / rowTiles);
+      const int32_t rowTile = static_cast<int32_t>(task % rowTiles);
+      Tile tile;
+      tile.row0 = rowTile * kRowTile;
+      tile.rows = std::min(kRowTile, args.rows - tile.row0);
+      tile.out0 = outTile * kOutTile;
+      tile.outs = std::min(kOutTile, args.outFeatures - tile.out0);
+      linearTile(args, tile, acc, weightBuffer);
+    }
+  }
+}
+
+} // namespace kiln::kernels::cpu

@@ -1,0 +1,198 @@
+#include "kernels/cpu/kernels.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using testing::randomFloats;
+
+struct Shape {
+  int32_t numHeads, numKvHeads, headDim, blockSize;
+};
+
+struct SeqSpec {
+  int32_t contextLen; // cache length after this step
+  int32_t newTokens;  // queries this step: positions contextLen - newTokens .. contextLen - 1
+};
+
+// A batch of sequences with dense (unpaged) K/V for the reference and the same K/V scattered
+// into a paged cache through shuffled, non-contiguous block tables. Unused slots hold NaN so any
+// read outside a sequence's causal range poisons the output.
+struct PagedBatch {
+  Shape shape;
+  std::vector<SeqSpec> seqs;
+  std::vector<std::vector<float>> denseK, denseV; // per seq: [contextLen][kvHeads][headDim]
+  std::vector<float> q, kCache, vCache;
+  std::vector<int32_t> positions, queryStartLoc, contextLens, blockTables;
+  int32_t maxBlocksPerSeq = 0, numTokens = 0;
+
+  int64_t qWidth() const { return static_cast<int64_t>(shape.numHeads) * shape.headDim; }
+};
+
+PagedBatch makeBatch(const Shape &s, const std::vector<SeqSpec> &seqs, uint32_t seed) {
+  PagedBatch b{s, seqs};
+  std::mt19937 rng(seed);
+  int32_t totalBlocks = 0;
+  for (const SeqSpec &seq : seqs) {
+    const int32_t blocks = (seq.contextLen + s.blockSize - 1) / s.blockSize;
+    b.maxBlocksPerSeq = std::max(b.maxBlocksPerSeq, blocks + 1); // +1: padded table rows
+    totalBlocks += blocks;
+  }
+  const int32_t numBlocks = totalBlocks + 5; // spare blocks nobody owns
+  std::vector<int32_t> blockIds(numBlocks);
+  std::iota(blockIds.begin(), blockIds.end(), 0);
+  std::shuffle(blockIds.begin(), blockIds.end(), rng);
+  const int64_t kvWidth = static_cast<int64_t>(s.numKvHeads) * s.headDim;
+  const size_t cacheSize = static_cast<size_t>(numBlocks) * s.numKvHeads * s.blockSize * s.headDim;
+  b.kCache.assign(cacheSize, std::numeric_limits<float>::quiet_NaN());
+  b.vCache = b.kCache;
+  b.blockTables.assign(seqs.size() * b.maxBlocksPerSeq, -1);
+  b.queryStartLoc.push_back(0);
+  size_t nextBlock = 0;
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    const SeqSpec &seq = seqs[i];
+    b.denseK.push_back(randomFloats(seq.contextLen * kvWidth, seed + 10 * i + 1));
+    b.denseV.push_back(randomFloats(seq.contextLen * kvWidth, seed + 10 * i + 2));
+    for (int32_t p = 0; p < seq.contextLen; ++p) {
+      if (p % s.blockSize == 0)
+        b.blockTables[i * b.maxBlocksPerSeq + p / s.blockSize] = blockIds[nextBlock++];
+      const int64_t block = b.blockTables[i * b.maxBlocksPerSeq + p / s.blockSize];
+      for (int32_t h = 0; h < s.numKvHeads; ++h) {
+        const int64_t base =
+            ((block * s.numKvHeads + h) * s.blockSize + p % s.blockSize) * s.headDim;
+        std::copy_n(&b.denseK[i][p * kvWidth + h * s.headDim], s.headDim, &b.kCache[base]);
+        std::copy_n(&b.denseV[i][p * kvWidth + h * s.headDim], s.headDim, &b.vCache[base]);
+      }
+    }
+    for (int32_t p = seq.contextLen - seq.newTokens; p < seq.contextLen; ++p)
+      b.positions.push_back(p);
+    b.numTokens += seq.newTokens;
+    b.queryStartLoc.push_back(b.numTokens);
+    b.contextLens.push_back(seq.contextLen);
+  }
+  b.q = randomFloats(b.numTokens * b.qWidth(), seed + 999, -2.0f, 2.0f);
+  return b;
+}
+
+std::vector<float> runAttention(const PagedBatch &b, float scale) {
+  std::vector<float> out(b.numTokens * b.qWidth(), -1.0f);
+  AttentionArgs args{b.q.data(),
+                     b.positions.data(),
+                     b.queryStartLoc.data(),
+                     b.contextLens.data(),
+                     b.blockTables.data(),
+                     b.maxBlocksPerSeq,
+                     b.kCache.data(),
+                     b.vCache.data(),
+                     out.data(),
+                     static_cast<int32_t>(b.seqs.size()),
+                     b.numTokens,
+                     b.shape.numHeads,
+                     b.shape.numKvHeads,
+                     b.shape.headDim,
+                     b.shape.blockSize,
+                     scale};
+  attention(args);
+  return out;
+}
+
+// Dense causal attention in double straight from the unpaged K/V, compared with an absolute
+// tolerance on outputs bounded by max |v| = 1.
+void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, float scale,
+                        double tolerance) {
+  const Shape &s = b.shape;
+  const int32_t group = s.numHeads / s.numKvHeads;
+  const int64_t kvWidth = static_cast<int64_t>(s.numKvHeads) * s.headDim;
+  for (size_t i = 0; i < b.seqs.size(); ++i)
+    for (int32_t t = b.queryStartLoc[i]; t < b.queryStartLoc[i + 1]; ++t)
+      for (int32_t h = 0; h < s.numHeads; ++h) {
+        const float *q = &b.q[t * b.qWidth() + h * s.headDim];
+        const int32_t kvHead = h / group, length = b.positions[t] + 1;
+        std::vector<double> scores(length);
+        for (int32_t p = 0; p < length; ++p) {
+          double dot = 0.0;
+          for (int32_t d = 0; d < s.headDim; ++d)
+            dot += static_cast<double>(q[d]) * b.denseK[i][p * kvWidth + kvHead * s.headDim + d];
+          scores[p] = dot * scale;
+        }
+        const double maxScore = *std::max_element(scores.begin(), scores.end());
+        double sum = 0.0;
+        for (double &score : scores)
+          sum += (score = std::exp(score - maxScore));
+        for (int32_t d = 0; d < s.headDim; ++d) {
+          double expected = 0.0;
+          for (int32_t p = 0; p < length; ++p)
+            expected += scores[p] / sum * b.denseV[i][p * kvWidth + kvHead * s.headDim + d];
+          ASSERT_NEAR(out[t * b.qWidth() + h * s.headDim + d], expected, tolerance)
+              << "seq " << i << " token " << t << " head " << h << " dim " << d;
+        }
+      }
+}
+
+// Chunked prefill continuation, decode, full prefill and a one-token sequence in one batch.
+const std::vector<SeqSpec> kMixedBatch = {{50, 5}, {20, 1}, {37, 37}, {1, 1}};
+
+TEST(AttentionTest, PagedMatchesDenseCausalOverShapeGrid) {
+  const std::pair<int32_t, int32_t> headCounts[] = {{4, 4}, {8, 2}, {4, 1}};
+  uint32_t seed = 1000;
+  for (auto [heads, kvHeads] : headCounts)
+    for (int32_t headDim : {8, 16, 32, 64})
+      for (int32_t blockSize : {1, 4, 16}) {
+        SCOPED_TRACE(::testing::Message() << "heads=" << heads << "/" << kvHeads
+                                          << " headDim=" << headDim << " block=" << blockSize);
+        const PagedBatch b = makeBatch({heads, kvHeads, headDim, blockSize}, kMixedBatch, ++seed);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+        // fp32 dots, exp and online-softmax rescaling on scores of magnitude < 4.
+        expectMatchesDense(b, runAttention(b, scale), scale, 2e-6);
+      }
+}
+
+// Long context with blocks larger than the kernel's internal chunk and peaked scores, so the
+// online-softmax rescaling runs many times with large corrections.
+TEST(AttentionTest, LongContextWithLargeBlocksAndSharpScores) {
+  for (int32_t blockSize : {16, 64, 100}) {
+    SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
+    const PagedBatch b = makeBatch({8, 2, 32, blockSize}, {{700, 3}, {333, 1}}, 77 + blockSize);
+    // Scores reach ~20, where one fp32 ulp (2e-6) already moves a softmax weight by 2e-6.
+    expectMatchesDense(b, runAttention(b, 1.0f), 1.0f, 1e-5);
+  }
+}
+
+// The engine relies on batch invariance: a sequence's attention output must be bit-identical
+// whether it is computed alone or batched with others.
+TEST(AttentionTest, SequenceOutputIsBitIdenticalAloneAndBatched) {
+  for (int32_t blockSize : {1, 4, 16}) {
+    SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
+    const PagedBatch b = makeBatch({8, 2, 32, blockSize}, kMixedBatch, 2000 + blockSize);
+    const float scale = 1.0f / std::sqrt(32.0f);
+    const auto batched = runAttention(b, scale);
+    for (size_t i = 0; i < b.seqs.size(); ++i) {
+      PagedBatch alone = b;
+      const int32_t begin = b.queryStartLoc[i], end = b.queryStartLoc[i + 1];
+      alone.seqs = {b.seqs[i]};
+      alone.numTokens = end - begin;
+      alone.q.assign(b.q.begin() + begin * b.qWidth(), b.q.begin() + end * b.qWidth());
+      alone.positions.assign(b.positions.begin() + begin, b.positions.begin() + end);
+      alone.queryStartLoc = {0, alone.numTokens};
+      alone.contextLens = {b.contextLens[i]};
+      alone.blockTables.assign(b.blockTables.begin() + i * b.maxBlocksPerSeq,
+                               b.blockTables.begin() + (i + 1) * b.maxBlocksPerSeq);
+      const auto single = runAttention(alone, scale);
+      const std::vector<float> slice(batched.begin() + begin * b.qWidth(),
+                                     batched.begin() + end * b.qWidth());
+      EXPECT_TRUE(testing::bitwiseEqual(single, slice)) << "sequence " << i;
+    }
+  }
+}
+
+} // namespace
+} // namespace kiln::kernels::cpu

@@ -1,0 +1,75 @@
+#include "kernels/cpu/kernels.h"
+#include "tests/kernels/cpu/kernel_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+namespace kiln::kernels::cpu {
+namespace {
+
+using testing::randomFloats;
+
+constexpr int32_t kRowCounts[] = {1, 3, 17, 64};
+constexpr int32_t kHiddens[] = {8, 64, 96, 130};
+
+// Relative tolerance 1e-5 (fp32 sum of squares and rsqrt), floor 1e-6 for near-zero outputs.
+void expectRmsNormOfRows(const std::vector<float> &x, const std::vector<float> &weight,
+                         const std::vector<float> &y, int32_t rows, int32_t hidden, float eps) {
+  for (int32_t r = 0; r < rows; ++r) {
+    double sumSquares = 0.0;
+    for (int32_t i = 0; i < hidden; ++i)
+      sumSquares += static_cast<double>(x[r * hidden + i]) * x[r * hidden + i];
+    const double inverse = 1.0 / std::sqrt(sumSquares / hidden + eps);
+    for (int32_t i = 0; i < hidden; ++i) {
+      const double expected = x[r * hidden + i] * inverse * weight[i];
+      ASSERT_NEAR(y[r * hidden + i], expected, 1e-5 * std::fabs(expected) + 1e-6)
+          << "row " << r << " dim " << i;
+    }
+  }
+}
+
+TEST(RmsNormTest, MatchesDoubleReferenceOverShapeGrid) {
+  uint32_t seed = 100;
+  for (int32_t rows : kRowCounts)
+    for (int32_t hidden : kHiddens) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " hidden=" << hidden);
+      const auto x = randomFloats(static_cast<size_t>(rows) * hidden, ++seed, -3.0f, 3.0f);
+      const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
+      std::vector<float> y(x.size());
+      const float eps = 1e-5f;
+      rmsNorm({x.data(), weight.data(), y.data(), rows, hidden, eps});
+      expectRmsNormOfRows(x, weight, y, rows, hidden, eps);
+    }
+}
+
+// eps dominates a zero row: output must be exactly zero, not NaN.
+TEST(RmsNormTest, ZeroRowGivesZeros) {
+  const std::vector<float> x(64, 0.0f), weight(64, 1.0f);
+  std::vector<float> y(64, 9.0f);
+  rmsNorm({x.data(), weight.data(), y.data(), 1, 64, 1e-6f});
+  EXPECT_EQ(y, std::vector<float>(64, 0.0f));
+}
+
+TEST(AddRmsNormTest, UpdatesResidualExactlyAndNormalisesIt) {
+  uint32_t seed = 200;
+  for (int32_t rows : kRowCounts)
+    for (int32_t hidden : kHiddens) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " hidden=" << hidden);
+      const auto x = randomFloats(static_cast<size_t>(rows) * hidden, ++seed, -2.0f, 2.0f);
+      const auto residualIn = randomFloats(x.size(), ++seed, -2.0f, 2.0f);
+      const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
+      auto residual = residualIn;
+      std::vector<float> y(x.size());
+      addRmsNorm({x.data(), residual.data(), weight.data(), y.data(), rows, hidden, 1e-6f});
+      std::vector<float> expectedResidual(x.size());
+      for (size_t i = 0; i < x.size(); ++i)
+        expectedResidual[i] = residualIn[i] + x[i]; // one fp32 add: must match bit for bit
+      ASSERT_TRUE(testing::bitwiseEqual(residual, expectedResidual));
+      expectRmsNormOfRows(expectedResidual, weight, y, rows, hidden, 1e-6f);
+    }
+}
+
+} // namespace
+} // namespace kiln::kernels::cpu
