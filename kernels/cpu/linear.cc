@@ -15,7 +15,7 @@
 namespace kiln::kernels::cpu {
 namespace {
 
-using V4 = float __attribute__((vector_size(16)));
+using V4 = F32x4;
 
 // Rows x outputs handled by one task; the weight tile (kOutTile rows x kKBlock) stays in L1 while
 // it is reused by every row of the row tile.
@@ -25,12 +25,15 @@ constexpr int32_t kKBlock = 256; // a multiple of 4 so lanes line up across bloc
 // Up to this many rows a tile streams whole weight rows instead of blocking over k.
 constexpr int32_t kStreamingRows = 8;
 
+using AccTile = V4[kRowTile][kOutTile];
+
 inline V4 load4(const float *p) {
   V4 v;
   std::memcpy(&v, p, sizeof(v));
   return v;
 }
 
+// Padding lanes are +0, so the products they add leave every lane sum unchanged.
 inline V4 loadPartial(const float *p, int32_t n) {
   V4 v = {0.0f, 0.0f, 0.0f, 0.0f};
   for (int32_t i = 0; i < n; ++i)
@@ -38,12 +41,31 @@ inline V4 loadPartial(const float *p, int32_t n) {
   return v;
 }
 
-using AccTile = V4[kRowTile][kOutTile];
+// Weight sources: four consecutive weights of row o from column i, as fp32 lanes.
+struct F32Source {
+  const float *w;
+  int64_t stride;
+  V4 load(int o, int32_t i) const { return load4(w + o * stride + i); }
+  V4 loadTail(int o, int32_t i, int32_t n) const { return loadPartial(w + o * stride + i, n); }
+};
 
-// acc[r][o] += lanes of x[r, 0..n) * w[o, 0..n) for R rows and O outputs.
-template <int R, int O>
-inline void dotTile(const float *x, int64_t xStride, const float *w, int64_t wStride, int32_t n,
-                    AccTile &acc, int32_t r0, int32_t o0) {
+template <F32x4 (*Widen)(const uint16_t *)> struct HalfSource {
+  const uint16_t *w;
+  int64_t stride;
+  V4 load(int o, int32_t i) const { return Widen(w + o * stride + i); }
+  V4 loadTail(int o, int32_t i, int32_t n) const {
+    uint16_t padded[4] = {0, 0, 0, 0};
+    std::memcpy(padded, w + o * stride + i, n * sizeof(uint16_t));
+    return Widen(padded);
+  }
+};
+using F16Source = HalfSource<f16x4ToF32>;
+using BF16Source = HalfSource<bf16x4ToF32>;
+
+// acc[r0 + r][o0 + o] += lanes of x[r, 0..n) * w[o, 0..n) for R rows and O outputs.
+template <int R, int O, class Source>
+inline void dotTile(const float *x, int64_t xStride, const Source &w, int32_t n, AccTile &acc,
+                    int32_t r0, int32_t o0) {
   V4 a[R][O];
   for (int r = 0; r < R; ++r)
     for (int o = 0; o < O; ++o)
@@ -52,17 +74,17 @@ inline void dotTile(const float *x, int64_t xStride, const float *w, int64_t wSt
   for (; i + 4 <= n; i += 4) {
     V4 wv[O];
     for (int o = 0; o < O; ++o)
-      wv[o] = load4(w + o * wStride + i);
+      wv[o] = w.load(o, i);
     for (int r = 0; r < R; ++r) {
       const V4 xv = load4(x + r * xStride + i);
       for (int o = 0; o < O; ++o)
         a[r][o] += xv * wv[o];
     }
   }
-  if (i < n) { // zero-padded lanes add +0, which leaves every sum unchanged
+  if (i < n) {
     V4 wv[O];
     for (int o = 0; o < O; ++o)
-      wv[o] = loadPartial(w + o * wStride + i, n - i);
+      wv[o] = w.loadTail(o, i, n - i);
     for (int r = 0; r < R; ++r) {
       const V4 xv = loadPartial(x + r * xStride + i, n - i);
       for (int o = 0; o < O; ++o)
@@ -74,53 +96,66 @@ inline void dotTile(const float *x, int64_t xStride, const float *w, int64_t wSt
       acc[r0 + r][o0 + o] = a[r][o];
 }
 
-template <int O>
-void dotRows(const float *x, int64_t xStride, const float *w, int64_t wStride, int32_t n,
-             int32_t rows, AccTile &acc, int32_t o0) {
+template <int O, class Source>
+void dotRows(const float *x, int64_t xStride, const Source &w, int32_t n, int32_t rows,
+             AccTile &acc, int32_t o0) {
   int32_t r = 0;
   for (; r + 4 <= rows; r += 4)
-    dotTile<4, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    dotTile<4, O>(x + r * xStride, xStride, w, n, acc, r, o0);
   switch (rows - r) {
   case 3:
-    dotTile<3, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    dotTile<3, O>(x + r * xStride, xStride, w, n, acc, r, o0);
     break;
   case 2:
-    dotTile<2, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    dotTile<2, O>(x + r * xStride, xStride, w, n, acc, r, o0);
     break;
   case 1:
-    dotTile<1, O>(x + r * xStride, xStride, w, wStride, n, acc, r, o0);
+    dotTile<1, O>(x + r * xStride, xStride, w, n, acc, r, o0);
     break;
   default:
     break;
   }
 }
 
+// Runs outputs [oBegin, oEnd) of the tile; `w` starts at weight row oBegin.
+template <class Source>
+void dotOutputs(const float *x, int64_t xStride, Source w, int32_t n, int32_t rows,
+                AccTile &acc, int32_t oBegin, int32_t oEnd) {
+  int32_t o = oBegin;
+  for (; o + 2 <= oEnd; o += 2, w.w += 2 * w.stride)
+    dotRows<2>(x, xStride, w, n, rows, acc, o);
+  if (o < oEnd)
+    dotRows<1>(x, xStride, w, n, rows, acc, o);
+}
+
 struct Tile {
   int32_t row0, rows, out0, outs;
 };
 
-// Accumulates outputs [oBegin, oEnd) of the tile over k in [k0, k0 + n).
+// Accumulates outputs [oBegin, oEnd) of the tile over k in [k0, k0 + n). Half weights are either
+// widened as they are loaded (`widenInPlace`, when few rows use them) or widened once into
+// `weightBuffer` (kOutTile x kKBlock) and reused by every row of the tile.
 void accumulateBlock(const LinearArgs &args, const Tile &tile, int32_t oBegin, int32_t oEnd,
-                     int32_t k0, int32_t n, AccTile &acc, float *weightBuffer) {
+                     int32_t k0, int32_t n, bool widenInPlace, AccTile &acc,
+                     float *weightBuffer) {
   const int64_t in = args.inFeatures;
-  const float *w;
-  int64_t wStride;
+  const float *x = args.x + tile.row0 * in + k0;
+  const int64_t first = (tile.out0 + oBegin) * in + k0;
   if (args.weightType == WeightType::kF32) {
-    w = static_cast<const float *>(args.weight) + (tile.out0 + oBegin) * in + k0;
-    wStride = in;
-  } else { // widen this block once; every row of the tile reuses it
+    const F32Source w{static_cast<const float *>(args.weight) + first, in};
+    dotOutputs(x, in, w, n, tile.rows, acc, oBegin, oEnd);
+  } else if (widenInPlace) {
+    const auto *halves = static_cast<const uint16_t *>(args.weight) + first;
+    if (args.weightType == WeightType::kBF16)
+      dotOutputs(x, in, BF16Source{halves, in}, n, tile.rows, acc, oBegin, oEnd);
+    else
+      dotOutputs(x, in, F16Source{halves, in}, n, tile.rows, acc, oBegin, oEnd);
+  } else {
     for (int32_t o = oBegin; o < oEnd; ++o)
       weightRunToF32(args.weight, args.weightType, (tile.out0 + o) * in + k0, n,
                      weightBuffer + (o - oBegin) * kKBlock);
-    w = weightBuffer;
-    wStride = kKBlock;
+    dotOutputs(x, in, F32Source{weightBuffer, kKBlock}, n, tile.rows, acc, oBegin, oEnd);
   }
-  const float *x = args.x + tile.row0 * in + k0;
-  int32_t o = oBegin;
-  for (; o + 2 <= oEnd; o += 2)
-    dotRows<2>(x, in, w + (o - oBegin) * wStride, wStride, n, tile.rows, acc, o);
-  if (o < oEnd)
-    dotRows<1>(x, in, w + (o - oBegin) * wStride, wStride, n, tile.rows, acc, o);
 }
 
 void linearTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *weightBuffer) {
@@ -132,13 +167,10 @@ void linearTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *w
     // Few rows: the weights are the traffic. Read two weight rows start to end so the hardware
     // prefetcher sees long sequential streams; x (a few rows) stays in cache anyway.
     for (int32_t o = 0; o < tile.outs; o += 2)
-      for (int32_t k0 = 0; k0 < in; k0 += kKBlock)
-        accumulateBlock(args, tile, o, std::min(o + 2, tile.outs), k0,
-                        std::min(kKBlock, in - k0), acc, weightBuffer);
+      accumulateBlock(args, tile, o, std::min(o + 2, tile.outs), 0, in, true, acc, weightBuffer);
   } else {
-    // Many rows: each weight block is widened once and reused by every row of the tile.
     for (int32_t k0 = 0; k0 < in; k0 += kKBlock)
-      accumulateBlock(args, tile, 0, tile.outs, k0, std::min(kKBlock, in - k0), acc,
+      accumulateBlock(args, tile, 0, tile.outs, k0, std::min(kKBlock, in - k0), false, acc,
                       weightBuffer);
   }
   const int64_t outStride = args.outFeatures;
