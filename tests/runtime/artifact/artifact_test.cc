@@ -1,0 +1,327 @@
+// The loader rejects every kind of corrupted or inconsistent artifact with a message that names
+// the file (and the tensor/op/buffer) and says what is wrong; a good artifact loads.
+#include "runtime/artifact/artifact.h"
+#include "runtime/artifact/artifact_writer.h"
+#include "runtime/base/file.h"
+#include "schema/version.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <functional>
+#include <unistd.h>
+
+namespace kiln::rt {
+namespace {
+
+namespace fs = std::filesystem;
+using schema::BufferKind;
+using schema::RowScale;
+using schema::StepInputKind;
+
+constexpr uint32_t kVocab = 16;
+constexpr uint32_t kHidden = 8;
+constexpr uint32_t kMaxTokens = 8;
+constexpr float kRopeTheta = 12345.678f;  // a distinctive float to find inside plan.kiln
+
+std::unique_ptr<schema::BufferT> makeBuffer(const std::string &name, BufferKind kind,
+                                            schema::DType dtype, std::vector<uint64_t> shape,
+                                            RowScale rows) {
+  auto b = std::make_unique<schema::BufferT>();
+  b->name = name;
+  b->kind = kind;
+  b->dtype = dtype;
+  b->shape = std::move(shape);
+  b->rows = rows;
+  uint64_t n = 4;
+  for (uint64_t d : b->shape)
+    n *= d;
+  b->size_bytes = n;
+  return b;
+}
+
+void addOp(schema::RankT &rank, const std::string &name, schema::OpParamsUnion params,
+           std::vector<uint32_t> inputs, std::vector<uint32_t> outputs) {
+  auto op = std::make_unique<schema::OpT>();
+  op->name = name;
+  op->params = std::move(params);
+  op->inputs = std::move(inputs);
+  op->outputs = std::move(outputs);
+  rank.program.push_back(std::move(op));
+}
+
+// The smallest valid plan: embed -> gather the logits rows -> lm_head.
+schema::PlanT smallPlan() {
+  schema::PlanT plan;
+  plan.model = std::make_unique<schema::ModelInfoT>();
+  plan.model->family = "llama";
+  plan.model->vocab_size = kVocab;
+  plan.model->rope_theta = kRopeTheta;
+  plan.limits = std::make_unique<schema::CompiledLimitsT>();
+  plan.limits->max_batch = 2;
+  plan.limits->max_seq_len = 16;
+  plan.limits->max_tokens_per_step = kMaxTokens;
+  plan.limits->max_blocks_per_seq = 4;
+  plan.kv_cache = std::make_unique<schema::KvCacheSpecT>();
+  plan.kv_cache->num_layers = 1;
+  plan.kv_cache->num_kv_heads = 1;
+  plan.kv_cache->head_dim = 4;
+  plan.kv_cache->block_size = 4;
+  plan.targets = {"cpu"};
+  auto rank = std::make_unique<schema::RankT>();
+  using schema::DType;
+  rank->buffers.push_back(makeBuffer("token_ids", BufferKind::StepInput, DType::I32, {kMaxTokens},
+                                     RowScale::Tokens));
+  rank->buffers.back()->step_input = StepInputKind::TokenIds;
+  rank->buffers.push_back(makeBuffer("logits_indices", BufferKind::StepInput, DType::I32,
+                                     {kMaxTokens}, RowScale::Logits));
+  rank->buffers.back()->step_input = StepInputKind::LogitsIndices;
+  rank->buffers.push_back(
+      makeBuffer("embed", BufferKind::Weight, DType::F32, {kVocab, kHidden}, RowScale::Fixed));
+  rank->buffers.back()->weight = 0;
+  rank->buffers.push_back(
+      makeBuffer("lm_head", BufferKind::Weight, DType::F32, {kVocab, kHidden}, RowScale::Fixed));
+  rank->buffers.back()->weight = 1;
+  const uint64_t rowBytes = 4 * kMaxTokens * kHidden;
+  for (auto [name, rows, width, offset] :
+       {std::tuple{"hidden", RowScale::Tokens, kHidden, uint64_t{0}},
+        std::tuple{"gathered", RowScale::Logits, kHidden, rowBytes},
+        std::tuple{"logits", RowScale::Logits, kVocab, 2 * rowBytes}}) {
+    rank->buffers.push_back(
+        makeBuffer(name, BufferKind::Activation, DType::F32, {kMaxTokens, width}, rows));
+    rank->buffers.back()->arena_offset = offset;
+  }
+  rank->arena_bytes = 2 * rowBytes + 4 * kMaxTokens * kVocab;
+  rank->logits = 6;
+  schema::OpParamsUnion embedding, gather, linear;
+  embedding.Set(schema::EmbeddingParamsT());
+  gather.Set(schema::GatherRowsParamsT());
+  linear.Set(schema::LinearParamsT());
+  addOp(*rank, "embed", embedding, {0, 2}, {4});
+  addOp(*rank, "gather", gather, {4, 1}, {5});
+  addOp(*rank, "lm_head", linear, {5, 3}, {6});
+  plan.ranks.push_back(std::move(rank));
+  return plan;
+}
+
+std::vector<float> tensorValues(int which) {
+  std::vector<float> values(kVocab * kHidden);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = 0.25f * float(i % 13) - 1.0f + float(which);
+  return values;
+}
+
+class ArtifactTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    root_ = fs::temp_directory_path() / ("kiln-artifact-test-" + std::to_string(getpid()) + "-" +
+                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(root_);
+    fs::create_directories(root_);
+  }
+  void TearDown() override { fs::remove_all(root_); }
+
+  // Writes smallPlan() (after `edit`) with the artifact writer; returns the directory.
+  std::string write(const std::function<void(schema::PlanT &)> &edit = {}) {
+    ArtifactContents contents;
+    contents.plan = smallPlan();
+    if (edit)
+      edit(contents.plan);
+    contents.rankWeights.resize(1);
+    for (int w = 0; w < 2; ++w) {
+      WeightSource source{w == 0 ? "embed.weight" : "lm_head.weight", schema::DType::F32,
+                          {kVocab, kHidden}, nullptr};
+      source.produce = [w](std::vector<uint8_t> &bytes) {
+        std::vector<float> values = tensorValues(w);
+        bytes.resize(values.size() * 4);
+        std::memcpy(bytes.data(), values.data(), bytes.size());
+        return okStatus();
+      };
+      contents.rankWeights[0].push_back(std::move(source));
+    }
+    std::string dir = (root_ / ("model" + std::to_string(count_++) + ".kiln")).string();
+    Status status = writeArtifact(contents, dir);
+    EXPECT_TRUE(status.isOk()) << status.toString();
+    return dir;
+  }
+
+  static std::string readBytes(const std::string &path) {
+    auto bytes = readFile(path);
+    EXPECT_TRUE(bytes.isOk()) << bytes.status().toString();
+    return bytes.isOk() ? *bytes : std::string();
+  }
+  static void writeBytes(const std::string &path, const std::string &bytes) {
+    ASSERT_TRUE(writeFileAtomic(path, bytes).isOk());
+  }
+  static void flipByte(const std::string &path, size_t position) {
+    std::string bytes = readBytes(path);
+    ASSERT_LT(position, bytes.size());
+    bytes[position] = static_cast<char>(bytes[position] ^ 0x5a);
+    writeBytes(path, bytes);
+  }
+  // The load error's message; fails the test when the load succeeds.
+  static std::string loadError(const std::string &dir, LoadOptions options = {}) {
+    auto artifact = Artifact::load(dir, options);
+    EXPECT_FALSE(artifact.isOk()) << "loaded a bad artifact: " << dir;
+    return artifact.isOk() ? std::string() : artifact.status().message();
+  }
+
+  fs::path root_;
+  int count_ = 0;
+};
+
+TEST_F(ArtifactTest, GoodArtifactLoads) {
+  std::string dir = write();
+  auto artifact = Artifact::load(dir);
+  ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
+  const Artifact &a = **artifact;
+  EXPECT_EQ(a.plan().schema_version(), kSchemaVersion);
+  EXPECT_EQ(a.plan().model()->vocab_size(), kVocab);
+  EXPECT_EQ(a.numRanks(), 1);
+  EXPECT_EQ(a.directory(), dir);
+  EXPECT_EQ(a.rank(0).program()->size(), 3u);
+  EXPECT_NE(a.manifestJson().find("\"plan.kiln\""), std::string::npos);
+  for (int w = 0; w < 2; ++w) {
+    std::span<const uint8_t> bytes = a.weightBytes(0, w);
+    std::vector<float> expected = tensorValues(w);
+    ASSERT_EQ(bytes.size(), expected.size() * 4);
+    EXPECT_EQ(std::memcmp(bytes.data(), expected.data(), bytes.size()), 0);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(bytes.data()) % kWeightAlignment, 0u);
+  }
+  EXPECT_TRUE(a.weightBytes(0, 2).empty());
+  EXPECT_TRUE(a.weightBytes(1, 0).empty());
+}
+
+TEST_F(ArtifactTest, MissingDirectoryIsNotFound) {
+  auto artifact = Artifact::load((root_ / "nope.kiln").string());
+  ASSERT_FALSE(artifact.isOk());
+  EXPECT_EQ(artifact.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(artifact.status().message().find("nope.kiln/plan.kiln"), std::string::npos);
+}
+
+TEST_F(ArtifactTest, FlippedPlanBytesAreCaughtByTheManifestHash) {
+  std::string good = write();
+  std::string plan = readBytes(good + "/plan.kiln");
+  float theta = kRopeTheta;
+  size_t floatAt = plan.find(std::string(reinterpret_cast<const char *>(&theta), 4));
+  ASSERT_NE(floatAt, std::string::npos) << "rope_theta not found in plan.kiln";
+  // The root offset, the middle of a float (the verifier cannot notice), the middle of the file,
+  // the last byte.
+  for (size_t position : {size_t(0), floatAt + 2, plan.size() / 2, plan.size() - 1}) {
+    SCOPED_TRACE("position " + std::to_string(position));
+    std::string dir = (root_ / ("flip" + std::to_string(position))).string();
+    fs::copy(good, dir);
+    flipByte(dir + "/plan.kiln", position);
+    std::string message = loadError(dir);
+    EXPECT_NE(message.find("plan.kiln: sha256"), std::string::npos) << message;
+    EXPECT_NE(message.find("does not match manifest.json"), std::string::npos) << message;
+  }
+}
+
+TEST_F(ArtifactTest, FlippedWeightsByteNamesTheTensor) {
+  std::string dir = write();
+  auto good = Artifact::load(dir);
+  ASSERT_TRUE(good.isOk());
+  uint64_t offset = (*good)->rank(0).weights()->Get(1)->offset();
+  good = good.status();  // unmap before editing
+  flipByte(dir + "/weights.rank0.bin", offset + 17);
+  std::string message = loadError(dir);
+  EXPECT_NE(message.find("weights.rank0.bin: tensor 'lm_head.weight'"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("sha256"), std::string::npos) << message;
+  LoadOptions noHashes;
+  noHashes.verifyWeights = false;
+  EXPECT_TRUE(Artifact::load(dir, noHashes).isOk());
+}
+
+TEST_F(ArtifactTest, TruncatedWeightsFile) {
+  std::string dir = write();
+  std::string bytes = readBytes(dir + "/weights.rank0.bin");
+  writeBytes(dir + "/weights.rank0.bin", bytes.substr(0, 1000));
+  EXPECT_EQ(loadError(dir), "weights.rank0.bin is 1000 bytes, the plan expects " +
+                                std::to_string(bytes.size()) + ": truncated file?");
+}
+
+TEST_F(ArtifactTest, TruncatedPlan) {
+  std::string dir = write();
+  std::string bytes = readBytes(dir + "/plan.kiln");
+  writeBytes(dir + "/plan.kiln", bytes.substr(0, bytes.size() / 2));
+  EXPECT_NE(loadError(dir).find("plan.kiln: sha256"), std::string::npos);
+  writeBytes(dir + "/plan.kiln", bytes.substr(0, 6));
+  EXPECT_NE(loadError(dir).find("missing file identifier \"KILN\""), std::string::npos);
+}
+
+TEST_F(ArtifactTest, MissingManifest) {
+  std::string dir = write();
+  fs::remove(dir + "/manifest.json");
+  std::string message = loadError(dir);
+  EXPECT_NE(message.find("manifest.json is required to check plan.kiln"), std::string::npos)
+      << message;
+}
+
+TEST_F(ArtifactTest, WrongFileIdentifier) {
+  std::string dir = write();
+  std::string bytes = readBytes(dir + "/plan.kiln");
+  bytes.replace(4, 4, "GGUF");
+  writeBytes(dir + "/plan.kiln", bytes);
+  std::string message = loadError(dir);
+  EXPECT_NE(message.find("plan.kiln in '" + dir + "': missing file identifier \"KILN\""),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(ArtifactTest, NewerSchemaVersion) {
+  std::string dir = write([](schema::PlanT &plan) {
+    plan.schema_version = kSchemaVersion + 1;
+    plan.compiler_version = "9.9.9";
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: artifact schema version " +
+                                std::to_string(kSchemaVersion + 1) + "; this kiln reads " +
+                                std::to_string(kSchemaVersion) +
+                                ": the artifact was compiled by kiln 9.9.9; upgrade kiln to >= "
+                                "9.9.9 to load it");
+}
+
+TEST_F(ArtifactTest, OpBufferIndexOutOfRange) {
+  std::string dir = write([](schema::PlanT &plan) { plan.ranks[0]->program[1]->inputs[0] = 99; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: op 1 'gather' (GatherRows): input 0 refers to "
+                            "buffer 99, out of range (7 buffers)");
+}
+
+TEST_F(ArtifactTest, OpWithWrongInputCount) {
+  std::string dir = write([](schema::PlanT &plan) { plan.ranks[0]->program[2]->inputs.pop_back(); });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: op 2 'lm_head' (Linear): has 1 inputs and 1 "
+                            "outputs; this op kind requires 2 and 1");
+}
+
+TEST_F(ArtifactTest, OpWithMismatchedWidths) {
+  std::string dir = write([](schema::PlanT &plan) { plan.ranks[0]->program[2]->inputs[0] = 4; });
+  // Linear over `hidden` (Tokens rows) into `logits` (Logits rows): rows rules differ.
+  EXPECT_NE(loadError(dir).find("op 2 'lm_head' (Linear): x(rows, in), W[out, in]"),
+            std::string::npos);
+}
+
+TEST_F(ArtifactTest, ActivationBeyondArena) {
+  std::string dir = write([](schema::PlanT &plan) { plan.ranks[0]->arena_bytes -= 4; });
+  std::string message = loadError(dir);
+  EXPECT_NE(message.find("plan.kiln: rank 0: buffer 6 'logits': activation [512, +512) lies "
+                         "beyond the arena (arena_bytes 1020)"),
+            std::string::npos)
+      << message;
+}
+
+TEST_F(ArtifactTest, BadLoadRank) {
+  std::string dir = write();
+  LoadOptions options;
+  options.rank = 1;
+  EXPECT_EQ(loadError(dir, options),
+            "load option rank 1 is out of range: the artifact has 1 rank(s)");
+  options.rank = 0;
+  auto artifact = Artifact::load(dir, options);
+  ASSERT_TRUE(artifact.isOk());
+  EXPECT_TRUE((*artifact)->hasWeights(0));
+}
+
+} // namespace
+} // namespace kiln::rt
