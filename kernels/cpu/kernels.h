@@ -46,6 +46,7 @@ struct AddRmsNormArgs {
 void addRmsNorm(const AddRmsNormArgs &args);
 
 // out[r, o] = sum_i x[r, i] * weight[o, i] (+ bias[o])
+// Batch invariant: a row's outputs are bit-identical whatever `rows` is and wherever the row sits.
 struct LinearArgs {
   const float *x;       // [rows, inFeatures]
   const void *weight;   // [outFeatures, inFeatures]
@@ -59,7 +60,8 @@ struct LinearArgs {
 void linear(const LinearArgs &args);
 
 // Rotates q and k (HF rotate_half convention, first rotaryDim dims of each head), writes rotated
-// k and raw v into the paged cache at slotMapping[t], and rotated q to `q`.
+// k and raw v into the paged cache at slotMapping[t], and rotated q to `q`. A negative slot
+// (a padding token) rotates q and writes nothing to the cache.
 // Cache layout per layer: [numBlocks][numKvHeads][blockSize][headDim]; slot = block*blockSize+off.
 struct RopeKvWriteArgs {
   const float *qkv;            // [numTokens, (numHeads + 2*numKvHeads) * headDim]
@@ -81,7 +83,8 @@ void ropeKvWrite(const RopeKvWriteArgs &args);
 // Causal attention over the paged cache, prefill and decode tokens mixed. Token t of sequence s
 // (queryStartLoc[s] <= t < queryStartLoc[s+1]) at position positions[t] attends to cache positions
 // 0..positions[t] of sequence s through blockTables[s * maxBlocksPerSeq + p / blockSize].
-// Query head h uses KV head h / (numHeads / numKvHeads).
+// Query head h uses KV head h / (numHeads / numKvHeads). Batch invariant: a token's output is
+// bit-identical whatever else is in the batch. contextLens is not read (positions bound the range).
 struct AttentionArgs {
   const float *q;                // [numTokens, numHeads * headDim]
   const int32_t *positions;      // [numTokens]
