@@ -1,0 +1,18 @@
+// Chained hashes of full KV blocks for the prefix cache. A block's hash covers its own token ids and
+// its parent's hash, so equal hashes mean equal prefixes (up to 64-bit collisions), never just
+// equal block contents at different positions.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+namespace kiln::rt {
+
+using BlockHash = uint64_t;
+
+// Parent hash of a sequence's first block.
+inline constexpr BlockHash kRootBlockHash = 0x6b696c6e5f6b7631ull; // "kiln_kv1"
+
+BlockHash hashBlock(BlockHash parent, std::span<const int32_t> tokenIds);
+
+} // namespace kiln::rt
