@@ -1,0 +1,124 @@
+// The device factory, the cpu backend's memory and copies, and one op run through the dispatch
+// table with hand-computed expected values.
+#include "runtime/hal/device.h"
+
+#include "runtime/base/half.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace kiln::rt {
+namespace {
+
+TEST(CreateDeviceTest, CpuAndErrors) {
+  auto cpu = createDevice("cpu");
+  ASSERT_TRUE(cpu.isOk()) << cpu.status().toString();
+  EXPECT_EQ((*cpu)->name(), "cpu");
+  EXPECT_EQ((*cpu)->target(), "cpu");
+  EXPECT_EQ((*cpu)->kind(), DeviceKind::kCpu);
+
+  auto cuda = createDevice("cuda");
+  ASSERT_FALSE(cuda.isOk());
+  EXPECT_EQ(cuda.status().code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(cuda.status().message(),
+            "device 'cuda': this kiln was built without the CUDA backend (use --device cpu, or a "
+            "kiln built with -DKILN_ENABLE_CUDA=ON)");
+
+  auto tpu = createDevice("tpu");
+  ASSERT_FALSE(tpu.isOk());
+  EXPECT_EQ(tpu.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(tpu.status().message(), "unknown device 'tpu': expected 'cpu' or 'cuda'");
+}
+
+TEST(CpuDeviceTest, AllocateCopyFree) {
+  auto device = std::move(createDevice("cpu")).value();
+  auto memory = device->allocate(100, MemoryKind::kHostVisible);
+  ASSERT_TRUE(memory.isOk());
+  EXPECT_EQ(memory->bytes, 100u);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(memory->data) % 64, 0u);
+  EXPECT_EQ(static_cast<uint8_t *>(memory->data)[99], 0);  // zeroed
+  const int32_t values[3] = {7, -8, 9};
+  ASSERT_TRUE(device->copyToDevice(memory->data, values, sizeof(values)).isOk());
+  int32_t back[3] = {};
+  ASSERT_TRUE(device->copyToHost(back, memory->data, sizeof(back)).isOk());
+  EXPECT_EQ(std::memcmp(values, back, sizeof(values)), 0);
+  device->free(*memory);
+  EXPECT_EQ(memory->data, nullptr);
+
+  std::vector<uint8_t> host = {1, 2, 3};
+  auto borrowed = device->importWeights(host);
+  ASSERT_TRUE(borrowed.isOk());
+  EXPECT_EQ(borrowed->data, host.data());  // no copy
+  EXPECT_TRUE(borrowed->borrowed);
+  device->free(*borrowed);  // must not free the caller's bytes
+  EXPECT_EQ(host[2], 3);
+}
+
+// y = x W^T with BF16 W; every value is exact in bf16 and fp32, so the result is exact too.
+class CpuLinearTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    auto params = schema::CreateLinearParams(fbb_, false);
+    std::vector<uint32_t> inputs = {0, 1}, outputs = {2};
+    fbb_.Finish(schema::CreateOpDirect(fbb_, "proj", schema::OpParams::LinearParams,
+                                       params.Union(), &inputs, &outputs));
+    for (float w : {0.5f, -1.25f, 2.0f, 1.0f, 0.25f, -3.0f})
+      weight_.push_back(f32ToBf16(w));
+    op_.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
+    op_.inputs = {bound(x_, schema::DType::F32, schema::RowScale::Tokens, 4, 3),
+                  bound(weight_.data(), schema::DType::BF16, schema::RowScale::Fixed, 2, 3)};
+    op_.inputs[1].kind = schema::BufferKind::Weight;
+    op_.outputs = {bound(y_, schema::DType::F32, schema::RowScale::Tokens, 4, 2)};
+  }
+  static BoundBuffer bound(void *data, schema::DType dtype, schema::RowScale rows,
+                           int64_t fixedRows, int64_t width) {
+    BoundBuffer b;
+    b.data = data;
+    b.dtype = dtype;
+    b.rows = rows;
+    b.fixedRows = fixedRows;
+    b.width = width;
+    return b;
+  }
+
+  flatbuffers::FlatBufferBuilder fbb_;
+  float x_[12] = {1, 2, 3, -1, 0.5f, 4};
+  std::vector<uint16_t> weight_;
+  float y_[8] = {};
+  BoundOp op_;
+};
+
+TEST_F(CpuLinearTest, RunsThroughTheDispatchTable) {
+  auto device = std::move(createDevice("cpu")).value();
+  auto prepared = device->prepareOp(op_);
+  ASSERT_TRUE(prepared.isOk()) << prepared.status().toString();
+  StepCounts counts;
+  counts.numTokens = 2;
+  y_[4] = 99.0f;  // row 2 is beyond this step's rows and must stay untouched
+  ASSERT_TRUE(device->runOp(**prepared, counts).isOk());
+  EXPECT_EQ(y_[0], 4.0f);
+  EXPECT_EQ(y_[1], -7.5f);
+  EXPECT_EQ(y_[2], 6.875f);
+  EXPECT_EQ(y_[3], -12.875f);
+  EXPECT_EQ(y_[4], 99.0f);
+}
+
+TEST_F(CpuLinearTest, RejectsUnsupportedDtypesAndBadBindings) {
+  auto device = std::move(createDevice("cpu")).value();
+  op_.inputs[0].dtype = schema::DType::F16;
+  auto halfActivation = device->prepareOp(op_);
+  ASSERT_FALSE(halfActivation.isOk());
+  EXPECT_EQ(halfActivation.status().message(),
+            "cpu backend: op 'proj' (Linear): input 0 has dtype F16; the cpu kernels take F32 "
+            "activations (F16/BF16 only for weights)");
+  op_.inputs[0].dtype = schema::DType::F32;
+  op_.inputs.pop_back();
+  auto missing = device->prepareOp(op_);
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_EQ(missing.status().message(),
+            "cpu backend: op 'proj' (Linear): bound 1/1 buffers, the op has 2/1");
+}
+
+} // namespace
+} // namespace kiln::rt
