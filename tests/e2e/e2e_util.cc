@@ -1,0 +1,190 @@
+#include "tests/e2e/e2e_util.h"
+
+#include "runtime/base/file.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+
+namespace kiln::e2e {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct TempDirs {
+  std::vector<fs::path> dirs;
+  ~TempDirs() {
+    std::error_code ec;
+    for (const fs::path &dir : dirs)
+      fs::remove_all(dir, ec);
+  }
+};
+TempDirs &tempDirs() {
+  static TempDirs dirs;
+  return dirs;
+}
+
+std::string resolveModelDir(const std::string &recorded) {
+  const std::string kShared = "shared:";
+  if (recorded.rfind(kShared, 0) == 0)
+    return std::string(KILN_ASSETS_DIR) + "/" + recorded.substr(kShared.size());
+  // Recorded relative to the repository root; tests/data is KILN_TEST_DATA_DIR.
+  return (fs::path(KILN_TEST_DATA_DIR) / ".." / ".." / recorded).lexically_normal().string();
+}
+
+} // namespace
+
+std::optional<std::string> assetModelDir(const std::string &relative) {
+  fs::path dir = fs::path(KILN_ASSETS_DIR) / relative;
+  if (!fs::exists(dir / "config.json"))
+    return std::nullopt;
+  return dir.string();
+}
+
+std::optional<Golden> loadGolden(const std::string &name, std::string &skipReason) {
+  std::string dir = std::string(KILN_TEST_DATA_DIR) + "/golden/";
+  Result<std::string> text = readFile(dir + name + ".json");
+  EXPECT_TRUE(text.isOk()) << text.status().toString();
+  if (!text.isOk())
+    return std::nullopt;
+  nlohmann::json json = nlohmann::json::parse(*text);
+  Golden golden;
+  golden.model = json["model"];
+  golden.modelDir = resolveModelDir(json["model_dir"]);
+  golden.vocabSize = json["vocab_size"];
+  golden.tolerance = json["tolerance"]["logits_max_abs"];
+  if (!fs::exists(fs::path(golden.modelDir) / "config.json")) {
+    skipReason = "model directory " + golden.modelDir +
+                 " is absent (../shared/assets not present on this machine)";
+    return std::nullopt;
+  }
+  for (const auto &c : json["cases"]) {
+    GoldenCase gc;
+    gc.promptIds = c["prompt_ids"].get<std::vector<int32_t>>();
+    gc.greedyIds = c["greedy_ids"].get<std::vector<int32_t>>();
+    gc.rows = c["logits_rows"];
+    Result<std::string> bytes = readFile(dir + c["logits_file"].get<std::string>());
+    EXPECT_TRUE(bytes.isOk()) << bytes.status().toString();
+    if (!bytes.isOk())
+      return std::nullopt;
+    EXPECT_EQ(bytes->size(), static_cast<size_t>(gc.rows) * golden.vocabSize * sizeof(float));
+    gc.logits.resize(bytes->size() / sizeof(float));
+    std::memcpy(gc.logits.data(), bytes->data(), gc.logits.size() * sizeof(float));
+    golden.cases.push_back(std::move(gc));
+  }
+  return golden;
+}
+
+std::string compileForTest(const std::string &modelDir, compiler::CompileOptions options) {
+  char pattern[] = "/tmp/kiln-e2e-XXXXXX";
+  const char *made = mkdtemp(pattern);
+  EXPECT_NE(made, nullptr);
+  fs::path root = made ? made : "/tmp";
+  tempDirs().dirs.push_back(root);
+  options.modelDir = modelDir;
+  options.outDir = (root / "model.kiln").string();
+  Status status = compiler::compileModel(options);
+  EXPECT_TRUE(status.isOk()) << status.toString();
+  return options.outDir;
+}
+
+LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks) {
+  LoadedArtifact loaded;
+  auto artifact = rt::Artifact::load(artifactDir);
+  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
+  if (!artifact.isOk())
+    return loaded;
+  loaded.artifact = std::move(*artifact);
+  auto device = rt::createDevice("cpu");
+  EXPECT_TRUE(device.isOk()) << device.status().toString();
+  loaded.device = std::move(*device);
+  rt::ExecutorOptions options;
+  options.numKvBlocks = numKvBlocks;
+  auto executor = rt::Executor::create(*loaded.artifact, *loaded.device, options);
+  EXPECT_TRUE(executor.isOk()) << executor.status().toString();
+  if (executor.isOk())
+    loaded.executor = std::move(*executor);
+  return loaded;
+}
+
+float maxAbsDiff(const float *a, const float *b, size_t count) {
+  float worst = 0;
+  for (size_t i = 0; i < count; ++i) {
+    float d = std::fabs(a[i] - b[i]);
+    if (!(d <= worst)) // also catches NaN
+      worst = std::isnan(d) ? INFINITY : d;
+  }
+  return worst;
+}
+
+int32_t argmax(const float *row, int32_t size) {
+  return static_cast<int32_t>(std::max_element(row, row + size) - row);
+}
+
+namespace {
+
+std::vector<int32_t> blocksFor(int32_t tokens, int32_t blockSize, int32_t first) {
+  std::vector<int32_t> table;
+  for (int32_t b = 0; b * blockSize < tokens; ++b)
+    table.push_back(first + b);
+  return table;
+}
+
+void checkCase(rt::Executor &executor, const Golden &golden, const GoldenCase &gc, size_t index) {
+  const int32_t vocab = golden.vocabSize;
+  const int32_t prompt = static_cast<int32_t>(gc.promptIds.size());
+  ASSERT_EQ(gc.rows, prompt + static_cast<int32_t>(gc.greedyIds.size()));
+  rt::SequenceStep step;
+  step.tokenIds = gc.promptIds;
+  step.startPosition = 0;
+  step.blockTable = blocksFor(gc.rows, executor.limits().blockSize, 0);
+  step.logits = rt::LogitsWanted::kAll;
+  auto output = executor.execute(rt::StepBatch{{step}});
+  ASSERT_TRUE(output.isOk()) << output.status().toString();
+  ASSERT_EQ(output->vocabSize, vocab);
+  ASSERT_EQ(output->numRows(), prompt);
+  for (int32_t r = 0; r < prompt; ++r)
+    EXPECT_LE(maxAbsDiff(output->row(r), gc.logits.data() + size_t(r) * vocab, vocab),
+              golden.tolerance)
+        << golden.model << " case " << index << " prompt row " << r;
+  const float *last = output->row(prompt - 1);
+  std::vector<float> previous(last, last + vocab);
+  for (size_t k = 0; k < gc.greedyIds.size(); ++k) {
+    EXPECT_EQ(argmax(previous.data(), vocab), gc.greedyIds[k])
+        << golden.model << " case " << index << " greedy step " << k;
+    // Teacher-forced with the golden id so one mismatch does not hide later comparisons.
+    step.tokenIds = {gc.greedyIds[k]};
+    step.startPosition = prompt + static_cast<int32_t>(k);
+    step.logits = rt::LogitsWanted::kLast;
+    output = executor.execute(rt::StepBatch{{step}});
+    ASSERT_TRUE(output.isOk()) << output.status().toString();
+    int32_t row = prompt + static_cast<int32_t>(k);
+    EXPECT_LE(maxAbsDiff(output->row(0), gc.logits.data() + size_t(row) * vocab, vocab),
+              golden.tolerance)
+        << golden.model << " case " << index << " decode row " << row;
+    previous.assign(output->row(0), output->row(0) + vocab);
+  }
+}
+
+} // namespace
+
+void checkGoldenLogits(const std::string &name) {
+  std::string skipReason;
+  std::optional<Golden> golden = loadGolden(name, skipReason);
+  if (!golden) {
+    if (!skipReason.empty())
+      GTEST_SKIP() << skipReason;
+    FAIL() << "cannot read the golden for " << name;
+  }
+  std::string artifact = compileForTest(golden->modelDir);
+  LoadedArtifact loaded = loadForTest(artifact, 64);
+  ASSERT_NE(loaded.executor, nullptr);
+  for (size_t i = 0; i < golden->cases.size(); ++i)
+    checkCase(*loaded.executor, *golden, golden->cases[i], i);
+}
+
+} // namespace kiln::e2e

@@ -1,0 +1,58 @@
+// End-to-end helpers: compile a model with the real compiler, load it with the real runtime, and
+// compare against golden data from Hugging Face transformers (tests/data/golden, made by
+// tools/goldens/make_llama_goldens.py).
+#pragma once
+
+#include "compiler/driver/compile.h"
+#include "runtime/artifact/artifact.h"
+#include "runtime/exec/executor.h"
+#include "runtime/hal/device.h"
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::e2e {
+
+struct GoldenCase {
+  std::vector<int32_t> promptIds;
+  std::vector<int32_t> greedyIds;
+  std::vector<float> logits;  // [rows, vocab]: row r = logits after token r of prompt + greedy
+  int32_t rows = 0;
+};
+
+struct Golden {
+  std::string model;
+  std::string modelDir;  // resolved path
+  int32_t vocabSize = 0;
+  float tolerance = 0;
+  std::vector<GoldenCase> cases;
+};
+
+// Reads tests/data/golden/<name>.json and its logits files. nullopt + `skipReason` when the
+// model lives in ../shared/assets and that directory is absent.
+std::optional<Golden> loadGolden(const std::string &name, std::string &skipReason);
+
+// Real checkpoints from ../shared/assets; nullopt when absent.
+std::optional<std::string> assetModelDir(const std::string &relative);
+
+// Compiles `modelDir` into a fresh temporary directory (removed at exit). Fails the test on error.
+std::string compileForTest(const std::string &modelDir, compiler::CompileOptions options = {});
+
+struct LoadedArtifact {
+  std::unique_ptr<rt::Artifact> artifact;
+  std::unique_ptr<rt::Device> device;
+  std::unique_ptr<rt::Executor> executor;
+};
+LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks);
+
+// Max |a - b| over `count` floats.
+float maxAbsDiff(const float *a, const float *b, size_t count);
+int32_t argmax(const float *row, int32_t size);
+
+// Runs every golden case: prefill (all logits) then 16 teacher-forced decode steps; asserts each
+// row within the golden's tolerance and each greedy argmax equal to the golden id.
+void checkGoldenLogits(const std::string &name);
+
+} // namespace kiln::e2e

@@ -1,0 +1,86 @@
+// `kiln compile MODEL_DIR -o OUT.kiln [options]`: a thin main over compiler::compileModel.
+#include "compiler/driver/compile.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+
+#include <iostream>
+#include <sstream>
+
+namespace kiln::tools {
+namespace {
+
+const CommandSpec kCompileSpec = {
+    "compile",
+    "MODEL_DIR -o OUT.kiln [options]",
+    "Compile a Hugging Face model directory (config.json, *.safetensors, tokenizer files) into a\n"
+    "kiln artifact directory (plan.kiln, weights.rank0.bin, manifest.json, tokenizer files).",
+    {
+        {"-o", "OUT.kiln", "artifact directory to write (replaced only when compiling succeeds)"},
+        {"--output", "OUT.kiln", "same as -o"},
+        {"--max-batch", "N", "max concurrent sequences per step (default 8)"},
+        {"--max-seq-len", "N", "max tokens per sequence (default min(max_position_embeddings, 4096))"},
+        {"--max-tokens-per-step", "N", "max tokens in one step (default max(max-batch, 2048))"},
+        {"--tp", "N", "tensor-parallel degree (default 1)"},
+        {"--dtype", "fp32|fp16|bf16", "storage of linear and embedding weights (default fp32)"},
+        {"--target", "LIST", "comma-separated targets (default cpu)"},
+        {"--kv-block-size", "N", "tokens per KV cache block, a power of two (default 16)"},
+        {"--dump-ir", "", "print the kiln MLIR module after each pass to stderr"},
+        {"--quiet", "", "no progress output"},
+    },
+    1,
+    1,
+};
+
+std::vector<std::string> splitList(const std::string &text) {
+  std::vector<std::string> items;
+  std::stringstream stream(text);
+  std::string item;
+  while (std::getline(stream, item, ','))
+    if (!item.empty())
+      items.push_back(item);
+  return items;
+}
+
+Result<compiler::CompileOptions> optionsFromArgs(const Args &args) {
+  compiler::CompileOptions options;
+  options.modelDir = args.positionals()[0];
+  options.outDir = args.getOr("-o", args.getOr("--output", ""));
+  if (options.outDir.empty())
+    return invalidArgument("missing -o OUT.kiln (the artifact directory to write)");
+  // Range checks that depend on the model happen in the compiler; these only parse.
+  KILN_ASSIGN_OR_RETURN(options.maxBatch, args.getInt("--max-batch", 8, INT64_MIN, INT64_MAX));
+  KILN_ASSIGN_OR_RETURN(options.maxSeqLen, args.getInt("--max-seq-len", 0, INT64_MIN, INT64_MAX));
+  KILN_ASSIGN_OR_RETURN(options.maxTokensPerStep,
+                        args.getInt("--max-tokens-per-step", 0, INT64_MIN, INT64_MAX));
+  KILN_ASSIGN_OR_RETURN(options.tp, args.getInt("--tp", 1, INT64_MIN, INT64_MAX));
+  KILN_ASSIGN_OR_RETURN(options.kvBlockSize,
+                        args.getInt("--kv-block-size", 16, INT64_MIN, INT64_MAX));
+  options.dtype = args.getOr("--dtype", "fp32");
+  if (auto targets = args.get("--target"))
+    options.targets = splitList(*targets);
+  options.dumpIr = args.has("--dump-ir");
+  options.log = args.has("--quiet") && !options.dumpIr ? nullptr : &std::cerr;
+  return options;
+}
+
+} // namespace
+
+int runCompile(const CommandArgs &argv) {
+  Result<Args> args = Args::parse(kCompileSpec, argv);
+  if (!args.isOk())
+    return reportError("compile", args.status());
+  if (args->helpRequested()) {
+    std::cout << formatHelp(kCompileSpec);
+    return 0;
+  }
+  Result<compiler::CompileOptions> options = optionsFromArgs(*args);
+  if (!options.isOk())
+    return reportError("compile", options.status());
+  Status status = compiler::compileModel(*options);
+  if (!status.isOk())
+    return reportError("compile", status);
+  std::cerr << "kiln compile: wrote " << options->outDir << "\n";
+  return 0;
+}
+
+} // namespace kiln::tools

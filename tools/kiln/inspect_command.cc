@@ -1,0 +1,188 @@
+// `kiln inspect ARTIFACT`: the artifact (model, maxima, KV spec, per-rank program, buffers and
+// weights index, kernel modules) as JSON. `--summary` prints the headline numbers only.
+#include "runtime/artifact/artifact.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <iostream>
+
+namespace kiln::tools {
+namespace {
+
+using nlohmann::json;
+
+const CommandSpec kInspectSpec = {
+    "inspect",
+    "ARTIFACT [--summary] [--no-verify-weights]",
+    "Print a kiln artifact as JSON: model, compiled maxima, KV cache spec, per-rank step program,\n"
+    "buffers, weights index and kernel modules.",
+    {
+        {"--summary", "", "only the model, maxima, KV spec and per-rank totals"},
+        {"--no-verify-weights", "", "skip the weights sha256 check (faster on large models)"},
+    },
+    1,
+    1,
+};
+
+template <typename T> json vectorOf(const flatbuffers::Vector<T> *values) {
+  json out = json::array();
+  if (values)
+    for (T v : *values)
+      out.push_back(v);
+  return out;
+}
+
+std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+
+json modelJson(const schema::ModelInfo &m) {
+  return {{"family", str(m.family())},
+          {"architecture", str(m.architecture())},
+          {"vocab_size", m.vocab_size()},
+          {"hidden_size", m.hidden_size()},
+          {"intermediate_size", m.intermediate_size()},
+          {"num_layers", m.num_layers()},
+          {"num_heads", m.num_heads()},
+          {"num_kv_heads", m.num_kv_heads()},
+          {"head_dim", m.head_dim()},
+          {"rms_norm_eps", m.rms_norm_eps()},
+          {"rope_theta", m.rope_theta()},
+          {"rope_scaling", str(m.rope_scaling())},
+          {"tie_word_embeddings", m.tie_word_embeddings()},
+          {"max_position_embeddings", m.max_position_embeddings()},
+          {"bos_token_id", m.bos_token_id()},
+          {"eos_token_ids", vectorOf(m.eos_token_ids())},
+          {"pad_token_id", m.pad_token_id()},
+          {"has_chat_template", m.chat_template() && m.chat_template()->size() > 0},
+          {"source_dtype", rt::dtypeName(m.source_dtype())}};
+}
+
+json headerJson(const schema::Plan &plan) {
+  const schema::CompiledLimits &l = *plan.limits();
+  const schema::KvCacheSpec &kv = *plan.kv_cache();
+  json targets = json::array();
+  if (plan.targets())
+    for (const auto *t : *plan.targets())
+      targets.push_back(t->str());
+  return {{"schema_version", plan.schema_version()},
+          {"compiler_version", str(plan.compiler_version())},
+          {"cuda_version", str(plan.cuda_version())},
+          {"tp", plan.tp()},
+          {"targets", targets},
+          {"activation_dtype", rt::dtypeName(plan.activation_dtype())},
+          {"model", modelJson(*plan.model())},
+          {"limits",
+           {{"max_batch", l.max_batch()},
+            {"max_seq_len", l.max_seq_len()},
+            {"max_tokens_per_step", l.max_tokens_per_step()},
+            {"max_blocks_per_seq", l.max_blocks_per_seq()}}},
+          {"kv_cache",
+           {{"num_layers", kv.num_layers()},
+            {"num_kv_heads", kv.num_kv_heads()},
+            {"head_dim", kv.head_dim()},
+            {"block_size", kv.block_size()},
+            {"dtype", rt::dtypeName(kv.dtype())}}}};
+}
+
+json weightsJson(const schema::Rank &rank, uint64_t &totalBytes) {
+  json weights = json::array();
+  totalBytes = 0;
+  for (const schema::WeightEntry *w : *rank.weights()) {
+    totalBytes += w->size();
+    weights.push_back({{"name", str(w->name())},
+                       {"dtype", rt::dtypeName(w->dtype())},
+                       {"shape", vectorOf(w->shape())},
+                       {"offset", w->offset()},
+                       {"bytes", w->size()},
+                       {"sha256", str(w->sha256())}});
+  }
+  return weights;
+}
+
+json programJson(const schema::Rank &rank) {
+  json ops = json::array();
+  for (const schema::Op *op : *rank.program()) {
+    ops.push_back({{"name", str(op->name())},
+                   {"kind", rt::opKindName(op->params_type())},
+                   {"inputs", vectorOf(op->inputs())},
+                   {"outputs", vectorOf(op->outputs())},
+                   {"kernel", str(op->kernel())}});
+  }
+  return ops;
+}
+
+json buffersJson(const schema::Rank &rank) {
+  static const char *kKinds[] = {"weight", "activation", "step_input"};
+  json buffers = json::array();
+  for (const schema::Buffer *b : *rank.buffers()) {
+    json entry = {{"name", str(b->name())},
+                  {"kind", kKinds[static_cast<int>(b->kind()) % 3]},
+                  {"dtype", rt::dtypeName(b->dtype())},
+                  {"shape", vectorOf(b->shape())},
+                  {"bytes", b->size_bytes()}};
+    if (b->kind() == schema::BufferKind::Activation)
+      entry["arena_offset"] = b->arena_offset();
+    if (b->kind() == schema::BufferKind::Weight)
+      entry["weight"] = b->weight();
+    buffers.push_back(entry);
+  }
+  return buffers;
+}
+
+json rankJson(const schema::Rank &rank, bool summary) {
+  uint64_t weightBytes = 0;
+  json weights = weightsJson(rank, weightBytes);
+  json out = {{"rank", rank.rank()},
+              {"weights_file", str(rank.weights_file())},
+              {"weights_file_size", rank.weights_file_size()},
+              {"num_weights", rank.weights()->size()},
+              {"weight_bytes", weightBytes},
+              {"num_ops", rank.program()->size()},
+              {"arena_bytes", rank.arena_bytes()}};
+  if (!summary) {
+    out["program"] = programJson(rank);
+    out["buffers"] = buffersJson(rank);
+    out["weights"] = std::move(weights);
+  }
+  return out;
+}
+
+json kernelModulesJson(const schema::Plan &plan) {
+  json modules = json::array();
+  if (plan.kernel_modules())
+    for (const schema::KernelModule *m : *plan.kernel_modules())
+      modules.push_back({{"target", str(m->target())},
+                         {"format", m->format() == schema::KernelFormat::Ptx ? "ptx" : "cubin"},
+                         {"bytes", m->image() ? m->image()->size() : 0},
+                         {"kernels", m->kernels() ? m->kernels()->size() : 0}});
+  return modules;
+}
+
+} // namespace
+
+int runInspect(const CommandArgs &argv) {
+  Result<Args> args = Args::parse(kInspectSpec, argv);
+  if (!args.isOk())
+    return reportError("inspect", args.status());
+  if (args->helpRequested()) {
+    std::cout << formatHelp(kInspectSpec);
+    return 0;
+  }
+  rt::LoadOptions options;
+  options.verifyWeights = !args->has("--no-verify-weights");
+  auto artifact = rt::Artifact::load(args->positionals()[0], options);
+  if (!artifact.isOk())
+    return reportError("inspect", artifact.status());
+  const schema::Plan &plan = (*artifact)->plan();
+  bool summary = args->has("--summary");
+  json out = headerJson(plan);
+  out["ranks"] = json::array();
+  for (int r = 0; r < (*artifact)->numRanks(); ++r)
+    out["ranks"].push_back(rankJson((*artifact)->rank(r), summary));
+  out["kernel_modules"] = kernelModulesJson(plan);
+  std::cout << out.dump(summary ? 2 : 1) << "\n";
+  return 0;
+}
+
+} // namespace kiln::tools
