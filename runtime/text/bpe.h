@@ -1,0 +1,67 @@
+// Byte-pair-encoding model with the semantics of HF tokenizers' models::bpe: per-character
+// initial symbols (with optional byte fallback to <0xXX> tokens and fused <unk>), then repeated
+// merging of the lowest-ranked adjacent pair, leftmost first.
+#pragma once
+
+#include "runtime/base/status.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+namespace kiln::rt {
+
+struct BpeOptions {
+  std::string unkToken; // empty: no unknown token (unmappable characters are dropped)
+  bool fuseUnk = false;
+  bool byteFallback = false;
+  bool ignoreMerges = false; // a piece that is itself in the vocab is one token (Llama-3)
+  std::string continuingSubwordPrefix;
+  std::string endOfWordSuffix;
+};
+
+class BpeModel {
+public:
+  // `where` prefixes error messages (e.g. "tokenizer.json").
+  static Result<BpeModel> create(std::vector<std::pair<std::string, int64_t>> vocab,
+                                 const std::vector<std::pair<std::string, std::string>> &merges,
+                                 BpeOptions options, const std::string &where);
+
+  // Appends the ids of one pre-tokenized piece.
+  void tokenize(std::string_view piece, std::vector<int32_t> &out) const;
+
+  int32_t tokenToId(std::string_view token) const; // -1 when absent
+  bool hasId(int32_t id) const {
+    return id >= 0 && static_cast<size_t>(id) < offsets_.size() && offsets_[id].second >= 0;
+  }
+  std::string_view idToToken(int32_t id) const; // empty when absent
+  // One past the largest id in the vocab.
+  int32_t idLimit() const { return static_cast<int32_t>(offsets_.size()); }
+  size_t size() const { return count_; }
+
+private:
+  struct MergeEntry {
+    uint64_t key; // (left id << 32) | right id; ~0 marks an empty slot
+    int32_t rank;
+    int32_t newId;
+  };
+  const MergeEntry *findMerge(int32_t left, int32_t right) const;
+  void mergeWord(std::string_view piece, std::vector<int32_t> &out) const;
+  int32_t findInTable(std::string_view token) const;
+
+  BpeOptions options_;
+  std::string arena_;                               // all token strings back to back
+  std::vector<std::pair<uint32_t, int32_t>> offsets_; // id -> (offset, length or -1)
+  std::vector<int32_t> table_;                      // open addressing: id or -1
+  size_t tableMask_ = 0;
+  std::vector<MergeEntry> merges_;
+  size_t mergeMask_ = 0;
+  size_t count_ = 0;
+  int32_t unkId_ = -1;
+  int32_t byteIds_[256];
+  std::string_view suffixView() const { return options_.endOfWordSuffix; }
+};
+
+} // namespace kiln::rt

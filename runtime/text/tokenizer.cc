@@ -1,0 +1,375 @@
+#include "runtime/text/tokenizer.h"
+
+#include "runtime/base/file.h"
+#include "runtime/text/bpe.h"
+#include "runtime/text/normalizer.h"
+#include "runtime/text/pre_tokenizer.h"
+#include "runtime/text/tokenizer_added.h"
+#include "runtime/text/tokenizer_json.h"
+#include "runtime/text/tokenizer_utf8.h"
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <unordered_set>
+
+namespace kiln::rt {
+
+using Json = nlohmann::json;
+
+struct Tokenizer::Impl {
+  BpeModel model;
+  Normalizer normalizer;
+  PreTokenizer preTokenizer;
+  Decoder decoder;
+  AddedVocabulary added;
+  std::vector<int32_t> prefixIds; // post-processor template around the sequence
+  std::vector<int32_t> suffixIds;
+  std::vector<uint8_t> specialById;
+  SpecialTokenStrings special;
+  std::string chatTemplate;
+  int32_t vocabSize = 0;
+  int32_t bosId = -1;
+  std::vector<int32_t> eosIds;
+
+  int32_t tokenToId(std::string_view token) const {
+    int32_t id = added.idOf(token);
+    return id >= 0 ? id : model.tokenToId(token);
+  }
+};
+
+namespace {
+
+constexpr const char *kJsonName = "tokenizer.json";
+
+Result<BpeModel> loadModel(TokenizerJson &tj) {
+  const Json &model = tj.root.contains("model") ? tj.root["model"] : Json();
+  if (!model.is_object())
+    return invalidArgument(std::string(kJsonName) + ": field 'model' must be an object");
+  std::string type = jsonStringOr(model, "type", tj.hasMerges ? "BPE" : "");
+  if (type != "BPE")
+    return unimplemented(std::string(kJsonName) + ": model.type '" + type + "' is not supported (only BPE)");
+  if (!tj.hasVocab)
+    return invalidArgument(std::string(kJsonName) + ": model.vocab must be an object of token -> id");
+  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
+    return unimplemented(std::string(kJsonName) + ": model.dropout > 0 is not supported");
+  BpeOptions o;
+  o.unkToken = jsonStringOr(model, "unk_token", "");
+  o.fuseUnk = jsonBoolOr(model, "fuse_unk", false);
+  o.byteFallback = jsonBoolOr(model, "byte_fallback", false);
+  o.ignoreMerges = jsonBoolOr(model, "ignore_merges", false);
+  o.continuingSubwordPrefix = jsonStringOr(model, "continuing_subword_prefix", "");
+  o.endOfWordSuffix = jsonStringOr(model, "end_of_word_suffix", "");
+  return BpeModel::create(std::move(tj.vocab), tj.merges, std::move(o), kJsonName);
+}
+
+Result<std::vector<AddedToken>> loadAddedTokens(const Json &root) {
+  std::vector<AddedToken> out;
+  auto it = root.find("added_tokens");
+  if (it == root.end() || it->is_null())
+    return out;
+  if (!it->is_array())
+    return invalidArgument(std::string(kJsonName) + ": added_tokens must be an array");
+  for (size_t i = 0; i < it->size(); ++i) {
+    const Json &t = (*it)[i];
+    std::string where = std::string(kJsonName) + ": added_tokens[" + std::to_string(i) + "]";
+    if (!t.is_object())
+      return invalidArgument(where + " must be an object");
+    AddedToken a;
+    KILN_ASSIGN_OR_RETURN(a.content, jsonString(t, "content", where));
+    int64_t id = jsonIntOr(t, "id", -1);
+    if (id < 0 || id >= INT32_MAX)
+      return invalidArgument(where + ": field 'id' must be an integer in [0, 2^31-1)");
+    a.id = static_cast<int32_t>(id);
+    a.special = jsonBoolOr(t, "special", false);
+    a.lstrip = jsonBoolOr(t, "lstrip", false);
+    a.rstrip = jsonBoolOr(t, "rstrip", false);
+    a.normalized = jsonBoolOr(t, "normalized", !a.special);
+    a.singleWord = jsonBoolOr(t, "single_word", false);
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+// One TemplateProcessing "single" template (or Bert/Roberta processing) as ids around $A.
+Status addTemplate(const Json &pp, const Tokenizer::Impl &impl, std::vector<int32_t> &prefix,
+                   std::vector<int32_t> &suffix, const std::string &where) {
+  std::string type = jsonStringOr(pp, "type", "");
+  if (type == "Sequence") {
+    auto it = pp.find("processors");
+    if (it == pp.end() || !it->is_array())
+      return invalidArgument(where + ".processors must be an array");
+    for (size_t i = 0; i < it->size(); ++i)
+      KILN_RETURN_IF_ERROR(addTemplate((*it)[i], impl, prefix, suffix, where + ".processors[" + std::to_string(i) + "]"));
+    return okStatus();
+  }
+  if (type == "ByteLevel")
+    return okStatus(); // only adjusts offsets
+  if (type == "BertProcessing" || type == "RobertaProcessing") {
+    auto cls = pp.find("cls"), sep = pp.find("sep");
+    if (cls == pp.end() || sep == pp.end() || !cls->is_array() || cls->size() != 2 || !sep->is_array() || sep->size() != 2)
+      return invalidArgument(where + ": cls and sep must be [token, id]");
+    prefix.push_back((*cls)[1].get<int32_t>());
+    suffix.insert(suffix.begin(), (*sep)[1].get<int32_t>());
+    return okStatus();
+  }
+  if (type != "TemplateProcessing")
+    return unimplemented(where + ": post_processor type '" + type + "' is not supported");
+  auto single = pp.find("single");
+  if (single == pp.end() || !single->is_array())
+    return invalidArgument(where + ".single must be an array");
+  const Json specials = pp.value("special_tokens", Json::object());
+  std::vector<int32_t> before, after;
+  bool seenSequence = false;
+  for (const Json &piece : *single) {
+    if (piece.contains("Sequence")) {
+      seenSequence = true;
+      continue;
+    }
+    if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id"))
+      return invalidArgument(where + ".single: each piece must be a Sequence or a SpecialToken");
+    std::string name = piece["SpecialToken"]["id"].get<std::string>();
+    auto sp = specials.find(name);
+    if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array())
+      return invalidArgument(where + ": special token '" + name + "' is not in special_tokens");
+    for (const Json &id : (*sp)["ids"])
+      (seenSequence ? after : before).push_back(id.get<int32_t>());
+  }
+  prefix.insert(prefix.end(), before.begin(), before.end());
+  suffix.insert(suffix.begin(), after.begin(), after.end());
+  return okStatus();
+}
+
+// "bos_token": "<s>" or {"content": "<s>", ...} or null.
+std::string specialString(const Json &v) {
+  if (v.is_string())
+    return v.get<std::string>();
+  if (v.is_object() && v.contains("content") && v["content"].is_string())
+    return v["content"].get<std::string>();
+  return {};
+}
+
+Status loadConfig(std::string_view configText, std::string_view mapText, Tokenizer::Impl &impl) {
+  Json config = Json::object(), map = Json::object();
+  try {
+    if (!configText.empty())
+      config = Json::parse(configText);
+    if (!mapText.empty())
+      map = Json::parse(mapText);
+  } catch (const std::exception &e) {
+    return invalidArgument(std::string(configText.empty() ? "special_tokens_map.json" : "tokenizer_config.json") +
+                           ": invalid JSON: " + e.what());
+  }
+  if (!config.is_object() || !map.is_object())
+    return invalidArgument("tokenizer_config.json / special_tokens_map.json must be JSON objects");
+  auto pick = [&](const char *key) {
+    std::string v = config.contains(key) ? specialString(config[key]) : "";
+    return v.empty() && map.contains(key) ? specialString(map[key]) : v;
+  };
+  impl.special.bos = pick("bos_token");
+  impl.special.eos = pick("eos_token");
+  impl.special.unk = pick("unk_token");
+  impl.special.pad = pick("pad_token");
+  const Json &extra = config.contains("additional_special_tokens") ? config["additional_special_tokens"]
+                                                                   : map.value("additional_special_tokens", Json::array());
+  if (extra.is_array())
+    for (const Json &t : extra)
+      if (std::string s = specialString(t); !s.empty())
+        impl.special.additional.push_back(s);
+  if (config.contains("chat_template")) {
+    const Json &ct = config["chat_template"];
+    if (ct.is_string()) {
+      impl.chatTemplate = ct.get<std::string>();
+    } else if (ct.is_array()) {
+      for (const Json &t : ct)
+        if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+          impl.chatTemplate = t["template"].get<std::string>();
+    }
+  }
+  // transformers' Llama/Gemma-class fast tokenizers rebuild the post-processor from
+  // add_bos_token / add_eos_token (update_post_processor); other classes keep tokenizer.json's.
+  std::string cls = config.is_object() ? jsonStringOr(config, "tokenizer_class", "") : "";
+  if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0)
+    cls.resize(cls.size() - 4);
+  static const char *kRebuilding[] = {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer", "CohereTokenizer", "GPTNeoXTokenizer"};
+  if (std::find(std::begin(kRebuilding), std::end(kRebuilding), cls) != std::end(kRebuilding)) {
+    bool addBos = jsonBoolOr(config, "add_bos_token", cls != "GPTNeoXTokenizer");
+    bool addEos = jsonBoolOr(config, "add_eos_token", false);
+    impl.prefixIds.clear();
+    impl.suffixIds.clear();
+    if (addBos) {
+      int32_t id = impl.tokenToId(impl.special.bos);
+      if (impl.special.bos.empty() || id < 0)
+        return invalidArgument("tokenizer_config.json: add_bos_token is true but bos_token '" + impl.special.bos + "' is not a token");
+      impl.prefixIds.push_back(id);
+    }
+    if (addEos) {
+      int32_t id = impl.tokenToId(impl.special.eos);
+      if (impl.special.eos.empty() || id < 0)
+        return invalidArgument("tokenizer_config.json: add_eos_token is true but eos_token '" + impl.special.eos + "' is not a token");
+      impl.suffixIds.push_back(id);
+    }
+  }
+  return okStatus();
+}
+
+void finishImpl(Tokenizer::Impl &impl) {
+  int32_t limit = impl.model.idLimit();
+  for (const AddedToken &t : impl.added.tokens())
+    limit = std::max(limit, t.id + 1);
+  impl.vocabSize = limit;
+  // HF skips by token string: any id whose string is a special added token's content.
+  std::unordered_set<std::string> specials;
+  for (const AddedToken &t : impl.added.tokens())
+    if (t.special)
+      specials.insert(t.content);
+  impl.specialById.assign(static_cast<size_t>(limit), 0);
+  for (int32_t id = 0; id < limit; ++id) {
+    const AddedToken *a = impl.added.byId(id);
+    std::string_view s = a != nullptr ? std::string_view(a->content) : impl.model.idToToken(id);
+    if (a != nullptr || impl.model.hasId(id))
+      impl.specialById[id] = specials.count(std::string(s)) ? 1 : 0;
+  }
+  impl.bosId = impl.special.bos.empty() ? -1 : impl.tokenToId(impl.special.bos);
+  if (!impl.special.eos.empty())
+    if (int32_t id = impl.tokenToId(impl.special.eos); id >= 0)
+      impl.eosIds.push_back(id);
+}
+
+} // namespace
+
+Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::string_view configJson,
+                                      std::string_view specialTokensMapJson) {
+  KILN_ASSIGN_OR_RETURN(TokenizerJson tj, parseTokenizerJson(tokenizerJson, kJsonName));
+  auto impl = std::make_shared<Impl>();
+  KILN_ASSIGN_OR_RETURN(impl->model, loadModel(tj));
+  const Json &root = tj.root;
+  std::string j = kJsonName;
+  KILN_ASSIGN_OR_RETURN(impl->normalizer, Normalizer::fromJson(root.value("normalizer", Json()), j + ": normalizer"));
+  KILN_ASSIGN_OR_RETURN(impl->preTokenizer, PreTokenizer::fromJson(root.value("pre_tokenizer", Json()), j + ": pre_tokenizer"));
+  KILN_ASSIGN_OR_RETURN(impl->decoder, Decoder::fromJson(root.value("decoder", Json()), j + ": decoder"));
+  KILN_ASSIGN_OR_RETURN(std::vector<AddedToken> added, loadAddedTokens(root));
+  impl->added.build(std::move(added), impl->normalizer);
+  Json pp = root.value("post_processor", Json());
+  if (!pp.is_null())
+    KILN_RETURN_IF_ERROR(addTemplate(pp, *impl, impl->prefixIds, impl->suffixIds, j + ": post_processor"));
+  KILN_RETURN_IF_ERROR(loadConfig(configJson, specialTokensMapJson, *impl));
+  finishImpl(*impl);
+  Tokenizer t;
+  t.impl_ = std::move(impl);
+  return t;
+}
+
+Result<Tokenizer> Tokenizer::fromFiles(const std::string &tokenizerJsonPath, const std::string &tokenizerConfigPath,
+                                       const std::string &specialTokensMapPath) {
+  KILN_ASSIGN_OR_RETURN(MappedFile json, MappedFile::open(tokenizerJsonPath));
+  std::string config, map;
+  if (!tokenizerConfigPath.empty()) {
+    KILN_ASSIGN_OR_RETURN(config, readFile(tokenizerConfigPath));
+  }
+  if (!specialTokensMapPath.empty()) {
+    KILN_ASSIGN_OR_RETURN(map, readFile(specialTokensMapPath));
+  }
+  std::string_view text(reinterpret_cast<const char *>(json.data()), json.size());
+  Result<Tokenizer> t = fromJson(text, config, map);
+  if (!t.isOk())
+    return t.status().withContext(tokenizerJsonPath);
+  return t;
+}
+
+Result<Tokenizer> Tokenizer::fromDirectory(const std::string &dir) {
+  std::string json = dir + "/tokenizer.json";
+  if (!fileExists(json))
+    return notFound(dir + ": no tokenizer.json");
+  std::string config = dir + "/tokenizer_config.json", map = dir + "/special_tokens_map.json";
+  return fromFiles(json, fileExists(config) ? config : "", fileExists(map) ? map : "");
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTokens) const {
+  const Impl &impl = *impl_;
+  std::string repaired;
+  if (!utf8::isValid(text)) {
+    utf8::LossyDecoder lossy;
+    lossy.feed(text, repaired);
+    lossy.finish(repaired);
+    text = repaired;
+  }
+  std::vector<int32_t> ids;
+  ids.reserve(text.size() / 3 + 4);
+  if (addSpecialTokens)
+    ids.insert(ids.end(), impl.prefixIds.begin(), impl.prefixIds.end());
+  std::vector<AddedVocabulary::Split> raw, norm;
+  std::string normalized;
+  PieceList pieces, scratch;
+  impl.added.split(text, false, raw);
+  for (const auto &r : raw) {
+    if (r.id >= 0) {
+      ids.push_back(r.id);
+      continue;
+    }
+    normalized.assign(text.substr(r.begin, r.end - r.begin));
+    impl.normalizer.apply(normalized);
+    impl.added.split(normalized, true, norm);
+    for (const auto &n : norm) {
+      if (n.id >= 0) {
+        ids.push_back(n.id);
+        continue;
+      }
+      pieces.clear();
+      pieces.buffer.assign(normalized, n.begin, n.end - n.begin);
+      pieces.spans.push_back({0, static_cast<uint32_t>(n.end - n.begin), r.begin == 0 && n.begin == 0});
+      impl.preTokenizer.apply(pieces, scratch);
+      for (const auto &span : pieces.spans)
+        impl.model.tokenize(pieces.text(span), ids);
+    }
+  }
+  if (addSpecialTokens)
+    ids.insert(ids.end(), impl.suffixIds.begin(), impl.suffixIds.end());
+  return ids;
+}
+
+std::string Tokenizer::decode(std::span<const int32_t> ids, bool skipSpecialTokens) const {
+  Decoder::Stream stream = impl_->decoder.stream();
+  std::string out;
+  for (int32_t id : ids) {
+    bool known = false;
+    std::string_view token = tokenString(id, known);
+    if (!known || (skipSpecialTokens && isSpecialToken(id)))
+      continue;
+    stream.push(token, out);
+  }
+  stream.finish(out);
+  return out;
+}
+
+std::string_view Tokenizer::tokenString(int32_t id, bool &known) const {
+  if (const AddedToken *a = impl_->added.byId(id)) {
+    known = true;
+    return a->content;
+  }
+  known = impl_->model.hasId(id);
+  return impl_->model.idToToken(id);
+}
+
+Decoder::Stream Tokenizer::newDecodeStream() const { return impl_->decoder.stream(); }
+
+int32_t Tokenizer::tokenToId(std::string_view token) const { return impl_->tokenToId(token); }
+
+std::optional<std::string> Tokenizer::idToToken(int32_t id) const {
+  bool known = false;
+  std::string_view s = tokenString(id, known);
+  if (!known)
+    return std::nullopt;
+  return std::string(s);
+}
+
+int32_t Tokenizer::vocabSize() const { return impl_->vocabSize; }
+int32_t Tokenizer::bosTokenId() const { return impl_->bosId; }
+std::vector<int32_t> Tokenizer::eosTokenIds() const { return impl_->eosIds; }
+bool Tokenizer::isSpecialToken(int32_t id) const {
+  return id >= 0 && id < impl_->vocabSize && impl_->specialById[id] != 0;
+}
+const SpecialTokenStrings &Tokenizer::specialTokens() const { return impl_->special; }
+const std::string &Tokenizer::chatTemplate() const { return impl_->chatTemplate; }
+
+} // namespace kiln::rt

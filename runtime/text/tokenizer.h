@@ -1,0 +1,78 @@
+// Hugging Face tokenizer.json tokenizers (byte-level BPE and SentencePiece-style BPE) with the
+// exact behaviour of the `tokenizers` library (0.22) as transformers (4.57) uses it:
+// normalizer -> added/special-token splitting -> pre-tokenizer -> BPE -> post-processor for
+// encode, decoder chain for decode. tokenizer_config.json adds the special-token strings, the
+// chat template, and (for Llama/Gemma-class tokenizers) add_bos_token / add_eos_token.
+//
+// A Tokenizer is immutable after loading; copies share the loaded data and every const method is
+// safe to call from many threads at once.
+#pragma once
+
+#include "runtime/base/status.h"
+#include "runtime/text/decoder.h"
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::rt {
+
+// Special-token strings from tokenizer_config.json (falling back to special_tokens_map.json);
+// empty when not set. Used by the chat-template renderer (bos_token, eos_token, ...).
+struct SpecialTokenStrings {
+  std::string bos;
+  std::string eos;
+  std::string unk;
+  std::string pad;
+  std::vector<std::string> additional;
+};
+
+class Tokenizer {
+public:
+  // tokenizerConfigPath / specialTokensMapPath may be "" (not used).
+  static Result<Tokenizer> fromFiles(const std::string &tokenizerJsonPath,
+                                     const std::string &tokenizerConfigPath = "",
+                                     const std::string &specialTokensMapPath = "");
+  // Reads DIR/tokenizer.json and, when present, DIR/tokenizer_config.json and
+  // DIR/special_tokens_map.json.
+  static Result<Tokenizer> fromDirectory(const std::string &dir);
+  // Same from file contents; configJson / specialTokensMapJson may be empty.
+  static Result<Tokenizer> fromJson(std::string_view tokenizerJson, std::string_view configJson = {},
+                                    std::string_view specialTokensMapJson = {});
+
+  // HF `encode(text, add_special_tokens=...)`. Special tokens written in the text are always
+  // recognized. Invalid UTF-8 in `text` is first replaced by U+FFFD (per maximal subpart).
+  std::vector<int32_t> encode(std::string_view text, bool addSpecialTokens) const;
+  // HF `decode(ids, skip_special_tokens=...)` without clean_up_tokenization_spaces. Ids that are
+  // not in the vocabulary are skipped, as HF does.
+  std::string decode(std::span<const int32_t> ids, bool skipSpecialTokens) const;
+
+  int32_t tokenToId(std::string_view token) const; // -1 when unknown
+  std::optional<std::string> idToToken(int32_t id) const;
+  // One past the largest token id (model vocab and added tokens).
+  int32_t vocabSize() const;
+  int32_t bosTokenId() const; // -1 when there is none
+  // The eos_token of tokenizer_config.json (generation_config.json may add more; the engine
+  // merges those).
+  std::vector<int32_t> eosTokenIds() const;
+  bool isSpecialToken(int32_t id) const;
+  const SpecialTokenStrings &specialTokens() const;
+  // tokenizer_config.json "chat_template" when it is a string; empty otherwise.
+  const std::string &chatTemplate() const;
+
+  // For IncrementalDetokenizer: the string the decoder sees for `id` (empty view when unknown;
+  // `known` tells the two cases apart), and a fresh decoder stream.
+  std::string_view tokenString(int32_t id, bool &known) const;
+  Decoder::Stream newDecodeStream() const;
+
+  struct Impl;
+
+private:
+  std::shared_ptr<const Impl> impl_;
+};
+
+} // namespace kiln::rt
