@@ -43,7 +43,8 @@ std::string manifestHashOf(const nlohmann::json &manifest, const std::string &na
 }
 
 Status checkPlanAgainstManifest(const MappedFile &planFile, const std::string &manifestText) {
-  nlohmann::json manifest = nlohmann::json::parse(manifestText, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json manifest =
+      nlohmann::json::parse(manifestText, nullptr, /*allow_exceptions=*/false);
   if (manifest.is_discarded() || !manifest.is_object())
     return dataLoss(std::string(kManifestFileName) + ": not a valid JSON object");
   std::string expected = manifestHashOf(manifest, kPlanFileName);
@@ -78,8 +79,8 @@ Status loadPlan(const std::string &dir, MappedFile &planFile, std::string &manif
                     "': missing file identifier \"KILN\": not a kiln plan (or truncated)");
   auto manifest = readFile(joinPath(dir, kManifestFileName));
   if (!manifest.isOk())
-    return manifest.status().withContext(std::string(kManifestFileName) +
-                                         " is required to check " + kPlanFileName);
+    return manifest.status().withContext(std::string(kManifestFileName) + " is required to check " +
+                                         kPlanFileName);
   manifestText = std::move(manifest).value();
   KILN_RETURN_IF_ERROR(checkPlanAgainstManifest(planFile, manifestText));
   flatbuffers::Verifier verifier(planFile.data(), planFile.size());
@@ -140,7 +141,9 @@ int Artifact::numRanks() const {
   return plan_->ranks() ? static_cast<int>(plan_->ranks()->size()) : 0;
 }
 
-const schema::Rank &Artifact::rank(int r) const { return *plan_->ranks()->Get(r); }
+const schema::Rank &Artifact::rank(int r) const {
+  return *plan_->ranks()->Get(r);
+}
 
 bool Artifact::hasWeights(int r) const {
   return r >= 0 && r < static_cast<int>(weights_.size()) && !weights_[r].path().empty();
@@ -160,6 +163,8 @@ std::span<const uint8_t> Artifact::weightsFile(int r) const {
   return hasWeights(r) ? weights_[r].bytes() : std::span<const uint8_t>();
 }
 
-std::string Artifact::path(const std::string &name) const { return joinPath(directory_, name); }
+std::string Artifact::path(const std::string &name) const {
+  return joinPath(directory_, name);
+}
 
 } // namespace kiln::rt

@@ -52,7 +52,7 @@ private:
   std::string manifestJson_;
   MappedFile planFile_;
   const schema::Plan *plan_ = nullptr;
-  std::vector<MappedFile> weights_;  // per rank; empty MappedFile when not mapped
+  std::vector<MappedFile> weights_; // per rank; empty MappedFile when not mapped
 };
 
 // Bytes of one element of `dtype`; 0 for a value outside the enum.

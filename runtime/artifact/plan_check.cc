@@ -12,12 +12,18 @@ namespace kiln::rt {
 
 size_t dtypeSize(schema::DType dtype) {
   switch (dtype) {
-  case schema::DType::F32: return 4;
-  case schema::DType::F16: return 2;
-  case schema::DType::BF16: return 2;
-  case schema::DType::I32: return 4;
-  case schema::DType::I64: return 8;
-  case schema::DType::U8: return 1;
+  case schema::DType::F32:
+    return 4;
+  case schema::DType::F16:
+    return 2;
+  case schema::DType::BF16:
+    return 2;
+  case schema::DType::I32:
+    return 4;
+  case schema::DType::I64:
+    return 8;
+  case schema::DType::U8:
+    return 1;
   }
   return 0;
 }
@@ -58,13 +64,18 @@ RowScale expectedRows(StepInputKind kind) {
   switch (kind) {
   case StepInputKind::QueryStartLoc:
   case StepInputKind::ContextLens:
-  case StepInputKind::BlockTables: return RowScale::Sequences;
-  case StepInputKind::LogitsIndices: return RowScale::Logits;
-  default: return RowScale::Tokens;
+  case StepInputKind::BlockTables:
+    return RowScale::Sequences;
+  case StepInputKind::LogitsIndices:
+    return RowScale::Logits;
+  default:
+    return RowScale::Tokens;
   }
 }
 
-std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+std::string str(const flatbuffers::String *s) {
+  return s ? s->str() : std::string();
+}
 
 class PlanChecker {
 public:
@@ -78,16 +89,17 @@ private:
   Status checkWeights(const schema::Rank &rank);
   Status checkBuffer(const schema::Rank &rank, uint32_t index);
   Status checkOp(const schema::Rank &rank, uint32_t index);
-  Status checkOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
-                       const std::vector<const schema::Buffer *> &out);
-  Status checkHeads(uint32_t layer, uint32_t heads, uint32_t kvHeads,
-                    uint32_t headDim);
+  Status checkRowOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
+                          const std::vector<const schema::Buffer *> &out);
+  Status checkStepOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
+                           const std::vector<const schema::Buffer *> &out);
+  Status checkHeads(uint32_t layer, uint32_t heads, uint32_t kvHeads, uint32_t headDim);
   uint64_t maxRows(const schema::Buffer &buffer) const;
   Status error(const std::string &what) const { return dataLoss(file_ + ": " + where_ + what); }
 
   const schema::Plan &plan_;
   std::string file_;
-  std::string where_;  // "rank 0 op 3 'layers.0.qkv' (Linear): "
+  std::string where_; // "rank 0 op 3 'layers.0.qkv' (Linear): "
   const schema::Rank *rank_ = nullptr;
 };
 
@@ -183,11 +195,14 @@ Status PlanChecker::checkWeights(const schema::Rank &rank) {
 uint64_t PlanChecker::maxRows(const schema::Buffer &buffer) const {
   const schema::CompiledLimits &l = *plan_.limits();
   switch (buffer.rows()) {
-  case RowScale::Fixed: return buffer.shape()->Get(0);
-  case RowScale::Tokens: return l.max_tokens_per_step();
+  case RowScale::Fixed:
+    return buffer.shape()->Get(0);
+  case RowScale::Tokens:
+    return l.max_tokens_per_step();
   case RowScale::Sequences:
     return l.max_batch() + (buffer.step_input() == StepInputKind::QueryStartLoc ? 1 : 0);
-  case RowScale::Logits: return l.max_tokens_per_step();
+  case RowScale::Logits:
+    return l.max_tokens_per_step();
   }
   return kMaxU64;
 }
@@ -234,7 +249,8 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
                           "size_bytes >= its shape");
     if (b.rows() != expectedRows(b.step_input()))
       return error(name + ": step input " + schema::EnumNameStepInputKind(b.step_input()) +
-                   " must have rows rule " + schema::EnumNameRowScale(expectedRows(b.step_input())));
+                   " must have rows rule " +
+                   schema::EnumNameRowScale(expectedRows(b.step_input())));
     if (b.step_input() == StepInputKind::BlockTables &&
         (b.shape()->size() != 2 || b.shape()->Get(1) != plan_.limits()->max_blocks_per_seq()))
       return error(name + ": block tables must be [max_batch, max_blocks_per_seq " +
@@ -242,6 +258,16 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
     return okStatus();
   }
   return okStatus();
+}
+
+uint64_t widthOf(const schema::Buffer *b) {
+  return checkedProduct(b->shape(), 1, 1);
+}
+uint64_t elementsOf(const schema::Buffer *b) {
+  return checkedProduct(b->shape(), 0, 1);
+}
+bool isStepInput(const schema::Buffer *b, StepInputKind kind) {
+  return b->kind() == BufferKind::StepInput && b->step_input() == kind;
 }
 
 struct Arity {
@@ -253,16 +279,26 @@ struct Arity {
 Arity arityOf(const schema::Op &op) {
   using K = schema::OpParams;
   switch (op.params_type()) {
-  case K::EmbeddingParams: return {2, 1};
-  case K::RmsNormParams: return {2, 1};
-  case K::AddRmsNormParams: return {3, 2};
-  case K::LinearParams: return {op.params_as_LinearParams()->has_bias() ? 3u : 2u, 1};
-  case K::RopeKvWriteParams: return {4, 1};
-  case K::AttentionParams: return {5, 1};
-  case K::SiluMulParams: return {1, 1};
-  case K::AddParams: return {2, 1};
-  case K::GatherRowsParams: return {2, 1};
-  default: return {};
+  case K::EmbeddingParams:
+    return {2, 1};
+  case K::RmsNormParams:
+    return {2, 1};
+  case K::AddRmsNormParams:
+    return {3, 2};
+  case K::LinearParams:
+    return {op.params_as_LinearParams()->has_bias() ? 3u : 2u, 1};
+  case K::RopeKvWriteParams:
+    return {4, 1};
+  case K::AttentionParams:
+    return {5, 1};
+  case K::SiluMulParams:
+    return {1, 1};
+  case K::AddParams:
+    return {2, 1};
+  case K::GatherRowsParams:
+    return {2, 1};
+  default:
+    return {};
   }
 }
 
@@ -285,8 +321,8 @@ Status PlanChecker::checkOp(const schema::Rank &rank, uint32_t index) {
   for (uint32_t i = 0; i < numIn + numOut; ++i) {
     bool isIn = i < numIn;
     uint32_t b = isIn ? op.inputs()->Get(i) : op.outputs()->Get(i - numIn);
-    std::string role = std::string(isIn ? "input " : "output ") +
-                       std::to_string(isIn ? i : i - numIn);
+    std::string role =
+        std::string(isIn ? "input " : "output ") + std::to_string(isIn ? i : i - numIn);
     if (b >= rank.buffers()->size())
       return error(role + " refers to buffer " + std::to_string(b) + ", out of range (" +
                    std::to_string(rank.buffers()->size()) + " buffers)");
@@ -296,15 +332,15 @@ Status PlanChecker::checkOp(const schema::Rank &rank, uint32_t index) {
                    "') must be an activation whose rows scale with the step");
     (isIn ? in : out).push_back(buffer);
   }
-  if (op.params_type() == schema::OpParams::AddRmsNormParams && op.outputs()->Get(0) != op.inputs()->Get(1))
+  if (op.params_type() == schema::OpParams::AddRmsNormParams &&
+      op.outputs()->Get(0) != op.inputs()->Get(1))
     return error("output 0 must be the residual (input 1), updated in place");
-  KILN_RETURN_IF_ERROR(checkOpShapes(op, in, out));
+  KILN_RETURN_IF_ERROR(checkRowOpShapes(op, in, out));
   where_ = rankWhere;
   return okStatus();
 }
 
-Status PlanChecker::checkHeads(uint32_t layer, uint32_t heads,
-                               uint32_t kvHeads, uint32_t headDim) {
+Status PlanChecker::checkHeads(uint32_t layer, uint32_t heads, uint32_t kvHeads, uint32_t headDim) {
   const schema::KvCacheSpec &kv = *plan_.kv_cache();
   if (layer >= kv.num_layers())
     return error("layer " + std::to_string(layer) + " >= kv_cache.num_layers " +
@@ -319,14 +355,53 @@ Status PlanChecker::checkHeads(uint32_t layer, uint32_t heads,
   return okStatus();
 }
 
-Status PlanChecker::checkOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
-                                  const std::vector<const schema::Buffer *> &out) {
+// Ops that map rows to rows: widths must agree and rows follow the same rule.
+Status PlanChecker::checkRowOpShapes(const schema::Op &op,
+                                     const std::vector<const schema::Buffer *> &in,
+                                     const std::vector<const schema::Buffer *> &out) {
   using K = schema::OpParams;
-  auto width = [](const schema::Buffer *b) { return checkedProduct(b->shape(), 1, 1); };
-  auto all = [](const schema::Buffer *b) { return checkedProduct(b->shape(), 0, 1); };
-  auto is = [](const schema::Buffer *b, StepInputKind k) {
-    return b->kind() == BufferKind::StepInput && b->step_input() == k;
-  };
+  auto width = widthOf;
+  auto all = elementsOf;
+  auto bad = [&](const std::string &what) { return error(what); };
+  const schema::Buffer *y = out[0];
+  switch (op.params_type()) {
+  case K::RmsNormParams:
+    if (in[0]->rows() != y->rows() || width(in[0]) != width(y) || all(in[1]) != width(y))
+      return bad("x, w and y widths/rows differ");
+    return okStatus();
+  case K::AddRmsNormParams:
+    if (in[0]->rows() != in[1]->rows() || in[0]->rows() != out[1]->rows() ||
+        width(in[0]) != width(in[1]) || width(in[0]) != width(out[1]) || all(in[2]) != width(in[0]))
+      return bad("x, residual, w and y widths/rows differ");
+    return okStatus();
+  case K::LinearParams:
+    if (in[1]->shape()->size() != 2 || width(in[0]) != in[1]->shape()->Get(1) ||
+        width(y) != in[1]->shape()->Get(0) || in[0]->rows() != y->rows() ||
+        (in.size() == 3 && all(in[2]) != width(y)))
+      return bad("x(rows, in), W[out, in], bias[out], y(rows, out) do not agree");
+    return okStatus();
+  case K::SiluMulParams:
+    if (in[0]->rows() != y->rows() || width(in[0]) != 2 * width(y))
+      return bad("gu(rows, 2*I) -> y(rows, I) widths/rows do not agree");
+    return okStatus();
+  case K::AddParams:
+    if (in[0]->rows() != y->rows() || in[1]->rows() != y->rows() || width(in[0]) != width(y) ||
+        width(in[1]) != width(y))
+      return bad("a, b and y widths/rows differ");
+    return okStatus();
+  default:
+    return checkStepOpShapes(op, in, out);
+  }
+}
+
+// Ops that read step inputs or the KV cache.
+Status PlanChecker::checkStepOpShapes(const schema::Op &op,
+                                      const std::vector<const schema::Buffer *> &in,
+                                      const std::vector<const schema::Buffer *> &out) {
+  using K = schema::OpParams;
+  auto width = widthOf;
+  auto all = elementsOf;
+  auto is = isStepInput;
   auto bad = [&](const std::string &what) { return error(what); };
   const schema::Buffer *y = out[0];
   switch (op.params_type()) {
@@ -339,28 +414,13 @@ Status PlanChecker::checkOpShapes(const schema::Op &op, const std::vector<const 
       return bad("table has " + std::to_string(in[1]->shape()->Get(0)) +
                  " rows, fewer than vocab_size " + std::to_string(plan_.model()->vocab_size()));
     return okStatus();
-  case K::RmsNormParams:
-    if (in[0]->rows() != y->rows() || width(in[0]) != width(y) || all(in[1]) != width(y))
-      return bad("x, w and y widths/rows differ");
-    return okStatus();
-  case K::AddRmsNormParams:
-    if (in[0]->rows() != in[1]->rows() || in[0]->rows() != out[1]->rows() ||
-        width(in[0]) != width(in[1]) || width(in[0]) != width(out[1]) ||
-        all(in[2]) != width(in[0]))
-      return bad("x, residual, w and y widths/rows differ");
-    return okStatus();
-  case K::LinearParams:
-    if (in[1]->shape()->size() != 2 || width(in[0]) != in[1]->shape()->Get(1) ||
-        width(y) != in[1]->shape()->Get(0) || in[0]->rows() != y->rows() ||
-        (in.size() == 3 && all(in[2]) != width(y)))
-      return bad("x(rows, in), W[out, in], bias[out], y(rows, out) do not agree");
-    return okStatus();
   case K::RopeKvWriteParams: {
     const auto *p = op.params_as_RopeKvWriteParams();
     KILN_RETURN_IF_ERROR(checkHeads(p->layer(), p->num_heads(), p->num_kv_heads(), p->head_dim()));
     uint64_t h = p->num_heads(), kv = p->num_kv_heads(), d = p->head_dim();
     if (p->rotary_dim() == 0 || p->rotary_dim() % 2 != 0 || p->rotary_dim() > d)
-      return bad("rotary_dim " + std::to_string(p->rotary_dim()) + " must be even and in (0, head_dim]");
+      return bad("rotary_dim " + std::to_string(p->rotary_dim()) +
+                 " must be even and in (0, head_dim]");
     if (in[0]->rows() != RowScale::Tokens || width(in[0]) != (h + 2 * kv) * d ||
         !is(in[1], StepInputKind::Positions) || !is(in[2], StepInputKind::SlotMapping) ||
         all(in[3]) != p->rotary_dim() / 2 || y->rows() != RowScale::Tokens || width(y) != h * d)
@@ -380,15 +440,6 @@ Status PlanChecker::checkOpShapes(const schema::Op &op, const std::vector<const 
                  "-> o(Tokens, H*D)");
     return okStatus();
   }
-  case K::SiluMulParams:
-    if (in[0]->rows() != y->rows() || width(in[0]) != 2 * width(y))
-      return bad("gu(rows, 2*I) -> y(rows, I) widths/rows do not agree");
-    return okStatus();
-  case K::AddParams:
-    if (in[0]->rows() != y->rows() || in[1]->rows() != y->rows() || width(in[0]) != width(y) ||
-        width(in[1]) != width(y))
-      return bad("a, b and y widths/rows differ");
-    return okStatus();
   case K::GatherRowsParams:
     if (in[0]->rows() != RowScale::Tokens || !is(in[1], StepInputKind::LogitsIndices) ||
         y->rows() != RowScale::Logits || width(in[0]) != width(y))

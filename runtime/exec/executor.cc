@@ -69,10 +69,9 @@ Executor::~Executor() {
 Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Device &device,
                                                    const ExecutorOptions &options) {
   if (options.rank < 0 || options.rank >= artifact.numRanks() || !artifact.hasWeights(options.rank))
-    return invalidArgument("executor rank " + std::to_string(options.rank) +
-                           " is not a rank of '" + artifact.directory() +
-                           "' whose weights were loaded (" + std::to_string(artifact.numRanks()) +
-                           " rank(s))");
+    return invalidArgument("executor rank " + std::to_string(options.rank) + " is not a rank of '" +
+                           artifact.directory() + "' whose weights were loaded (" +
+                           std::to_string(artifact.numRanks()) + " rank(s))");
   KILN_RETURN_IF_ERROR(checkTarget(artifact, device));
   std::unique_ptr<Executor> executor(new Executor(artifact, device, options.rank));
   KILN_RETURN_IF_ERROR(executor->allocate(options));
@@ -88,17 +87,17 @@ Result<DeviceMemory> Executor::track(Result<DeviceMemory> memory) {
 
 Status Executor::allocate(const ExecutorOptions &options) {
   const schema::KvCacheSpec &kv = *artifact_.plan().kv_cache();
-  size_t layerBlockBytes = size_t(kv.num_kv_heads()) * kv.block_size() * kv.head_dim() *
-                           dtypeSize(kv.dtype());
+  size_t layerBlockBytes =
+      size_t(kv.num_kv_heads()) * kv.block_size() * kv.head_dim() * dtypeSize(kv.dtype());
   kvBlockBytes_ = 2 * size_t(kv.num_layers()) * layerBlockBytes;
   KILN_ASSIGN_OR_RETURN(limits_.numKvBlocks, kvBlockCount(kv, options, kvBlockBytes_));
   KILN_ASSIGN_OR_RETURN(DeviceMemory weights,
                         track(device_.importWeights(artifact_.weightsFile(options.rank))));
   KILN_ASSIGN_OR_RETURN(DeviceMemory arena,
                         track(device_.allocate(rank_.arena_bytes(), MemoryKind::kDevice)));
-  KILN_ASSIGN_OR_RETURN(DeviceMemory cache,
-                        track(device_.allocate(kvBlockBytes_ * limits_.numKvBlocks,
-                                               MemoryKind::kDevice)));
+  KILN_ASSIGN_OR_RETURN(
+      DeviceMemory cache,
+      track(device_.allocate(kvBlockBytes_ * limits_.numKvBlocks, MemoryKind::kDevice)));
   weights_ = weights.data;
   arena_ = arena.data;
   kvCache_.numBlocks = limits_.numKvBlocks;

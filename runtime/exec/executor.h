@@ -17,9 +17,9 @@
 namespace kiln::rt {
 
 struct ExecutorOptions {
-  int rank = 0;                                // which rank of the plan this executor runs
-  int32_t numKvBlocks = 0;                     // 0: derive from kvCacheBytes
-  size_t kvCacheBytes = size_t(64) << 20;      // K and V of every layer, all blocks together
+  int rank = 0;                           // which rank of the plan this executor runs
+  int32_t numKvBlocks = 0;                // 0: derive from kvCacheBytes
+  size_t kvCacheBytes = size_t(64) << 20; // K and V of every layer, all blocks together
 };
 
 class Executor final : public ModelRunner {
@@ -53,11 +53,11 @@ private:
   const schema::Rank &rank_;
   RunnerLimits limits_;
   size_t kvBlockBytes_ = 0;
-  std::vector<DeviceMemory> memory_;  // everything allocated or imported, freed in ~Executor
+  std::vector<DeviceMemory> memory_; // everything allocated or imported, freed in ~Executor
   void *weights_ = nullptr;
   void *arena_ = nullptr;
   KvCacheBinding kvCache_;
-  std::vector<BoundBuffer> buffers_;  // by plan buffer index
+  std::vector<BoundBuffer> buffers_; // by plan buffer index
   std::vector<StepInputBuffer> stepInputs_;
   std::vector<std::unique_ptr<PreparedOp>> program_;
   const void *logits_ = nullptr;

@@ -6,15 +6,17 @@
 namespace kiln::rt {
 namespace {
 
-std::string seqName(size_t s) { return "sequence " + std::to_string(s); }
+std::string seqName(size_t s) {
+  return "sequence " + std::to_string(s);
+}
 
 Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &limits) {
   int64_t numNew = static_cast<int64_t>(seq.tokenIds.size());
   if (numNew == 0)
     return invalidArgument(seqName(s) + " has no new tokens");
   if (seq.startPosition < 0)
-    return invalidArgument(seqName(s) + " has startPosition " +
-                           std::to_string(seq.startPosition) + "; it must be >= 0");
+    return invalidArgument(seqName(s) + " has startPosition " + std::to_string(seq.startPosition) +
+                           "; it must be >= 0");
   int64_t end = seq.startPosition + numNew;
   if (end > limits.maxSeqLen)
     return outOfRange(seqName(s) + " reaches " + std::to_string(end) + " tokens (start " +
@@ -40,8 +42,8 @@ Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &l
   for (size_t i = 0; i < seq.blockTable.size(); ++i) {
     int32_t block = seq.blockTable[i];
     if (block < 0 || block >= limits.numKvBlocks)
-      return invalidArgument(seqName(s) + " block table entry " + std::to_string(i) +
-                             " is block " + std::to_string(block) + "; the KV cache has " +
+      return invalidArgument(seqName(s) + " block table entry " + std::to_string(i) + " is block " +
+                             std::to_string(block) + "; the KV cache has " +
                              std::to_string(limits.numKvBlocks) + " blocks");
   }
   return okStatus();
@@ -81,14 +83,22 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
   using K = schema::StepInputKind;
   size_t tokens = counts.numTokens, seqs = counts.numSeqs;
   switch (kind) {
-  case K::TokenIds: return {tokenIds.data(), tokens};
-  case K::Positions: return {positions.data(), tokens};
-  case K::SlotMapping: return {slotMapping.data(), tokens};
-  case K::QueryStartLoc: return {queryStartLoc.data(), seqs + 1};
-  case K::ContextLens: return {contextLens.data(), seqs};
-  case K::BlockTables: return {blockTables.data(), seqs * maxBlocksPerSeq_};
-  case K::LogitsIndices: return {logitsIndices.data(), static_cast<size_t>(counts.numLogits)};
-  default: return {};
+  case K::TokenIds:
+    return {tokenIds.data(), tokens};
+  case K::Positions:
+    return {positions.data(), tokens};
+  case K::SlotMapping:
+    return {slotMapping.data(), tokens};
+  case K::QueryStartLoc:
+    return {queryStartLoc.data(), seqs + 1};
+  case K::ContextLens:
+    return {contextLens.data(), seqs};
+  case K::BlockTables:
+    return {blockTables.data(), seqs * maxBlocksPerSeq_};
+  case K::LogitsIndices:
+    return {logitsIndices.data(), static_cast<size_t>(counts.numLogits)};
+  default:
+    return {};
   }
 }
 
@@ -108,7 +118,8 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
       int32_t position = seq.startPosition + i;
       inputs.tokenIds[t] = seq.tokenIds[i];
       inputs.positions[t] = position;
-      inputs.slotMapping[t] = seq.blockTable[position / blockSize] * blockSize + position % blockSize;
+      inputs.slotMapping[t] =
+          seq.blockTable[position / blockSize] * blockSize + position % blockSize;
     }
     int32_t contextLen = seq.startPosition + numNew;
     inputs.contextLens[s] = contextLen;
@@ -116,7 +127,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
     int32_t *row = inputs.blockTables.data() + static_cast<size_t>(s) * limits.maxBlocksPerSeq;
     std::fill(std::copy(seq.blockTable.begin(), seq.blockTable.end(), row),
               row + limits.maxBlocksPerSeq, 0);
-    int32_t rows = seq.logits == LogitsWanted::kAll ? numNew
+    int32_t rows = seq.logits == LogitsWanted::kAll    ? numNew
                    : seq.logits == LogitsWanted::kLast ? 1
                                                        : 0;
     out.firstRowOfSequence[s] = counts.numLogits;

@@ -16,13 +16,13 @@ Status validateStep(const StepBatch &batch, const RunnerLimits &limits);
 
 // The step inputs in host memory, sized once at the compiled maxima so filling never allocates.
 struct HostStepInputs {
-  std::vector<int32_t> tokenIds;       // [maxTokensPerStep]
-  std::vector<int32_t> positions;      // [maxTokensPerStep]
-  std::vector<int32_t> slotMapping;    // [maxTokensPerStep]
-  std::vector<int32_t> queryStartLoc;  // [maxBatch + 1]
-  std::vector<int32_t> contextLens;    // [maxBatch]
-  std::vector<int32_t> blockTables;    // [maxBatch, maxBlocksPerSeq], rows padded with block 0
-  std::vector<int32_t> logitsIndices;  // [maxTokensPerStep]
+  std::vector<int32_t> tokenIds;      // [maxTokensPerStep]
+  std::vector<int32_t> positions;     // [maxTokensPerStep]
+  std::vector<int32_t> slotMapping;   // [maxTokensPerStep]
+  std::vector<int32_t> queryStartLoc; // [maxBatch + 1]
+  std::vector<int32_t> contextLens;   // [maxBatch]
+  std::vector<int32_t> blockTables;   // [maxBatch, maxBlocksPerSeq], rows padded with block 0
+  std::vector<int32_t> logitsIndices; // [maxTokensPerStep]
 
   explicit HostStepInputs(const RunnerLimits &limits);
   // The filled prefix of the input of `kind` for a step with `counts` (elements).

@@ -13,14 +13,20 @@ namespace kc = kiln::kernels::cpu;
 using schema::DType;
 using schema::OpParams;
 
-float *f32(const BoundBuffer &b) { return static_cast<float *>(b.data); }
-const int32_t *i32(const BoundBuffer &b) { return static_cast<const int32_t *>(b.data); }
+float *f32(const BoundBuffer &b) {
+  return static_cast<float *>(b.data);
+}
+const int32_t *i32(const BoundBuffer &b) {
+  return static_cast<const int32_t *>(b.data);
+}
 int32_t rowsOf(const BoundBuffer &b, const StepCounts &c) {
   return static_cast<int32_t>(c.rows(b.rows, b.fixedRows));
 }
-int32_t widthOf(const BoundBuffer &b) { return static_cast<int32_t>(b.width); }
+int32_t widthOf(const BoundBuffer &b) {
+  return static_cast<int32_t>(b.width);
+}
 kc::WeightType weightType(DType dtype) {
-  return dtype == DType::BF16 ? kc::WeightType::kBF16
+  return dtype == DType::BF16  ? kc::WeightType::kBF16
          : dtype == DType::F16 ? kc::WeightType::kF16
                                : kc::WeightType::kF32;
 }
@@ -39,8 +45,8 @@ void runRmsNorm(const BoundOp &op, const StepCounts &c) {
 
 void runAddRmsNorm(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &x = op.inputs[0];
-  kc::addRmsNorm({f32(x), f32(op.inputs[1]), f32(op.inputs[2]), f32(op.outputs[1]),
-                  rowsOf(x, c), widthOf(x), op.op->params_as_AddRmsNormParams()->eps()});
+  kc::addRmsNorm({f32(x), f32(op.inputs[1]), f32(op.inputs[2]), f32(op.outputs[1]), rowsOf(x, c),
+                  widthOf(x), op.op->params_as_AddRmsNormParams()->eps()});
 }
 
 void runLinear(const BoundOp &op, const StepCounts &c) {
@@ -66,13 +72,12 @@ void runAttention(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_AttentionParams();
   const KvCacheBinding &kv = *op.kvCache;
   const BoundBuffer &blockTables = op.inputs[4];
-  kc::attention({f32(op.inputs[0]), i32(op.inputs[1]), i32(op.inputs[2]), i32(op.inputs[3]),
-                 i32(blockTables), widthOf(blockTables),
-                 static_cast<const float *>(kv.keys[p->layer()]),
-                 static_cast<const float *>(kv.values[p->layer()]), f32(op.outputs[0]),
-                 c.numSeqs, c.numTokens, static_cast<int32_t>(p->num_heads()),
-                 static_cast<int32_t>(p->num_kv_heads()), static_cast<int32_t>(p->head_dim()),
-                 kv.blockSize, p->scale()});
+  kc::attention(
+      {f32(op.inputs[0]), i32(op.inputs[1]), i32(op.inputs[2]), i32(op.inputs[3]), i32(blockTables),
+       widthOf(blockTables), static_cast<const float *>(kv.keys[p->layer()]),
+       static_cast<const float *>(kv.values[p->layer()]), f32(op.outputs[0]), c.numSeqs,
+       c.numTokens, static_cast<int32_t>(p->num_heads()), static_cast<int32_t>(p->num_kv_heads()),
+       static_cast<int32_t>(p->head_dim()), kv.blockSize, p->scale()});
 }
 
 void runSiluMul(const BoundOp &op, const StepCounts &c) {
@@ -102,12 +107,12 @@ Status checkCpuDtypes(const BoundOp &op) {
   for (size_t i = 0; i < op.inputs.size() + op.outputs.size(); ++i) {
     bool isIn = i < op.inputs.size();
     const BoundBuffer &b = isIn ? op.inputs[i] : op.outputs[i - op.inputs.size()];
-    bool halfOk = isIn && i == 1 &&
-                  (kind == OpParams::EmbeddingParams || kind == OpParams::LinearParams);
+    bool halfOk =
+        isIn && i == 1 && (kind == OpParams::EmbeddingParams || kind == OpParams::LinearParams);
     bool ok = b.kind == schema::BufferKind::StepInput
                   ? b.dtype == DType::I32
-                  : b.dtype == DType::F32 || (halfOk && (b.dtype == DType::F16 ||
-                                                         b.dtype == DType::BF16));
+                  : b.dtype == DType::F32 ||
+                        (halfOk && (b.dtype == DType::F16 || b.dtype == DType::BF16));
     if (!ok)
       return unimplemented("cpu backend: " + opLabel(op) + ": " + (isIn ? "input " : "output ") +
                            std::to_string(isIn ? i : i - op.inputs.size()) + " has dtype " +
@@ -137,16 +142,26 @@ Result<CpuOpFn> selectCpuOp(const BoundOp &op) {
                            std::to_string(planIn) + "/" + std::to_string(planOut));
   KILN_RETURN_IF_ERROR(checkCpuDtypes(op));
   switch (op.op->params_type()) {
-  case OpParams::EmbeddingParams: return &runEmbedding;
-  case OpParams::RmsNormParams: return &runRmsNorm;
-  case OpParams::AddRmsNormParams: return &runAddRmsNorm;
-  case OpParams::LinearParams: return &runLinear;
-  case OpParams::RopeKvWriteParams: return &runRopeKvWrite;
-  case OpParams::AttentionParams: return &runAttention;
-  case OpParams::SiluMulParams: return &runSiluMul;
-  case OpParams::AddParams: return &runAdd;
-  case OpParams::GatherRowsParams: return &runGatherRows;
-  default: return unimplemented("cpu backend: " + opLabel(op) + " is not supported");
+  case OpParams::EmbeddingParams:
+    return &runEmbedding;
+  case OpParams::RmsNormParams:
+    return &runRmsNorm;
+  case OpParams::AddRmsNormParams:
+    return &runAddRmsNorm;
+  case OpParams::LinearParams:
+    return &runLinear;
+  case OpParams::RopeKvWriteParams:
+    return &runRopeKvWrite;
+  case OpParams::AttentionParams:
+    return &runAttention;
+  case OpParams::SiluMulParams:
+    return &runSiluMul;
+  case OpParams::AddParams:
+    return &runAdd;
+  case OpParams::GatherRowsParams:
+    return &runGatherRows;
+  default:
+    return unimplemented("cpu backend: " + opLabel(op) + " is not supported");
   }
 }
 

@@ -20,15 +20,15 @@ namespace kiln::rt {
 enum class DeviceKind : uint8_t { kCpu, kCuda };
 
 enum class MemoryKind : uint8_t {
-  kDevice,       // only device code touches it (CPU: ordinary host memory)
-  kHostVisible,  // also mapped for the host: step inputs staged every step
+  kDevice,      // only device code touches it (CPU: ordinary host memory)
+  kHostVisible, // also mapped for the host: step inputs staged every step
 };
 
 struct DeviceMemory {
-  void *data = nullptr;  // a device address (CPU: a host pointer)
+  void *data = nullptr; // a device address (CPU: a host pointer)
   size_t bytes = 0;
   MemoryKind kind = MemoryKind::kDevice;
-  bool borrowed = false;  // host bytes lent by importWeights; free() leaves them alone
+  bool borrowed = false; // host bytes lent by importWeights; free() leaves them alone
 };
 
 // The actual counts of one step; every buffer's dim 0 follows from these (plan.fbs RowScale).
@@ -36,15 +36,19 @@ struct StepCounts {
   int32_t numTokens = 0;
   int32_t numSeqs = 0;
   int32_t numLogits = 0;
-  int32_t maxContextLen = 0;  // longest context of the step (GPU grid rules, split-K attention)
+  int32_t maxContextLen = 0; // longest context of the step (GPU grid rules, split-K attention)
 
   // Rows of a buffer with `rule` this step; `fixedRows` is its recorded shape[0].
   int64_t rows(schema::RowScale rule, int64_t fixedRows) const {
     switch (rule) {
-    case schema::RowScale::Tokens: return numTokens;
-    case schema::RowScale::Sequences: return numSeqs;
-    case schema::RowScale::Logits: return numLogits;
-    default: return fixedRows;
+    case schema::RowScale::Tokens:
+      return numTokens;
+    case schema::RowScale::Sequences:
+      return numSeqs;
+    case schema::RowScale::Logits:
+      return numLogits;
+    default:
+      return fixedRows;
     }
   }
 };
@@ -55,8 +59,8 @@ struct BoundBuffer {
   schema::DType dtype = schema::DType::F32;
   schema::RowScale rows = schema::RowScale::Fixed;
   schema::BufferKind kind = schema::BufferKind::Activation;
-  int64_t fixedRows = 0;  // shape[0] as recorded (at the compiled maxima)
-  int64_t width = 1;      // product of the trailing dims
+  int64_t fixedRows = 0; // shape[0] as recorded (at the compiled maxima)
+  int64_t width = 1;     // product of the trailing dims
 };
 
 // The paged KV cache as ops see it: per layer, K and V of [numBlocks][kvHeads][blockSize][headDim].
@@ -70,10 +74,10 @@ struct KvCacheBinding {
 
 // One op of the step program with its buffers resolved, in the plan's input/output order.
 struct BoundOp {
-  const schema::Op *op = nullptr;  // kind, params and name; lives in the artifact's plan
+  const schema::Op *op = nullptr; // kind, params and name; lives in the artifact's plan
   std::vector<BoundBuffer> inputs;
   std::vector<BoundBuffer> outputs;
-  const KvCacheBinding *kvCache = nullptr;  // must outlive the prepared op
+  const KvCacheBinding *kvCache = nullptr; // must outlive the prepared op
 };
 
 // A backend's ready-to-run form of one op, made once at Executor::create.

@@ -23,7 +23,7 @@ using schema::StepInputKind;
 constexpr uint32_t kVocab = 16;
 constexpr uint32_t kHidden = 8;
 constexpr uint32_t kMaxTokens = 8;
-constexpr float kRopeTheta = 12345.678f;  // a distinctive float to find inside plan.kiln
+constexpr float kRopeTheta = 12345.678f; // a distinctive float to find inside plan.kiln
 
 std::unique_ptr<schema::BufferT> makeBuffer(const std::string &name, BufferKind kind,
                                             schema::DType dtype, std::vector<uint64_t> shape,
@@ -71,8 +71,8 @@ schema::PlanT smallPlan() {
   plan.targets = {"cpu"};
   auto rank = std::make_unique<schema::RankT>();
   using schema::DType;
-  rank->buffers.push_back(makeBuffer("token_ids", BufferKind::StepInput, DType::I32, {kMaxTokens},
-                                     RowScale::Tokens));
+  rank->buffers.push_back(
+      makeBuffer("token_ids", BufferKind::StepInput, DType::I32, {kMaxTokens}, RowScale::Tokens));
   rank->buffers.back()->step_input = StepInputKind::TokenIds;
   rank->buffers.push_back(makeBuffer("logits_indices", BufferKind::StepInput, DType::I32,
                                      {kMaxTokens}, RowScale::Logits));
@@ -115,8 +115,9 @@ std::vector<float> tensorValues(int which) {
 class ArtifactTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    root_ = fs::temp_directory_path() / ("kiln-artifact-test-" + std::to_string(getpid()) + "-" +
-                                         ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    root_ = fs::temp_directory_path() /
+            ("kiln-artifact-test-" + std::to_string(getpid()) + "-" +
+             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(root_);
     fs::create_directories(root_);
   }
@@ -130,8 +131,10 @@ protected:
       edit(contents.plan);
     contents.rankWeights.resize(1);
     for (int w = 0; w < 2; ++w) {
-      WeightSource source{w == 0 ? "embed.weight" : "lm_head.weight", schema::DType::F32,
-                          {kVocab, kHidden}, nullptr};
+      WeightSource source{w == 0 ? "embed.weight" : "lm_head.weight",
+                          schema::DType::F32,
+                          {kVocab, kHidden},
+                          nullptr};
       source.produce = [w](std::vector<uint8_t> &bytes) {
         std::vector<float> values = tensorValues(w);
         bytes.resize(values.size() * 4);
@@ -224,7 +227,7 @@ TEST_F(ArtifactTest, FlippedWeightsByteNamesTheTensor) {
   auto good = Artifact::load(dir);
   ASSERT_TRUE(good.isOk());
   uint64_t offset = (*good)->rank(0).weights()->Get(1)->offset();
-  good = good.status();  // unmap before editing
+  good = good.status(); // unmap before editing
   flipByte(dir + "/weights.rank0.bin", offset + 17);
   std::string message = loadError(dir);
   EXPECT_NE(message.find("weights.rank0.bin: tensor 'lm_head.weight'"), std::string::npos)
@@ -290,7 +293,8 @@ TEST_F(ArtifactTest, OpBufferIndexOutOfRange) {
 }
 
 TEST_F(ArtifactTest, OpWithWrongInputCount) {
-  std::string dir = write([](schema::PlanT &plan) { plan.ranks[0]->program[2]->inputs.pop_back(); });
+  std::string dir =
+      write([](schema::PlanT &plan) { plan.ranks[0]->program[2]->inputs.pop_back(); });
   EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: op 2 'lm_head' (Linear): has 1 inputs and 1 "
                             "outputs; this op kind requires 2 and 1");
 }

@@ -87,7 +87,8 @@ protected:
                               int32_t position) {
     double worst = 0;
     for (int32_t v = 0; v < out.vocabSize; ++v)
-      worst = std::max(worst, std::abs(double(out.row(row)[v]) - ref[position * out.vocabSize + v]));
+      worst =
+          std::max(worst, std::abs(double(out.row(row)[v]) - ref[position * out.vocabSize + v]));
     return worst;
   }
 
@@ -223,30 +224,51 @@ TEST_F(ExecutorTest, InvalidStepsAreRejectedWithTheLimit) {
   std::vector<int32_t> seventeenBlocks(17, 1);
   const std::vector<InvalidStep> cases = {
       {"empty", {}, StatusCode::kInvalidArgument, "step has no sequences"},
-      {"batch", {{ok, ok, ok, ok, ok}}, StatusCode::kOutOfRange,
+      {"batch",
+       {{ok, ok, ok, ok, ok}},
+       StatusCode::kOutOfRange,
        "step has 5 sequences; the artifact was compiled with --max-batch 4"},
-      {"tokens", {{seq(std::vector<int32_t>(40, 1), 0, {0}), seq(std::vector<int32_t>(25, 1), 0, {1})}},
+      {"tokens",
+       {{seq(std::vector<int32_t>(40, 1), 0, {0}), seq(std::vector<int32_t>(25, 1), 0, {1})}},
        StatusCode::kOutOfRange,
        "step has 65 tokens; the artifact was compiled with --max-tokens-per-step 64"},
-      {"no tokens", {{ok, seq({}, 0, {0})}}, StatusCode::kInvalidArgument,
+      {"no tokens",
+       {{ok, seq({}, 0, {0})}},
+       StatusCode::kInvalidArgument,
        "sequence 1 has no new tokens"},
-      {"negative start", {{seq({1}, -1, {0})}}, StatusCode::kInvalidArgument,
+      {"negative start",
+       {{seq({1}, -1, {0})}},
+       StatusCode::kInvalidArgument,
        "sequence 0 has startPosition -1; it must be >= 0"},
-      {"seq len", {{seq({1, 2, 3, 4, 5}, 60, sixteenBlocks)}}, StatusCode::kOutOfRange,
+      {"seq len",
+       {{seq({1, 2, 3, 4, 5}, 60, sixteenBlocks)}},
+       StatusCode::kOutOfRange,
        "sequence 0 reaches 65 tokens (start 60 + 5 new); the artifact was compiled with "
        "--max-seq-len 64"},
-      {"vocab", {{ok, seq({3, 64}, 0, {0})}}, StatusCode::kInvalidArgument,
+      {"vocab",
+       {{ok, seq({3, 64}, 0, {0})}},
+       StatusCode::kInvalidArgument,
        "sequence 1 token 1 is id 64; the vocabulary has 64 tokens"},
-      {"negative id", {{seq({-5}, 0, {0})}}, StatusCode::kInvalidArgument,
+      {"negative id",
+       {{seq({-5}, 0, {0})}},
+       StatusCode::kInvalidArgument,
        "sequence 0 token 0 is id -5; the vocabulary has 64 tokens"},
-      {"short table", {{seq({1, 2, 3, 4, 5}, 0, {0})}}, StatusCode::kInvalidArgument,
+      {"short table",
+       {{seq({1, 2, 3, 4, 5}, 0, {0})}},
+       StatusCode::kInvalidArgument,
        "sequence 0 block table has 1 blocks of 4 tokens, too few for its 5 positions"},
-      {"long table", {{seq({1}, 0, seventeenBlocks)}}, StatusCode::kOutOfRange,
+      {"long table",
+       {{seq({1}, 0, seventeenBlocks)}},
+       StatusCode::kOutOfRange,
        "sequence 0 block table has 17 blocks; the artifact allows 16 per sequence "
        "(--max-seq-len / --kv-block-size)"},
-      {"block id", {{seq({1, 2, 3, 4, 5}, 0, {3, 64})}}, StatusCode::kInvalidArgument,
+      {"block id",
+       {{seq({1, 2, 3, 4, 5}, 0, {3, 64})}},
+       StatusCode::kInvalidArgument,
        "sequence 0 block table entry 1 is block 64; the KV cache has 64 blocks"},
-      {"negative block", {{seq({1}, 0, {-1})}}, StatusCode::kInvalidArgument,
+      {"negative block",
+       {{seq({1}, 0, {-1})}},
+       StatusCode::kInvalidArgument,
        "sequence 0 block table entry 0 is block -1; the KV cache has 64 blocks"},
   };
   for (const InvalidStep &c : cases) {
@@ -308,8 +330,9 @@ TEST_F(ExecutorTest, CpuBackendRejectsHalfActivations) {
   auto executor = Executor::create(**artifact, *device_, options);
   ASSERT_FALSE(executor.isOk());
   EXPECT_EQ(executor.status().message(),
-            "artifact '" + dir + "': cpu backend: op 'layers.0.attention' (Attention): output 0 "
-            "has dtype BF16; the cpu kernels take F32 activations (F16/BF16 only for weights)");
+            "artifact '" + dir +
+                "': cpu backend: op 'layers.0.attention' (Attention): output 0 "
+                "has dtype BF16; the cpu kernels take F32 activations (F16/BF16 only for weights)");
 }
 
 } // namespace

@@ -42,8 +42,8 @@ public:
     for (size_t i = 0; i < model_.weights.size(); ++i) {
       if (model_.weights[i].name != name)
         continue;
-      auto b = buffer(name, schema::BufferKind::Weight, schema::DType::F32,
-                      model_.weights[i].shape, RowScale::Fixed);
+      auto b = buffer(name, schema::BufferKind::Weight, schema::DType::F32, model_.weights[i].shape,
+                      RowScale::Fixed);
       b->weight = static_cast<int32_t>(i);
       return add(std::move(b));
     }
@@ -53,8 +53,8 @@ public:
   uint32_t activation(const std::string &name, uint64_t width, RowScale rows) {
     const TinyLlamaConfig &c = model_.config;
     uint64_t maxRows = c.maxTokensPerStep;
-    auto b = buffer(name, schema::BufferKind::Activation, schema::DType::F32, {maxRows, width},
-                    rows);
+    auto b =
+        buffer(name, schema::BufferKind::Activation, schema::DType::F32, {maxRows, width}, rows);
     b->size_bytes = 4 * maxRows * width;
     b->arena_offset = rank_.arena_bytes;
     rank_.arena_bytes += (b->size_bytes + kArenaAlignment - 1) / kArenaAlignment * kArenaAlignment;
@@ -109,7 +109,9 @@ schema::AddRmsNormParamsT addRmsNormParams(float eps) {
   p.eps = eps;
   return p;
 }
-schema::LinearParamsT linearParams() { return schema::LinearParamsT(); }
+schema::LinearParamsT linearParams() {
+  return schema::LinearParamsT();
+}
 schema::RopeKvWriteParamsT ropeParams(const TinyLlamaConfig &c, uint32_t layer) {
   schema::RopeKvWriteParamsT p;
   p.layer = layer;
@@ -134,16 +136,20 @@ void buildProgram(const TinyLlama &model, schema::RankT &rank) {
   RankBuilder b(model, rank);
   uint64_t maxTokens = c.maxTokensPerStep, maxBatch = c.maxBatch;
   uint64_t maxBlocks = (c.maxSeqLen + c.blockSize - 1) / c.blockSize;
-  uint32_t tokenIds = b.stepInput("token_ids", StepInputKind::TokenIds, {maxTokens}, RowScale::Tokens);
-  uint32_t positions = b.stepInput("positions", StepInputKind::Positions, {maxTokens}, RowScale::Tokens);
-  uint32_t slots = b.stepInput("slot_mapping", StepInputKind::SlotMapping, {maxTokens}, RowScale::Tokens);
+  uint32_t tokenIds =
+      b.stepInput("token_ids", StepInputKind::TokenIds, {maxTokens}, RowScale::Tokens);
+  uint32_t positions =
+      b.stepInput("positions", StepInputKind::Positions, {maxTokens}, RowScale::Tokens);
+  uint32_t slots =
+      b.stepInput("slot_mapping", StepInputKind::SlotMapping, {maxTokens}, RowScale::Tokens);
   uint32_t qsl = b.stepInput("query_start_loc", StepInputKind::QueryStartLoc, {maxBatch + 1},
                              RowScale::Sequences);
-  uint32_t ctx = b.stepInput("context_lens", StepInputKind::ContextLens, {maxBatch}, RowScale::Sequences);
+  uint32_t ctx =
+      b.stepInput("context_lens", StepInputKind::ContextLens, {maxBatch}, RowScale::Sequences);
   uint32_t tables = b.stepInput("block_tables", StepInputKind::BlockTables, {maxBatch, maxBlocks},
                                 RowScale::Sequences);
-  uint32_t logitsIdx = b.stepInput("logits_indices", StepInputKind::LogitsIndices, {maxTokens},
-                                   RowScale::Logits);
+  uint32_t logitsIdx =
+      b.stepInput("logits_indices", StepInputKind::LogitsIndices, {maxTokens}, RowScale::Logits);
   uint64_t qWidth = uint64_t(c.heads) * c.headDim;
   uint64_t qkvWidth = uint64_t(c.heads + 2 * c.kvHeads) * c.headDim;
   uint32_t hidden = b.activation("hidden", c.hidden, RowScale::Tokens);
@@ -164,18 +170,16 @@ void buildProgram(const TinyLlama &model, schema::RankT &rank) {
     std::string p = "layers." + std::to_string(l) + ".";
     uint32_t L = static_cast<uint32_t>(l);
     b.op(p + "qkv", linearParams(), {normed, b.weight(p + "qkv")}, {qkv});
-    b.op(p + "rope", ropeParams(c, L),
-         {qkv, positions, slots, invFreqBuf}, {q});
-    b.op(p + "attention", attentionParams(c, L),
-         {q, positions, qsl, ctx, tables}, {attn});
+    b.op(p + "rope", ropeParams(c, L), {qkv, positions, slots, invFreqBuf}, {q});
+    b.op(p + "attention", attentionParams(c, L), {q, positions, qsl, ctx, tables}, {attn});
     b.op(p + "o", linearParams(), {attn, b.weight(p + "o")}, {proj});
     b.op(p + "post_norm", addRmsNormParams(c.eps), {proj, hidden, b.weight(p + "post_norm")},
          {hidden, normed});
     b.op(p + "gate_up", linearParams(), {normed, b.weight(p + "gate_up")}, {gateUp});
     b.op(p + "silu_mul", schema::SiluMulParamsT(), {gateUp}, {act});
     b.op(p + "down", linearParams(), {act, b.weight(p + "down")}, {proj});
-    std::string next = l + 1 < c.layers ? "layers." + std::to_string(l + 1) + ".input_norm"
-                                        : "final_norm";
+    std::string next =
+        l + 1 < c.layers ? "layers." + std::to_string(l + 1) + ".input_norm" : "final_norm";
     b.op(p + "residual_norm", addRmsNormParams(c.eps), {proj, hidden, b.weight(next)},
          {hidden, normed});
   }
@@ -215,7 +219,8 @@ TinyLlama makeTinyLlama(const TinyLlamaConfig &config) {
     std::string p = "layers." + std::to_string(l) + ".";
     add(p + "input_norm", {h}, 0.2f, 1.0f);
     add(p + "qkv", {qkv, h}, 1.0f / std::sqrt(float(h)), 0.0f);
-    add(p + "o", {h, uint64_t(c.heads) * c.headDim}, 1.0f / std::sqrt(float(c.heads * c.headDim)), 0.0f);
+    add(p + "o", {h, uint64_t(c.heads) * c.headDim}, 1.0f / std::sqrt(float(c.heads * c.headDim)),
+        0.0f);
     add(p + "post_norm", {h}, 0.2f, 1.0f);
     add(p + "gate_up", {2 * uint64_t(c.intermediate), h}, 1.0f / std::sqrt(float(h)), 0.0f);
     add(p + "down", {h, uint64_t(c.intermediate)}, 1.0f / std::sqrt(float(c.intermediate)), 0.0f);

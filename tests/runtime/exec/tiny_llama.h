@@ -35,7 +35,7 @@ struct TinyLlamaConfig {
 struct NamedTensor {
   std::string name;
   std::vector<uint64_t> shape;
-  std::vector<float> values;  // stored as F32
+  std::vector<float> values; // stored as F32
 };
 
 struct TinyLlama {

@@ -8,7 +8,7 @@
 namespace kiln::rt::testing {
 namespace {
 
-using Matrix = std::vector<double>;  // row-major [rows, cols]
+using Matrix = std::vector<double>; // row-major [rows, cols]
 
 // y[r, o] = sum_i x[r, i] * w[o, i]
 Matrix matmulT(const Matrix &x, int64_t rows, const NamedTensor &w) {
@@ -107,10 +107,10 @@ std::vector<double> referenceLogits(const TinyLlama &model, const std::vector<in
       h[t * hidden + i] = embed.values[tokens[t] * hidden + i];
   for (int32_t l = 0; l < c.layers; ++l) {
     std::string p = "layers." + std::to_string(l) + ".";
-    Matrix qkv = matmulT(rmsNorm(h, n, model.weight(p + "input_norm"), c.eps), n,
-                         model.weight(p + "qkv"));
-    Matrix o = matmulT(attention(qkv, n, c, model.weight("rope.inv_freq")), n,
-                       model.weight(p + "o"));
+    Matrix qkv =
+        matmulT(rmsNorm(h, n, model.weight(p + "input_norm"), c.eps), n, model.weight(p + "qkv"));
+    Matrix o =
+        matmulT(attention(qkv, n, c, model.weight("rope.inv_freq")), n, model.weight(p + "o"));
     for (size_t i = 0; i < h.size(); ++i)
       h[i] += o[i];
     Matrix m = mlp(rmsNorm(h, n, model.weight(p + "post_norm"), c.eps), n, model, p);

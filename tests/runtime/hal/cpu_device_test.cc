@@ -37,7 +37,7 @@ TEST(CpuDeviceTest, AllocateCopyFree) {
   ASSERT_TRUE(memory.isOk());
   EXPECT_EQ(memory->bytes, 100u);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(memory->data) % 64, 0u);
-  EXPECT_EQ(static_cast<uint8_t *>(memory->data)[99], 0);  // zeroed
+  EXPECT_EQ(static_cast<uint8_t *>(memory->data)[99], 0); // zeroed
   const int32_t values[3] = {7, -8, 9};
   ASSERT_TRUE(device->copyToDevice(memory->data, values, sizeof(values)).isOk());
   int32_t back[3] = {};
@@ -49,9 +49,9 @@ TEST(CpuDeviceTest, AllocateCopyFree) {
   std::vector<uint8_t> host = {1, 2, 3};
   auto borrowed = device->importWeights(host);
   ASSERT_TRUE(borrowed.isOk());
-  EXPECT_EQ(borrowed->data, host.data());  // no copy
+  EXPECT_EQ(borrowed->data, host.data()); // no copy
   EXPECT_TRUE(borrowed->borrowed);
-  device->free(*borrowed);  // must not free the caller's bytes
+  device->free(*borrowed); // must not free the caller's bytes
   EXPECT_EQ(host[2], 3);
 }
 
@@ -61,8 +61,8 @@ protected:
   void SetUp() override {
     auto params = schema::CreateLinearParams(fbb_, false);
     std::vector<uint32_t> inputs = {0, 1}, outputs = {2};
-    fbb_.Finish(schema::CreateOpDirect(fbb_, "proj", schema::OpParams::LinearParams,
-                                       params.Union(), &inputs, &outputs));
+    fbb_.Finish(schema::CreateOpDirect(fbb_, "proj", schema::OpParams::LinearParams, params.Union(),
+                                       &inputs, &outputs));
     for (float w : {0.5f, -1.25f, 2.0f, 1.0f, 0.25f, -3.0f})
       weight_.push_back(f32ToBf16(w));
     op_.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
@@ -95,7 +95,7 @@ TEST_F(CpuLinearTest, RunsThroughTheDispatchTable) {
   ASSERT_TRUE(prepared.isOk()) << prepared.status().toString();
   StepCounts counts;
   counts.numTokens = 2;
-  y_[4] = 99.0f;  // row 2 is beyond this step's rows and must stay untouched
+  y_[4] = 99.0f; // row 2 is beyond this step's rows and must stay untouched
   ASSERT_TRUE(device->runOp(**prepared, counts).isOk());
   EXPECT_EQ(y_[0], 4.0f);
   EXPECT_EQ(y_[1], -7.5f);
