@@ -28,6 +28,7 @@ struct Tokenizer::Impl {
   std::vector<uint8_t> specialById;
   SpecialTokenStrings special;
   std::string chatTemplate;
+  bool cleanUp = false;
   int32_t vocabSize = 0;
   int32_t bosId = -1;
   std::vector<int32_t> eosIds;
@@ -176,6 +177,7 @@ Status loadConfig(std::string_view configText, std::string_view mapText, Tokeniz
     for (const Json &t : extra)
       if (std::string s = specialString(t); !s.empty())
         impl.special.additional.push_back(s);
+  impl.cleanUp = jsonBoolOr(config, "clean_up_tokenization_spaces", false);
   if (config.contains("chat_template")) {
     const Json &ct = config["chat_template"];
     if (ct.is_string()) {
@@ -371,5 +373,25 @@ bool Tokenizer::isSpecialToken(int32_t id) const {
 }
 const SpecialTokenStrings &Tokenizer::specialTokens() const { return impl_->special; }
 const std::string &Tokenizer::chatTemplate() const { return impl_->chatTemplate; }
+bool Tokenizer::cleanUpTokenizationSpacesEnabled() const { return impl_->cleanUp; }
+
+std::string cleanUpTokenizationSpaces(std::string_view text) {
+  static const std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  std::string s(text);
+  for (auto [from, to] : kRules) {
+    std::string out;
+    size_t prev = 0;
+    for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, prev)) {
+      out.append(s, prev, pos - prev);
+      out.append(to);
+      prev = pos + from.size();
+    }
+    out.append(s, prev, std::string::npos);
+    s = std::move(out);
+  }
+  return s;
+}
 
 } // namespace kiln::rt

@@ -61,6 +61,10 @@ public:
   std::vector<int32_t> eosTokenIds() const;
   bool isSpecialToken(int32_t id) const;
   const SpecialTokenStrings &specialTokens() const;
+  // tokenizer_config.json "clean_up_tokenization_spaces" (default false). decode() never applies
+  // it; callers that want transformers' decode output pass the text to
+  // cleanUpTokenizationSpaces().
+  bool cleanUpTokenizationSpacesEnabled() const;
   // tokenizer_config.json "chat_template" when it is a string; empty otherwise.
   const std::string &chatTemplate() const;
 
@@ -74,5 +78,10 @@ public:
 private:
   std::shared_ptr<const Impl> impl_;
 };
+
+// transformers' clean_up_tokenization: " ." -> ".", " ?" -> "?", " !" -> "!", " ," -> ",",
+// " ' " -> "'", " n't" -> "n't", " 'm" -> "'m", " 's" -> "'s", " 've" -> "'ve", " 're" -> "'re",
+// applied in that order.
+std::string cleanUpTokenizationSpaces(std::string_view text);
 
 } // namespace kiln::rt
