@@ -104,8 +104,8 @@ private:
       if (t.kind == TokenKind::kEof) {
         if (endTags.size() == 0)
           return body;
-        return error(std::string("unexpected end of template, expected '") + *endTags.begin() +
-                     "'");
+        return error(std::string("unexpected end of template, expected '") +
+                     *(endTags.end() - 1) + "'");
       }
       if (t.kind == TokenKind::kData) {
         auto stmt = std::make_unique<Stmt>();
