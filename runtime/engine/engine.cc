@@ -57,15 +57,19 @@ void Engine::route(std::vector<RequestOutput> outputs) {
     auto it = streams_.find(out.requestId);
     if (it == streams_.end())
       continue;
-    const bool last = out.requestFinished;
-    it->second->push(std::move(out));
-    if (!last)
+    if (!out.requestFinished) {
+      it->second->push(std::move(out));
       continue;
+    }
+    // Forget the id before the caller can see the stream close, so cancel() after the last
+    // output reliably says NOT_FOUND.
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      live_.erase(it->first);
+    }
+    it->second->push(std::move(out));
     it->second->close();
-    const RequestId id = it->first;
     streams_.erase(it);
-    std::lock_guard<std::mutex> lock(mutex_);
-    live_.erase(id);
   }
 }
 
