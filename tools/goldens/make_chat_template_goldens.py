@@ -380,6 +380,44 @@ def make_expression_goldens():
     return {"versions": versions(), "fixed_now": FIXED_NOW.isoformat(), "cases": cases}
 
 
+def cross_check_with_tokenizers(assets, goldens):
+    """Checks that the goldens equal tokenizer.apply_chat_template(tokenize=False) wherever a
+    tokenizer loads from the asset directory, so the plain render above is what users get."""
+    from transformers import AutoTokenizer
+
+    checked = 0
+    tokenizers = {}
+    for case in goldens["cases"]:
+        template_id = case["template"]
+        if not template_id.endswith("/tokenizer_config.json"):
+            continue
+        if template_id not in tokenizers:
+            directory = assets / Path(template_id).parent
+            try:
+                tokenizers[template_id] = AutoTokenizer.from_pretrained(str(directory))
+            except Exception as error:  # noqa: BLE001 - some asset dirs have no loadable tokenizer
+                print(f"  cross-check skipped for {template_id}: {type(error).__name__}")
+                tokenizers[template_id] = None
+        tokenizer = tokenizers[template_id]
+        if tokenizer is None:
+            continue
+        conversation = CONVERSATIONS[case["conversation"]]
+        extra = dict(conversation.get("extra", {}))
+        tools = extra.pop("tools", None)
+        try:
+            actual = tokenizer.apply_chat_template(
+                conversation["messages"], tools=tools, tokenize=False,
+                add_generation_prompt=case["add_generation_prompt"], **extra)
+        except Exception as error:  # noqa: BLE001
+            actual = describe_error(error)
+        expected = case.get("expected", case.get("error"))
+        if actual != expected:
+            raise SystemExit(f"apply_chat_template disagrees for {template_id} "
+                             f"{case['conversation']}: {actual!r} != {expected!r}")
+        checked += 1
+    print(f"  cross-checked {checked} cases against tokenizer.apply_chat_template")
+
+
 def write(path, data):
     path.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {path.relative_to(REPO)}")
@@ -390,7 +428,9 @@ def main():
     parser.add_argument("--assets", type=Path, default=REPO.parent / "shared" / "assets")
     args = parser.parse_args()
     OUT_DIR.mkdir(parents=True, exist_ok=True)
-    write(OUT_DIR / "render_goldens.json", make_render_goldens(args.assets))
+    render_goldens = make_render_goldens(args.assets)
+    cross_check_with_tokenizers(args.assets, render_goldens)
+    write(OUT_DIR / "render_goldens.json", render_goldens)
     write(OUT_DIR / "expression_goldens.json", make_expression_goldens())
 
 
