@@ -19,6 +19,30 @@ std::unique_ptr<Engine> makeEngine(const EngineConfig &config) {
   return std::move(engine).value();
 }
 
+// Lets a fixed number of steps through, then holds the engine thread inside execute() until
+// allowed: makes "cancel while running" deterministic.
+class StepGate {
+public:
+  explicit StepGate(int allowed) : allowed_(allowed) {}
+  Status wait() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    opened_.wait(lock, [&] { return passed_ < allowed_; });
+    ++passed_;
+    return okStatus();
+  }
+  void allow(int more) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    allowed_ += more;
+    opened_.notify_all();
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  int allowed_ = 0;
+  int passed_ = 0;
+};
+
 Completion readAll(OutputStream &stream) {
   std::map<RequestId, Completion> got;
   RequestId id = 0;
@@ -84,13 +108,16 @@ TEST(EngineTest, CancelAbortsARunningRequest) {
   FakeRunnerConfig fc = fakeConfig();
   fc.eosLogitBoost = -100.0f;
   FakeRunner runner(fc);
+  StepGate gate(1);
+  runner.setFailureHook([&](const StepBatch &) { return gate.wait(); });
   auto engine = makeEngine(engineConfig(&runner));
   Result<RequestHandle> h = engine->submit(makeRequest({1, 2, 3}, 1, 1.0f, std::nullopt));
   ASSERT_TRUE(h.isOk());
-  std::optional<RequestOutput> first = h->stream->next(); // it is generating
+  std::optional<RequestOutput> first = h->stream->next(); // step 2 now waits at the gate
   ASSERT_TRUE(first.has_value());
   EXPECT_EQ(first->tokenIds.size(), 1u);
   ASSERT_TRUE(engine->cancel(h->id).isOk());
+  gate.allow(1000);
   Completion rest = readAll(*h->stream);
   EXPECT_TRUE(rest.finished);
   EXPECT_EQ(rest.reasons[0], FinishReason::kAbort);
@@ -128,11 +155,18 @@ TEST(EngineTest, ShutdownNowAbortsInFlightRequests) {
   FakeRunnerConfig fc = fakeConfig();
   fc.eosLogitBoost = -100.0f;
   FakeRunner runner(fc);
+  StepGate gate(1);
+  runner.setFailureHook([&](const StepBatch &) { return gate.wait(); });
   auto engine = makeEngine(engineConfig(&runner));
   Result<RequestHandle> h = engine->submit(makeRequest({1, 2, 3}, 1, 1.0f, std::nullopt));
   ASSERT_TRUE(h.isOk());
   ASSERT_TRUE(h->stream->next().has_value());
-  engine->shutdownNow();
+  std::thread stopper([&] { engine->shutdownNow(); });
+  // New submissions fail once the shutdown flags are set (under the same lock).
+  while (engine->submit(makeRequest({1}, 1)).isOk())
+    std::this_thread::sleep_for(1ms);
+  gate.allow(1000);
+  stopper.join();
   Completion c = readAll(*h->stream);
   EXPECT_TRUE(c.finished);
   EXPECT_EQ(c.reasons[0], FinishReason::kAbort);
