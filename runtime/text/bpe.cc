@@ -65,7 +65,7 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
   m.offsets_.assign(static_cast<size_t>(maxId + 1), {0, -1});
   m.arena_.reserve(bytes);
   m.tableMask_ = tableSizeFor(vocab.size()) - 1;
-  m.table_.assign(m.tableMask_ + 1, -1);
+  m.table_.assign(m.tableMask_ + 1, 0);
   for (auto &[token, id64] : vocab) {
     auto id = static_cast<int32_t>(id64);
     // JSON objects keep the last duplicate key; a later entry for the same id wins too.
@@ -74,10 +74,11 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
       m.offsets_[existing].second = -1;
     m.offsets_[id] = {static_cast<uint32_t>(m.arena_.size()), static_cast<int32_t>(token.size())};
     m.arena_.append(token);
-    size_t slot = hashString(token) & m.tableMask_;
-    while (m.table_[slot] >= 0 && m.table_[slot] != existing)
+    size_t h = hashString(token);
+    size_t slot = h & m.tableMask_;
+    while (m.table_[slot] != 0 && static_cast<int32_t>(m.table_[slot] & 0xFFFFFFFF) - 1 != existing)
       slot = (slot + 1) & m.tableMask_;
-    m.table_[slot] = id;
+    m.table_[slot] = (static_cast<uint64_t>(h >> 32) << 32) | static_cast<uint32_t>(id + 1);
   }
   m.count_ = 0;
   for (const auto &o : m.offsets_)
@@ -86,10 +87,13 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
   m.mergeMask_ = tableSizeFor(merges.size()) - 1;
   m.merges_.assign(m.mergeMask_ + 1, MergeEntry{kEmptyKey, 0, 0});
   size_t prefixLen = m.options_.continuingSubwordPrefix.size();
+  std::string merged;
   for (size_t rank = 0; rank < merges.size(); ++rank) {
     const auto &[a, b] = merges[rank];
     int32_t aId = m.tokenToId(a), bId = m.tokenToId(b);
-    std::string merged = a + (b.size() >= prefixLen ? b.substr(prefixLen) : std::string());
+    merged.assign(a);
+    if (b.size() >= prefixLen)
+      merged.append(b, prefixLen, std::string::npos);
     int32_t newId = m.tokenToId(merged);
     if (aId < 0 || bId < 0 || newId < 0) {
       const std::string &missing = aId < 0 ? a : bId < 0 ? b : merged;
@@ -119,11 +123,18 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
 }
 
 int32_t BpeModel::findInTable(std::string_view token) const {
-  size_t slot = hashString(token) & tableMask_;
+  size_t h = hashString(token);
+  size_t slot = h & tableMask_;
+  const auto tag = static_cast<uint32_t>(h >> 32);
   while (true) {
-    int32_t id = table_[slot];
-    if (id < 0)
+    uint64_t entry = table_[slot];
+    if (entry == 0)
       return -1;
+    if (static_cast<uint32_t>(entry >> 32) != tag) {
+      slot = (slot + 1) & tableMask_;
+      continue;
+    }
+    auto id = static_cast<int32_t>(entry & 0xFFFFFFFF) - 1;
     const auto &o = offsets_[id];
     if (o.second == static_cast<int32_t>(token.size()) &&
         std::string_view(arena_).substr(o.first, o.second) == token)

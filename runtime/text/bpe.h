@@ -54,7 +54,9 @@ private:
   BpeOptions options_;
   std::string arena_;                               // all token strings back to back
   std::vector<std::pair<uint32_t, int32_t>> offsets_; // id -> (offset, length or -1)
-  std::vector<int32_t> table_;                      // open addressing: id or -1
+  // Open addressing: (32-bit hash << 32) | (id + 1); 0 marks an empty slot. The hash bits reject
+  // most probes without touching the token text (loading a 256k vocab is probe-bound).
+  std::vector<uint64_t> table_;
   size_t tableMask_ = 0;
   std::vector<MergeEntry> merges_;
   size_t mergeMask_ = 0;

@@ -1,0 +1,160 @@
+// Tokenizer API: load errors that name the component, special-token metadata from
+// tokenizer_config.json, id/token lookups, added-token flags on small hand-written tokenizers, and
+// load time of the 17 MB Gemma-2 tokenizer.json.
+#include "tests/runtime/text/tokenizer_test_util.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+
+namespace kiln::rt {
+namespace {
+
+using nlohmann::json;
+using testing::joinIds;
+
+
+std::string sentencePieceJson(const std::string &addedTokens) {
+  // Vocab: <unk>=0 <s>=1 </s>=2 ▁=3 h=4 i=5 ▁h=6 ▁hi=7 <0x41>=8 ("A") x=9
+  return R"({"version":"1.0","added_tokens":)" + addedTokens + R"(,
+    "normalizer":{"type":"Sequence","normalizers":[{"type":"Prepend","prepend":"▁"},
+      {"type":"Replace","pattern":{"String":" "},"content":"▁"}]},
+    "pre_tokenizer":null,
+    "post_processor":{"type":"TemplateProcessing","single":[{"SpecialToken":{"id":"<s>","type_id":0}},
+      {"Sequence":{"id":"A","type_id":0}}],"pair":[],"special_tokens":{"<s>":{"id":"<s>","ids":[1],"tokens":["<s>"]}}},
+    "decoder":{"type":"Sequence","decoders":[{"type":"Replace","pattern":{"String":"▁"},"content":" "},
+      {"type":"ByteFallback"},{"type":"Fuse"},{"type":"Strip","content":" ","start":1,"stop":0}]},
+    "model":{"type":"BPE","unk_token":"<unk>","fuse_unk":true,"byte_fallback":true,
+      "vocab":{"<unk>":0,"<s>":1,"</s>":2,"▁":3,"h":4,"i":5,"▁h":6,"▁hi":7,"<0x41>":8,"x":9},
+      "merges":[["▁","h"],"▁h i"]}})";
+}
+
+const char *kSpecials = R"([{"id":0,"content":"<unk>","special":true,"normalized":false},
+  {"id":1,"content":"<s>","special":true,"normalized":false},
+  {"id":2,"content":"</s>","special":true,"normalized":false,"lstrip":true,"rstrip":true}])";
+
+TEST(TokenizerApiTest, SmallSentencePieceEncodeDecode) {
+  auto tok = Tokenizer::fromJson(sentencePieceJson(kSpecials));
+  ASSERT_TRUE(tok.isOk()) << tok.status().toString();
+  // Both merge spellings ("a b" and ["a","b"]) load; "hi" -> ▁hi.
+  EXPECT_EQ(joinIds(tok->encode("hi", true)), "1 7");
+  EXPECT_EQ(joinIds(tok->encode("hi", false)), "7");
+  // 'A' is not in the vocab but its byte is: byte fallback. 'Z' has no byte token: fused <unk>.
+  EXPECT_EQ(joinIds(tok->encode("hiA", false)), "7 8");
+  EXPECT_EQ(joinIds(tok->encode("hiZZ", false)), "7 0");
+  // </s> with lstrip/rstrip swallows the spaces around it.
+  EXPECT_EQ(joinIds(tok->encode("hi  </s>  hi", false)), "7 2 7");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1, 7, 8, 2}, false), "<s> hiA</s>");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{1, 7, 8, 2}, true), "hiA");
+  EXPECT_EQ(tok->decode(std::vector<int32_t>{7, 12345, -1}, true), "hi");
+  EXPECT_EQ(tok->vocabSize(), 10);
+  EXPECT_EQ(tok->tokenToId("▁hi"), 7);
+  EXPECT_EQ(tok->tokenToId("nope"), -1);
+  EXPECT_EQ(tok->idToToken(8).value_or("?"), "<0x41>");
+  EXPECT_FALSE(tok->idToToken(99).has_value());
+  EXPECT_TRUE(tok->isSpecialToken(2));
+  EXPECT_FALSE(tok->isSpecialToken(7));
+}
+
+TEST(TokenizerApiTest, InvalidUtf8InputIsReplacedNotRejected) {
+  auto tok = Tokenizer::fromJson(sentencePieceJson(kSpecials));
+  ASSERT_TRUE(tok.isOk());
+  // 0xFF becomes U+FFFD, which is not in the vocab and has no byte tokens: <unk>.
+  EXPECT_EQ(joinIds(tok->encode("hi\xFF", false)), "7 0");
+}
+
+TEST(TokenizerApiTest, ConfigAddsEosAndSpecialStrings) {
+  std::string config = R"({"tokenizer_class":"LlamaTokenizer","add_bos_token":true,"add_eos_token":true,
+    "bos_token":{"content":"<s>","__type":"AddedToken"},"eos_token":"</s>","unk_token":"<unk>",
+    "chat_template":"{{ bos_token }}"})";
+  auto tok = Tokenizer::fromJson(sentencePieceJson(kSpecials), config);
+  ASSERT_TRUE(tok.isOk()) << tok.status().toString();
+  EXPECT_EQ(joinIds(tok->encode("hi", true)), "1 7 2");
+  EXPECT_EQ(tok->bosTokenId(), 1);
+  EXPECT_EQ(tok->eosTokenIds(), std::vector<int32_t>{2});
+  EXPECT_EQ(tok->specialTokens().bos, "<s>");
+  EXPECT_EQ(tok->specialTokens().eos, "</s>");
+  EXPECT_EQ(tok->specialTokens().unk, "<unk>");
+  EXPECT_EQ(tok->chatTemplate(), "{{ bos_token }}");
+}
+
+TEST(TokenizerApiTest, UnsupportedComponentsFailNamingTheType) {
+  std::string unigram = R"({"model":{"type":"Unigram","vocab":[["a",0.0]]}})";
+  auto t = Tokenizer::fromJson(unigram);
+  ASSERT_FALSE(t.isOk());
+  EXPECT_EQ(t.status().message(), "tokenizer.json: model.type 'Unigram' is not supported (only BPE)");
+
+  std::string j = sentencePieceJson(kSpecials);
+  std::string badNorm = j;
+  badNorm.replace(badNorm.find(R"({"type":"Prepend")"), 17, R"({"type":"Precompiled")");
+  t = Tokenizer::fromJson(badNorm);
+  ASSERT_FALSE(t.isOk());
+  EXPECT_NE(t.status().message().find("normalizer type 'Precompiled' is not supported"), std::string::npos)
+      << t.status().message();
+
+  std::string badDecoder = j;
+  badDecoder.replace(badDecoder.find(R"({"type":"Fuse"})"), 15, R"({"type":"WordPiece"})");
+  t = Tokenizer::fromJson(badDecoder);
+  ASSERT_FALSE(t.isOk());
+  EXPECT_NE(t.status().message().find("decoder type 'WordPiece' is not supported"), std::string::npos);
+}
+
+TEST(TokenizerApiTest, BadFilesFailWithClearErrors) {
+  auto t = Tokenizer::fromJson("{not json");
+  ASSERT_FALSE(t.isOk());
+  EXPECT_NE(t.status().message().find("tokenizer.json: invalid JSON"), std::string::npos) << t.status().message();
+
+  std::string j = sentencePieceJson(kSpecials);
+  std::string badMerge = j;
+  badMerge.replace(badMerge.find(R"("▁h i")"), 8, R"("▁ h i")");
+  t = Tokenizer::fromJson(badMerge);
+  ASSERT_FALSE(t.isOk());
+  EXPECT_NE(t.status().message().find("model.merges[1] '▁ h i' is not a pair"), std::string::npos)
+      << t.status().message();
+
+  std::string unknownMerge = j;
+  unknownMerge.replace(unknownMerge.find(R"("▁h i")"), 8, R"("▁h q")");
+  t = Tokenizer::fromJson(unknownMerge);
+  ASSERT_FALSE(t.isOk());
+  EXPECT_NE(t.status().message().find("model.merges[1] uses 'q', which is not in model.vocab"), std::string::npos);
+
+  auto missing = Tokenizer::fromDirectory("/nonexistent-kiln-dir");
+  ASSERT_FALSE(missing.isOk());
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+}
+
+TEST(TokenizerApiTest, RealFamiliesExposeSpecialTokens) {
+  if (!testing::haveAssets())
+    GTEST_SKIP() << "shared assets not found at " << testing::assetsDir();
+  auto llama3 = testing::loadFamily("llama3.2");
+  ASSERT_TRUE(llama3.isOk());
+  EXPECT_EQ(llama3->bosTokenId(), 128000);
+  EXPECT_EQ(llama3->eosTokenIds(), std::vector<int32_t>{128009}); // <|eot_id|>
+  EXPECT_EQ(llama3->vocabSize(), 128256);
+  EXPECT_FALSE(llama3->chatTemplate().empty());
+  auto qwen = testing::loadFamily("qwen2.5");
+  ASSERT_TRUE(qwen.isOk());
+  EXPECT_EQ(qwen->bosTokenId(), -1);
+  EXPECT_EQ(qwen->specialTokens().eos, "<|im_end|>");
+  EXPECT_EQ(qwen->specialTokens().additional.size(), 13u);
+  auto stories = testing::loadFamily("tinystories");
+  ASSERT_TRUE(stories.isOk());
+  EXPECT_EQ(stories->bosTokenId(), 1);
+  EXPECT_EQ(stories->specialTokens().bos, "<|start_story|>");
+}
+
+TEST(TokenizerApiTest, Loads17MegabyteTokenizerJsonWellUnderASecond) {
+  if (!testing::haveAssets())
+    GTEST_SKIP() << "shared assets not found at " << testing::assetsDir();
+  auto start = std::chrono::steady_clock::now();
+  auto gemma = Tokenizer::fromDirectory(testing::assetsDir() + "/tokenizers/gemma2");
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_TRUE(gemma.isOk()) << gemma.status().toString();
+  EXPECT_EQ(gemma->vocabSize(), 256000);
+  RecordProperty("load_seconds", std::to_string(seconds));
+  std::printf("gemma2 tokenizer.json (17 MB) loaded in %.3f s\n", seconds);
+  EXPECT_LT(seconds, 1.0);
+}
+
+} // namespace
+} // namespace kiln::rt
