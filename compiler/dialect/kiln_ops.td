@@ -1,0 +1,145 @@
+// The kiln dialect: graph-level ops of a decoder step (DESIGN.md "Compiler"). Values are builtin
+// ranked tensors; activations are f32 with a dynamic dim 0 (rows scale with the step's tokens at
+// run time) and static trailing dims. Weights are f32 logically; `dtype` is how they are stored.
+#ifndef KILN_OPS_TD
+#define KILN_OPS_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/EnumAttr.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def Kiln_Dialect : Dialect {
+  let name = "kiln";
+  let summary = "Graph-level ops of one engine step of a decoder-only LLM";
+  let cppNamespace = "::kiln::compiler";
+}
+
+class Kiln_Op<string mnemonic, list<Trait> traits = []> : Op<Kiln_Dialect, mnemonic, traits> {
+  let hasVerifier = 1;
+  let assemblyFormat = "operands attr-dict `:` functional-type(operands, results)";
+}
+
+def Kiln_Activation : RankedTensorOf<[F32]>;
+def Kiln_Index : RankedTensorOf<[I32]>;
+
+def Kiln_StepInputKind : I32EnumAttr<"StepInputKind", "which step input a value holds", [
+  I32EnumAttrCase<"TokenIds", 1, "token_ids">,
+  I32EnumAttrCase<"Positions", 2, "positions">,
+  I32EnumAttrCase<"SlotMapping", 3, "slot_mapping">,
+  I32EnumAttrCase<"QueryStartLoc", 4, "query_start_loc">,
+  I32EnumAttrCase<"ContextLens", 5, "context_lens">,
+  I32EnumAttrCase<"BlockTables", 6, "block_tables">,
+  I32EnumAttrCase<"LogitsIndices", 7, "logits_indices">
+]> {
+  let cppNamespace = "::kiln::compiler";
+}
+
+def Kiln_WeightOp : Kiln_Op<"weight", [Pure]> {
+  let summary = "a stored weight: checkpoint tensors concatenated along dim 0";
+  let description = [{
+    `sources` lists checkpoint tensor names whose rows are concatenated in order (fusion makes
+    multi-part weights, e.g. q, k, v). `dtype` (f32, f16 or bf16) is the stored element type.
+  }];
+  let arguments = (ins StrAttr:$name, StrArrayAttr:$sources, TypeAttr:$dtype);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Kiln_ConstantOp : Kiln_Op<"constant", [Pure]> {
+  let summary = "compiler-computed constant data stored with the weights (rope inv_freq)";
+  let arguments = (ins StrAttr:$name, FloatElementsAttr<32>:$value);
+  let results = (outs Kiln_Activation:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Kiln_StepInputOp : Kiln_Op<"step_input", [Pure]> {
+  let summary = "one of the step descriptor's i32 inputs";
+  let arguments = (ins Kiln_StepInputKind:$kind);
+  let results = (outs Kiln_Index:$result);
+  let assemblyFormat = "$kind attr-dict `:` type($result)";
+}
+
+def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
+  let summary = "y[t] = table[ids[t]]";
+  let arguments = (ins Kiln_Index:$ids, Kiln_Activation:$table);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [Pure]> {
+  let summary = "y = x / sqrt(mean(x^2) + eps) * w";
+  let arguments = (ins Kiln_Activation:$x, Kiln_Activation:$w, F32Attr:$eps);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_AddOp : Kiln_Op<"add", [Pure]> {
+  let summary = "elementwise a + b";
+  let arguments = (ins Kiln_Activation:$lhs, Kiln_Activation:$rhs);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_AddRmsNormOp : Kiln_Op<"add_rms_norm", [Pure]> {
+  let summary = "residual' = residual + x; normed = rms_norm(residual') * w";
+  let description = [{
+    The residual result is planned in place of the residual operand: the residual stream is one
+    buffer, so the operand must be dead after this op (fuse-add-rmsnorm checks it).
+  }];
+  let arguments = (ins Kiln_Activation:$x, Kiln_Activation:$residual, Kiln_Activation:$w,
+                   F32Attr:$eps);
+  let results = (outs Kiln_Activation:$updated_residual, Kiln_Activation:$normed);
+}
+
+def Kiln_LinearOp : Kiln_Op<"linear", [Pure]> {
+  let summary = "y = x w^T (+ bias), w is [out, in]";
+  let arguments = (ins Kiln_Activation:$x, Kiln_Activation:$w,
+                   Optional<Kiln_Activation>:$bias);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_SiluOp : Kiln_Op<"silu", [Pure]> {
+  let summary = "x * sigmoid(x) (unfused; fuse-gate-up turns silu + mul into silu_mul)";
+  let arguments = (ins Kiln_Activation:$x);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_MulOp : Kiln_Op<"mul", [Pure]> {
+  let summary = "elementwise a * b (unfused)";
+  let arguments = (ins Kiln_Activation:$lhs, Kiln_Activation:$rhs);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_SiluMulOp : Kiln_Op<"silu_mul", [Pure]> {
+  let summary = "y = silu(gu[:, :I]) * gu[:, I:]";
+  let arguments = (ins Kiln_Activation:$gate_up);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_RopeKvWriteOp : Kiln_Op<"rope_kv_write", [MemoryEffects<[MemWrite]>]> {
+  let summary = "rotate q and k, write k and v into the layer's paged KV cache, return q";
+  let description = [{
+    `qkv` is either one fused [tokens, (H + 2 KV) D] value (what the plan executes) or the three
+    unfused q [tokens, H D], k [tokens, KV D], v [tokens, KV D] values the builder emits; fuse-qkv
+    rewrites the latter into the former by concatenating the projection weights.
+  }];
+  let arguments = (ins Variadic<Kiln_Activation>:$qkv, Kiln_Index:$positions,
+                   Kiln_Index:$slot_mapping, Kiln_Activation:$inv_freq,
+                   I64Attr:$layer, I64Attr:$num_heads, I64Attr:$num_kv_heads, I64Attr:$head_dim,
+                   I64Attr:$rotary_dim);
+  let results = (outs Kiln_Activation:$q);
+}
+
+def Kiln_AttentionOp : Kiln_Op<"attention", [MemoryEffects<[MemRead]>]> {
+  let summary = "causal paged attention of q over the layer's KV cache";
+  let arguments = (ins Kiln_Activation:$q, Kiln_Index:$positions, Kiln_Index:$query_start_loc,
+                   Kiln_Index:$context_lens, Kiln_Index:$block_tables,
+                   I64Attr:$layer, I64Attr:$num_heads, I64Attr:$num_kv_heads, I64Attr:$head_dim,
+                   F32Attr:$scale);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_GatherRowsOp : Kiln_Op<"gather_rows", [Pure]> {
+  let summary = "y[i] = x[indices[i]] (the rows whose logits the step returns)";
+  let arguments = (ins Kiln_Activation:$x, Kiln_Index:$indices);
+  let results = (outs Kiln_Activation:$result);
+}
+
+#endif // KILN_OPS_TD

@@ -1,0 +1,195 @@
+// The compile pipeline: flags -> config -> builder -> bind weights -> passes -> plan -> artifact.
+// MLIR diagnostics are collected and returned as one Status at this boundary (never thrown).
+#include "compiler/driver/compile.h"
+
+#include "compiler/driver/options.h"
+#include "compiler/emit/plan_emitter.h"
+#include "compiler/emit/weight_sources.h"
+#include "compiler/transforms/passes.h"
+#include "models/builders.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/Pass/PassInstrumentation.h"
+#include "mlir/Pass/PassManager.h"
+#include "llvm/Support/raw_os_ostream.h"
+
+namespace kiln::compiler {
+namespace {
+
+// Collects error diagnostics as "<op name>: <message>" lines.
+class DiagnosticCollector {
+public:
+  explicit DiagnosticCollector(mlir::MLIRContext &context)
+      : handler_(&context, [this](mlir::Diagnostic &diag) {
+          if (diag.getSeverity() == mlir::DiagnosticSeverity::Error) {
+            std::string message = diag.str(), where;
+            // Prefix the op's name unless the message already names it.
+            if (auto name = mlir::dyn_cast<mlir::NameLoc>(diag.getLocation());
+                name && message.find(name.getName().strref()) == std::string::npos)
+              where = name.getName().str() + ": ";
+            messages_ += (messages_.empty() ? "" : "; ") + where + message;
+          }
+          return mlir::success();
+        }) {}
+  Status status(StatusCode code, const std::string &stage) const {
+    return Status(code, stage + ": " + (messages_.empty() ? "failed" : messages_));
+  }
+
+private:
+  std::string messages_;
+  mlir::ScopedDiagnosticHandler handler_;
+};
+
+// Logs one line per pass with the op count of @step, so a fusion's effect is visible.
+class ProgressInstrumentation : public mlir::PassInstrumentation {
+public:
+  explicit ProgressInstrumentation(std::ostream &log) : log_(log) {}
+  void runAfterPass(mlir::Pass *pass, mlir::Operation *op) override {
+    int64_t count = 0;
+    op->walk([&](mlir::Operation *) { ++count; });
+    log_ << "  pass " << pass->getArgument().str() << ": " << count << " ops\n";
+  }
+
+private:
+  std::ostream &log_;
+};
+
+class Compilation {
+public:
+  explicit Compilation(const CompileOptions &options)
+      : options_(options), diagnostics_(context_) {
+    context_.disableMultithreading();  // IR printing after each pass needs it; 1 module anyway
+    loadKilnDialects(context_);
+  }
+  Status run();
+
+private:
+  void log(const std::string &line) {
+    if (options_.log)
+      *options_.log << line << "\n";
+  }
+  Status import();
+  Status build();
+  Status runPasses();
+  Status emit();
+
+  CompileOptions options_;
+  mlir::MLIRContext context_;
+  DiagnosticCollector diagnostics_;
+  HfModelConfig config_;
+  std::shared_ptr<const SafetensorsCheckpoint> checkpoint_;
+  mlir::OwningOpRef<mlir::ModuleOp> module_;
+};
+
+Status Compilation::import() {
+  KILN_RETURN_IF_ERROR(validateCompileFlags(options_));
+  log("kiln compile " + options_.modelDir + " -> " + options_.outDir);
+  KILN_ASSIGN_OR_RETURN(config_, loadHfModelConfig(options_.modelDir));
+  KILN_ASSIGN_OR_RETURN(options_, resolveCompileOptions(options_, config_));
+  KILN_ASSIGN_OR_RETURN(SafetensorsCheckpoint checkpoint,
+                        SafetensorsCheckpoint::open(options_.modelDir));
+  checkpoint_ = std::make_shared<const SafetensorsCheckpoint>(std::move(checkpoint));
+  log("import: " + config_.modelType + " (" + config_.architecture + "), " +
+      std::to_string(config_.numLayers) + " layers, hidden " + std::to_string(config_.hiddenSize) +
+      ", vocab " + std::to_string(config_.vocabSize) + "; limits: max-batch " +
+      std::to_string(options_.maxBatch) + ", max-seq-len " + std::to_string(options_.maxSeqLen) +
+      ", max-tokens-per-step " + std::to_string(options_.maxTokensPerStep));
+  return okStatus();
+}
+
+Status Compilation::build() {
+  const ModelBuilder *builder = findModelBuilder(config_.modelType);
+  if (!builder)
+    return unimplemented("config.json: model_type '" + config_.modelType +
+                         "' is not supported (kiln compiles: " + supportedModelTypes() + ")");
+  mlir::Builder types(&context_);
+  BuildOptions buildOptions;
+  buildOptions.weightType = options_.dtype == "fp16"   ? types.getF16Type()
+                            : options_.dtype == "bf16" ? types.getBF16Type()
+                                                       : types.getF32Type();
+  auto module = builder->build(context_, config_, buildOptions);
+  if (failed(module))
+    return diagnostics_.status(StatusCode::kInvalidArgument, "building the " +
+                                                                 config_.modelType + " graph");
+  module_ = std::move(*module);
+  if (failed(bindWeightSources(*module_, *checkpoint_)))
+    return diagnostics_.status(StatusCode::kInvalidArgument, "checkpoint");
+  log("build: " + std::string(builder->modelType) + " graph built");
+  return okStatus();
+}
+
+Status Compilation::runPasses() {
+  mlir::PassManager pm(&context_);
+  pm.enableVerifier(true);
+  std::unique_ptr<llvm::raw_os_ostream> irStream;
+  if (options_.dumpIr && options_.log) {
+    irStream = std::make_unique<llvm::raw_os_ostream>(*options_.log);
+    irStream->SetUnbuffered();  // progress lines go to the same std::ostream: keep the order
+    *irStream << "// ----- built module -----\n";
+    module_->print(*irStream);
+    *irStream << "\n";
+    irStream->flush();
+    pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
+                        [](mlir::Pass *, mlir::Operation *) { return true; },
+                        /*printModuleScope=*/true, /*printAfterOnlyOnChange=*/false,
+                        /*printAfterOnlyOnFailure=*/false, *irStream);
+  }
+  if (options_.log)
+    pm.addInstrumentation(std::make_unique<ProgressInstrumentation>(*options_.log));
+  pm.addPass(createFuseQkvPass());
+  pm.addPass(createFuseGateUpPass());
+  pm.addPass(createFuseAddRmsNormPass());
+  pm.addPass(createPlanMemoryPass(options_.maxTokensPerStep));
+  mlir::LogicalResult result = pm.run(*module_);
+  if (irStream)
+    irStream->flush();
+  if (failed(result))
+    return diagnostics_.status(StatusCode::kInternal, "pass pipeline");
+  auto step = module_->lookupSymbol<mlir::func::FuncOp>("step");
+  auto arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr);
+  log("memory plan: activation arena " + std::to_string(arena.getInt()) + " bytes at " +
+      std::to_string(options_.maxTokensPerStep) + " tokens per step");
+  return okStatus();
+}
+
+Status Compilation::emit() {
+  EmitOptions emitOptions;
+  emitOptions.modelDir = options_.modelDir;
+  emitOptions.maxBatch = options_.maxBatch;
+  emitOptions.maxSeqLen = options_.maxSeqLen;
+  emitOptions.maxTokensPerStep = options_.maxTokensPerStep;
+  emitOptions.kvBlockSize = options_.kvBlockSize;
+  emitOptions.targets = options_.targets;
+  auto contents = emitArtifactContents(*module_, config_, checkpoint_, emitOptions);
+  if (failed(contents))
+    return diagnostics_.status(StatusCode::kInternal, "emitting the plan");
+  uint64_t weightBytes = 0;
+  for (const rt::WeightSource &weight : contents->rankWeights[0]) {
+    uint64_t elements = 1;
+    for (uint64_t dim : weight.shape)
+      elements *= dim;
+    weightBytes += elements * (weight.dtype == schema::DType::F32 ? 4 : 2);
+  }
+  size_t numWeights = contents->rankWeights[0].size();
+  size_t numOps = contents->plan.ranks[0]->program.size();
+  KILN_RETURN_IF_ERROR(rt::writeArtifact(*contents, options_.outDir)
+                           .withContext("writing " + options_.outDir));
+  log("emit: " + std::to_string(numOps) + " ops, " + std::to_string(numWeights) +
+      " weights (" + std::to_string(weightBytes) + " bytes, " + options_.dtype + ") written to " +
+      options_.outDir);
+  return okStatus();
+}
+
+Status Compilation::run() {
+  KILN_RETURN_IF_ERROR(import());
+  KILN_RETURN_IF_ERROR(build());
+  KILN_RETURN_IF_ERROR(runPasses());
+  return emit();
+}
+
+} // namespace
+
+Status compileModel(const CompileOptions &options) { return Compilation(options).run(); }
+
+} // namespace kiln::compiler

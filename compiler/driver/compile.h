@@ -1,0 +1,30 @@
+// compileModel(): HF model directory -> model.kiln artifact. The `kiln compile` CLI is a thin
+// main over this. Plain C++ interface (no MLIR types): errors are kiln::Status values whose
+// messages name the flag, config field or tensor and the limit that was violated.
+#pragma once
+
+#include "runtime/base/status.h"
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+
+struct CompileOptions {
+  std::string modelDir, outDir;
+  int64_t maxBatch = 8;
+  int64_t maxSeqLen = 0;         // 0: min(max_position_embeddings, 4096)
+  int64_t maxTokensPerStep = 0;  // 0: max(max_batch, min(2048, max_batch * max_seq_len))
+  int64_t tp = 1;
+  int64_t kvBlockSize = 16;
+  std::string dtype = "fp32";    // fp32 | fp16 | bf16: storage of linear/embedding weights
+  std::vector<std::string> targets = {"cpu"};
+  bool dumpIr = false;           // print the module after building and after each pass to `log`
+  std::ostream *log = nullptr;   // progress lines; nullptr: silent
+};
+
+Status compileModel(const CompileOptions &options);
+
+} // namespace kiln::compiler

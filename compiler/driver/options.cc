@@ -1,0 +1,93 @@
+// Flag validation: every message names the flag, the value given and the accepted range, since
+// this is what a user reads after a typo on the command line.
+#include "compiler/driver/options.h"
+
+#include <algorithm>
+
+namespace kiln::compiler {
+namespace {
+
+Status checkPositive(const char *flag, int64_t value, bool zeroMeansDefault) {
+  if (value > 0 || (zeroMeansDefault && value == 0))
+    return okStatus();
+  return invalidArgument(std::string(flag) + " must be " +
+                         (zeroMeansDefault ? "positive (or 0 for the default)" : "positive") +
+                         ", got " + std::to_string(value));
+}
+
+Status checkTargets(const std::vector<std::string> &targets) {
+  if (targets.empty())
+    return invalidArgument("--target needs at least one target (cpu)");
+  for (const std::string &target : targets) {
+    if (target == "cpu")
+      continue;
+    if (target.rfind("sm_", 0) == 0 || target.rfind("compute_", 0) == 0)
+      return unimplemented("target " + target +
+                           ": the CUDA code generator is not built into this kiln yet");
+    return invalidArgument("--target '" + target + "' is not a known target: use cpu");
+  }
+  return okStatus();
+}
+
+} // namespace
+
+Status validateCompileFlags(const CompileOptions &options) {
+  if (options.modelDir.empty())
+    return invalidArgument("no model directory given");
+  if (options.outDir.empty())
+    return invalidArgument("no output directory given (-o OUT.kiln)");
+  KILN_RETURN_IF_ERROR(checkPositive("--max-batch", options.maxBatch, false));
+  KILN_RETURN_IF_ERROR(checkPositive("--max-seq-len", options.maxSeqLen, true));
+  KILN_RETURN_IF_ERROR(checkPositive("--max-tokens-per-step", options.maxTokensPerStep, true));
+  KILN_RETURN_IF_ERROR(checkPositive("--tp", options.tp, false));
+  if (options.maxBatch > kMaxBatchLimit)
+    return outOfRange("--max-batch " + std::to_string(options.maxBatch) + " exceeds the limit " +
+                      std::to_string(kMaxBatchLimit));
+  if (options.maxTokensPerStep > kMaxTokensPerStepLimit)
+    return outOfRange("--max-tokens-per-step " + std::to_string(options.maxTokensPerStep) +
+                      " exceeds the limit " + std::to_string(kMaxTokensPerStepLimit));
+  if (options.kvBlockSize < 1 || options.kvBlockSize > 256 ||
+      (options.kvBlockSize & (options.kvBlockSize - 1)) != 0)
+    return invalidArgument("--kv-block-size must be a power of two in [1, 256], got " +
+                           std::to_string(options.kvBlockSize));
+  if (options.tp != 1)
+    return unimplemented("tensor parallelism (--tp " + std::to_string(options.tp) +
+                         ") is not implemented yet: compile with --tp 1");
+  if (options.dtype != "fp32" && options.dtype != "fp16" && options.dtype != "bf16")
+    return invalidArgument("--dtype '" + options.dtype + "' is not supported: use fp32, fp16 or "
+                           "bf16");
+  return checkTargets(options.targets);
+}
+
+Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
+                                             const HfModelConfig &config) {
+  KILN_RETURN_IF_ERROR(validateCompileFlags(options));
+  CompileOptions resolved = options;
+  int64_t maxPositions = config.maxPositionEmbeddings;
+  if (maxPositions <= 0)
+    return invalidArgument("config.json: max_position_embeddings must be positive, got " +
+                           std::to_string(maxPositions));
+  if (resolved.maxSeqLen == 0)
+    resolved.maxSeqLen = std::min(maxPositions, kDefaultMaxSeqLen);
+  if (resolved.maxSeqLen > maxPositions)
+    return outOfRange("--max-seq-len " + std::to_string(resolved.maxSeqLen) +
+                      " exceeds the model's max_position_embeddings (" +
+                      std::to_string(maxPositions) + ")");
+  if (resolved.maxTokensPerStep == 0)
+    resolved.maxTokensPerStep =
+        std::max(resolved.maxBatch,
+                 std::min(kDefaultMaxTokensPerStep, resolved.maxBatch * resolved.maxSeqLen));
+  // A decode step of a full batch has one token per sequence.
+  if (resolved.maxTokensPerStep < resolved.maxBatch)
+    return invalidArgument("--max-tokens-per-step (" + std::to_string(resolved.maxTokensPerStep) +
+                           ") must be at least --max-batch (" +
+                           std::to_string(resolved.maxBatch) + ")");
+  std::vector<std::string> targets;
+  for (const std::string &target : resolved.targets)
+    if (std::find(targets.begin(), targets.end(), target) == targets.end())
+      targets.push_back(target);
+  resolved.targets = std::move(targets);
+  return resolved;
+}
+
+} // namespace kiln::compiler

@@ -1,0 +1,22 @@
+// Validation and defaulting of CompileOptions, split from the driver so it is testable without
+// a checkpoint. Messages name the command-line flag (--max-batch, ...) and the limit.
+#pragma once
+
+#include "compiler/driver/compile.h"
+#include "compiler/import/hf_config.h"
+
+namespace kiln::compiler {
+
+inline constexpr int64_t kMaxBatchLimit = 65536;
+inline constexpr int64_t kMaxTokensPerStepLimit = 1 << 20;
+inline constexpr int64_t kDefaultMaxSeqLen = 4096;
+inline constexpr int64_t kDefaultMaxTokensPerStep = 2048;
+
+// Checks everything that does not depend on the model (flags, dtype, targets, tp).
+Status validateCompileFlags(const CompileOptions &options);
+// Fills the model-dependent defaults (max_seq_len, max_tokens_per_step) and checks the flags
+// against the model (--max-seq-len <= max_position_embeddings). Calls validateCompileFlags.
+Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
+                                             const HfModelConfig &config);
+
+} // namespace kiln::compiler

@@ -1,0 +1,301 @@
+// The step program: buffers and ops of rank 0. Buffers are created the first time a value is
+// seen while walking @step, so the buffer table follows program order and is deterministic.
+#include "compiler/emit/plan_emitter.h"
+
+#include "compiler/dialect/kiln_dialect.h"
+#include "compiler/emit/plan_header.h"
+#include "compiler/emit/weight_sources.h"
+#include "compiler/transforms/passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+#include <cstring>
+
+namespace kiln::compiler {
+namespace {
+
+using mlir::failure;
+using mlir::LogicalResult;
+using mlir::success;
+using mlir::Value;
+
+schema::RowScale toRowScale(Rows rows) {
+  switch (rows) {
+  case Rows::kTokens:
+    return schema::RowScale::Tokens;
+  case Rows::kSequences:
+    return schema::RowScale::Sequences;
+  case Rows::kLogits:
+    return schema::RowScale::Logits;
+  case Rows::kFixed:
+    break;
+  }
+  return schema::RowScale::Fixed;
+}
+
+class StepEmitter {
+public:
+  StepEmitter(std::shared_ptr<const SafetensorsCheckpoint> checkpoint, const EmitOptions &options)
+      : checkpoint_(std::move(checkpoint)), options_(options) {}
+
+  LogicalResult run(mlir::func::FuncOp step, schema::RankT &rank,
+                    std::vector<rt::WeightSource> &weights);
+
+private:
+  LogicalResult defineBuffers(mlir::Operation *op);
+  uint32_t addBuffer(std::unique_ptr<schema::BufferT> buffer);
+  void defineWeight(WeightOp weight);
+  void defineConstant(ConstantOp constant);
+  void defineStepInput(StepInputOp input);
+  LogicalResult defineActivation(mlir::Operation *op, unsigned resultIndex);
+  LogicalResult emitOp(mlir::Operation *op);
+  LogicalResult lookup(mlir::Operation *op, mlir::ValueRange values, std::vector<uint32_t> &out);
+
+  std::shared_ptr<const SafetensorsCheckpoint> checkpoint_;
+  const EmitOptions &options_;
+  schema::RankT *rank_ = nullptr;
+  std::vector<rt::WeightSource> *weights_ = nullptr;
+  llvm::DenseMap<Value, uint32_t> bufferOf_;
+};
+
+uint32_t StepEmitter::addBuffer(std::unique_ptr<schema::BufferT> buffer) {
+  rank_->buffers.push_back(std::move(buffer));
+  return static_cast<uint32_t>(rank_->buffers.size() - 1);
+}
+
+void StepEmitter::defineWeight(WeightOp weight) {
+  auto type = mlir::cast<mlir::RankedTensorType>(weight.getType());
+  auto buffer = std::make_unique<schema::BufferT>();
+  buffer->name = weight.getName().str();
+  buffer->kind = schema::BufferKind::Weight;
+  buffer->dtype = storedDType(weight.getDtype());
+  buffer->shape.assign(type.getShape().begin(), type.getShape().end());
+  buffer->rows = schema::RowScale::Fixed;
+  buffer->weight = static_cast<int32_t>(weights_->size());
+  rt::WeightSource source;
+  source.name = buffer->name;
+  source.dtype = buffer->dtype;
+  source.shape = buffer->shape;
+  std::vector<std::string> parts;
+  for (mlir::Attribute attr : weight.getSources())
+    parts.push_back(mlir::cast<mlir::StringAttr>(attr).str());
+  source.produce = [checkpoint = checkpoint_, parts, dtype = buffer->dtype](
+                       std::vector<uint8_t> &bytes) {
+    return produceWeightBytes(*checkpoint, parts, dtype, bytes);
+  };
+  weights_->push_back(std::move(source));
+  bufferOf_[weight.getResult()] = addBuffer(std::move(buffer));
+}
+
+void StepEmitter::defineConstant(ConstantOp constant) {
+  auto buffer = std::make_unique<schema::BufferT>();
+  buffer->name = constant.getName().str();
+  buffer->kind = schema::BufferKind::Weight;
+  buffer->dtype = schema::DType::F32;
+  auto shape = constant.getValue().getType().getShape();
+  buffer->shape.assign(shape.begin(), shape.end());
+  buffer->rows = schema::RowScale::Fixed;
+  buffer->weight = static_cast<int32_t>(weights_->size());
+  std::vector<float> values(constant.getValue().getValues<float>().begin(),
+                            constant.getValue().getValues<float>().end());
+  rt::WeightSource source{buffer->name, buffer->dtype, buffer->shape,
+                          [values](std::vector<uint8_t> &bytes) {
+                            bytes.resize(values.size() * sizeof(float));
+                            std::memcpy(bytes.data(), values.data(), bytes.size());
+                            return okStatus();
+                          }};
+  weights_->push_back(std::move(source));
+  bufferOf_[constant.getResult()] = addBuffer(std::move(buffer));
+}
+
+void StepEmitter::defineStepInput(StepInputOp input) {
+  uint64_t tokens = options_.maxTokensPerStep, batch = options_.maxBatch;
+  uint64_t blocksPerSeq = (options_.maxSeqLen + options_.kvBlockSize - 1) / options_.kvBlockSize;
+  auto buffer = std::make_unique<schema::BufferT>();
+  buffer->name = "step." + stringifyStepInputKind(input.getKind()).str();
+  buffer->kind = schema::BufferKind::StepInput;
+  buffer->dtype = schema::DType::I32;
+  buffer->rows = toRowScale(stepInputRows(input.getKind()));
+  buffer->step_input = static_cast<schema::StepInputKind>(input.getKind());
+  switch (input.getKind()) {
+  case StepInputKind::QueryStartLoc:
+    buffer->shape = {batch + 1};
+    break;
+  case StepInputKind::ContextLens:
+    buffer->shape = {batch};
+    break;
+  case StepInputKind::BlockTables:
+    buffer->shape = {batch, blocksPerSeq};
+    break;
+  default:
+    buffer->shape = {tokens};
+    break;
+  }
+  uint64_t elements = 1;
+  for (uint64_t dim : buffer->shape)
+    elements *= dim;
+  buffer->size_bytes = elements * sizeof(int32_t);
+  bufferOf_[input.getResult()] = addBuffer(std::move(buffer));
+}
+
+LogicalResult StepEmitter::defineActivation(mlir::Operation *op, unsigned resultIndex) {
+  Value result = op->getResult(resultIndex);
+  if (auto fused = mlir::dyn_cast<AddRmsNormOp>(op); fused && resultIndex == 0) {
+    // plan.fbs: outputs[0] == inputs[1], the residual is updated in place.
+    bufferOf_[result] = bufferOf_.lookup(fused.getResidual());
+    return success();
+  }
+  auto offsets = op->getAttrOfType<mlir::DenseI64ArrayAttr>(kArenaOffsetsAttr);
+  if (!offsets || offsets.size() != static_cast<int64_t>(op->getNumResults()) ||
+      offsets[resultIndex] < 0)
+    return op->emitOpError() << "has no arena offset: run plan-memory before emission";
+  auto type = mlir::cast<mlir::RankedTensorType>(result.getType());
+  auto buffer = std::make_unique<schema::BufferT>();
+  buffer->name = opName(op);
+  if (buffer->name.empty())
+    buffer->name = op->getName().stripDialect().str() + "." + std::to_string(rank_->buffers.size());
+  buffer->kind = schema::BufferKind::Activation;
+  buffer->dtype = schema::DType::F32;
+  buffer->rows = toRowScale(rowsOf(result));
+  buffer->shape = {static_cast<uint64_t>(options_.maxTokensPerStep),
+                   static_cast<uint64_t>(type.getDimSize(1))};
+  buffer->arena_offset = static_cast<uint64_t>(offsets[resultIndex]);
+  buffer->size_bytes = buffer->shape[0] * buffer->shape[1] * sizeof(float);
+  bufferOf_[result] = addBuffer(std::move(buffer));
+  return success();
+}
+
+LogicalResult StepEmitter::defineBuffers(mlir::Operation *op) {
+  if (auto weight = mlir::dyn_cast<WeightOp>(op))
+    defineWeight(weight);
+  else if (auto constant = mlir::dyn_cast<ConstantOp>(op))
+    defineConstant(constant);
+  else if (auto input = mlir::dyn_cast<StepInputOp>(op))
+    defineStepInput(input);
+  else
+    for (unsigned i = 0; i < op->getNumResults(); ++i)
+      if (failed(defineActivation(op, i)))
+        return failure();
+  return success();
+}
+
+LogicalResult StepEmitter::lookup(mlir::Operation *op, mlir::ValueRange values,
+                                  std::vector<uint32_t> &out) {
+  for (Value value : values) {
+    auto it = bufferOf_.find(value);
+    if (it == bufferOf_.end())
+      return op->emitOpError() << "reads a value that has no buffer";
+    out.push_back(it->second);
+  }
+  return success();
+}
+
+// Params per op kind; inputs are the op's operands in ODS order, which is plan.fbs's order.
+LogicalResult StepEmitter::emitOp(mlir::Operation *op) {
+  if (mlir::isa<WeightOp, ConstantOp, StepInputOp, mlir::func::ReturnOp>(op))
+    return success();
+  auto planOp = std::make_unique<schema::OpT>();
+  planOp->name = opName(op);
+  bool known = true;
+  llvm::TypeSwitch<mlir::Operation *>(op)
+      .Case([&](EmbeddingOp) { planOp->params.Set(schema::EmbeddingParamsT{}); })
+      .Case([&](RmsNormOp norm) {
+        schema::RmsNormParamsT params;
+        params.eps = norm.getEps().convertToFloat();
+        planOp->params.Set(std::move(params));
+      })
+      .Case([&](AddRmsNormOp norm) {
+        schema::AddRmsNormParamsT params;
+        params.eps = norm.getEps().convertToFloat();
+        planOp->params.Set(std::move(params));
+      })
+      .Case([&](LinearOp linear) {
+        schema::LinearParamsT params;
+        params.has_bias = static_cast<bool>(linear.getBias());
+        planOp->params.Set(std::move(params));
+      })
+      .Case([&](RopeKvWriteOp rope) {
+        schema::RopeKvWriteParamsT params;
+        params.layer = rope.getLayer();
+        params.num_heads = rope.getNumHeads();
+        params.num_kv_heads = rope.getNumKvHeads();
+        params.head_dim = rope.getHeadDim();
+        params.rotary_dim = rope.getRotaryDim();
+        planOp->params.Set(std::move(params));
+        known = rope.getQkv().size() == 1;
+      })
+      .Case([&](AttentionOp attention) {
+        schema::AttentionParamsT params;
+        params.layer = attention.getLayer();
+        params.num_heads = attention.getNumHeads();
+        params.num_kv_heads = attention.getNumKvHeads();
+        params.head_dim = attention.getHeadDim();
+        params.scale = attention.getScale().convertToFloat();
+        planOp->params.Set(std::move(params));
+      })
+      .Case([&](SiluMulOp) { planOp->params.Set(schema::SiluMulParamsT{}); })
+      .Case([&](AddOp) { planOp->params.Set(schema::AddParamsT{}); })
+      .Case([&](GatherRowsOp) { planOp->params.Set(schema::GatherRowsParamsT{}); })
+      .Default([&](mlir::Operation *) { known = false; });
+  if (!known)
+    return op->emitOpError() << "has no plan op: the fusion passes (fuse-qkv, fuse-gate-up) "
+                                "must run before emission";
+  if (failed(defineBuffers(op)) || failed(lookup(op, op->getOperands(), planOp->inputs)) ||
+      failed(lookup(op, op->getResults(), planOp->outputs)))
+    return failure();
+  planOp->grid = std::make_unique<schema::GridRuleT>();
+  planOp->grid->x_rows = rank_->buffers[planOp->outputs.front()]->rows;
+  rank_->program.push_back(std::move(planOp));
+  return success();
+}
+
+LogicalResult StepEmitter::run(mlir::func::FuncOp step, schema::RankT &rank,
+                               std::vector<rt::WeightSource> &weights) {
+  rank_ = &rank;
+  weights_ = &weights;
+  auto planned = step->getAttrOfType<mlir::IntegerAttr>(kPlannedRowsAttr);
+  auto arenaBytes = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr);
+  if (!planned || !arenaBytes)
+    return step.emitError() << "@step has no memory plan: run plan-memory before emission";
+  if (planned.getInt() != options_.maxTokensPerStep)
+    return step.emitError() << "memory was planned for " << planned.getInt()
+                            << " rows but --max-tokens-per-step is "
+                            << options_.maxTokensPerStep;
+  rank.rank = 0;
+  rank.arena_bytes = static_cast<uint64_t>(arenaBytes.getInt());
+  for (mlir::Operation &op : step.getBody().front()) {
+    bool isLeaf = mlir::isa<WeightOp, ConstantOp, StepInputOp>(op);
+    if (failed(isLeaf ? defineBuffers(&op) : emitOp(&op)))
+      return failure();
+    if (auto ret = mlir::dyn_cast<mlir::func::ReturnOp>(op)) {
+      if (ret.getNumOperands() != 1 || !bufferOf_.count(ret.getOperand(0)))
+        return ret.emitOpError() << "@step must return exactly one value, the logits";
+      rank.logits = bufferOf_.lookup(ret.getOperand(0));
+    }
+  }
+  return success();
+}
+
+} // namespace
+
+mlir::FailureOr<rt::ArtifactContents>
+emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
+                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     const EmitOptions &options) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  if (!step || step.getBody().empty())
+    return module.emitError() << "the module has no func.func @step to emit";
+  rt::ArtifactContents contents;
+  if (failed(fillPlanHeader(module, config, *checkpoint, options, contents.plan)))
+    return failure();
+  auto rank = std::make_unique<schema::RankT>();
+  contents.rankWeights.emplace_back();
+  if (failed(StepEmitter(checkpoint, options).run(step, *rank, contents.rankWeights[0])))
+    return failure();
+  contents.plan.ranks.push_back(std::move(rank));
+  contents.extraFiles = extraModelFiles(options.modelDir);
+  return contents;
+}
+
+} // namespace kiln::compiler

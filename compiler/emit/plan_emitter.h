@@ -1,0 +1,45 @@
+// Lowering of the fused, memory-planned kiln module to the artifact plan (schema/plan.fbs): walks
+// func @step in order, maps values to buffers (weights, activations at their planned arena
+// offsets, step inputs) and ops to schema Ops with inputs/outputs exactly as plan.fbs documents.
+#pragma once
+
+#include "compiler/import/hf_config.h"
+#include "compiler/import/safetensors.h"
+#include "runtime/artifact/artifact_writer.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+
+struct EmitOptions {
+  std::string modelDir;  // tokenizer/config files are taken from here
+  int64_t maxBatch = 0;
+  int64_t maxSeqLen = 0;
+  int64_t maxTokensPerStep = 0;  // must equal what plan-memory planned for
+  int64_t kvBlockSize = 0;
+  std::vector<std::string> targets;
+};
+
+// The artifact's contents: the plan (all but the rank's weights index, which the writer fills in
+// the order of `rankWeights[0]`, so Buffer.weight indexes that list) and lazy weight producers
+// reading `checkpoint`. Errors are emitted as diagnostics on the offending op.
+mlir::FailureOr<rt::ArtifactContents>
+emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
+                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     const EmitOptions &options);
+
+// tokenizer_config.json "chat_template" when it is a string, "" when absent or not a string
+// (named template lists are not supported yet). Fails on a file that is not JSON.
+Result<std::string> readChatTemplate(const std::string &modelDir);
+
+// The files copied into the artifact beside the plan: those of tokenizer.json,
+// tokenizer_config.json, special_tokens_map.json, generation_config.json and config.json that
+// exist in `modelDir`, as paths.
+std::vector<std::string> extraModelFiles(const std::string &modelDir);
+
+} // namespace kiln::compiler

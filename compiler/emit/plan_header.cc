@@ -1,0 +1,113 @@
+// Plan metadata. The runtime sizes its KV cache and validates requests from these fields, so they
+// are copied from the config and the options as given, never re-derived differently.
+#include "compiler/emit/plan_header.h"
+
+#include "compiler/dialect/kiln_dialect.h"
+#include "compiler/emit/weight_sources.h"
+#include "runtime/base/file.h"
+#include "schema/version.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::compiler {
+namespace {
+
+// The checkpoint's dtype, as seen on the embedding table (every Llama checkpoint has one).
+schema::DType sourceDType(mlir::ModuleOp module, const SafetensorsCheckpoint &checkpoint) {
+  schema::DType dtype = schema::DType::F32;
+  module.walk([&](WeightOp weight) {
+    auto source = mlir::cast<mlir::StringAttr>(weight.getSources()[0]).str();
+    if (Result<const TensorInfo *> info = checkpoint.info(source); info.isOk()) {
+      dtype = toSchemaDType((*info)->dtype);
+      return mlir::WalkResult::interrupt();
+    }
+    return mlir::WalkResult::advance();
+  });
+  return dtype;
+}
+
+std::unique_ptr<schema::ModelInfoT> modelInfo(const HfModelConfig &config) {
+  auto info = std::make_unique<schema::ModelInfoT>();
+  info->family = config.modelType;
+  info->architecture = config.architecture;
+  info->vocab_size = static_cast<uint32_t>(config.vocabSize);
+  info->hidden_size = static_cast<uint32_t>(config.hiddenSize);
+  info->intermediate_size = static_cast<uint32_t>(config.intermediateSize);
+  info->num_layers = static_cast<uint32_t>(config.numLayers);
+  info->num_heads = static_cast<uint32_t>(config.numHeads);
+  info->num_kv_heads = static_cast<uint32_t>(config.numKvHeads);
+  info->head_dim = static_cast<uint32_t>(config.headDim);
+  info->rms_norm_eps = static_cast<float>(config.rmsNormEps);
+  info->rope_theta = static_cast<float>(config.ropeTheta);
+  info->rope_scaling = config.ropeScaling ? config.ropeScaling->type : "";
+  info->tie_word_embeddings = config.tieWordEmbeddings;
+  info->max_position_embeddings = static_cast<uint32_t>(config.maxPositionEmbeddings);
+  info->bos_token_id = config.bosTokenId;
+  info->eos_token_ids.assign(config.eosTokenIds.begin(), config.eosTokenIds.end());
+  info->pad_token_id = config.padTokenId;
+  return info;
+}
+
+} // namespace
+
+Result<std::string> readChatTemplate(const std::string &modelDir) {
+  std::string path = modelDir + "/tokenizer_config.json";
+  if (!fileExists(path))
+    return std::string();
+  KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
+  nlohmann::json json = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (json.is_discarded())
+    return invalidArgument(path + ": not valid JSON");
+  if (!json.is_object())
+    return invalidArgument(path + ": expected a JSON object");
+  auto it = json.find("chat_template");
+  if (it == json.end() || !it->is_string())
+    return std::string();
+  return it->get<std::string>();
+}
+
+std::vector<std::string> extraModelFiles(const std::string &modelDir) {
+  static constexpr const char *kNames[] = {"tokenizer.json", "tokenizer_config.json",
+                                           "special_tokens_map.json", "generation_config.json",
+                                           "config.json"};
+  std::vector<std::string> files;
+  for (const char *name : kNames)
+    if (fileExists(modelDir + "/" + name))
+      files.push_back(modelDir + "/" + name);
+  return files;
+}
+
+mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &config,
+                                   const SafetensorsCheckpoint &checkpoint,
+                                   const EmitOptions &options, schema::PlanT &plan) {
+  plan.schema_version = kSchemaVersion;
+  plan.compiler_version = kKilnVersion;
+  plan.cuda_version = "";
+  plan.model = modelInfo(config);
+  plan.model->source_dtype = sourceDType(module, checkpoint);
+  Result<std::string> chatTemplate = readChatTemplate(options.modelDir);
+  if (!chatTemplate.isOk())
+    return module.emitError() << chatTemplate.status().message();
+  plan.model->chat_template = *chatTemplate;
+
+  plan.limits = std::make_unique<schema::CompiledLimitsT>();
+  plan.limits->max_batch = static_cast<uint32_t>(options.maxBatch);
+  plan.limits->max_seq_len = static_cast<uint32_t>(options.maxSeqLen);
+  plan.limits->max_tokens_per_step = static_cast<uint32_t>(options.maxTokensPerStep);
+  plan.limits->max_blocks_per_seq = static_cast<uint32_t>(
+      (options.maxSeqLen + options.kvBlockSize - 1) / options.kvBlockSize);
+
+  plan.kv_cache = std::make_unique<schema::KvCacheSpecT>();
+  plan.kv_cache->num_layers = static_cast<uint32_t>(config.numLayers);
+  plan.kv_cache->num_kv_heads = static_cast<uint32_t>(config.numKvHeads);
+  plan.kv_cache->head_dim = static_cast<uint32_t>(config.headDim);
+  plan.kv_cache->block_size = static_cast<uint32_t>(options.kvBlockSize);
+  plan.kv_cache->dtype = schema::DType::F32;
+
+  plan.activation_dtype = schema::DType::F32;
+  plan.tp = 1;
+  plan.targets = options.targets;
+  return mlir::success();
+}
+
+} // namespace kiln::compiler

@@ -1,0 +1,33 @@
+// Binding kiln.weight ops to checkpoint tensors and producing their stored bytes lazily (the
+// artifact writer calls the producers one weight at a time, so a large model never has to fit
+// in memory twice).
+#pragma once
+
+#include "compiler/import/safetensors.h"
+#include "runtime/base/status.h"
+#include "schema/plan_generated.h"
+
+#include "mlir/IR/BuiltinOps.h"
+
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+
+// Checks that every kiln.weight's sources exist and concatenate (along dim 0) to its shape. A
+// tied embedding stored only as "lm_head.weight" (no alias recorded) is rebound to that name.
+// Errors are emitted on the weight op and name the weight, the tensor and both shapes.
+mlir::LogicalResult bindWeightSources(mlir::ModuleOp module,
+                                      const SafetensorsCheckpoint &checkpoint);
+
+// `sources` concatenated in order, converted to `dtype` (F32, F16 or BF16). Tensors already in
+// `dtype` are copied bit for bit.
+Status produceWeightBytes(const SafetensorsCheckpoint &checkpoint,
+                          const std::vector<std::string> &sources, schema::DType dtype,
+                          std::vector<uint8_t> &bytes);
+
+// f32 -> F32, f16 -> F16, bf16 -> BF16.
+schema::DType storedDType(mlir::Type type);
+schema::DType toSchemaDType(TensorDType dtype);
+
+} // namespace kiln::compiler

@@ -1,0 +1,32 @@
+// The kiln pass pipeline: fusions (one pass per file) and the static activation memory plan.
+// Every pass runs under the pass manager's verifier, so shapes are re-checked after each one.
+#pragma once
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/Pass.h"
+
+#include <cstdint>
+#include <memory>
+
+namespace kiln::compiler {
+
+// q/k/v linears feeding one rope_kv_write -> one linear over [Wq; Wk; Wv] (and biases).
+std::unique_ptr<mlir::Pass> createFuseQkvPass();
+// mul(silu(x Wg^T), x Wu^T) -> silu_mul(x [Wg; Wu]^T).
+std::unique_ptr<mlir::Pass> createFuseGateUpPass();
+// rms_norm(add(residual, x)) -> add_rms_norm(x, residual) with the residual updated in place.
+std::unique_ptr<mlir::Pass> createFuseAddRmsNormPass();
+// Liveness over @step's activations at the compiled maxima -> 256-byte aligned arena offsets.
+std::unique_ptr<mlir::Pass> createPlanMemoryPass(int64_t maxTokensPerStep);
+
+// Registers the passes above with MLIR's registry (for pipelines given as text / tools).
+void registerKilnPasses();
+
+// What plan-memory leaves on the IR: on every op with activation results, one offset per result
+// (-1 for a non-activation result); on @step, the arena size and the alignment used.
+inline constexpr const char *kArenaOffsetsAttr = "kiln.arena_offsets";
+inline constexpr const char *kArenaBytesAttr = "kiln.arena_bytes";
+inline constexpr const char *kPlannedRowsAttr = "kiln.planned_rows";
+inline constexpr int64_t kArenaAlignment = 256;
+
+} // namespace kiln::compiler
