@@ -9,7 +9,9 @@ Result<std::unique_ptr<Engine>> Engine::create(const EngineConfig &config) {
   return engine;
 }
 
-Engine::~Engine() { shutdown(); }
+Engine::~Engine() {
+  shutdown();
+}
 
 Result<RequestHandle> Engine::submit(Request request) {
   KILN_RETURN_IF_ERROR(core_->validate(request));
@@ -49,8 +51,12 @@ void Engine::stop(bool abortInFlight) {
     thread_.join();
 }
 
-void Engine::shutdown() { stop(false); }
-void Engine::shutdownNow() { stop(true); }
+void Engine::shutdown() {
+  stop(false);
+}
+void Engine::shutdownNow() {
+  stop(true);
+}
 
 void Engine::route(std::vector<RequestOutput> outputs) {
   for (RequestOutput &out : outputs) {

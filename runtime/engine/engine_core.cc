@@ -72,12 +72,11 @@ Result<EngineLimits> computeLimits(const EngineConfig &config) {
   // Every running sequence must be able to decode in each step.
   l.maxBatch = std::min(l.maxBatch, l.maxTokensPerStep);
   // A sequence must fit in its block table and, alone, in the pool, or preemption cannot help.
-  l.maxSeqLen = std::min({l.maxSeqLen, rl.maxBlocksPerSeq * rl.blockSize,
-                          l.numKvBlocks * rl.blockSize});
+  l.maxSeqLen =
+      std::min({l.maxSeqLen, rl.maxBlocksPerSeq * rl.blockSize, l.numKvBlocks * rl.blockSize});
   if (config.maxSamplesPerRequest < 0)
     return invalidArgument("EngineConfig.maxSamplesPerRequest must be >= 0");
-  l.maxSamplesPerRequest =
-      config.maxSamplesPerRequest ? config.maxSamplesPerRequest : l.maxBatch;
+  l.maxSamplesPerRequest = config.maxSamplesPerRequest ? config.maxSamplesPerRequest : l.maxBatch;
   for (int32_t id : config.eosTokenIds) {
     if (id < 0 || id >= l.vocabSize)
       return invalidArgument("EngineConfig.eosTokenIds: id " + std::to_string(id) +
@@ -117,17 +116,18 @@ Status EngineCore::validate(const Request &request) const {
     return invalidArgument("request prompt is empty");
   for (int32_t id : prompt) {
     if (id < 0 || id >= limits_.vocabSize)
-      return invalidArgument("prompt token id " + std::to_string(id) + " outside the vocabulary [0, " +
-                             std::to_string(limits_.vocabSize) + ")");
+      return invalidArgument("prompt token id " + std::to_string(id) +
+                             " outside the vocabulary [0, " + std::to_string(limits_.vocabSize) +
+                             ")");
   }
   if (static_cast<int64_t>(prompt.size()) > limits_.maxSeqLen)
-    return outOfRange("prompt has " + std::to_string(prompt.size()) +
-                      " tokens; max_seq_len is " + std::to_string(limits_.maxSeqLen));
+    return outOfRange("prompt has " + std::to_string(prompt.size()) + " tokens; max_seq_len is " +
+                      std::to_string(limits_.maxSeqLen));
   KILN_RETURN_IF_ERROR(
       validateSamplingParams(request.sampling, limits_.vocabSize, config_.maxLogprobs));
   if (request.sampling.n > limits_.maxSamplesPerRequest)
-    return outOfRange("sampling field 'n' is " + std::to_string(request.sampling.n) +
-                      "; at most " + std::to_string(limits_.maxSamplesPerRequest) + " is allowed");
+    return outOfRange("sampling field 'n' is " + std::to_string(request.sampling.n) + "; at most " +
+                      std::to_string(limits_.maxSamplesPerRequest) + " is allowed");
   if (!request.sampling.stop.empty() && (!config_.stopStrings || !config_.detokenizer))
     return unimplemented("stop strings need a detokenizer and a stop-string matcher; this engine "
                          "has none");
@@ -252,8 +252,8 @@ void EngineCore::finishSample(RequestState &req, int32_t index, FinishReason rea
   --req.numUnfinished;
   if (s.seq >= 0) {
     if (const Sequence *seq = scheduler_->find(s.seq))
-      req.usage.cachedPromptTokens = std::max(req.usage.cachedPromptTokens,
-                                              seq->numCachedPromptTokens);
+      req.usage.cachedPromptTokens =
+          std::max(req.usage.cachedPromptTokens, seq->numCachedPromptTokens);
     (void)scheduler_->finishSequence(s.seq);
     seqOwner_.erase(s.seq);
   }
@@ -284,8 +284,7 @@ Status EngineCore::checkStepOutput(const StepOutput &out, const SchedulerOutput 
       continue;
     const int32_t first = out.firstRowOfSequence[i], rows = out.rowsPerSequence[i];
     if (rows < 1 || first < 0 || first + rows > out.numRows())
-      return internalError("runner returned no logits row for batch sequence " +
-                           std::to_string(i));
+      return internalError("runner returned no logits row for batch sequence " + std::to_string(i));
   }
   return okStatus();
 }
@@ -422,7 +421,8 @@ void EngineCore::onTokenSampled(RequestState &req, int32_t index, const SampledT
     metrics_.timeToFirstToken.observe(std::chrono::duration<double>(now - req.arrival).count());
   }
   if (s.numGenerated > 0)
-    metrics_.interTokenLatency.observe(std::chrono::duration<double>(now - s.lastTokenTime).count());
+    metrics_.interTokenLatency.observe(
+        std::chrono::duration<double>(now - s.lastTokenTime).count());
   s.lastTokenTime = now;
   ++s.numGenerated;
   ++req.usage.completionTokens;

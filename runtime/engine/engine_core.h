@@ -20,9 +20,9 @@
 namespace kiln::rt {
 
 struct EngineConfig {
-  ModelRunner *runner = nullptr;          // not owned; outlives the engine
-  std::vector<int32_t> eosTokenIds;       // generation_config.json's eos ids
-  Detokenizer *detokenizer = nullptr;     // optional, not owned; without it text stays empty
+  ModelRunner *runner = nullptr;      // not owned; outlives the engine
+  std::vector<int32_t> eosTokenIds;   // generation_config.json's eos ids
+  Detokenizer *detokenizer = nullptr; // optional, not owned; without it text stays empty
   StopStringMatcherFactory *stopStrings = nullptr; // optional, not owned
   // 0 takes the runner's limit; a value above the runner's is an error naming the field.
   int32_t maxBatch = 0;
@@ -32,8 +32,8 @@ struct EngineConfig {
   bool enablePrefixCaching = true;
   bool enableChunkedPrefill = true;
   int32_t maxLogprobs = 20;
-  int32_t maxSamplesPerRequest = 0;       // limit on n; 0: maxBatch
-  std::optional<uint64_t> seed;           // for unseeded requests; unset: random per engine
+  int32_t maxSamplesPerRequest = 0; // limit on n; 0: maxBatch
+  std::optional<uint64_t> seed;     // for unseeded requests; unset: random per engine
 };
 
 // Limits the engine actually runs with, after defaults and the KV pool's capacity.

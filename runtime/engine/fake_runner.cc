@@ -14,7 +14,9 @@ uint64_t mix64(uint64_t x) {
   return x;
 }
 
-std::string seqName(size_t i) { return "batch sequence " + std::to_string(i); }
+std::string seqName(size_t i) {
+  return "batch sequence " + std::to_string(i);
+}
 
 } // namespace
 
@@ -114,15 +116,17 @@ Result<StepOutput> FakeRunner::execute(const StepBatch &batch) {
   for (const SequenceStep &s : batch.sequences) {
     const int32_t n = static_cast<int32_t>(s.tokenIds.size());
     tokens += n;
-    const int32_t want = s.logits == LogitsWanted::kAll ? n : s.logits == LogitsWanted::kLast ? 1 : 0;
+    const int32_t want = s.logits == LogitsWanted::kAll    ? n
+                         : s.logits == LogitsWanted::kLast ? 1
+                                                           : 0;
     out.firstRowOfSequence.push_back(rows);
     out.rowsPerSequence.push_back(want);
     for (int32_t r = 0; r < want; ++r) {
       KILN_ASSIGN_OR_RETURN(std::vector<int32_t> history,
                             readHistory(s, s.startPosition + n - want + r));
       out.logits.resize(static_cast<size_t>(rows + 1) * out.vocabSize);
-      logitsFor(history, std::span<float>(out.logits).subspan(
-                             static_cast<size_t>(rows) * out.vocabSize, out.vocabSize));
+      logitsFor(history, std::span<float>(out.logits)
+                             .subspan(static_cast<size_t>(rows) * out.vocabSize, out.vocabSize));
       ++rows;
     }
   }

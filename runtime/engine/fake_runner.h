@@ -24,8 +24,8 @@ struct FakeRunnerConfig {
 };
 
 struct FakeRunnerStats {
-  uint64_t steps = 0;          // successful executes
-  uint64_t tokens = 0;         // tokens computed
+  uint64_t steps = 0;  // successful executes
+  uint64_t tokens = 0; // tokens computed
   int32_t maxTokensInStep = 0;
   int32_t maxSequencesInStep = 0;
 };
@@ -40,7 +40,9 @@ public:
   // The logits the runner gives after `history` (all tokens up to and including the last one).
   void logitsFor(std::span<const int32_t> history, std::span<float> out) const;
   // Called before each execute; a non-OK status fails that execute.
-  void setFailureHook(std::function<Status(const StepBatch &)> hook) { failureHook_ = std::move(hook); }
+  void setFailureHook(std::function<Status(const StepBatch &)> hook) {
+    failureHook_ = std::move(hook);
+  }
   const FakeRunnerStats &stats() const { return stats_; }
 
 private:

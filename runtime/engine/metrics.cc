@@ -7,7 +7,7 @@ namespace {
 
 // Prometheus-style buckets as vLLM uses for TTFT and inter-token latency.
 std::vector<double> ttftBuckets() {
-  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5,
+  return {0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1,  0.25, 0.5,
           0.75,  1.0,   2.5,  5.0,  7.5,  10.0, 20.0, 40.0, 80.0};
 }
 std::vector<double> itlBuckets() {

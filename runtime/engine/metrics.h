@@ -37,10 +37,10 @@ struct MetricsSnapshot {
   int32_t kvBlocksTotal = 0;
   double kvUsage = 0; // kvBlocksUsed / kvBlocksTotal
   uint64_t steps = 0;
-  uint64_t promptTokens = 0;       // prompt lengths of accepted requests
-  uint64_t generationTokens = 0;   // sampled tokens
-  uint64_t computedTokens = 0;     // tokens run through the model (prefill, recompute, decode)
-  uint64_t cachedTokens = 0;       // tokens served from the prefix cache at admission
+  uint64_t promptTokens = 0;     // prompt lengths of accepted requests
+  uint64_t generationTokens = 0; // sampled tokens
+  uint64_t computedTokens = 0;   // tokens run through the model (prefill, recompute, decode)
+  uint64_t cachedTokens = 0;     // tokens served from the prefix cache at admission
   uint64_t preemptions = 0;
   uint64_t requestsFinished = 0;
   uint64_t requestsAborted = 0;

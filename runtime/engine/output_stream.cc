@@ -4,11 +4,16 @@ namespace kiln::rt {
 
 const char *finishReasonName(FinishReason reason) {
   switch (reason) {
-  case FinishReason::kNone: return "";
-  case FinishReason::kStop: return "stop";
-  case FinishReason::kLength: return "length";
-  case FinishReason::kAbort: return "abort";
-  case FinishReason::kError: return "error";
+  case FinishReason::kNone:
+    return "";
+  case FinishReason::kStop:
+    return "stop";
+  case FinishReason::kLength:
+    return "length";
+  case FinishReason::kAbort:
+    return "abort";
+  case FinishReason::kError:
+    return "error";
   }
   return "";
 }

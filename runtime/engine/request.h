@@ -39,14 +39,14 @@ struct Usage {
 // finishReason is set; the request's last output has requestFinished and the usage.
 struct RequestOutput {
   RequestId requestId = 0;
-  int32_t index = 0;                 // which of the n samples
-  std::vector<int32_t> tokenIds;     // new since this sample's previous output
-  std::string text;                  // new text; empty without a detokenizer
+  int32_t index = 0;                   // which of the n samples
+  std::vector<int32_t> tokenIds;       // new since this sample's previous output
+  std::string text;                    // new text; empty without a detokenizer
   std::vector<TokenLogprobs> logprobs; // one per new token when logprobs were requested
   FinishReason finishReason = FinishReason::kNone;
-  Status error;                      // set with kError
+  Status error; // set with kError
   bool requestFinished = false;
-  Usage usage;                       // filled when requestFinished
+  Usage usage; // filled when requestFinished
 };
 
 } // namespace kiln::rt

@@ -47,8 +47,8 @@ public:
 class StopStringMatcherFactory {
 public:
   virtual ~StopStringMatcherFactory() = default;
-  virtual Result<std::unique_ptr<StopStringMatcher>> create(
-      const std::vector<std::string> &stops) = 0;
+  virtual Result<std::unique_ptr<StopStringMatcher>>
+  create(const std::vector<std::string> &stops) = 0;
 };
 
 } // namespace kiln::rt

@@ -1,5 +1,5 @@
-// Chained hashes of full KV blocks for the prefix cache. A block's hash covers its own token ids and
-// its parent's hash, so equal hashes mean equal prefixes (up to 64-bit collisions), never just
+// Chained hashes of full KV blocks for the prefix cache. A block's hash covers its own token ids
+// and its parent's hash, so equal hashes mean equal prefixes (up to 64-bit collisions), never just
 // equal block contents at different positions.
 #pragma once
 

@@ -65,8 +65,8 @@ Result<std::vector<int32_t>> BlockPool::allocate(int32_t count) {
 Status BlockPool::retain(std::span<const int32_t> blockIds) {
   for (int32_t id : blockIds) {
     if (!isValidBlock(id))
-      return invalidArgument("BlockPool::retain: block id " + std::to_string(id) +
-                             " outside [0, " + std::to_string(numBlocks()) + ")");
+      return invalidArgument("BlockPool::retain: block id " + std::to_string(id) + " outside [0, " +
+                             std::to_string(numBlocks()) + ")");
   }
   for (int32_t id : blockIds) {
     Block &b = blocks_[id];

@@ -56,9 +56,10 @@ Result<bool> KvCacheManager::allocateSlots(SeqId seq, int32_t numTokens, const P
                       std::to_string(numTokens) + " tokens; maxBlocksPerSeq is " +
                       std::to_string(config_.maxBlocksPerSeq));
   auto it = seqs_.find(seq);
-  const bool adopting = hit && !hit->blocks.empty() && (it == seqs_.end() || it->second.blocks.empty());
-  std::span<const int32_t> adopted = adopting ? std::span<const int32_t>(hit->blocks)
-                                              : std::span<const int32_t>();
+  const bool adopting =
+      hit && !hit->blocks.empty() && (it == seqs_.end() || it->second.blocks.empty());
+  std::span<const int32_t> adopted =
+      adopting ? std::span<const int32_t>(hit->blocks) : std::span<const int32_t>();
   const int32_t have = (it == seqs_.end() ? 0 : static_cast<int32_t>(it->second.blocks.size())) +
                        static_cast<int32_t>(adopted.size());
   const int32_t newBlocks = std::max(0, needBlocks - have);

@@ -10,7 +10,9 @@ namespace {
 
 constexpr float kMasked = -std::numeric_limits<float>::infinity();
 
-bool inVocab(int32_t id, size_t vocab) { return id >= 0 && static_cast<size_t>(id) < vocab; }
+bool inVocab(int32_t id, size_t vocab) {
+  return id >= 0 && static_cast<size_t>(id) < vocab;
+}
 
 float maxFinite(std::span<const float> logits) {
   float best = kMasked;
@@ -52,7 +54,8 @@ void applyPenalties(std::span<float> logits, std::span<const int32_t> promptIds,
     while (j < out.size() && out[j] == out[i])
       ++j;
     if (inVocab(out[i], logits.size()))
-      logits[out[i]] -= params.frequencyPenalty * static_cast<float>(j - i) + params.presencePenalty;
+      logits[out[i]] -=
+          params.frequencyPenalty * static_cast<float>(j - i) + params.presencePenalty;
     i = j;
   }
 }

@@ -13,8 +13,8 @@ Result<Scheduler> Scheduler::create(const SchedulerConfig &config, KvCacheManage
                            std::to_string(config.maxBatch));
   if (config.maxTokensPerStep < config.maxBatch)
     return invalidArgument("SchedulerConfig.maxTokensPerStep (" +
-                           std::to_string(config.maxTokensPerStep) +
-                           ") must be >= maxBatch (" + std::to_string(config.maxBatch) +
+                           std::to_string(config.maxTokensPerStep) + ") must be >= maxBatch (" +
+                           std::to_string(config.maxBatch) +
                            ") so every running sequence can decode each step");
   if (config.maxSeqLen <= 0)
     return invalidArgument("SchedulerConfig.maxSeqLen must be > 0, got " +
@@ -49,8 +49,8 @@ Status Scheduler::addSequence(SeqId id, std::vector<int32_t> tokenIds, uint64_t 
   if (tokenIds.empty())
     return invalidArgument("sequence " + std::to_string(id) + " has no prompt tokens");
   if (static_cast<int64_t>(tokenIds.size()) > config_.maxSeqLen)
-    return outOfRange("prompt has " + std::to_string(tokenIds.size()) +
-                      " tokens; max_seq_len is " + std::to_string(config_.maxSeqLen));
+    return outOfRange("prompt has " + std::to_string(tokenIds.size()) + " tokens; max_seq_len is " +
+                      std::to_string(config_.maxSeqLen));
   Sequence seq;
   seq.id = id;
   seq.arrival = arrival;

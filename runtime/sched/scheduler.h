@@ -34,7 +34,7 @@ struct Sequence {
   uint64_t arrival = 0;          // FCFS order; forked samples share their parent's
   std::vector<int32_t> tokenIds; // prompt then generated tokens
   int32_t promptLen = 0;
-  int32_t numComputed = 0;       // tokens whose KV is written
+  int32_t numComputed = 0;           // tokens whose KV is written
   int32_t numCachedPromptTokens = 0; // prefix-cache hit at first admission
   int32_t numPreemptions = 0;
   bool admittedOnce = false;
@@ -49,7 +49,7 @@ struct ScheduledChunk {
   SeqId id = 0;
   int32_t startPosition = 0; // == the sequence's numComputed when scheduled
   int32_t numTokens = 0;
-  bool wantsLogits = false;  // the chunk reaches the end of the sequence's tokens
+  bool wantsLogits = false; // the chunk reaches the end of the sequence's tokens
 };
 
 struct SchedulerOutput {

@@ -16,8 +16,8 @@ using namespace kiln::rt::testing;
 
 Request randomRequest(std::mt19937 &rng, uint64_t seed) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  Request r = makeRequest(randomPrompt(rng, 1, 40), seed, pick(0, 3) == 0 ? 0.0f : 0.9f,
-                          pick(1, 40));
+  Request r =
+      makeRequest(randomPrompt(rng, 1, 40), seed, pick(0, 3) == 0 ? 0.0f : 0.9f, pick(1, 40));
   if (pick(0, 2) == 0) {
     r.sampling.topK = pick(0, 20);
     r.sampling.topP = 0.8f;
@@ -165,8 +165,7 @@ TEST(EngineCoreRandomTest, EveryRequestEndsOnceWithReferenceOutputsAndNoLeaks) {
         EXPECT_NE(c.reasons[i], FinishReason::kNone) << "request " << id << " sample " << i;
         EXPECT_NE(c.reasons[i], FinishReason::kError) << c.error.toString();
         generated += c.ids[i].size();
-        Completion want =
-            referenceCompletion(runner, request, {kEos}, core->limits().maxSeqLen, i);
+        Completion want = referenceCompletion(runner, request, {kEos}, core->limits().maxSeqLen, i);
         if (aborted.count(id)) {
           ASSERT_LE(c.ids[i].size(), want.ids[0].size());
           EXPECT_TRUE(std::equal(c.ids[i].begin(), c.ids[i].end(), want.ids[0].begin()))

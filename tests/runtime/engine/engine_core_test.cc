@@ -141,8 +141,8 @@ TEST(EngineCoreTest, StopTokenIdsStop) {
   Completion free = referenceCompletion(runner, r, {kEos}, 128);
   ASSERT_GE(free.ids[0].size(), 3u);
   const int32_t stopId = free.ids[0][2];
-  const size_t firstAt = std::find(free.ids[0].begin(), free.ids[0].end(), stopId) -
-                         free.ids[0].begin();
+  const size_t firstAt =
+      std::find(free.ids[0].begin(), free.ids[0].end(), stopId) - free.ids[0].begin();
   r.sampling.stopTokenIds = {stopId};
   auto core = makeCore(engineConfig(&runner));
   std::map<RequestId, Completion> got = runTogether(*core, {r});
@@ -267,7 +267,8 @@ TEST(EngineCoreTest, AbortEndsTheRequestAndFreesItsBlocks) {
   std::map<RequestId, Completion> got;
   collect(core->takeOutputs(), got);
   EXPECT_TRUE(got[1].finished);
-  EXPECT_EQ(got[1].reasons, (std::vector<FinishReason>{FinishReason::kAbort, FinishReason::kAbort}));
+  EXPECT_EQ(got[1].reasons,
+            (std::vector<FinishReason>{FinishReason::kAbort, FinishReason::kAbort}));
   EXPECT_FALSE(core->hasRequest(1));
   while (core->hasWork())
     core->step();
@@ -350,7 +351,8 @@ private:
 
 class SimpleStopFactory : public StopStringMatcherFactory {
 public:
-  Result<std::unique_ptr<StopStringMatcher>> create(const std::vector<std::string> &stops) override {
+  Result<std::unique_ptr<StopStringMatcher>>
+  create(const std::vector<std::string> &stops) override {
     return std::unique_ptr<StopStringMatcher>(new SimpleStopMatcher(stops));
   }
 };
@@ -368,11 +370,12 @@ TEST(EngineCoreTest, TextHooksProduceDeltasAndStopStrings) {
 
   EngineConfig noHooks = engineConfig(&runner);
   auto plain = makeCore(noHooks);
-  EXPECT_EQ(plain->validate([&] {
-                      Request s = r;
-                      s.sampling.stop = {"x"};
-                      return s;
-                    }())
+  EXPECT_EQ(plain
+                ->validate([&] {
+                  Request s = r;
+                  s.sampling.stop = {"x"};
+                  return s;
+                }())
                 .code(),
             StatusCode::kUnimplemented);
   std::map<RequestId, Completion> noText = runTogether(*plain, {r});

@@ -63,9 +63,9 @@ inline std::vector<int32_t> randomPrompt(std::mt19937 &rng, int32_t minLen, int3
 }
 
 struct Completion {
-  std::vector<std::vector<int32_t>> ids;  // per sample
-  std::vector<FinishReason> reasons;      // per sample
-  std::vector<std::string> text;          // per sample
+  std::vector<std::vector<int32_t>> ids; // per sample
+  std::vector<FinishReason> reasons;     // per sample
+  std::vector<std::string> text;         // per sample
   std::vector<std::vector<TokenLogprobs>> logprobs;
   Usage usage;
   Status error;
@@ -145,9 +145,8 @@ inline Completion referenceCompletion(const FakeRunner &runner, const Request &r
 }
 
 // Adds all requests (ids 1..n) at once and steps until done.
-inline std::map<RequestId, Completion> runTogether(EngineCore &core,
-                                                   const std::vector<Request> &requests,
-                                                   int32_t maxSteps = 100000) {
+inline std::map<RequestId, Completion>
+runTogether(EngineCore &core, const std::vector<Request> &requests, int32_t maxSteps = 100000) {
   std::map<RequestId, Completion> out;
   for (size_t i = 0; i < requests.size(); ++i)
     core.addRequest(i + 1, requests[i]);

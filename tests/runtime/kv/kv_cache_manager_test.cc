@@ -11,8 +11,7 @@ using Ids = std::vector<int32_t>;
 
 KvCacheManager makeManager(int32_t blocks, int32_t blockSize, bool prefix = true,
                            int32_t maxBlocksPerSeq = 64) {
-  Result<KvCacheManager> kv =
-      KvCacheManager::create({blocks, blockSize, maxBlocksPerSeq, prefix});
+  Result<KvCacheManager> kv = KvCacheManager::create({blocks, blockSize, maxBlocksPerSeq, prefix});
   EXPECT_TRUE(kv.isOk()) << kv.status().toString();
   return std::move(kv).value();
 }

@@ -241,9 +241,7 @@ TEST(SamplerTest, NothingToSampleIsAnErrorNotACrash) {
 }
 
 TEST(SamplingParamsTest, ValidationNamesTheFieldAndRange) {
-  auto message = [](SamplingParams p) {
-    return validateSamplingParams(p, 100, 20).message();
-  };
+  auto message = [](SamplingParams p) { return validateSamplingParams(p, 100, 20).message(); };
   SamplingParams ok;
   EXPECT_TRUE(validateSamplingParams(ok, 100, 20).isOk());
   SamplingParams p;

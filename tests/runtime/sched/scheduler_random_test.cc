@@ -26,9 +26,9 @@ constexpr int32_t kBlocks = 24;
 constexpr int32_t kMaxSeqLen = 64;
 
 struct Live {
-  int32_t target = 0;   // stop after this many generated tokens
-  int32_t forks = 0;    // parallel samples to fork at the first token
-  int32_t waited = 0;   // consecutive steps without being scheduled
+  int32_t target = 0; // stop after this many generated tokens
+  int32_t forks = 0;  // parallel samples to fork at the first token
+  int32_t waited = 0; // consecutive steps without being scheduled
 };
 
 void checkStep(const Scheduler &sched, const KvCacheManager &kv, const SchedulerOutput &out) {
@@ -47,7 +47,8 @@ void checkStep(const Scheduler &sched, const KvCacheManager &kv, const Scheduler
     const int32_t end = chunk.startPosition + chunk.numTokens;
     EXPECT_EQ(static_cast<int32_t>(table.size()), (end + kBlockSize - 1) / kBlockSize);
     // Blocks about to be written are private: nothing shared is ever overwritten.
-    for (int32_t b = chunk.startPosition / kBlockSize; b < static_cast<int32_t>(table.size()); ++b) {
+    for (int32_t b = chunk.startPosition / kBlockSize; b < static_cast<int32_t>(table.size());
+         ++b) {
       EXPECT_EQ(kv.pool().refCount(table[b]), 1) << "seq " << chunk.id << " block " << table[b];
       EXPECT_TRUE(written.insert(table[b]).second) << "two sequences write block " << table[b];
     }
@@ -82,8 +83,8 @@ TEST_P(SchedulerRandomTest, InvariantsHoldAndEverythingFinishes) {
       std::move(KvCacheManager::create({kBlocks, kBlockSize, 64, p.prefix})).value());
   SchedulerConfig config{4, p.chunked ? 12 : kMaxSeqLen, kMaxSeqLen, p.chunked};
   Scheduler sched = std::move(Scheduler::create(config, kv.get())).value();
-  const std::vector<std::vector<int32_t>> prefixes = {
-      {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12}, {20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}};
+  const std::vector<std::vector<int32_t>> prefixes = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
+                                                      {20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30}};
 
   std::map<SeqId, Live> live;
   std::set<SeqId> forked;
