@@ -120,7 +120,7 @@ Status Compilation::build() {
 }
 
 Status Compilation::runPasses() {
-  mlir::PassManager pm(&context_);
+  auto pm = mlir::PassManager::on<mlir::ModuleOp>(&context_);
   pm.enableVerifier(true);
   std::unique_ptr<llvm::raw_os_ostream> irStream;
   if (options_.dumpIr && options_.log) {

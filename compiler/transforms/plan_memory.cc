@@ -118,7 +118,7 @@ mlir::LogicalResult PlanMemoryPass::computeLiveRanges(mlir::func::FuncOp step) {
         continue;
       }
       auto type = mlir::cast<mlir::RankedTensorType>(result.getType());
-      int64_t bytes = maxTokensPerStep * type.getDimSize(1) *
+      int64_t bytes = static_cast<int64_t>(maxTokensPerStep) * type.getDimSize(1) *
                       static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
       rangeOf_[result] = ranges_.size();
       ranges_.push_back({alignUp(bytes), i, i, -1});
@@ -134,7 +134,8 @@ void PlanMemoryPass::runOnOperation() {
     return signalPassFailure();
   }
   if (maxTokensPerStep <= 0) {
-    step.emitError() << "plan-memory needs max-tokens-per-step > 0, got " << maxTokensPerStep;
+    step.emitError() << "plan-memory needs max-tokens-per-step > 0, got "
+                     << static_cast<int64_t>(maxTokensPerStep);
     return signalPassFailure();
   }
   if (failed(computeLiveRanges(step)))
@@ -164,7 +165,8 @@ void PlanMemoryPass::runOnOperation() {
     op->setAttr(kArenaOffsetsAttr, builder.getDenseI64ArrayAttr(offsets));
   }
   step->setAttr(kArenaBytesAttr, builder.getI64IntegerAttr(arena.top()));
-  step->setAttr(kPlannedRowsAttr, builder.getI64IntegerAttr(maxTokensPerStep));
+  step->setAttr(kPlannedRowsAttr,
+                builder.getI64IntegerAttr(static_cast<int64_t>(maxTokensPerStep)));
 }
 
 } // namespace

@@ -1,0 +1,125 @@
+// plan-memory: recompute every activation's live range independently and check the assigned
+// arena ranges: no two values live at the same time share a byte, offsets are 256-aligned,
+// add_rms_norm updates its residual in place, and reuse makes the arena smaller than the sum.
+#include "tests/compiler/transforms/small_llama.h"
+
+#include <algorithm>
+
+namespace kiln::compiler {
+namespace {
+
+using namespace kiln::compiler::testing;
+
+struct Placed {
+  std::string name;
+  int64_t offset = 0;
+  int64_t bytes = 0;
+  size_t first = 0;
+  size_t last = 0;
+};
+
+constexpr int64_t kRows = 64;
+
+// One entry per buffer: an updated residual extends its operand's entry instead of adding one.
+std::vector<Placed> placedBuffers(mlir::func::FuncOp step) {
+  std::vector<mlir::Operation *> ops;
+  for (mlir::Operation &op : step.getBody().front())
+    ops.push_back(&op);
+  llvm::DenseMap<mlir::Value, size_t> entryOf;
+  std::vector<Placed> placed;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    for (mlir::Value operand : ops[i]->getOperands())
+      if (entryOf.count(operand))
+        placed[entryOf[operand]].last = mlir::isa<mlir::func::ReturnOp>(ops[i]) ? ops.size() : i;
+    auto offsets = ops[i]->getAttrOfType<mlir::DenseI64ArrayAttr>(kArenaOffsetsAttr);
+    for (unsigned r = 0; r < ops[i]->getNumResults(); ++r) {
+      mlir::Value result = ops[i]->getResult(r);
+      if (!isActivation(result))
+        continue;
+      EXPECT_TRUE(offsets) << opName(ops[i]);
+      if (!offsets)
+        continue;
+      if (auto fused = mlir::dyn_cast<AddRmsNormOp>(ops[i]); fused && r == 0) {
+        size_t entry = entryOf.lookup(fused.getResidual());
+        EXPECT_EQ(offsets[0], placed[entry].offset) << "residual must be updated in place";
+        entryOf[result] = entry;
+        continue;
+      }
+      int64_t width = mlir::cast<mlir::RankedTensorType>(result.getType()).getDimSize(1);
+      entryOf[result] = placed.size();
+      placed.push_back({opName(ops[i]), offsets[r], kRows * width * 4, i, i});
+    }
+  }
+  return placed;
+}
+
+void checkPlan(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  int64_t arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr).getInt();
+  std::vector<Placed> placed = placedBuffers(step);
+  ASSERT_FALSE(placed.empty());
+  int64_t sum = 0;
+  for (const Placed &p : placed) {
+    EXPECT_EQ(p.offset % kArenaAlignment, 0) << p.name;
+    EXPECT_LE(p.offset + p.bytes, arena) << p.name;
+    sum += p.bytes;
+  }
+  for (size_t a = 0; a < placed.size(); ++a)
+    for (size_t b = a + 1; b < placed.size(); ++b) {
+      const Placed &x = placed[a], &y = placed[b];
+      bool liveTogether = x.first <= y.last && y.first <= x.last;
+      bool shareBytes = x.offset < y.offset + y.bytes && y.offset < x.offset + x.bytes;
+      EXPECT_FALSE(liveTogether && shareBytes)
+          << x.name << " [" << x.offset << ", +" << x.bytes << ") ops " << x.first << "-" << x.last
+          << " overlaps " << y.name << " [" << y.offset << ", +" << y.bytes << ") ops " << y.first
+          << "-" << y.last;
+    }
+  EXPECT_LT(arena, sum) << "no buffer was reused";
+}
+
+TEST(PlanMemoryTest, FusedLlamaPlanHasNoLiveOverlapAndReusesMemory) {
+  mlir::MLIRContext context;
+  auto module = buildSmallLlama(context, smallLlamaConfig());
+  ASSERT_EQ(runPasses(*module, createFuseQkvPass(), createFuseGateUpPass(),
+                      createFuseAddRmsNormPass(), createPlanMemoryPass(kRows)),
+            "");
+  checkPlan(*module);
+  // Peak: the residual stream + a [64, 192] gate_up (+ the [64, 96] silu_mul it feeds) is the
+  // widest moment; the plan must be close to that, far below the ~30 values' sum.
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
+  int64_t arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr).getInt();
+  EXPECT_LE(arena, kRows * 4 * (64 + 64 + 192 + 96 + 100));
+}
+
+TEST(PlanMemoryTest, UnfusedGraphPlansToo) {
+  mlir::MLIRContext context;
+  auto module = buildSmallLlama(context, smallLlamaConfig());
+  ASSERT_EQ(runPasses(*module, createPlanMemoryPass(kRows)), "");
+  checkPlan(*module);
+}
+
+TEST(PlanMemoryTest, LogitsStayLiveToTheEnd) {
+  mlir::MLIRContext context;
+  auto module = buildSmallLlama(context, smallLlamaConfig());
+  ASSERT_EQ(runPasses(*module, createFuseQkvPass(), createFuseGateUpPass(),
+                      createFuseAddRmsNormPass(), createPlanMemoryPass(kRows)),
+            "");
+  auto step = module->lookupSymbol<mlir::func::FuncOp>("step");
+  std::vector<Placed> placed = placedBuffers(step);
+  auto logits = std::find_if(placed.begin(), placed.end(),
+                             [](const Placed &p) { return p.name == "lm_head"; });
+  ASSERT_NE(logits, placed.end());
+  EXPECT_EQ(logits->bytes, kRows * 100 * 4);
+  EXPECT_EQ(logits->last, step.getBody().front().getOperations().size());
+}
+
+TEST(PlanMemoryTest, RejectsMissingMaxima) {
+  mlir::MLIRContext context;
+  auto module = buildSmallLlama(context, smallLlamaConfig());
+  std::string errors = runPasses(*module, createPlanMemoryPass(0));
+  EXPECT_NE(errors.find("plan-memory needs max-tokens-per-step > 0, got 0"), std::string::npos)
+      << errors;
+}
+
+} // namespace
+} // namespace kiln::compiler
