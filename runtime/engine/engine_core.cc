@@ -12,7 +12,7 @@ struct EngineCore::SampleState {
   int32_t numGenerated = 0;
   bool finished = false;
   std::unique_ptr<TextStream> text;
-  std::unique_ptr<StopStringMatcher> stop;
+  std::unique_ptr<StopStringFilter> stop;
   Clock::time_point lastTokenTime;
 };
 

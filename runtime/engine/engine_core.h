@@ -23,7 +23,7 @@ struct EngineConfig {
   ModelRunner *runner = nullptr;      // not owned; outlives the engine
   std::vector<int32_t> eosTokenIds;   // generation_config.json's eos ids
   Detokenizer *detokenizer = nullptr; // optional, not owned; without it text stays empty
-  StopStringMatcherFactory *stopStrings = nullptr; // optional, not owned
+  StopStringFilterFactory *stopStrings = nullptr; // optional, not owned
   // 0 takes the runner's limit; a value above the runner's is an error naming the field.
   int32_t maxBatch = 0;
   int32_t maxTokensPerStep = 0;

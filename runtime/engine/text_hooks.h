@@ -1,6 +1,6 @@
 // Hooks from token ids to text, implemented by the text layer (IncrementalDetokenizer,
-// StopStringMatcher in runtime/text) through small adapters. The engine works without them:
-// outputs then carry ids and an empty text.
+// StopStringMatcher in runtime/text) through small adapters (runtime/service/text_hooks.h).
+// The engine works without them: outputs then carry ids and an empty text.
 #pragma once
 
 #include "runtime/base/status.h"
@@ -37,17 +37,17 @@ struct StopCheck {
 };
 
 // One sample's stop-string state: holds back text that could be the start of a stop string.
-class StopStringMatcher {
+class StopStringFilter {
 public:
-  virtual ~StopStringMatcher() = default;
+  virtual ~StopStringFilter() = default;
   virtual StopCheck push(std::string_view delta) = 0;
   virtual std::string flush() = 0;
 };
 
-class StopStringMatcherFactory {
+class StopStringFilterFactory {
 public:
-  virtual ~StopStringMatcherFactory() = default;
-  virtual Result<std::unique_ptr<StopStringMatcher>>
+  virtual ~StopStringFilterFactory() = default;
+  virtual Result<std::unique_ptr<StopStringFilter>>
   create(const std::vector<std::string> &stops) = 0;
 };
 

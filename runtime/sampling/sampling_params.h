@@ -28,7 +28,7 @@ struct SamplingParams {
   std::vector<int32_t> stopTokenIds; // besides the model's eos ids
   bool ignoreEos = false;            // ignore the model's eos ids (stopTokenIds still stop)
   std::optional<int32_t> logprobs; // top-N alternatives per sampled token; 0: only the sampled one
-  std::vector<std::string> stop;   // stop strings; need the engine's StopStringMatcherFactory
+  std::vector<std::string> stop;   // stop strings; need the engine's StopStringFilterFactory
 };
 
 // Checks ranges; messages name the field and the allowed range.

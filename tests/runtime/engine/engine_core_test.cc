@@ -323,7 +323,7 @@ public:
 };
 
 // Holds back any tail that could start a stop string; stops at the first full match.
-class SimpleStopMatcher : public StopStringMatcher {
+class SimpleStopMatcher : public StopStringFilter {
 public:
   explicit SimpleStopMatcher(std::vector<std::string> stops) : stops_(std::move(stops)) {}
   StopCheck push(std::string_view delta) override {
@@ -349,11 +349,11 @@ private:
   std::string held_;
 };
 
-class SimpleStopFactory : public StopStringMatcherFactory {
+class SimpleStopFactory : public StopStringFilterFactory {
 public:
-  Result<std::unique_ptr<StopStringMatcher>>
+  Result<std::unique_ptr<StopStringFilter>>
   create(const std::vector<std::string> &stops) override {
-    return std::unique_ptr<StopStringMatcher>(new SimpleStopMatcher(stops));
+    return std::unique_ptr<StopStringFilter>(new SimpleStopMatcher(stops));
   }
 };
 

@@ -1,0 +1,138 @@
+#include "runtime/service/serving_model.h"
+
+#include "runtime/base/file.h"
+#include "runtime/exec/executor.h"
+#include "runtime/hal/device.h"
+#include "runtime/service/text_hooks.h"
+
+#include <filesystem>
+
+namespace kiln::rt {
+namespace {
+
+constexpr size_t kDefaultCpuKvCacheBytes = size_t(256) << 20;
+
+std::string modelNameOf(const std::string &dir) {
+  std::filesystem::path path(dir);
+  std::string name = path.filename().string();
+  if (name.empty()) // "model.kiln/"
+    name = path.parent_path().filename().string();
+  const std::string kSuffix = ".kiln";
+  if (name.size() > kSuffix.size() && name.ends_with(kSuffix))
+    name.resize(name.size() - kSuffix.size());
+  return name.empty() ? "model" : name;
+}
+
+// The artifact's chat template: --chat-template, else the plan's, else tokenizer_config.json's.
+Result<std::optional<ChatTemplate>> loadChatTemplate(const Artifact &artifact,
+                                                     const std::string &override) {
+  std::string source = override;
+  if (source.empty() && artifact.plan().model()->chat_template())
+    source = artifact.plan().model()->chat_template()->str();
+  if (source.empty() && fileExists(artifact.path("tokenizer_config.json"))) {
+    KILN_ASSIGN_OR_RETURN(std::string config, readFile(artifact.path("tokenizer_config.json")));
+    Result<std::string> fromConfig = chatTemplateFromTokenizerConfig(config);
+    if (fromConfig.isOk())
+      source = *fromConfig;
+  }
+  if (source.empty())
+    return std::optional<ChatTemplate>();
+  Result<ChatTemplate> parsed = ChatTemplate::parse(source);
+  if (!parsed.isOk())
+    return parsed.status().withContext("chat template");
+  return std::optional<ChatTemplate>(std::move(*parsed));
+}
+
+Result<ChatSpecialTokens> loadSpecialTokens(const Artifact &artifact) {
+  if (!fileExists(artifact.path("tokenizer_config.json")))
+    return ChatSpecialTokens{};
+  KILN_ASSIGN_OR_RETURN(std::string config, readFile(artifact.path("tokenizer_config.json")));
+  return specialTokensFromTokenizerConfig(config);
+}
+
+} // namespace
+
+struct ServingModel::TextHooks {
+  explicit TextHooks(const Tokenizer &tokenizer) : hooks(tokenizer) {}
+  TokenizerTextHooks hooks;
+};
+
+ServingModel::~ServingModel() { shutdown(); }
+
+Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &artifactDir,
+                                                         const ServingOptions &options) {
+  std::unique_ptr<ServingModel> model(new ServingModel());
+  model->modelName_ = modelNameOf(artifactDir);
+  LoadOptions loadOptions;
+  loadOptions.verifyWeights = options.verifyWeights;
+  KILN_ASSIGN_OR_RETURN(model->artifact_, Artifact::load(artifactDir, loadOptions));
+  KILN_ASSIGN_OR_RETURN(model->device_, createDevice(options.device));
+  ExecutorOptions executorOptions;
+  executorOptions.kvCacheBytes = options.kvCacheBytes ? options.kvCacheBytes
+                                                      : kDefaultCpuKvCacheBytes;
+  KILN_ASSIGN_OR_RETURN(model->executor_,
+                        Executor::create(*model->artifact_, *model->device_, executorOptions));
+
+  EngineConfig config;
+  config.runner = model->executor_.get();
+  config.eosTokenIds = model->eosTokenIds();
+  if (fileExists(model->artifact_->path("tokenizer.json"))) {
+    Result<Tokenizer> tokenizer = Tokenizer::fromDirectory(model->artifact_->directory());
+    if (!tokenizer.isOk())
+      return tokenizer.status().withContext("loading the artifact's tokenizer");
+    model->tokenizer_ = std::move(*tokenizer);
+    model->textHooks_ = std::make_unique<TextHooks>(*model->tokenizer_);
+    config.detokenizer = &model->textHooks_->hooks;
+    config.stopStrings = &model->textHooks_->hooks;
+  }
+  KILN_ASSIGN_OR_RETURN(model->chatTemplate_,
+                        loadChatTemplate(*model->artifact_, options.chatTemplate));
+  KILN_ASSIGN_OR_RETURN(model->specialTokens_, loadSpecialTokens(*model->artifact_));
+  config.maxBatch = options.maxBatch;
+  config.maxTokensPerStep = options.maxTokensPerStep;
+  config.maxSeqLen = options.maxSeqLen;
+  config.enablePrefixCaching = options.enablePrefixCaching;
+  config.seed = options.seed;
+  KILN_ASSIGN_OR_RETURN(model->engine_, Engine::create(config));
+  return model;
+}
+
+std::vector<int32_t> ServingModel::eosTokenIds() const {
+  std::vector<int32_t> ids;
+  if (const auto *eos = artifact_->plan().model()->eos_token_ids())
+    ids.assign(eos->begin(), eos->end());
+  return ids;
+}
+
+Result<std::vector<int32_t>> ServingModel::encodePrompt(std::string_view text) const {
+  if (!tokenizer_)
+    return failedPrecondition("the artifact has no tokenizer.json: give the prompt as token ids");
+  return tokenizer_->encode(text, /*addSpecialTokens=*/true);
+}
+
+Result<std::string> ServingModel::renderChat(const nlohmann::ordered_json &messages,
+                                             bool addGenerationPrompt,
+                                             const nlohmann::ordered_json &extra) const {
+  if (!chatTemplate_)
+    return failedPrecondition("the artifact has no chat template (tokenizer_config.json has no "
+                              "chat_template): serve with --chat-template FILE");
+  return chatTemplate_->renderChat(messages, addGenerationPrompt, specialTokens_,
+                                   extra.is_null() ? nlohmann::ordered_json::object() : extra);
+}
+
+Result<std::vector<int32_t>> ServingModel::encodeChat(const nlohmann::ordered_json &messages,
+                                                      bool addGenerationPrompt,
+                                                      const nlohmann::ordered_json &extra) const {
+  if (!tokenizer_)
+    return failedPrecondition("the artifact has no tokenizer.json: chat needs a tokenizer");
+  KILN_ASSIGN_OR_RETURN(std::string prompt, renderChat(messages, addGenerationPrompt, extra));
+  // The template already wrote BOS and friends, as transformers' apply_chat_template assumes.
+  return tokenizer_->encode(prompt, /*addSpecialTokens=*/false);
+}
+
+void ServingModel::shutdown() {
+  if (engine_)
+    engine_->shutdown();
+}
+
+} // namespace kiln::rt

@@ -1,0 +1,77 @@
+// A compiled artifact ready to serve: artifact -> device -> executor -> engine, with the
+// artifact's tokenizer and chat template wired into the engine's text hooks. What `kiln serve`,
+// `kiln generate`, `kiln bench` and `kiln verify` share.
+#pragma once
+
+#include "runtime/artifact/artifact.h"
+#include "runtime/engine/engine.h"
+#include "runtime/hal/device.h"
+#include "runtime/text/chat_template.h"
+#include "runtime/text/tokenizer.h"
+
+#include <nlohmann/json.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+struct ServingOptions {
+  std::string device = "cpu";
+  size_t kvCacheBytes = 0;       // 0: 256 MiB on cpu
+  int32_t maxBatch = 0;          // 0: the compiled maximum; above it is an error naming the flag
+  int32_t maxTokensPerStep = 0;  // 0: the compiled maximum
+  int32_t maxSeqLen = 0;         // 0: the compiled maximum
+  bool enablePrefixCaching = true;
+  bool verifyWeights = true;
+  std::optional<uint64_t> seed;  // for unseeded requests
+  std::string chatTemplate;      // Jinja source overriding the artifact's template (--chat-template)
+};
+
+class ServingModel {
+public:
+  static Result<std::unique_ptr<ServingModel>> open(const std::string &artifactDir,
+                                                    const ServingOptions &options = {});
+  ~ServingModel();
+
+  Engine &engine() { return *engine_; }
+  const Artifact &artifact() const { return *artifact_; }
+  // The served model's name: the artifact directory's base name without ".kiln".
+  const std::string &modelName() const { return modelName_; }
+  std::vector<int32_t> eosTokenIds() const;
+
+  // Null when the artifact has no tokenizer.json / no chat template.
+  const Tokenizer *tokenizer() const { return tokenizer_ ? &*tokenizer_ : nullptr; }
+  const ChatTemplate *chatTemplate() const { return chatTemplate_ ? &*chatTemplate_ : nullptr; }
+
+  // Text -> ids with the tokenizer's special-token rules (BOS as the model expects).
+  Result<std::vector<int32_t>> encodePrompt(std::string_view text) const;
+  // Renders the chat template (as transformers.apply_chat_template) and encodes the result
+  // without adding special tokens again (the template writes them).
+  Result<std::string> renderChat(const nlohmann::ordered_json &messages, bool addGenerationPrompt,
+                                 const nlohmann::ordered_json &extra = {}) const;
+  Result<std::vector<int32_t>> encodeChat(const nlohmann::ordered_json &messages,
+                                          bool addGenerationPrompt,
+                                          const nlohmann::ordered_json &extra = {}) const;
+
+  // Stops the engine: finishes requests in flight, rejects new ones.
+  void shutdown();
+
+private:
+  struct TextHooks;
+  ServingModel() = default;
+
+  std::unique_ptr<Artifact> artifact_;
+  std::unique_ptr<Device> device_;
+  std::unique_ptr<ModelRunner> executor_;
+  std::optional<Tokenizer> tokenizer_;
+  std::optional<ChatTemplate> chatTemplate_;
+  ChatSpecialTokens specialTokens_;
+  std::unique_ptr<TextHooks> textHooks_;
+  std::unique_ptr<Engine> engine_;
+  std::string modelName_;
+};
+
+} // namespace kiln::rt

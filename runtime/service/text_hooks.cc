@@ -1,0 +1,46 @@
+#include "runtime/service/text_hooks.h"
+
+#include "runtime/text/detokenizer.h"
+#include "runtime/text/stop_strings.h"
+
+namespace kiln::rt {
+namespace {
+
+class DetokenizerStream final : public TextStream {
+public:
+  DetokenizerStream(const Tokenizer &tokenizer, std::span<const int32_t> promptIds)
+      : detokenizer_(tokenizer, /*skipSpecialTokens=*/true) {
+    detokenizer_.prime(promptIds);
+  }
+  std::string append(int32_t tokenId) override { return detokenizer_.push(tokenId); }
+  std::string flush() override { return detokenizer_.finish(); }
+
+private:
+  IncrementalDetokenizer detokenizer_;
+};
+
+class MatcherFilter final : public StopStringFilter {
+public:
+  explicit MatcherFilter(const std::vector<std::string> &stops) : matcher_(stops) {}
+  StopCheck push(std::string_view delta) override {
+    StopStringUpdate update = matcher_.push(delta);
+    return StopCheck{std::move(update.text), update.matched >= 0};
+  }
+  std::string flush() override { return matcher_.finish(); }
+
+private:
+  StopStringMatcher matcher_;
+};
+
+} // namespace
+
+std::unique_ptr<TextStream> TokenizerTextHooks::openStream(std::span<const int32_t> promptIds) {
+  return std::make_unique<DetokenizerStream>(tokenizer_, promptIds);
+}
+
+Result<std::unique_ptr<StopStringFilter>>
+TokenizerTextHooks::create(const std::vector<std::string> &stops) {
+  return std::unique_ptr<StopStringFilter>(std::make_unique<MatcherFilter>(stops));
+}
+
+} // namespace kiln::rt
