@@ -29,13 +29,6 @@ size_t tableSizeFor(size_t n) {
   return size;
 }
 
-struct Symbol {
-  int32_t id;
-  int32_t prev;
-  int32_t next;
-  uint32_t len;
-};
-
 struct PendingMerge {
   int32_t rank;
   int32_t pos;
@@ -177,15 +170,14 @@ void BpeModel::tokenize(std::string_view piece, std::vector<int32_t> &out) const
   mergeWord(piece, out);
 }
 
-void BpeModel::mergeWord(std::string_view piece, std::vector<int32_t> &out) const {
-  thread_local std::vector<Symbol> syms;
-  thread_local std::vector<PendingMerge> heap;
+// HF BPE::merge_word: one symbol per character (decorated with the subword prefix / word suffix),
+// falling back to <0xXX> byte tokens, then to a (fused) unknown token.
+void BpeModel::initialSymbols(std::string_view piece, std::vector<Symbol> &syms) const {
   thread_local std::string key;
   syms.clear();
-  heap.clear();
   auto add = [&](int32_t id, uint32_t len) {
     int32_t index = static_cast<int32_t>(syms.size());
-    syms.push_back({id, index - 1, -1, len});
+    syms.push_back(Symbol{id, index - 1, -1, len});
     if (index > 0)
       syms[index - 1].next = index;
   };
@@ -238,7 +230,13 @@ void BpeModel::mergeWord(std::string_view piece, std::vector<int32_t> &out) cons
   }
   if (unkId >= 0)
     add(unkId, unkLen);
+}
 
+void BpeModel::mergeWord(std::string_view piece, std::vector<int32_t> &out) const {
+  thread_local std::vector<Symbol> syms;
+  thread_local std::vector<PendingMerge> heap;
+  initialSymbols(piece, syms);
+  heap.clear();
   for (size_t i = 0; i + 1 < syms.size(); ++i) {
     if (const MergeEntry *m = findMerge(syms[i].id, syms[i + 1].id))
       heap.push_back({m->rank, static_cast<int32_t>(i), m->newId});

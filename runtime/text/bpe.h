@@ -47,7 +47,14 @@ private:
     int32_t rank;
     int32_t newId;
   };
+  struct Symbol {
+    int32_t id;
+    int32_t prev;
+    int32_t next;
+    uint32_t len; // bytes of the piece it covers; 0 once merged into its left neighbour
+  };
   const MergeEntry *findMerge(int32_t left, int32_t right) const;
+  void initialSymbols(std::string_view piece, std::vector<Symbol> &syms) const;
   void mergeWord(std::string_view piece, std::vector<int32_t> &out) const;
   int32_t findInTable(std::string_view token) const;
 

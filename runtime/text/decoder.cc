@@ -129,22 +129,9 @@ void Decoder::Stream::feed(size_t stage, std::string_view chunk, bool newToken, 
     feed(stage + 1, text, newToken, out);
     return;
   }
-  case Kind::kMetaspace: {
-    std::string text;
-    text.reserve(chunk.size());
-    const std::string &rep = step.text;
-    for (size_t i = 0; i < chunk.size();) {
-      if (!rep.empty() && chunk.compare(i, rep.size(), rep) == 0) {
-        if (!(st.tokenIndex == 0 && step.stripFirst))
-          text.push_back(' ');
-        i += rep.size();
-      } else {
-        text.push_back(chunk[i++]);
-      }
-    }
-    feed(stage + 1, text, newToken, out);
+  case Kind::kMetaspace:
+    feedMetaspace(stage, chunk, newToken, out);
     return;
-  }
   case Kind::kByteFallback: {
     char byte;
     if (newToken && parseByteToken(chunk, byte)) {
@@ -159,37 +146,9 @@ void Decoder::Stream::feed(size_t stage, std::string_view chunk, bool newToken, 
     feed(stage + 1, chunk, !st.anyOutput, out);
     st.anyOutput = true;
     return;
-  case Kind::kStrip: {
-    if (newToken) {
-      endToken(stage, out);
-      st.startLeft = step.start;
-      feed(stage + 1, "", true, out); // keeps token boundaries for later stages
-    }
-    std::string text;
-    for (size_t pos = 0; pos < chunk.size();) {
-      size_t begin = pos;
-      pos += utf8::seqLength(static_cast<uint8_t>(chunk[pos]));
-      std::string_view c = chunk.substr(begin, pos - begin);
-      bool isContent = c == step.text;
-      if (st.startLeft > 0) {
-        if (isContent) {
-          --st.startLeft;
-          continue;
-        }
-        st.startLeft = 0;
-      }
-      if (step.stop > 0 && isContent) {
-        st.bytes.append(c); // may be stripped if the token ends here
-        continue;
-      }
-      text.append(st.bytes);
-      st.bytes.clear();
-      text.append(c);
-    }
-    if (!text.empty())
-      feed(stage + 1, text, false, out);
+  case Kind::kStrip:
+    feedStrip(stage, chunk, newToken, out);
     return;
-  }
   case Kind::kByteLevel: {
     std::string bytes;
     if (!byte_level::decodeChars(chunk, bytes))
@@ -201,6 +160,61 @@ void Decoder::Stream::feed(size_t stage, std::string_view chunk, bool newToken, 
     return;
   }
   }
+}
+
+// HF Metaspace decoder: the replacement becomes a space, except in the first token when the
+// prepend scheme added it.
+void Decoder::Stream::feedMetaspace(size_t stage, std::string_view chunk, bool newToken, std::string &out) {
+  const Step &step = decoder_->steps_[stage];
+  State &st = states_[stage];
+  std::string text;
+  text.reserve(chunk.size());
+  const std::string &rep = step.text;
+  for (size_t i = 0; i < chunk.size();) {
+    if (!rep.empty() && chunk.compare(i, rep.size(), rep) == 0) {
+      if (!(st.tokenIndex == 0 && step.stripFirst))
+        text.push_back(' ');
+      i += rep.size();
+    } else {
+      text.push_back(chunk[i++]);
+    }
+  }
+  feed(stage + 1, text, newToken, out);
+}
+
+// HF Strip: removes up to `start` leading and `stop` trailing `content` characters of each token.
+// Trailing candidates are held until the token ends, since more text may follow them.
+void Decoder::Stream::feedStrip(size_t stage, std::string_view chunk, bool newToken, std::string &out) {
+  const Step &step = decoder_->steps_[stage];
+  State &st = states_[stage];
+  if (newToken) {
+    endToken(stage, out);
+    st.startLeft = step.start;
+    feed(stage + 1, "", true, out); // keeps token boundaries for later stages
+  }
+  std::string text;
+  for (size_t pos = 0; pos < chunk.size();) {
+    size_t begin = pos;
+    pos += utf8::seqLength(static_cast<uint8_t>(chunk[pos]));
+    std::string_view c = chunk.substr(begin, pos - begin);
+    bool isContent = c == step.text;
+    if (st.startLeft > 0) {
+      if (isContent) {
+        --st.startLeft;
+        continue;
+      }
+      st.startLeft = 0;
+    }
+    if (step.stop > 0 && isContent) {
+      st.bytes.append(c); // may be stripped if the token ends here
+      continue;
+    }
+    text.append(st.bytes);
+    st.bytes.clear();
+    text.append(c);
+  }
+  if (!text.empty())
+    feed(stage + 1, text, false, out);
 }
 
 // Closes the current token of `stage` (ByteFallback group, Strip trailing characters).

@@ -44,6 +44,8 @@ public:
     void feed(size_t stage, std::string_view chunk, bool newToken, std::string &out);
     void end(size_t stage, std::string &out);
     void endToken(size_t stage, std::string &out);
+    void feedMetaspace(size_t stage, std::string_view chunk, bool newToken, std::string &out);
+    void feedStrip(size_t stage, std::string_view chunk, bool newToken, std::string &out);
     const Decoder *decoder_ = nullptr;
     std::vector<State> states_;
   };

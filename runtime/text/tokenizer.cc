@@ -150,6 +150,34 @@ std::string specialString(const Json &v) {
   return {};
 }
 
+// transformers' Llama/Gemma-class fast tokenizers rebuild the post-processor from
+// add_bos_token / add_eos_token (update_post_processor); other classes keep tokenizer.json's.
+Status applyBosEosOverride(const Json &config, Tokenizer::Impl &impl) {
+  std::string cls = config.is_object() ? jsonStringOr(config, "tokenizer_class", "") : "";
+  if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0)
+    cls.resize(cls.size() - 4);
+  static const char *kRebuilding[] = {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer", "CohereTokenizer", "GPTNeoXTokenizer"};
+  if (std::find(std::begin(kRebuilding), std::end(kRebuilding), cls) != std::end(kRebuilding)) {
+    bool addBos = jsonBoolOr(config, "add_bos_token", cls != "GPTNeoXTokenizer");
+    bool addEos = jsonBoolOr(config, "add_eos_token", false);
+    impl.prefixIds.clear();
+    impl.suffixIds.clear();
+    if (addBos) {
+      int32_t id = impl.tokenToId(impl.special.bos);
+      if (impl.special.bos.empty() || id < 0)
+        return invalidArgument("tokenizer_config.json: add_bos_token is true but bos_token '" + impl.special.bos + "' is not a token");
+      impl.prefixIds.push_back(id);
+    }
+    if (addEos) {
+      int32_t id = impl.tokenToId(impl.special.eos);
+      if (impl.special.eos.empty() || id < 0)
+        return invalidArgument("tokenizer_config.json: add_eos_token is true but eos_token '" + impl.special.eos + "' is not a token");
+      impl.suffixIds.push_back(id);
+    }
+  }
+  return okStatus();
+}
+
 Status loadConfig(std::string_view configText, std::string_view mapText, Tokenizer::Impl &impl) {
   Json config = Json::object(), map = Json::object();
   try {
@@ -188,31 +216,7 @@ Status loadConfig(std::string_view configText, std::string_view mapText, Tokeniz
           impl.chatTemplate = t["template"].get<std::string>();
     }
   }
-  // transformers' Llama/Gemma-class fast tokenizers rebuild the post-processor from
-  // add_bos_token / add_eos_token (update_post_processor); other classes keep tokenizer.json's.
-  std::string cls = config.is_object() ? jsonStringOr(config, "tokenizer_class", "") : "";
-  if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0)
-    cls.resize(cls.size() - 4);
-  static const char *kRebuilding[] = {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer", "CohereTokenizer", "GPTNeoXTokenizer"};
-  if (std::find(std::begin(kRebuilding), std::end(kRebuilding), cls) != std::end(kRebuilding)) {
-    bool addBos = jsonBoolOr(config, "add_bos_token", cls != "GPTNeoXTokenizer");
-    bool addEos = jsonBoolOr(config, "add_eos_token", false);
-    impl.prefixIds.clear();
-    impl.suffixIds.clear();
-    if (addBos) {
-      int32_t id = impl.tokenToId(impl.special.bos);
-      if (impl.special.bos.empty() || id < 0)
-        return invalidArgument("tokenizer_config.json: add_bos_token is true but bos_token '" + impl.special.bos + "' is not a token");
-      impl.prefixIds.push_back(id);
-    }
-    if (addEos) {
-      int32_t id = impl.tokenToId(impl.special.eos);
-      if (impl.special.eos.empty() || id < 0)
-        return invalidArgument("tokenizer_config.json: add_eos_token is true but eos_token '" + impl.special.eos + "' is not a token");
-      impl.suffixIds.push_back(id);
-    }
-  }
-  return okStatus();
+  return applyBosEosOverride(config, impl);
 }
 
 void finishImpl(Tokenizer::Impl &impl) {
