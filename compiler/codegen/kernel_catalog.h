@@ -1,0 +1,57 @@
+// What codegen knows about each CUDA kernel template in kernels/cuda: the op name a
+// KernelInstance uses, the template constants it needs, the header it lives in, and how its
+// launch shape follows from the constants. Plain C++ (no MLIR, no NVRTC) so the plan emitter can
+// ask for launch rules without compiling anything.
+#pragma once
+
+#include "runtime/base/status.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace kiln::compiler {
+
+// One specialization of a kernel template, exported as extern "C" __global__ `symbol`.
+// `op` names the template ("rms_norm", "attention_decode", ... see kernelOps()); `constants`
+// are its template arguments by name: "dtype" / "weight_dtype" are "f32", "f16" or "bf16", the
+// rest decimal integers (e.g. {"hidden", "4096"}, {"threads", "256"}).
+struct KernelInstance {
+  std::string op;
+  std::string symbol;
+  std::map<std::string, std::string> constants;
+};
+
+// How the plan launches an instance (schema GridRule): grid.x from the step's row count (or
+// computed by the runtime for attention), grid.y = gridY, block = threads.
+enum class GridRows : uint8_t {
+  kRows,      // grid.x = rows of the op's output (Tokens / Logits rule of its buffer)
+  kAttention, // the runtime computes the grid from the step counts (kernels/cuda/attention_*.cuh)
+};
+struct LaunchShape {
+  GridRows gridRows = GridRows::kRows;
+  int32_t gridY = 1;
+  int32_t threads = 128;
+  int32_t sharedBytes = 0; // dynamic shared memory; every kernel uses static shared memory today
+};
+
+// The op names kernel templates exist for, in a stable order.
+const std::vector<std::string> &kernelOps();
+
+// Checks op, symbol (a C identifier) and constants (exactly the op's, each in range).
+Status validateKernelInstance(const KernelInstance &instance);
+Result<LaunchShape> launchShapeOf(const KernelInstance &instance);
+
+// One CUDA C++ translation unit defining every instance as an extern "C" __global__ entry point
+// that calls its template. Includes resolve against kernelSourceHeaders().
+Result<std::string> generateKernelSource(const std::vector<KernelInstance> &instances);
+
+// The kernel template sources embedded at build time, by include name ("kiln/norm.cuh").
+struct KernelHeader {
+  std::string name;
+  std::string text;
+};
+std::vector<KernelHeader> kernelSourceHeaders();
+
+} // namespace kiln::compiler

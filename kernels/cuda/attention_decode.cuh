@@ -1,0 +1,257 @@
+// Paged attention for decode steps (every sequence has exactly one query token: numTokens ==
+// numSeqs), GQA-aware and split-K ("flash-decoding"). plan.fbs Attention semantics: the token at
+// position p attends to cache positions 0..p of its sequence; query head h reads kv head
+// h / (H / KV); softmax(q.k * scale) v with fp32 accumulation.
+//
+// Grid rule (computed by the host from the step counts, not a plain GridRule):
+//   decode: grid (numSeqs, NUM_KV_HEADS, numSplits), block kAttentionThreads, where numSplits =
+//           min(kMaxDecodeSplits, ceil(maxContextLen / kMinDecodeSplitLen)), at least 1.
+//   reduce: grid (numSeqs, NUM_HEADS), block kAttentionThreads; always launched after decode.
+// One CTA per (sequence, kv head, split) serves the H / KV query heads that share the kv head, so
+// each K/V row is read once for the whole group. A sequence's split count and split length
+// depend only on its own length (decodeSplit), so its result is the same in any batch. A
+// sequence that needs one split writes its output directly and the reduce kernel skips it.
+//
+// Inside a CTA: threads form kTokenLanes x kDimLanes; a token's q.k is kDimLanes partial dots
+// summed with warp shuffles; scores of a tile of kDecodeTile tokens go to shared memory, each
+// warp updates the online softmax of some heads, then every thread folds its tokens' v rows
+// into a register accumulator that is rescaled per tile. The token lanes' accumulators are
+// summed through shared memory at the end.
+#pragma once
+
+#include "kiln/common.cuh"
+
+namespace kiln::kernels::cuda {
+
+constexpr int kDecodeTile = 64;
+
+struct DecodeSplit {
+  int count;  // splits this sequence uses (<= numSplits)
+  int length; // tokens per split (a multiple of kDecodeTile), the last one may be shorter
+};
+
+__device__ __forceinline__ DecodeSplit decodeSplit(int contextLen, int numSplits) {
+  int count = ceilDiv(contextLen, kMinDecodeSplitLen);
+  count = count < kMaxDecodeSplits ? count : kMaxDecodeSplits;
+  count = count < numSplits ? count : numSplits;
+  count = count > 1 ? count : 1;
+  const int length = ceilDiv(ceilDiv(contextLen, count), kDecodeTile) * kDecodeTile;
+  return {ceilDiv(contextLen, length), length};
+}
+
+// Lanes that split one head's dims: the largest power of two <= 32 dividing HEAD_DIM / kWide,
+// so each lane reads whole 16-byte vectors.
+template <typename T, int HEAD_DIM> constexpr int attentionDimLanes() {
+  constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  int lanes = 1;
+  while (lanes < 32 && (HEAD_DIM / kWide) % (2 * lanes) == 0)
+    lanes *= 2;
+  return lanes;
+}
+
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+struct PagedDecode {
+  static constexpr int kThreads = kAttentionThreads;
+  static constexpr int kWarps = kThreads / 32;
+  static constexpr int kGroup = NUM_HEADS / NUM_KV_HEADS;
+  static constexpr int kDimLanes = attentionDimLanes<T, HEAD_DIM>();
+  static constexpr int kVec = HEAD_DIM / kDimLanes;
+  static constexpr int kTokenLanes = kThreads / kDimLanes;
+  static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
+  static_assert(HEAD_DIM % (16 / sizeof(T)) == 0, "head dim must be a whole number of 16 bytes");
+  static_assert((kTokenLanes * kGroup * HEAD_DIM + kGroup * (kDecodeTile + 3)) * 4 <= 48 * 1024,
+                "decode attention: shared memory over 48 KiB for this head dim / group size");
+
+  struct Shared {
+    float scores[kGroup][kDecodeTile];
+    float runningMax[kGroup];
+    float runningSum[kGroup];
+    float correction[kGroup];
+    float partial[kTokenLanes][kGroup][HEAD_DIM];
+  };
+
+  // Scores of tile positions [tileStart, tileStart + n) into shared.scores (scaled).
+  static __device__ __forceinline__ void scoreTile(const AttentionParams &p, const int32_t *table,
+                                                   const float (&q)[kGroup][kVec], int tileStart,
+                                                   int n, Shared &sh) {
+    const int tokenLane = threadIdx.x / kDimLanes;
+    const int dimLane = threadIdx.x % kDimLanes;
+    const T *kCache = static_cast<const T *>(p.kCache);
+    for (int base = 0; base < n; base += kTokenLanes) { // uniform trip count: shuffles below
+      const int j = base + tokenLane;
+      float dots[kGroup];
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+        dots[g] = 0.0f;
+      if (j < n) {
+        const int pos = tileStart + j;
+        float k[kVec];
+        loadFloatsAligned<T, kVec>(kCache + cacheOffset(table, pos) + dimLane * kVec, k);
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+          for (int e = 0; e < kVec; ++e)
+            dots[g] += q[g][e] * k[e];
+      }
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+        for (int offset = kDimLanes / 2; offset > 0; offset >>= 1)
+          dots[g] += __shfl_xor_sync(0xffffffffu, dots[g], offset);
+      if (j < n && dimLane == 0)
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+          sh.scores[g][j] = dots[g] * p.scale;
+    }
+  }
+
+  // Element offset of (pos, this CTA's kv head) in the layer's cache.
+  static __device__ __forceinline__ int64_t cacheOffset(const int32_t *table, int pos) {
+    const int64_t block = table[pos / BLOCK_SIZE];
+    return ((block * NUM_KV_HEADS + blockIdx.y) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM;
+  }
+
+  // Online softmax over one tile: scores become probabilities relative to the new running max.
+  static __device__ __forceinline__ void softmaxTile(int n, Shared &sh) {
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    for (int g = warp; g < kGroup; g += kWarps) {
+      float tileMax = negativeInfinity();
+      for (int j = lane; j < n; j += 32)
+        tileMax = fmaxf(tileMax, sh.scores[g][j]);
+      tileMax = warpMax(tileMax);
+      const float newMax = fmaxf(sh.runningMax[g], tileMax);
+      float sum = 0.0f;
+      for (int j = lane; j < n; j += 32) {
+        const float prob = expf(sh.scores[g][j] - newMax);
+        sh.scores[g][j] = prob;
+        sum += prob;
+      }
+      sum = warpSum(sum);
+      __syncwarp();
+      if (lane == 0) { // exp(-inf - finite) = 0 on the first tile
+        const float correction = expf(sh.runningMax[g] - newMax);
+        sh.correction[g] = correction;
+        sh.runningSum[g] = sh.runningSum[g] * correction + sum;
+        sh.runningMax[g] = newMax;
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void run(const AttentionParams &p) {
+    __shared__ Shared sh;
+    const int seq = blockIdx.x;
+    if (seq >= p.numSeqs)
+      return;
+    const int token = p.queryStartLoc[seq];
+    const int contextLen = p.positions[token] + 1;
+    const DecodeSplit split = decodeSplit(contextLen, p.numSplits);
+    if (static_cast<int>(blockIdx.z) >= split.count)
+      return;
+    const int start = blockIdx.z * split.length;
+    const int end = min(start + split.length, contextLen);
+    const int32_t *table = p.blockTables + static_cast<int64_t>(seq) * p.maxBlocksPerSeq;
+    const int tokenLane = threadIdx.x / kDimLanes;
+    const int dimLane = threadIdx.x % kDimLanes;
+
+    float q[kGroup][kVec];
+    const T *qRow = static_cast<const T *>(p.q) + static_cast<int64_t>(token) * NUM_HEADS * HEAD_DIM;
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g)
+      loadFloatsAligned<T, kVec>(qRow + (blockIdx.y * kGroup + g) * HEAD_DIM + dimLane * kVec,
+                                 q[g]);
+    for (int g = threadIdx.x; g < kGroup; g += kThreads) {
+      sh.runningMax[g] = negativeInfinity();
+      sh.runningSum[g] = 0.0f;
+    }
+    float acc[kGroup][kVec] = {};
+    const T *vCache = static_cast<const T *>(p.vCache);
+    for (int tileStart = start; tileStart < end; tileStart += kDecodeTile) {
+      const int n = min(kDecodeTile, end - tileStart);
+      __syncthreads(); // the previous tile's probabilities are consumed
+      scoreTile(p, table, q, tileStart, n, sh);
+      __syncthreads();
+      softmaxTile(n, sh);
+      __syncthreads();
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+          acc[g][e] *= sh.correction[g];
+      for (int j = tokenLane; j < n; j += kTokenLanes) {
+        float v[kVec];
+        loadFloatsAligned<T, kVec>(vCache + cacheOffset(table, tileStart + j) + dimLane * kVec, v);
+#pragma unroll
+        for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+          for (int e = 0; e < kVec; ++e)
+            acc[g][e] += sh.scores[g][j] * v[e];
+      }
+    }
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        sh.partial[tokenLane][g][dimLane * kVec + e] = acc[g][e];
+    __syncthreads();
+    writeOutput(p, seq, token, split.count, sh);
+  }
+
+  // Sums the token lanes; one split: the normalized output, else the split's partial state.
+  static __device__ __forceinline__ void writeOutput(const AttentionParams &p, int seq, int token,
+                                                     int splits, const Shared &sh) {
+    for (int index = threadIdx.x; index < kGroup * HEAD_DIM; index += kThreads) {
+      const int g = index / HEAD_DIM;
+      const int d = index % HEAD_DIM;
+      float o = 0.0f;
+      for (int lane = 0; lane < kTokenLanes; ++lane)
+        o += sh.partial[lane][g][d];
+      const int head = blockIdx.y * kGroup + g;
+      if (splits == 1) {
+        T *out = static_cast<T *>(p.out) + static_cast<int64_t>(token) * NUM_HEADS * HEAD_DIM;
+        out[head * HEAD_DIM + d] = fromFloat<T>(o / sh.runningSum[g]);
+        continue;
+      }
+      const int64_t state = (static_cast<int64_t>(seq) * NUM_HEADS + head) * kMaxDecodeSplits +
+                            blockIdx.z;
+      p.partialOut[state * HEAD_DIM + d] = o;
+      if (d == 0) {
+        p.partialMax[state] = sh.runningMax[g];
+        p.partialSum[state] = sh.runningSum[g];
+      }
+    }
+  }
+};
+
+// Combines the splits of each (sequence, query head); grid (numSeqs, NUM_HEADS).
+template <typename T, int NUM_HEADS, int HEAD_DIM>
+__device__ __forceinline__ void pagedDecodeReduce(const AttentionParams &p) {
+  const int seq = blockIdx.x;
+  const int head = blockIdx.y;
+  if (seq >= p.numSeqs)
+    return;
+  const int token = p.queryStartLoc[seq];
+  const DecodeSplit split = decodeSplit(p.positions[token] + 1, p.numSplits);
+  if (split.count == 1)
+    return; // the decode kernel wrote this sequence's output
+  const int64_t state = (static_cast<int64_t>(seq) * NUM_HEADS + head) * kMaxDecodeSplits;
+  float globalMax = negativeInfinity();
+  for (int i = 0; i < split.count; ++i)
+    globalMax = fmaxf(globalMax, p.partialMax[state + i]);
+  float weights[kMaxDecodeSplits];
+  float sum = 0.0f;
+  for (int i = 0; i < split.count; ++i) {
+    weights[i] = expf(p.partialMax[state + i] - globalMax);
+    sum += p.partialSum[state + i] * weights[i];
+  }
+  T *out = static_cast<T *>(p.out) + static_cast<int64_t>(token) * NUM_HEADS * HEAD_DIM +
+           head * HEAD_DIM;
+  for (int d = threadIdx.x; d < HEAD_DIM; d += blockDim.x) {
+    float o = 0.0f;
+    for (int i = 0; i < split.count; ++i)
+      o += p.partialOut[(state + i) * HEAD_DIM + d] * weights[i];
+    out[d] = fromFloat<T>(o / sum);
+  }
+}
+
+} // namespace kiln::kernels::cuda

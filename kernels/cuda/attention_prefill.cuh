@@ -1,0 +1,205 @@
+// Paged causal attention for prefill and mixed steps (plan.fbs Attention), flash-style: a CTA
+// holds a tile of kRows query rows of one sequence and one query head, walks the sequence's
+// cache in tiles of kCols positions through its block table, and keeps an online softmax per
+// row, so no score matrix is ever materialized. Ragged batches: the CTAs of sequence s are its
+// ceil(tokens_s / kRows) row tiles, found from query_start_loc.
+//
+// Grid rule (computed by the host from the step counts): grid (ceil(numTokens / kRows) +
+// numSeqs, NUM_HEADS), block kAttentionThreads, kRows = prefillBlockRows(HEAD_DIM, sizeof(T)).
+// The x extent bounds the total number of row tiles; CTAs past the last tile exit.
+//
+// A row's result depends only on its own query, position and sequence's cache: other rows of
+// the tile can only add KV tiles that are fully masked for it, which leave its state unchanged
+// (correction exp(0) = 1, probabilities 0). Decode tokens in a mixed step are 1-row tiles.
+//
+// This is a SIMT kernel (fp32 FMA from shared memory), correct for any head dim that is a whole
+// number of 16-byte vectors; a tensor-core (mma.sync / wgmma) version is the GPU session's job.
+#pragma once
+
+#include "kiln/common.cuh"
+
+namespace kiln::kernels::cuda {
+
+// KV positions per tile: the largest of 32/16/8 whose Q, K, V and P tiles fit in 40 KiB.
+template <typename T, int HEAD_DIM, int ROWS> constexpr int prefillBlockCols() {
+  constexpr int kBudget = 40 * 1024;
+  for (int cols = 32; cols > 8; cols /= 2)
+    if ((ROWS + 2 * cols) * HEAD_DIM * static_cast<int>(sizeof(T)) + ROWS * cols * 4 <= kBudget)
+      return cols;
+  return 8;
+}
+
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+struct PagedPrefill {
+  static constexpr int kThreads = kAttentionThreads;
+  static constexpr int kRows = prefillBlockRows(HEAD_DIM, sizeof(T));
+  static constexpr int kCols = prefillBlockCols<T, HEAD_DIM, kRows>();
+  static constexpr int kRowThreads = kThreads / kRows; // threads sharing one query row
+  static constexpr int kColsPerThread = kCols / kRowThreads;
+  static constexpr int kDimsPerThread = HEAD_DIM / kRowThreads;
+  static constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
+  static_assert(HEAD_DIM % kWide == 0, "head dim must be a whole number of 16 bytes");
+  static_assert(HEAD_DIM % kRowThreads == 0 && kCols % kRowThreads == 0, "tile shape");
+  static_assert((kRows + 2 * kCols) * HEAD_DIM * sizeof(T) + kRows * (kCols + 1) * 4 <=
+                    48 * 1024,
+                "prefill attention: tiles over 48 KiB of shared memory");
+
+  struct Shared {
+    alignas(16) T q[kRows][HEAD_DIM];
+    alignas(16) T k[kCols][HEAD_DIM];
+    alignas(16) T v[kCols][HEAD_DIM];
+    float probs[kRows][kCols];
+    int positions[kRows]; // -1: row past the sequence's tokens
+  };
+
+  struct Tile {
+    int seq = -1;
+    int firstToken = 0; // first token of the tile
+    int rows = 0;       // valid rows
+  };
+
+  // Which sequence and row tile blockIdx.x is: tiles are numbered sequence by sequence.
+  static __device__ __forceinline__ Tile findTile(const AttentionParams &p) {
+    Tile tile;
+    int remaining = blockIdx.x;
+    for (int s = 0; s < p.numSeqs; ++s) {
+      const int begin = p.queryStartLoc[s];
+      const int tokens = p.queryStartLoc[s + 1] - begin;
+      const int tiles = ceilDiv(tokens, kRows);
+      if (remaining < tiles) {
+        tile.seq = s;
+        tile.firstToken = begin + remaining * kRows;
+        tile.rows = min(kRows, tokens - remaining * kRows);
+        return tile;
+      }
+      remaining -= tiles;
+    }
+    return tile;
+  }
+
+  // Copies `rows` rows of HEAD_DIM elements (row r at src(r)) into dst, zero-filling the rest.
+  template <int ROWS, typename Source>
+  static __device__ __forceinline__ void loadTile(T (&dst)[ROWS][HEAD_DIM], int rows,
+                                                  Source src) {
+    constexpr int kVectorsPerRow = HEAD_DIM / kWide;
+    for (int index = threadIdx.x; index < ROWS * kVectorsPerRow; index += kThreads) {
+      const int r = index / kVectorsPerRow;
+      const int c = (index % kVectorsPerRow) * kWide;
+      uint4 value = make_uint4(0, 0, 0, 0);
+      if (r < rows)
+        value = *reinterpret_cast<const uint4 *>(src(r) + c);
+      *reinterpret_cast<uint4 *>(&dst[r][c]) = value;
+    }
+  }
+
+  static __device__ __forceinline__ void run(const AttentionParams &p) {
+    __shared__ Shared sh;
+    const Tile tile = findTile(p);
+    if (tile.seq < 0)
+      return;
+    const int head = blockIdx.y;
+    const int kvHead = head / (NUM_HEADS / NUM_KV_HEADS);
+    const int64_t rowStride = static_cast<int64_t>(NUM_HEADS) * HEAD_DIM;
+    const T *q = static_cast<const T *>(p.q);
+    loadTile<kRows>(sh.q, tile.rows, [&](int r) {
+      return q + (tile.firstToken + r) * rowStride + head * HEAD_DIM;
+    });
+    for (int r = threadIdx.x; r < kRows; r += kThreads)
+      sh.positions[r] = r < tile.rows ? p.positions[tile.firstToken + r] : -1;
+    __syncthreads();
+    int lastPosition = -1;
+    for (int r = 0; r < kRows; ++r)
+      lastPosition = max(lastPosition, sh.positions[r]);
+
+    const int row = threadIdx.x / kRowThreads;
+    const int sub = threadIdx.x % kRowThreads;
+    const int position = sh.positions[row];
+    float runningMax = negativeInfinity();
+    float runningSum = 0.0f;
+    float acc[kDimsPerThread] = {};
+    const int32_t *table = p.blockTables + static_cast<int64_t>(tile.seq) * p.maxBlocksPerSeq;
+    for (int kvStart = 0; kvStart <= lastPosition; kvStart += kCols) {
+      const int cols = min(kCols, lastPosition + 1 - kvStart);
+      __syncthreads(); // the previous tile's K, V and probabilities are consumed
+      loadKv(p, table, kvHead, kvStart, cols, sh);
+      __syncthreads();
+      float scores[kColsPerThread];
+      float tileMax = negativeInfinity();
+#pragma unroll
+      for (int c = 0; c < kColsPerThread; ++c) {
+        const int j = sub + c * kRowThreads;
+        scores[c] = negativeInfinity();
+        if (kvStart + j <= position) { // causal mask; also masks padded rows (position -1)
+          float dot = 0.0f;
+#pragma unroll 8
+          for (int d = 0; d < HEAD_DIM; ++d)
+            dot += toFloat<T>(sh.q[row][d]) * toFloat<T>(sh.k[j][d]);
+          scores[c] = dot * p.scale;
+        }
+        tileMax = fmaxf(tileMax, scores[c]);
+      }
+      tileMax = rowMax(tileMax);
+      const float newMax = fmaxf(runningMax, tileMax);
+      // A row with nothing visible yet keeps an empty state (avoids -inf - -inf).
+      const bool empty = newMax == negativeInfinity();
+      float tileSum = 0.0f;
+#pragma unroll
+      for (int c = 0; c < kColsPerThread; ++c) {
+        const float prob = empty ? 0.0f : expf(scores[c] - newMax);
+        sh.probs[row][sub + c * kRowThreads] = prob;
+        tileSum += prob;
+      }
+      tileSum = rowSum(tileSum);
+      const float correction = empty ? 1.0f : expf(runningMax - newMax);
+      runningSum = runningSum * correction + tileSum;
+      runningMax = newMax;
+      __syncthreads();
+#pragma unroll
+      for (int k = 0; k < kDimsPerThread; ++k)
+        acc[k] *= correction;
+      // Position-outer keeps one probability live and the dims unrolled (small code, few regs).
+#pragma unroll 1
+      for (int j = 0; j < cols; ++j) {
+        const float prob = sh.probs[row][j];
+#pragma unroll
+        for (int k = 0; k < kDimsPerThread; ++k)
+          acc[k] += prob * toFloat<T>(sh.v[j][sub + k * kRowThreads]);
+      }
+    }
+    if (position < 0)
+      return;
+    T *out = static_cast<T *>(p.out) + (tile.firstToken + row) * rowStride + head * HEAD_DIM;
+#pragma unroll
+    for (int k = 0; k < kDimsPerThread; ++k)
+      out[sub + k * kRowThreads] = fromFloat<T>(acc[k] / runningSum);
+  }
+
+  static __device__ __forceinline__ void loadKv(const AttentionParams &p, const int32_t *table,
+                                                int kvHead, int kvStart, int cols, Shared &sh) {
+    auto rowOf = [&](const void *cache, int j) {
+      const int pos = kvStart + j;
+      const int64_t block = table[pos / BLOCK_SIZE];
+      return static_cast<const T *>(cache) +
+             ((block * NUM_KV_HEADS + kvHead) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM;
+    };
+    loadTile<kCols>(sh.k, cols, [&](int j) { return rowOf(p.kCache, j); });
+    loadTile<kCols>(sh.v, cols, [&](int j) { return rowOf(p.vCache, j); });
+  }
+
+  // Reductions over the kRowThreads consecutive lanes that share a row.
+  static __device__ __forceinline__ float rowMax(float v) {
+#pragma unroll
+    for (int offset = kRowThreads / 2; offset > 0; offset >>= 1)
+      v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+  }
+  static __device__ __forceinline__ float rowSum(float v) {
+#pragma unroll
+    for (int offset = kRowThreads / 2; offset > 0; offset >>= 1)
+      v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+  }
+};
+
+} // namespace kiln::kernels::cuda

@@ -1,0 +1,111 @@
+// Helpers shared by the kernel templates: element conversions for the three activation types
+// (float, __half, __nv_bfloat16), rounding to the activation type where transformers rounds, and
+// warp/block reductions. NVRTC-only (-std=c++17), no framework headers.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "kiln/params.h"
+
+namespace kiln::kernels::cuda {
+
+template <typename T> struct Elem;
+template <> struct Elem<float> {
+  static __device__ __forceinline__ float toFloat(float v) { return v; }
+  static __device__ __forceinline__ float fromFloat(float v) { return v; }
+};
+template <> struct Elem<__half> {
+  static __device__ __forceinline__ float toFloat(__half v) { return __half2float(v); }
+  static __device__ __forceinline__ __half fromFloat(float v) { return __float2half_rn(v); }
+};
+template <> struct Elem<__nv_bfloat16> {
+  static __device__ __forceinline__ float toFloat(__nv_bfloat16 v) { return __bfloat162float(v); }
+  static __device__ __forceinline__ __nv_bfloat16 fromFloat(float v) {
+    return __float2bfloat16_rn(v);
+  }
+};
+
+template <typename T> __device__ __forceinline__ float toFloat(T v) { return Elem<T>::toFloat(v); }
+template <typename T> __device__ __forceinline__ T fromFloat(float v) {
+  return Elem<T>::fromFloat(v);
+}
+// The value transformers would hold after an op in dtype T: identity for fp32, a rounding for
+// fp16/bf16. Used where HF rounds intermediate results (rope products, silu before the mul).
+template <typename T> __device__ __forceinline__ float roundTo(float v) {
+  return toFloat<T>(fromFloat<T>(v));
+}
+
+// Loads/stores N consecutive elements as fp32, one element at a time (any alignment).
+template <typename T, int N> __device__ __forceinline__ void loadFloats(const T *src, float *dst) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    dst[i] = toFloat<T>(src[i]);
+}
+template <typename T, int N> __device__ __forceinline__ void storeFloats(const float *src, T *dst) {
+#pragma unroll
+  for (int i = 0; i < N; ++i)
+    dst[i] = fromFloat<T>(src[i]);
+}
+
+// The same with 16-byte accesses: the caller guarantees `src`/`dst` are 16-byte aligned, which
+// holds for row starts of buffers (device allocations are 256-byte aligned) when rows and
+// offsets are multiples of 16 bytes.
+template <typename T, int N>
+__device__ __forceinline__ void loadFloatsAligned(const T *src, float *dst) {
+  static_assert((N * sizeof(T)) % 16 == 0, "aligned loads move whole 16-byte vectors");
+  constexpr int kVectors = static_cast<int>(N * sizeof(T) / 16);
+  alignas(16) T staged[N];
+#pragma unroll
+  for (int i = 0; i < kVectors; ++i)
+    reinterpret_cast<uint4 *>(staged)[i] = reinterpret_cast<const uint4 *>(src)[i];
+  loadFloats<T, N>(staged, dst);
+}
+template <typename T, int N>
+__device__ __forceinline__ void storeFloatsAligned(const float *src, T *dst) {
+  static_assert((N * sizeof(T)) % 16 == 0, "aligned stores move whole 16-byte vectors");
+  constexpr int kVectors = static_cast<int>(N * sizeof(T) / 16);
+  alignas(16) T staged[N];
+  storeFloats<T, N>(src, staged);
+#pragma unroll
+  for (int i = 0; i < kVectors; ++i)
+    reinterpret_cast<uint4 *>(dst)[i] = reinterpret_cast<const uint4 *>(staged)[i];
+}
+
+// -inf without <cmath> (NVRTC has no INFINITY): the initial running max of a softmax.
+__device__ __forceinline__ float negativeInfinity() { return __int_as_float(0xff800000); }
+
+__device__ __forceinline__ float warpSum(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warpMax(float v) {
+#pragma unroll
+  for (int offset = 16; offset > 0; offset >>= 1)
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  return v;
+}
+
+// Sum over the CTA; every thread gets the result. `scratch` holds THREADS / 32 floats.
+template <int THREADS> __device__ __forceinline__ float blockSum(float v, float *scratch) {
+  static_assert(THREADS % 32 == 0 && THREADS <= 1024, "THREADS: a multiple of 32, at most 1024");
+  constexpr int kWarps = THREADS / 32;
+  v = warpSum(v);
+  if (kWarps == 1)
+    return v;
+  const int warp = threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (lane == 0)
+    scratch[warp] = v;
+  __syncthreads();
+  v = lane < kWarps ? scratch[lane] : 0.0f;
+  v = warpSum(v);
+  __syncthreads(); // scratch may be reused right after
+  return v;
+}
+
+KILN_HOST_DEVICE constexpr int ceilDiv(int a, int b) { return (a + b - 1) / b; }
+
+} // namespace kiln::kernels::cuda

@@ -1,0 +1,114 @@
+// Row-wise elementwise kernels: Embedding (a gather from the weight table), GatherRows, SiluMul,
+// Add (plan.fbs). Memory bound: each thread moves one 16-byte vector when the row width allows.
+//
+// Grid rule (all four): grid.x = rows (Embedding, GatherRows: x_rows Tokens / Logits; SiluMul,
+// Add: the op's output rows), grid.y = ceil(WIDTH / (THREADS * rowVectorWidth<T, WIDTH>())),
+// block = THREADS, no shared memory. WIDTH is hidden for Embedding, the row width for GatherRows
+// and Add, the intermediate size for SiluMul.
+//
+// Numerics: SiluMul rounds silu(gate) to T before multiplying by up, and Add rounds the sum, as
+// transformers computes them in the activation dtype; for T = float both are the CPU reference.
+#pragma once
+
+#include "kiln/common.cuh"
+
+namespace kiln::kernels::cuda {
+
+// Elements per thread: one 16-byte vector of T when the width is a whole number of them (then
+// every row start stays 16-byte aligned), else one element.
+template <typename T, int WIDTH> constexpr int rowVectorWidth() {
+  constexpr int kWide = static_cast<int>(16 / sizeof(T));
+  return WIDTH % kWide == 0 ? kWide : 1;
+}
+
+// The index of this thread's vector in its row, or -1 past the row's end.
+template <int VECTORS, int THREADS> __device__ __forceinline__ int rowVectorIndex() {
+  const int index = blockIdx.y * THREADS + threadIdx.x;
+  return index < VECTORS ? index : -1;
+}
+
+template <typename T, int N> __device__ __forceinline__ void loadRow(const T *src, float *dst) {
+  if constexpr (N * sizeof(T) % 16 == 0)
+    loadFloatsAligned<T, N>(src, dst);
+  else
+    loadFloats<T, N>(src, dst);
+}
+template <typename T, int N> __device__ __forceinline__ void storeRow(const float *src, T *dst) {
+  if constexpr (N * sizeof(T) % 16 == 0)
+    storeFloatsAligned<T, N>(src, dst);
+  else
+    storeFloats<T, N>(src, dst);
+}
+
+// Copies row `from` of src (element type S) to row `to` of dst (element type T), converting.
+template <typename T, typename S, int WIDTH, int THREADS>
+__device__ __forceinline__ void copyRow(const S *src, int64_t from, T *dst, int64_t to) {
+  constexpr int kVec = rowVectorWidth<T, WIDTH>() < rowVectorWidth<S, WIDTH>()
+                           ? rowVectorWidth<T, WIDTH>()
+                           : rowVectorWidth<S, WIDTH>();
+  const int index = rowVectorIndex<WIDTH / kVec, THREADS>();
+  if (index < 0)
+    return;
+  float v[kVec];
+  loadRow<S, kVec>(src + from * WIDTH + index * kVec, v);
+  storeRow<T, kVec>(v, dst + to * WIDTH + index * kVec);
+}
+
+// y[t] = table[tokenIds[t]]; the table's dtype W may differ from the activation dtype T.
+template <typename T, typename W, int HIDDEN, int THREADS>
+__device__ __forceinline__ void embedding(const EmbeddingParams &p) {
+  const int t = blockIdx.x;
+  if (t >= p.numTokens)
+    return;
+  copyRow<T, W, HIDDEN, THREADS>(static_cast<const W *>(p.table), p.tokenIds[t],
+                                 static_cast<T *>(p.out), t);
+}
+
+// y[i] = x[indices[i]]
+template <typename T, int WIDTH, int THREADS>
+__device__ __forceinline__ void gatherRows(const GatherRowsParams &p) {
+  const int i = blockIdx.x;
+  if (i >= p.numRows)
+    return;
+  copyRow<T, T, WIDTH, THREADS>(static_cast<const T *>(p.x), p.indices[i],
+                                static_cast<T *>(p.out), i);
+}
+
+// y[r, i] = silu(gu[r, i]) * gu[r, INTERMEDIATE + i]
+template <typename T, int INTERMEDIATE, int THREADS>
+__device__ __forceinline__ void siluMul(const SiluMulParams &p) {
+  constexpr int kVec = rowVectorWidth<T, INTERMEDIATE>();
+  const int r = blockIdx.x;
+  const int index = rowVectorIndex<INTERMEDIATE / kVec, THREADS>();
+  if (r >= p.rows || index < 0)
+    return;
+  const T *gate = static_cast<const T *>(p.gateUp) + static_cast<int64_t>(r) * 2 * INTERMEDIATE;
+  float g[kVec], u[kVec], y[kVec];
+  loadRow<T, kVec>(gate + index * kVec, g);
+  loadRow<T, kVec>(gate + INTERMEDIATE + index * kVec, u);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) // expf(-g) -> inf for g < -88 gives -0, as torch does
+    y[e] = roundTo<T>(g[e] / (1.0f + expf(-g[e]))) * u[e];
+  storeRow<T, kVec>(y, static_cast<T *>(p.out) + static_cast<int64_t>(r) * INTERMEDIATE +
+                           index * kVec);
+}
+
+// y = a + b, row by row.
+template <typename T, int WIDTH, int THREADS>
+__device__ __forceinline__ void add(const AddParams &p) {
+  constexpr int kVec = rowVectorWidth<T, WIDTH>();
+  const int r = blockIdx.x;
+  const int index = rowVectorIndex<WIDTH / kVec, THREADS>();
+  if (r >= p.rows || index < 0)
+    return;
+  const int64_t offset = static_cast<int64_t>(r) * WIDTH + index * kVec;
+  float a[kVec], b[kVec];
+  loadRow<T, kVec>(static_cast<const T *>(p.a) + offset, a);
+  loadRow<T, kVec>(static_cast<const T *>(p.b) + offset, b);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    a[e] += b[e];
+  storeRow<T, kVec>(a, static_cast<T *>(p.out) + offset);
+}
+
+} // namespace kiln::kernels::cuda

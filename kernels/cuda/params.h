@@ -1,0 +1,124 @@
+// Launch parameter structs of the CUDA kernels, shared byte for byte by the kernels (compiled by
+// NVRTC) and the host backend that fills them (runtime/hal/cuda). Every kernel takes exactly one
+// of these by value, so a launch passes one pointer in cuLaunchKernel's kernelParams. Pointers
+// are untyped because the element type is a template parameter of the kernel, not of the struct.
+//
+// Argument meaning is the CPU reference's (kernels/cpu/kernels.h): same tensors, same layouts,
+// same paged-cache convention ([numBlocks][kvHeads][blockSize][headDim] per layer, negative slot =
+// padding token). Sizes fixed by the model are template parameters of the kernels instead.
+#pragma once
+
+#if defined(__CUDACC_RTC__)
+#include <cuda/std/cstdint>
+#define KILN_HOST_DEVICE __host__ __device__
+namespace kiln::kernels::cuda {
+using int32_t = ::cuda::std::int32_t;
+using int64_t = ::cuda::std::int64_t;
+} // namespace kiln::kernels::cuda
+#elif defined(__CUDACC__)
+#include <cstdint>
+#define KILN_HOST_DEVICE __host__ __device__
+#else
+#include <cstdint>
+#define KILN_HOST_DEVICE
+#endif
+
+namespace kiln::kernels::cuda {
+
+// Every attention kernel runs 4 warps: the host needs the number to launch them.
+constexpr int32_t kAttentionThreads = 128;
+// Split-K decode: a sequence's context is cut into at most kMaxDecodeSplits parts of at least
+// kMinDecodeSplitLen tokens each (rounded to whole tiles); the split count depends only on that
+// sequence's length, so results do not depend on the rest of the batch.
+constexpr int32_t kMaxDecodeSplits = 16;
+constexpr int32_t kMinDecodeSplitLen = 256;
+// Query rows per prefill CTA: 32 unless the tiles of 32 rows do not fit in static shared memory.
+KILN_HOST_DEVICE constexpr int32_t prefillBlockRows(int32_t headDim, int32_t elementBytes) {
+  return headDim * elementBytes > 512 ? 16 : 32;
+}
+
+// y[t] = table[tokenIds[t]]                      grid (numTokens, ceil(hidden / chunk))
+struct EmbeddingParams {
+  const int32_t *tokenIds;
+  const void *table; // [vocab, hidden], weight dtype
+  void *out;         // [numTokens, hidden]
+  int32_t numTokens;
+};
+
+// out = RmsNorm(x) * weight                      grid (rows)
+struct RmsNormParams {
+  const void *x;
+  const void *weight; // [hidden]
+  void *out;
+  int32_t rows;
+  float eps;
+};
+
+// residual += x; out = RmsNorm(residual) * weight  grid (rows)
+struct AddRmsNormParams {
+  const void *x;
+  void *residual;
+  const void *weight;
+  void *out;
+  int32_t rows;
+  float eps;
+};
+
+// Rotates q and k, writes rotated k and raw v to the cache at slotMapping[t].  grid (numTokens)
+struct RopeKvWriteParams {
+  const void *qkv;            // [numTokens, (H + 2 KV) * D]
+  const int32_t *positions;   // [numTokens]
+  const int32_t *slotMapping; // [numTokens]
+  const float *invFreq;       // [rotaryDim / 2], always fp32
+  void *q;                    // [numTokens, H * D]
+  void *kCache;               // this layer
+  void *vCache;
+  int32_t numTokens;
+};
+
+// Paged causal attention (plan.fbs Attention). Decode: grid (numSeqs, KV, splits) + reduce grid
+// (numSeqs, H); prefill: grid (ceil(numTokens / prefillBlockRows) + numSeqs, H).
+struct AttentionParams {
+  const void *q;                // [numTokens, H * D]
+  const int32_t *positions;     // [numTokens]
+  const int32_t *queryStartLoc; // [numSeqs + 1]
+  const int32_t *blockTables;   // [numSeqs, maxBlocksPerSeq]
+  const void *kCache;
+  const void *vCache;
+  void *out;                    // [numTokens, H * D]
+  // Split-K scratch, fp32: partialOut [maxBatch][H][kMaxDecodeSplits][D], partialMax and
+  // partialSum [maxBatch][H][kMaxDecodeSplits]. Unused by prefill.
+  float *partialOut;
+  float *partialMax;
+  float *partialSum;
+  int32_t maxBlocksPerSeq;
+  int32_t numSeqs;
+  int32_t numTokens;
+  int32_t numSplits; // gridDim.z of the decode launch; the reduce kernel reads it too
+  float scale;
+};
+
+// out[r, i] = silu(gu[r, i]) * gu[r, I + i]      grid (rows, ceil(I / chunk))
+struct SiluMulParams {
+  const void *gateUp;
+  void *out;
+  int32_t rows;
+};
+
+// out = a + b over rows of `width` elements      grid (rows, ceil(width / chunk))
+struct AddParams {
+  const void *a;
+  const void *b;
+  void *out;
+  int32_t rows;
+};
+
+// out[i] = x[indices[i]]                          grid (numRows, ceil(width / chunk))
+struct GatherRowsParams {
+  const void *x;
+  const int32_t *indices;
+  void *out;
+  int32_t numRows;
+};
+
+} // namespace kiln::kernels::cuda
