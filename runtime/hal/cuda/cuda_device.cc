@@ -1,0 +1,321 @@
+// NEVER RUN ON A GPU: see cuda_device.h. Every driver call is checked and reported by name.
+#include "runtime/hal/cuda/cuda_device.h"
+
+#include "kernels/cuda/params.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <optional>
+
+namespace kiln::rt {
+namespace {
+
+struct ParsedTarget {
+  bool ptx = false;
+  int number = 0;
+  std::string suffix;
+};
+
+bool parseTarget(const std::string &target, ParsedTarget &parsed) {
+  const std::string prefix = target.rfind("compute_", 0) == 0 ? "compute_" : "sm_";
+  if (target.rfind(prefix, 0) != 0)
+    return false;
+  parsed.ptx = prefix == "compute_";
+  const char *begin = target.data() + prefix.size();
+  const char *end = target.data() + target.size();
+  auto [rest, error] = std::from_chars(begin, end, parsed.number);
+  parsed.suffix.assign(rest, end);
+  return error == std::errc() && rest != begin;
+}
+
+std::string describeModules(const std::vector<KernelModuleRef> &modules) {
+  std::string list;
+  for (const KernelModuleRef &m : modules)
+    list += (list.empty() ? "" : ", ") + m.target +
+            (m.format == schema::KernelFormat::Ptx ? " (PTX)" : " (CUBIN)");
+  return list.empty() ? "none" : list;
+}
+
+class CudaPreparedOp final : public PreparedOp {
+public:
+  CudaPreparedOp(BoundOp bound, std::vector<CUfunction> functions)
+      : bound_(std::move(bound)), functions_(std::move(functions)) {}
+  BoundOp bound_;
+  std::vector<CUfunction> functions_; // indexed like kernelSymbols(op)
+};
+
+// Split-K scratch carved from one fp32 buffer: partial outputs, then maxima, then sums.
+AttentionScratch carveScratch(const BoundOp &op, void *base) {
+  AttentionScratch scratch;
+  if (op.op->params_type() != schema::OpParams::AttentionParams || !base)
+    return scratch;
+  const auto *p = op.op->params_as_AttentionParams();
+  const size_t states = static_cast<size_t>(op.inputs[4].fixedRows) * p->num_heads() *
+                        kernels::cuda::kMaxDecodeSplits;
+  scratch.partialOut = static_cast<float *>(base);
+  scratch.partialMax = scratch.partialOut + states * p->head_dim();
+  scratch.partialSum = scratch.partialMax + states;
+  return scratch;
+}
+
+CUdeviceptr devicePtr(const void *p) { return reinterpret_cast<CUdeviceptr>(p); }
+
+} // namespace
+
+std::string smTargetName(int major, int minor) {
+  const int sm = major * 10 + minor;
+  return "sm_" + std::to_string(sm) + (major == 9 || major == 10 ? "a" : "");
+}
+
+Result<size_t> selectKernelModule(int major, int minor,
+                                  const std::vector<KernelModuleRef> &modules) {
+  const int sm = major * 10 + minor;
+  std::optional<size_t> sameMajor, ptx;
+  int sameMajorNumber = -1, ptxNumber = -1;
+  for (size_t i = 0; i < modules.size(); ++i) {
+    ParsedTarget t;
+    if (!parseTarget(modules[i].target, t) ||
+        t.ptx != (modules[i].format == schema::KernelFormat::Ptx))
+      continue;
+    if (!t.ptx && t.number == sm)
+      return i;
+    // Arch-specific ("a") code runs only on its own SM; plain and family ("f") code runs on
+    // later minors of the same major (CUBIN) or any later SM (PTX, JIT-compiled).
+    const bool portable = t.suffix.empty() || t.suffix == "f";
+    if (!t.ptx && portable && t.number / 10 == major && t.number < sm && t.number > sameMajorNumber)
+      sameMajor = i, sameMajorNumber = t.number;
+    if (t.ptx && (t.number == sm || (t.suffix.empty() && t.number < sm)) && t.number > ptxNumber)
+      ptx = i, ptxNumber = t.number;
+  }
+  if (sameMajor)
+    return *sameMajor;
+  if (ptx)
+    return *ptx;
+  return failedPrecondition("the artifact has no kernels for this GPU: it is sm_" +
+                            std::to_string(sm) + " (compute capability " + std::to_string(major) +
+                            "." + std::to_string(minor) + "), the artifact's kernel modules are " +
+                            describeModules(modules) + "; recompile with --target " +
+                            smTargetName(major, minor));
+}
+
+Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &options) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const CudaDriver> driver,
+                        CudaDriver::load(options.driverLibrary));
+  CUresult rc = driver->init(0);
+  if (rc == CUDA_ERROR_NO_DEVICE)
+    return unavailable("no CUDA device: the driver (" + options.driverLibrary +
+                       ") sees no GPU (cuInit: " + driver->describe(rc) + ")");
+  if (rc != CUDA_SUCCESS)
+    return unavailable("cuInit failed: " + driver->describe(rc) + " (driver " +
+                       options.driverLibrary + ")");
+  int count = 0;
+  KILN_RETURN_IF_ERROR(driver->check(driver->deviceGetCount(&count), "cuDeviceGetCount"));
+  if (count == 0)
+    return unavailable("no CUDA device: the driver (" + options.driverLibrary + ") sees no GPU");
+  if (options.ordinal < 0 || options.ordinal >= count)
+    return invalidArgument("CUDA device " + std::to_string(options.ordinal) +
+                           " requested; this machine has " + std::to_string(count));
+  std::unique_ptr<CudaDevice> device(new CudaDevice(std::move(driver)));
+  KILN_RETURN_IF_ERROR(device->open(options.ordinal));
+  return std::unique_ptr<Device>(std::move(device));
+}
+
+CudaDevice::CudaDevice(std::shared_ptr<const CudaDriver> driver) : driver_(std::move(driver)) {}
+
+Status CudaDevice::open(int ordinal) {
+  const CudaDriver &d = *driver_;
+  KILN_RETURN_IF_ERROR(d.check(d.deviceGet(&device_, ordinal), "cuDeviceGet"));
+  int major = 0, minor = 0;
+  KILN_RETURN_IF_ERROR(d.check(
+      d.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
+      "cuDeviceGetAttribute(compute capability major)"));
+  KILN_RETURN_IF_ERROR(d.check(
+      d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
+      "cuDeviceGetAttribute(compute capability minor)"));
+  target_ = smTargetName(major, minor);
+  char gpuName[256] = {};
+  KILN_RETURN_IF_ERROR(d.check(d.deviceGetName(gpuName, sizeof(gpuName) - 1, device_),
+                               "cuDeviceGetName"));
+  name_ = "cuda:" + std::to_string(ordinal) + " (" + gpuName + ", " + target_ + ")";
+  // The primary context is the one cudart and cuBLASLt use, so later library ops share it.
+  KILN_RETURN_IF_ERROR(d.check(d.devicePrimaryCtxRetain(&context_, device_),
+                               "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  return d.check(d.streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+}
+
+CudaDevice::~CudaDevice() {
+  if (!context_)
+    return;
+  // Teardown errors cannot be reported from a destructor; the context release frees the rest.
+  (void)makeCurrent();
+  if (stream_)
+    driver_->streamSynchronize(stream_);
+  free(attentionScratch_);
+  if (module_)
+    driver_->moduleUnload(module_);
+  if (stream_)
+    driver_->streamDestroy(stream_);
+  driver_->devicePrimaryCtxRelease(device_);
+}
+
+// The context is current per thread; the engine thread is not the one that created the device.
+Status CudaDevice::makeCurrent() const {
+  return driver_->check(driver_->ctxSetCurrent(context_), "cuCtxSetCurrent");
+}
+
+Result<DeviceMemory> CudaDevice::allocate(size_t bytes, MemoryKind kind) {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  DeviceMemory memory;
+  memory.kind = kind;
+  memory.bytes = bytes;
+  if (bytes == 0)
+    return memory;
+  // Host-visible buffers (step inputs) are device memory too: the executor only writes them
+  // through copyToDevice, and kernels then read them at device bandwidth.
+  CUdeviceptr ptr = 0;
+  CUresult rc = driver_->memAlloc(&ptr, bytes);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY)
+    return resourceExhausted("cuda: out of device memory allocating " + std::to_string(bytes) +
+                             " bytes on " + name_);
+  KILN_RETURN_IF_ERROR(driver_->check(rc, "cuMemAlloc(" + std::to_string(bytes) + ")"));
+  memory.data = reinterpret_cast<void *>(ptr);
+  // Zeroed like the cpu backend's memory, so no step reads stale bytes as values.
+  KILN_RETURN_IF_ERROR(
+      driver_->check(driver_->memsetD8Async(ptr, 0, bytes, stream_), "cuMemsetD8Async"));
+  return memory;
+}
+
+void CudaDevice::free(DeviceMemory &memory) {
+  if (memory.data && !memory.borrowed && makeCurrent().isOk())
+    driver_->memFree(devicePtr(memory.data));
+  memory = DeviceMemory();
+}
+
+Result<DeviceMemory> CudaDevice::importWeights(std::span<const uint8_t> hostBytes) {
+  KILN_ASSIGN_OR_RETURN(DeviceMemory memory, allocate(hostBytes.size(), MemoryKind::kDevice));
+  if (hostBytes.empty())
+    return memory;
+  Status copied = driver_->check(
+      driver_->memcpyHtoD(devicePtr(memory.data), hostBytes.data(), hostBytes.size()),
+      "cuMemcpyHtoD(weights, " + std::to_string(hostBytes.size()) + " bytes)");
+  if (!copied.isOk()) {
+    free(memory);
+    return copied;
+  }
+  return memory;
+}
+
+Status CudaDevice::copyToDevice(void *deviceDst, const void *hostSrc, size_t bytes) {
+  if (bytes == 0)
+    return okStatus();
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  // Pageable sources are staged by the driver before this returns, so the caller may reuse them.
+  return driver_->check(driver_->memcpyHtoDAsync(devicePtr(deviceDst), hostSrc, bytes, stream_),
+                        "cuMemcpyHtoDAsync");
+}
+
+Status CudaDevice::copyToHost(void *hostDst, const void *deviceSrc, size_t bytes) {
+  if (bytes == 0)
+    return okStatus();
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  KILN_RETURN_IF_ERROR(driver_->check(
+      driver_->memcpyDtoHAsync(hostDst, devicePtr(deviceSrc), bytes, stream_),
+      "cuMemcpyDtoHAsync"));
+  return synchronize();
+}
+
+Status CudaDevice::synchronize() {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  return driver_->check(driver_->streamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+Status CudaDevice::loadKernelModules(const schema::Plan &plan) {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  std::vector<KernelModuleRef> refs;
+  if (plan.kernel_modules())
+    for (const schema::KernelModule *m : *plan.kernel_modules())
+      refs.push_back({m->target() ? m->target()->str() : "", m->format()});
+  int major = 0, minor = 0;
+  driver_->deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_);
+  driver_->deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_);
+  KILN_ASSIGN_OR_RETURN(size_t index, selectKernelModule(major, minor, refs));
+  const schema::KernelModule &chosen = *plan.kernel_modules()->Get(static_cast<unsigned>(index));
+  if (!chosen.image() || chosen.image()->size() == 0)
+    return dataLoss("kernel module " + refs[index].target + " has an empty image");
+  // FlatBuffers gives byte alignment only; the loader parses ELF headers in place.
+  std::vector<uint64_t> aligned((chosen.image()->size() + 8) / 8, 0);
+  std::memcpy(aligned.data(), chosen.image()->data(), chosen.image()->size());
+  char log[8192] = {};
+  CUjit_option keys[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
+  void *values[] = {log, reinterpret_cast<void *>(static_cast<uintptr_t>(sizeof(log) - 1))};
+  CUmodule module = nullptr;
+  CUresult rc = driver_->moduleLoadDataEx(&module, aligned.data(), 2, keys, values);
+  if (rc != CUDA_SUCCESS)
+    return internalError("cuModuleLoadDataEx(" + refs[index].target + ") failed on " + name_ +
+                         ": " + driver_->describe(rc) + (log[0] ? std::string("; log: ") + log : ""));
+  if (module_)
+    driver_->moduleUnload(module_);
+  module_ = module;
+  moduleTarget_ = refs[index].target;
+  functions_.clear();
+  return okStatus();
+}
+
+Result<CUfunction> CudaDevice::function(const std::string &symbol) const {
+  if (auto it = functions_.find(symbol); it != functions_.end())
+    return it->second;
+  CUfunction fn = nullptr;
+  CUresult rc = driver_->moduleGetFunction(&fn, module_, symbol.c_str());
+  if (rc != CUDA_SUCCESS)
+    return dataLoss("kernel '" + symbol + "' is not in the artifact's " + moduleTarget_ +
+                    " module (" + driver_->describe(rc) + ")");
+  const_cast<std::map<std::string, CUfunction> &>(functions_)[symbol] = fn;
+  return fn;
+}
+
+Status CudaDevice::ensureAttentionScratch(size_t bytes) {
+  if (bytes <= attentionScratch_.bytes)
+    return okStatus();
+  free(attentionScratch_);
+  KILN_ASSIGN_OR_RETURN(attentionScratch_, allocate(bytes, MemoryKind::kDevice));
+  return okStatus();
+}
+
+Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareOp(const BoundOp &op) {
+  KILN_RETURN_IF_ERROR(checkCudaOp(op));
+  if (!module_)
+    return failedPrecondition("cuda backend: no kernel module loaded on " + name_ +
+                              ": call CudaDevice::loadKernelModules(plan) before preparing ops");
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  KILN_ASSIGN_OR_RETURN(std::vector<std::string> symbols, kernelSymbols(op));
+  std::vector<CUfunction> functions;
+  for (const std::string &symbol : symbols) {
+    KILN_ASSIGN_OR_RETURN(CUfunction fn, function(symbol));
+    functions.push_back(fn);
+  }
+  // Allocated while preparing (at load), never during a step.
+  KILN_RETURN_IF_ERROR(ensureAttentionScratch(attentionScratchBytes(op)));
+  return std::unique_ptr<PreparedOp>(std::make_unique<CudaPreparedOp>(op, std::move(functions)));
+}
+
+Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
+  // Only this device prepares the ops it runs, so the downcast is safe.
+  const auto &op = static_cast<const CudaPreparedOp &>(prepared);
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  const AttentionScratch scratch = carveScratch(op.bound_, attentionScratch_.data);
+  for (CudaLaunch &launch : planLaunches(op.bound_, counts, scratch)) {
+    void *args[] = {launch.params.data()};
+    CUresult rc = driver_->launchKernel(op.functions_[launch.kernel], launch.grid[0],
+                                        launch.grid[1], launch.grid[2], launch.block, 1, 1,
+                                        launch.sharedBytes, stream_, args, nullptr);
+    if (rc != CUDA_SUCCESS)
+      return internalError("cuLaunchKernel for op '" +
+                           (op.bound_.op->name() ? op.bound_.op->name()->str() : std::string()) +
+                           "' failed: " + driver_->describe(rc));
+  }
+  return okStatus();
+}
+
+} // namespace kiln::rt

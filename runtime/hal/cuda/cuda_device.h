@@ -1,0 +1,85 @@
+// The CUDA backend: one GPU through the driver API loaded at run time (cuda_driver.h), its
+// primary context, one stream for every copy and launch, kernels from the artifact's kernel
+// modules (CUBIN for the device's SM, else PTX JIT-compiled by the driver).
+//
+// NEVER RUN ON A GPU so far: written and compiled on a machine without one. What CI checks is
+// the no-driver path, module selection and launch planning (cuda_launch.h). Not implemented yet:
+// Linear (cuBLASLt), CUDA graphs per batch bucket, multi-GPU (NCCL).
+#pragma once
+
+#include "runtime/hal/cuda/cuda_driver.h"
+#include "runtime/hal/cuda/cuda_launch.h"
+#include "runtime/hal/device.h"
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+struct CudaDeviceOptions {
+  std::string driverLibrary = "libcuda.so.1";
+  int ordinal = 0;
+};
+
+// Errors: "no CUDA driver found (libcuda.so.1): ...", "cuInit failed: ...", "no CUDA device".
+Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &options = {});
+
+// The artifact target name of a compute capability: "sm_90a" for 9.0 (kiln builds Hopper and
+// Blackwell with their arch-specific features), "sm_86" for 8.6.
+std::string smTargetName(int major, int minor);
+
+struct KernelModuleRef {
+  std::string target; // "sm_90a", "compute_80"
+  schema::KernelFormat format = schema::KernelFormat::Cubin;
+};
+// Which module a device of compute capability major.minor loads: a CUBIN built for exactly its
+// SM, else a CUBIN of the same major and a lower minor (binary compatible), else the PTX of the
+// highest compute_XX <= its SM (driver JIT). The error names the device's SM and every target.
+Result<size_t> selectKernelModule(int major, int minor, const std::vector<KernelModuleRef> &modules);
+
+class CudaDevice final : public Device {
+public:
+  ~CudaDevice() override;
+
+  const std::string &name() const override { return name_; }
+  DeviceKind kind() const override { return DeviceKind::kCuda; }
+  const std::string &target() const override { return target_; }
+
+  Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override;
+  void free(DeviceMemory &memory) override;
+  Result<DeviceMemory> importWeights(std::span<const uint8_t> hostBytes) override;
+  Status copyToDevice(void *deviceDst, const void *hostSrc, size_t bytes) override;
+  Status copyToHost(void *hostDst, const void *deviceSrc, size_t bytes) override;
+
+  // Needs loadKernelModules() first: ops launch kernels by symbol.
+  Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override;
+  Status runOp(const PreparedOp &op, const StepCounts &counts) override;
+  Status synchronize() override;
+
+  // Loads the plan's module for this device (selectKernelModule). The Device interface has no
+  // such hook yet: whoever creates the executor on a CudaDevice calls this first.
+  Status loadKernelModules(const schema::Plan &plan);
+
+private:
+  friend Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &options);
+  explicit CudaDevice(std::shared_ptr<const CudaDriver> driver);
+  Status open(int ordinal);
+  Status makeCurrent() const;
+  Result<CUfunction> function(const std::string &symbol) const;
+  Status ensureAttentionScratch(size_t bytes);
+
+  std::shared_ptr<const CudaDriver> driver_;
+  CUdevice device_ = 0;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  CUmodule module_ = nullptr;
+  std::string moduleTarget_;
+  std::map<std::string, CUfunction> functions_;
+  DeviceMemory attentionScratch_;
+  std::string name_ = "cuda";
+  std::string target_;
+};
+
+} // namespace kiln::rt

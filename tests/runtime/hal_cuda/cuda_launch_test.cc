@@ -1,0 +1,246 @@
+// Launch planning of the cuda backend: grids from the plan's GridRule or the attention rules,
+// and the params.h structs filled from bound buffers. Pointers are fake: nothing is launched.
+#include "runtime/hal/cuda/cuda_launch.h"
+
+#include "kernels/cuda/params.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+namespace kiln::rt {
+namespace {
+
+namespace kc = kiln::kernels::cuda;
+using schema::DType;
+using schema::RowScale;
+
+void *fake(uintptr_t address) { return reinterpret_cast<void *>(address); }
+
+BoundBuffer buffer(uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows,
+                   int64_t width, schema::BufferKind kind = schema::BufferKind::Activation) {
+  BoundBuffer b;
+  b.data = fake(address);
+  b.dtype = dtype;
+  b.rows = rows;
+  b.fixedRows = fixedRows;
+  b.width = width;
+  b.kind = kind;
+  return b;
+}
+
+BoundBuffer stepInput(uintptr_t address, RowScale rows, int64_t fixedRows, int64_t width = 1) {
+  return buffer(address, DType::I32, rows, fixedRows, width, schema::BufferKind::StepInput);
+}
+
+template <typename Params> Params paramsOf(const CudaLaunch &launch) {
+  EXPECT_EQ(launch.paramBytes, sizeof(Params));
+  Params p;
+  std::memcpy(&p, launch.params.data(), sizeof(Params));
+  return p;
+}
+
+// Owns the FlatBuffers op a BoundOp points at.
+class LaunchTest : public ::testing::Test {
+protected:
+  template <typename MakeParams>
+  void makeOp(schema::OpParams kind, MakeParams makeParams, size_t inputs, size_t outputs,
+              const char *kernel, bool withGrid = true) {
+    fbb_.Clear();
+    auto params = makeParams(fbb_);
+    std::vector<uint32_t> in(inputs), out(outputs);
+    for (size_t i = 0; i < inputs; ++i)
+      in[i] = static_cast<uint32_t>(i);
+    for (size_t i = 0; i < outputs; ++i)
+      out[i] = static_cast<uint32_t>(inputs + i);
+    auto grid = withGrid ? schema::CreateGridRule(fbb_, RowScale::Tokens, 1, 1, 3, 1, 512, 0)
+                         : flatbuffers::Offset<schema::GridRule>();
+    fbb_.Finish(
+        schema::CreateOpDirect(fbb_, "layers.0.op", kind, params, &in, &out, kernel, grid));
+    op_.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
+  }
+
+  void bindAttention(DType dtype, int64_t headDim) {
+    makeOp(
+        schema::OpParams::AttentionParams,
+        [&](auto &fbb) {
+          return schema::CreateAttentionParams(fbb, 1, 32, 8, static_cast<uint32_t>(headDim),
+                                               0.125f)
+              .Union();
+        },
+        5, 1, "prefill_sym,decode_sym,reduce_sym");
+    op_.inputs = {buffer(0x1000, dtype, RowScale::Tokens, 512, 32 * headDim),
+                  stepInput(0x2000, RowScale::Tokens, 512),
+                  stepInput(0x3000, RowScale::Sequences, 65),
+                  stepInput(0x4000, RowScale::Sequences, 64),
+                  stepInput(0x5000, RowScale::Fixed, 64, 256)};
+    op_.outputs = {buffer(0x6000, dtype, RowScale::Tokens, 512, 32 * headDim)};
+    kv_.keys = {fake(0x7000), fake(0x8000)};
+    kv_.values = {fake(0x9000), fake(0xa000)};
+    kv_.dtype = dtype;
+    op_.kvCache = &kv_;
+  }
+
+  flatbuffers::FlatBufferBuilder fbb_;
+  BoundOp op_;
+  KvCacheBinding kv_;
+};
+
+TEST_F(LaunchTest, RmsNormFollowsTheGridRule) {
+  makeOp(
+      schema::OpParams::RmsNormParams,
+      [](auto &fbb) { return schema::CreateRmsNormParams(fbb, 1e-5f).Union(); }, 2, 1,
+      "kiln_rms_norm");
+  op_.inputs = {buffer(0x100, DType::BF16, RowScale::Tokens, 256, 4096),
+                buffer(0x200, DType::BF16, RowScale::Fixed, 4096, 1, schema::BufferKind::Weight)};
+  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  StepCounts counts{7, 2, 2, 100};
+  std::vector<CudaLaunch> launches = planLaunches(op_, counts, {});
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].grid[0], 7u);
+  EXPECT_EQ(launches[0].grid[1], 3u);
+  EXPECT_EQ(launches[0].block, 512u);
+  auto p = paramsOf<kc::RmsNormParams>(launches[0]);
+  EXPECT_EQ(p.x, fake(0x100));
+  EXPECT_EQ(p.weight, fake(0x200));
+  EXPECT_EQ(p.out, fake(0x300));
+  EXPECT_EQ(p.rows, 7);
+  EXPECT_FLOAT_EQ(p.eps, 1e-5f);
+  EXPECT_TRUE(planLaunches(op_, StepCounts{0, 0, 0, 0}, {}).empty()); // nothing to launch
+}
+
+TEST_F(LaunchTest, AddRmsNormWritesTheSecondOutput) {
+  makeOp(
+      schema::OpParams::AddRmsNormParams,
+      [](auto &fbb) { return schema::CreateAddRmsNormParams(fbb, 1e-6f).Union(); }, 3, 2, "k");
+  op_.inputs = {buffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
+                buffer(0x200, DType::F32, RowScale::Tokens, 8, 64),
+                buffer(0x300, DType::F32, RowScale::Fixed, 64, 1, schema::BufferKind::Weight)};
+  op_.outputs = {buffer(0x200, DType::F32, RowScale::Tokens, 8, 64),
+                 buffer(0x400, DType::F32, RowScale::Tokens, 8, 64)};
+  ASSERT_TRUE(checkCudaOp(op_).isOk());
+  auto p = paramsOf<kc::AddRmsNormParams>(planLaunches(op_, {5, 1, 1, 5}, {})[0]);
+  EXPECT_EQ(p.residual, fake(0x200));
+  EXPECT_EQ(p.weight, fake(0x300));
+  EXPECT_EQ(p.out, fake(0x400));
+  EXPECT_EQ(p.rows, 5);
+}
+
+TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
+  makeOp(
+      schema::OpParams::RopeKvWriteParams,
+      [](auto &fbb) { return schema::CreateRopeKvWriteParams(fbb, 1, 4, 2, 16, 16).Union(); }, 4,
+      1, "kiln_rope");
+  op_.inputs = {buffer(0x100, DType::F16, RowScale::Tokens, 8, 128),
+                stepInput(0x200, RowScale::Tokens, 8), stepInput(0x300, RowScale::Tokens, 8),
+                buffer(0x400, DType::F32, RowScale::Fixed, 8, 1, schema::BufferKind::Weight)};
+  op_.outputs = {buffer(0x500, DType::F16, RowScale::Tokens, 8, 64)};
+  kv_.keys = {fake(0x600), fake(0x700)};
+  kv_.values = {fake(0x800), fake(0x900)};
+  kv_.dtype = DType::F16;
+  op_.kvCache = &kv_;
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  auto p = paramsOf<kc::RopeKvWriteParams>(planLaunches(op_, {6, 2, 2, 9}, {})[0]);
+  EXPECT_EQ(p.kCache, fake(0x700));
+  EXPECT_EQ(p.vCache, fake(0x900));
+  EXPECT_EQ(p.invFreq, fake(0x400));
+  EXPECT_EQ(p.numTokens, 6);
+
+  kv_.dtype = DType::F32;
+  EXPECT_NE(checkCudaOp(op_).message().find("KV cache dtype F32 differs from the activations' F16"),
+            std::string::npos)
+      << checkCudaOp(op_).message();
+  kv_.keys.resize(1);
+  EXPECT_NE(checkCudaOp(op_).message().find("no KV cache bound for layer 1"), std::string::npos);
+}
+
+TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
+  bindAttention(DType::BF16, 128);
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  AttentionScratch scratch{static_cast<float *>(fake(0xb000)), static_cast<float *>(fake(0xc000)),
+                           static_cast<float *>(fake(0xd000))};
+  std::vector<CudaLaunch> launches = planLaunches(op_, {3, 3, 3, 1000}, scratch);
+  ASSERT_EQ(launches.size(), 2u);
+  EXPECT_EQ(launches[0].kernel, 1u); // decode_sym
+  EXPECT_EQ(launches[0].grid[0], 3u);
+  EXPECT_EQ(launches[0].grid[1], 8u);  // kv heads
+  EXPECT_EQ(launches[0].grid[2], 4u);  // ceil(1000 / 256) splits
+  EXPECT_EQ(launches[0].block, 128u);
+  EXPECT_EQ(launches[1].kernel, 2u); // reduce_sym
+  EXPECT_EQ(launches[1].grid[0], 3u);
+  EXPECT_EQ(launches[1].grid[1], 32u); // query heads
+  auto p = paramsOf<kc::AttentionParams>(launches[0]);
+  EXPECT_EQ(p.q, fake(0x1000));
+  EXPECT_EQ(p.blockTables, fake(0x5000));
+  EXPECT_EQ(p.kCache, fake(0x8000)); // layer 1
+  EXPECT_EQ(p.vCache, fake(0xa000));
+  EXPECT_EQ(p.out, fake(0x6000));
+  EXPECT_EQ(p.partialOut, fake(0xb000));
+  EXPECT_EQ(p.maxBlocksPerSeq, 256);
+  EXPECT_EQ(p.numSplits, 4);
+  EXPECT_FLOAT_EQ(p.scale, 0.125f);
+  EXPECT_EQ(paramsOf<kc::AttentionParams>(launches[1]).numSplits, 4);
+  EXPECT_EQ(planLaunches(op_, {3, 3, 3, 100000}, scratch)[0].grid[2], 16u); // capped
+  EXPECT_EQ(planLaunches(op_, {1, 1, 1, 1}, scratch)[0].grid[2], 1u);
+  // maxBatch 64 x 32 heads x 16 splits x (128 + 2) floats.
+  EXPECT_EQ(attentionScratchBytes(op_), 64u * 32 * 16 * 130 * 4);
+}
+
+TEST_F(LaunchTest, PrefillTilesCoverEveryRowTileOfEverySequence) {
+  bindAttention(DType::BF16, 128);
+  std::vector<CudaLaunch> launches = planLaunches(op_, {100, 3, 3, 90}, {});
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].kernel, 0u);
+  EXPECT_EQ(launches[0].grid[0], 4u + 3u); // ceil(100 / 32) + sequences
+  EXPECT_EQ(launches[0].grid[1], 32u);
+  bindAttention(DType::F32, 256); // 1 KiB rows: 16-row tiles
+  EXPECT_EQ(planLaunches(op_, {100, 3, 3, 90}, {})[0].grid[0], 7u + 3u);
+}
+
+TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
+  bindAttention(DType::BF16, 128);
+  makeOp(
+      schema::OpParams::AttentionParams,
+      [](auto &fbb) { return schema::CreateAttentionParams(fbb, 0, 32, 8, 128, 0.1f).Union(); },
+      5, 1, "only_one");
+  Status oneName = checkCudaOp(op_);
+  EXPECT_NE(oneName.message().find("kernel 'only_one' should name 3 kernels: "
+                                   "<prefill>,<decode>,<decode_reduce>"),
+            std::string::npos)
+      << oneName.message();
+
+  makeOp(
+      schema::OpParams::LinearParams,
+      [](auto &fbb) { return schema::CreateLinearParams(fbb, false).Union(); }, 2, 1, "");
+  op_.inputs = {buffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
+                buffer(0x200, DType::BF16, RowScale::Fixed, 64, 64, schema::BufferKind::Weight)};
+  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
+  Status linear = checkCudaOp(op_);
+  EXPECT_EQ(linear.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(linear.message().find("Linear runs on cuBLASLt"), std::string::npos);
+
+  makeOp(
+      schema::OpParams::AddParams, [](auto &fbb) { return schema::CreateAddParams(fbb).Union(); },
+      2, 1, "kiln_add");
+  op_.inputs = {buffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
+                buffer(0x200, DType::F32, RowScale::Tokens, 8, 64)};
+  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
+  EXPECT_NE(checkCudaOp(op_).message().find("mixes activation dtypes BF16 and F32"),
+            std::string::npos)
+      << checkCudaOp(op_).message();
+  op_.inputs.pop_back();
+  EXPECT_NE(checkCudaOp(op_).message().find("bound 1/1 buffers, the op has 2/1"),
+            std::string::npos);
+
+  makeOp(
+      schema::OpParams::AddParams, [](auto &fbb) { return schema::CreateAddParams(fbb).Union(); },
+      2, 1, "kiln_add", /*withGrid=*/false);
+  op_.inputs = {buffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
+                buffer(0x200, DType::F32, RowScale::Tokens, 8, 64)};
+  op_.outputs = {buffer(0x300, DType::F32, RowScale::Tokens, 8, 64)};
+  EXPECT_NE(checkCudaOp(op_).message().find("has no grid rule"), std::string::npos);
+}
+
+} // namespace
+} // namespace kiln::rt
