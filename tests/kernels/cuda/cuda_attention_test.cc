@@ -1,0 +1,160 @@
+// Paged attention on the GPU vs the CPU reference: split-K decode (+ reduce) and flash-style
+// prefill over ragged batches, GQA shapes of the test models and Llama-3.1-8B, fp32/bf16/fp16.
+// Label gpu: skips without a device.
+#include "compiler/codegen/llama_kernels.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cuda/params.h"
+#include "tests/kernels/cuda/gpu_harness.h"
+
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+namespace kiln::testing {
+namespace {
+
+namespace kc = kiln::kernels::cuda;
+namespace cpu = kiln::kernels::cpu;
+using compiler::makeKernelInstance;
+
+struct HeadShape {
+  int32_t heads, kvHeads, headDim;
+};
+const HeadShape kShapes[] = {{4, 2, 16}, {8, 4, 16}, {4, 1, 32}, {8, 8, 64}, {32, 8, 128}};
+constexpr int32_t kBlockSize = 16;
+
+std::map<std::string, std::string> constants(const std::string &dtype, const HeadShape &s,
+                                             bool withKv = true) {
+  std::map<std::string, std::string> c = {{"dtype", dtype},
+                                          {"num_heads", std::to_string(s.heads)},
+                                          {"head_dim", std::to_string(s.headDim)}};
+  if (withKv) {
+    c["num_kv_heads"] = std::to_string(s.kvHeads);
+    c["block_size"] = std::to_string(kBlockSize);
+  }
+  return c;
+}
+
+struct Kernels {
+  KernelInstance prefill, decode, reduce;
+};
+Kernels kernelsFor(const std::string &dtype, const HeadShape &s) {
+  return {makeKernelInstance("attention_prefill", constants(dtype, s)),
+          makeKernelInstance("attention_decode", constants(dtype, s)),
+          makeKernelInstance("attention_decode_reduce", constants(dtype, s, false))};
+}
+
+// One step: sequences with `cached` tokens already in the cache and `fresh` new query tokens
+// (whose K/V are in the cache too, as RopeKvWrite put them there before attention).
+struct Sequence {
+  int32_t cached, fresh;
+};
+
+struct Step {
+  std::vector<int32_t> positions, queryStartLoc, contextLens, blockTables;
+  int32_t maxBlocksPerSeq = 0, numBlocks = 0, maxContext = 0;
+};
+
+Step makeStep(const std::vector<Sequence> &seqs, uint32_t seed) {
+  Step step;
+  step.queryStartLoc.push_back(0);
+  for (const Sequence &s : seqs) {
+    for (int32_t i = 0; i < s.fresh; ++i)
+      step.positions.push_back(s.cached + i);
+    step.queryStartLoc.push_back(step.queryStartLoc.back() + s.fresh);
+    step.contextLens.push_back(s.cached + s.fresh);
+    step.maxContext = std::max(step.maxContext, s.cached + s.fresh);
+    step.maxBlocksPerSeq =
+        std::max(step.maxBlocksPerSeq, (s.cached + s.fresh + kBlockSize - 1) / kBlockSize);
+  }
+  step.numBlocks = step.maxBlocksPerSeq * static_cast<int32_t>(seqs.size());
+  std::vector<int32_t> pool(step.numBlocks); // blocks handed out in a shuffled order
+  std::iota(pool.begin(), pool.end(), 0);
+  std::shuffle(pool.begin(), pool.end(), std::mt19937(seed));
+  step.blockTables = pool; // row s: blocks s*maxBlocksPerSeq ..., all distinct
+  return step;
+}
+
+void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
+                    const std::vector<Sequence> &seqs, bool decodePath, uint32_t seed) {
+  const Kernels k = kernelsFor(dt, s);
+  const Step step = makeStep(seqs, seed);
+  const auto numSeqs = static_cast<int32_t>(seqs.size());
+  const auto numTokens = static_cast<int32_t>(step.positions.size());
+  const size_t bytes = dt == "f32" ? 4 : 2;
+  const size_t rowElems = static_cast<size_t>(s.heads) * s.headDim;
+  const size_t cacheElems = static_cast<size_t>(step.numBlocks) * s.kvHeads * kBlockSize * s.headDim;
+  std::vector<float> q = randomValues(numTokens * rowElems, seed + 1, dt);
+  std::vector<float> kCache = randomValues(cacheElems, seed + 2, dt);
+  std::vector<float> vCache = randomValues(cacheElems, seed + 3, dt);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.headDim));
+
+  std::vector<float> ref(numTokens * rowElems);
+  cpu::attention({q.data(), step.positions.data(), step.queryStartLoc.data(),
+                  step.contextLens.data(), step.blockTables.data(), step.maxBlocksPerSeq,
+                  kCache.data(), vCache.data(), ref.data(), numSeqs, numTokens, s.heads,
+                  s.kvHeads, s.headDim, kBlockSize, scale});
+
+  const size_t states = static_cast<size_t>(numSeqs) * s.heads * kc::kMaxDecodeSplits;
+  auto *scratch = static_cast<float *>(gpu.alloc(states * (s.headDim + 2) * sizeof(float)));
+  void *dout = gpu.alloc(ref.size() * bytes);
+  kc::AttentionParams p{gpu.upload(encode(q, dt)),
+                        static_cast<const int32_t *>(gpu.uploadPod(step.positions)),
+                        static_cast<const int32_t *>(gpu.uploadPod(step.queryStartLoc)),
+                        static_cast<const int32_t *>(gpu.uploadPod(step.blockTables)),
+                        gpu.upload(encode(kCache, dt)),
+                        gpu.upload(encode(vCache, dt)),
+                        dout,
+                        scratch,
+                        scratch + states * s.headDim,
+                        scratch + states * (s.headDim + 1),
+                        step.maxBlocksPerSeq,
+                        numSeqs,
+                        numTokens,
+                        1,
+                        scale};
+  const auto threads = static_cast<uint32_t>(kc::kAttentionThreads);
+  if (decodePath) {
+    p.numSplits = std::clamp((step.maxContext + kc::kMinDecodeSplitLen - 1) / kc::kMinDecodeSplitLen,
+                             1, kc::kMaxDecodeSplits);
+    ASSERT_TRUE(gpu.launch(k.decode.symbol, numSeqs, s.kvHeads, p.numSplits, threads, p).isOk());
+    ASSERT_TRUE(gpu.launch(k.reduce.symbol, numSeqs, s.heads, 1, threads, p).isOk());
+  } else {
+    const int32_t rows = kc::prefillBlockRows(s.headDim, static_cast<int32_t>(bytes));
+    const auto tiles = static_cast<uint32_t>((numTokens + rows - 1) / rows + numSeqs);
+    ASSERT_TRUE(gpu.launch(k.prefill.symbol, tiles, s.heads, 1, threads, p).isOk());
+  }
+  expectClose(decode(gpu.download(dout, ref.size() * bytes), dt), ref, dt,
+              decodePath ? "decode attention" : "prefill attention");
+}
+
+std::vector<KernelInstance> allInstances() {
+  std::vector<KernelInstance> all;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : kShapes) {
+      Kernels k = kernelsFor(dt, s);
+      all.insert(all.end(), {k.prefill, k.decode, k.reduce});
+    }
+  return all;
+}
+
+TEST(CudaAttention, DecodeAndPrefillMatchTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  ASSERT_TRUE(gpu->load(allInstances()).isOk());
+  // Decode: one token each; 1100 and 3000 tokens take several splits, 1 and 17 take one.
+  const std::vector<Sequence> decodeStep = {{0, 1}, {16, 1}, {299, 1}, {1099, 1}, {2999, 1}};
+  // Prefill / mixed: fresh prompts, a chunk after a cached prefix, a decode token, a long chunk.
+  const std::vector<Sequence> prefillStep = {{0, 5}, {20, 1}, {3, 40}, {100, 33}, {0, 70}};
+  uint32_t seed = 10;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : kShapes) {
+      SCOPED_TRACE(std::string(dt) + " heads " + std::to_string(s.heads) + "/" +
+                   std::to_string(s.kvHeads) + " dim " + std::to_string(s.headDim));
+      checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++);
+      checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/false, seed++); // 1-row tiles
+      checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++);
+    }
+}
+
+} // namespace
+} // namespace kiln::testing
