@@ -14,6 +14,8 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_os_ostream.h"
 
+#include <chrono>
+
 namespace kiln::compiler {
 namespace {
 
@@ -173,7 +175,19 @@ Status Compilation::emit() {
   }
   size_t numWeights = contents->rankWeights[0].size();
   size_t numOps = contents->plan.ranks[0]->program.size();
-  KILN_RETURN_IF_ERROR(rt::writeArtifact(*contents, options_.outDir)
+  // The writer reports every tensor; a 7B model has hundreds, so per-tensor lines are kept to
+  // about one a second (other lines, such as the final "wrote ...", always pass).
+  rt::ProgressFn progress;
+  auto lastLine = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+  if (options_.log)
+    progress = [this, &lastLine](const std::string &message) {
+      auto now = std::chrono::steady_clock::now();
+      if (message.find(" tensors") != std::string::npos && now - lastLine < std::chrono::seconds(1))
+        return;
+      lastLine = now;
+      log("  " + message);
+    };
+  KILN_RETURN_IF_ERROR(rt::writeArtifact(*contents, options_.outDir, progress)
                            .withContext("writing " + options_.outDir));
   log("emit: " + std::to_string(numOps) + " ops, " + std::to_string(numWeights) +
       " weights (" + std::to_string(weightBytes) + " bytes, " + options_.dtype + ") written to " +
