@@ -1,0 +1,60 @@
+#include "runtime/serve/api_error.h"
+
+#include "runtime/serve/json_text.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::rt::serve {
+
+ApiError badRequest(std::string param, std::string message) {
+  ApiError error;
+  error.httpStatus = 400;
+  error.param = std::move(param);
+  error.message = std::move(message);
+  return error;
+}
+
+ApiError errorFromStatus(const Status &status, std::string param) {
+  ApiError error;
+  error.message = status.message();
+  error.param = std::move(param);
+  switch (status.code()) {
+  case StatusCode::kInvalidArgument:
+  case StatusCode::kOutOfRange:
+  case StatusCode::kNotFound:
+    error.httpStatus = 400;
+    break;
+  case StatusCode::kUnimplemented:
+    error.httpStatus = 501;
+    error.type = "not_implemented_error";
+    break;
+  case StatusCode::kUnavailable:
+  case StatusCode::kResourceExhausted:
+    error.httpStatus = 503;
+    error.type = "service_unavailable_error";
+    break;
+  default:
+    error.httpStatus = 500;
+    error.type = "internal_server_error";
+    break;
+  }
+  return error;
+}
+
+std::string openAiErrorBody(const ApiError &error) {
+  nlohmann::json body = {{"error",
+                          {{"message", error.message},
+                           {"type", error.type},
+                           {"param", error.param.empty() ? nlohmann::json() : nlohmann::json(error.param)},
+                           {"code", error.code.empty() ? nlohmann::json() : nlohmann::json(error.code)}}}};
+  return dumpJson(body);
+}
+
+std::string tgiErrorBody(const ApiError &error) {
+  const char *type = error.httpStatus == 503   ? "overloaded"
+                     : error.httpStatus < 500 ? "validation"
+                                              : "generation";
+  return dumpJson(nlohmann::json{{"error", error.message}, {"error_type", type}});
+}
+
+} // namespace kiln::rt::serve

@@ -1,0 +1,31 @@
+// An HTTP-level error: status code plus the fields OpenAI's and TGI's error bodies carry. Every
+// rejection the server makes is one of these, so the two wire shapes never drift apart.
+#pragma once
+
+#include "runtime/base/status.h"
+
+#include <string>
+
+namespace kiln::rt::serve {
+
+struct ApiError {
+  int httpStatus = 400;
+  std::string message;
+  std::string type = "invalid_request_error"; // OpenAI "type"
+  std::string param;                          // the offending request field; "" when none
+  std::string code;                           // OpenAI "code"; "" for null
+};
+
+// 400 naming the field.
+ApiError badRequest(std::string param, std::string message);
+// Maps an engine/model Status to an HTTP error: invalid argument / out of range -> 400,
+// unavailable -> 503, unimplemented -> 501, anything else -> 500.
+ApiError errorFromStatus(const Status &status, std::string param = "");
+
+// {"error":{"message","type","param","code"}} (OpenAI).
+std::string openAiErrorBody(const ApiError &error);
+// {"error","error_type"} (TGI); error_type is "validation" for 4xx, "overloaded" for 503,
+// "generation" otherwise, as TGI names them.
+std::string tgiErrorBody(const ApiError &error);
+
+} // namespace kiln::rt::serve

@@ -1,0 +1,33 @@
+#include "runtime/serve/api_key.h"
+
+#include <cctype>
+
+namespace kiln::rt::serve {
+
+bool constantTimeEquals(std::string_view a, std::string_view b) {
+  // Walk the expected key's length whatever the input is, and fold the length difference into
+  // the result instead of returning early.
+  unsigned char diff = a.size() == b.size() ? 0 : 1;
+  for (size_t i = 0; i < b.size(); ++i) {
+    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ static_cast<unsigned char>(b[i]));
+  }
+  return diff == 0;
+}
+
+bool bearerMatches(std::string_view header, std::string_view key) {
+  constexpr std::string_view kScheme = "bearer ";
+  if (header.size() < kScheme.size())
+    return false;
+  for (size_t i = 0; i < kScheme.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(header[i])) != kScheme[i])
+      return false;
+  std::string_view token = header.substr(kScheme.size());
+  while (!token.empty() && token.front() == ' ')
+    token.remove_prefix(1);
+  while (!token.empty() && (token.back() == ' ' || token.back() == '\r'))
+    token.remove_suffix(1);
+  return constantTimeEquals(token, key);
+}
+
+} // namespace kiln::rt::serve

@@ -1,0 +1,169 @@
+#include "runtime/serve/http_server.h"
+
+#include "runtime/serve/api_key.h"
+#include "runtime/serve/routes.h"
+#include "runtime/serve/thread_pool.h"
+
+#include <csignal>
+#include <mutex>
+#include <sys/socket.h>
+#include <unistd.h>
+
+namespace kiln::rt::serve {
+
+struct HttpServer::Impl {
+  HttpServerConfig config;
+  httplib::Server server;
+  RouteContext ctx;
+  std::atomic<int> listenFd{-1};
+  std::once_flag drainOnce;
+
+  void registerRoutes();
+  void registerGeneration();
+  bool authorized(const httplib::Request &req, httplib::Response &res, ErrorStyle style);
+  httplib::Server::Handler guard(ErrorStyle style,
+                                 void (*route)(RouteContext &, const httplib::Request &,
+                                               httplib::Response &));
+  void handleMetrics(httplib::Response &res);
+};
+
+HttpServer::HttpServer(HttpServerConfig config) : impl_(std::make_unique<Impl>()) {
+  impl_->config = std::move(config);
+  impl_->ctx.maxBodyBytes = impl_->config.maxBodyBytes;
+  impl_->ctx.sageMakerStreamFormat = impl_->config.sageMakerStreamFormat;
+  impl_->ctx.admission = std::make_unique<Admission>(INT64_MAX);
+  impl_->registerRoutes();
+}
+
+HttpServer::~HttpServer() = default;
+
+bool HttpServer::Impl::authorized(const httplib::Request &req, httplib::Response &res,
+                                  ErrorStyle style) {
+  if (config.apiKey.empty() || bearerMatches(req.get_header_value("Authorization"), config.apiKey))
+    return true;
+  ApiError error;
+  error.httpStatus = 401;
+  error.type = "authentication_error";
+  error.code = "invalid_api_key";
+  error.message = "a valid API key is required: send the header 'Authorization: Bearer <key>'";
+  res.set_header("WWW-Authenticate", "Bearer");
+  sendError(res, error, style);
+  return false;
+}
+
+httplib::Server::Handler HttpServer::Impl::guard(
+    ErrorStyle style, void (*route)(RouteContext &, const httplib::Request &, httplib::Response &)) {
+  return [this, style, route](const httplib::Request &req, httplib::Response &res) {
+    if (authorized(req, res, style))
+      route(ctx, req, res);
+  };
+}
+
+void HttpServer::Impl::handleMetrics(httplib::Response &res) {
+  ServeModel *model = ctx.model.load();
+  MetricsSnapshot engine = model ? model->engine().metrics() : MetricsSnapshot{};
+  ServerMetricsSnapshot server = ctx.metrics.snapshot();
+  server.inFlight = ctx.admission->inFlight();
+  res.set_content(renderPrometheus(engine, server, model ? model->name() : ""),
+                  "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void HttpServer::Impl::registerGeneration() {
+  server.Post("/v1/completions", guard(ErrorStyle::kOpenAi, handleCompletions));
+  server.Post("/v1/chat/completions", guard(ErrorStyle::kOpenAi, handleChatCompletions));
+  server.Get("/v1/models", guard(ErrorStyle::kOpenAi, handleModels));
+  server.Post("/generate", guard(ErrorStyle::kTgi, handleTgiGenerate));
+  server.Post("/generate_stream", guard(ErrorStyle::kTgi, handleTgiGenerateStream));
+  server.Post("/invocations", guard(ErrorStyle::kTgi, handleInvocations));
+}
+
+void HttpServer::Impl::registerRoutes() {
+  registerGeneration();
+  // Health endpoints stay open without a key: load balancers and SageMaker probe them.
+  server.Get("/ping", [this](const httplib::Request &, httplib::Response &res) {
+    bool ready = ctx.model.load() && !ctx.draining.load();
+    res.status = ready ? 200 : 503;
+    res.set_content(ready ? "{\"status\":\"healthy\"}" : "{\"status\":\"loading\"}",
+                    "application/json");
+  });
+  server.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
+    res.status = ctx.model.load() && !ctx.draining.load() ? 200 : 503;
+  });
+  server.Get("/metrics", [this](const httplib::Request &req, httplib::Response &res) {
+    if (authorized(req, res, ErrorStyle::kOpenAi))
+      handleMetrics(res);
+  });
+  server.set_error_handler([](const httplib::Request &req, httplib::Response &res) {
+    if (!res.body.empty())
+      return;
+    ApiError error;
+    error.httpStatus = res.status;
+    error.type = res.status == 404 ? "NotFoundError" : "invalid_request_error";
+    error.message = res.status == 404   ? "no route for " + req.method + " " + req.path
+                    : res.status == 413 ? "the request body is over the size limit"
+                                        : "the request could not be handled";
+    sendError(res, error, ErrorStyle::kOpenAi);
+  });
+  server.set_post_routing_handler(
+      [this](const httplib::Request &, httplib::Response &res) { ctx.metrics.countResponse(res.status); });
+}
+
+Result<int> HttpServer::bind() {
+  Impl &impl = *impl_;
+  impl.server.set_tcp_nodelay(true); // small SSE chunks must not wait for Nagle
+  impl.server.set_payload_max_length(impl.config.maxBodyBytes);
+  impl.server.set_keep_alive_timeout(impl.config.keepAliveSeconds);
+  // httplib's listen backlog is a compile-time 5, too small for a burst of clients; the socket
+  // options hook is the one place that sees the listening socket, so remember it and re-listen.
+  impl.server.set_socket_options([&impl](int fd) {
+    int yes = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+    impl.listenFd.store(fd);
+  });
+  int port = impl.config.port;
+  bool ok = port == 0 ? (port = impl.server.bind_to_any_port(impl.config.host)) > 0
+                      : impl.server.bind_to_port(impl.config.host, port);
+  if (!ok)
+    return unavailable("cannot listen on " + impl.config.host + ":" +
+                       std::to_string(impl.config.port) + " (--host/--port): in use or not "
+                                                          "a local address");
+  if (impl.listenFd.load() >= 0)
+    ::listen(impl.listenFd.load(), impl.config.listenBacklog);
+  return port;
+}
+
+void HttpServer::setModel(ServeModel *model) {
+  Impl &impl = *impl_;
+  int64_t limit = impl.config.maxConcurrentRequests > 0
+                      ? impl.config.maxConcurrentRequests
+                      : model->engine().limits().maxBatch + impl.config.maxWaiting;
+  impl.ctx.admission = std::make_unique<Admission>(limit);
+  impl.ctx.model.store(model);
+}
+
+Status HttpServer::serve() {
+  Impl &impl = *impl_;
+  std::signal(SIGPIPE, SIG_IGN); // a vanished client must fail a write, not kill the server
+  size_t threads = impl.config.httpThreads > 0 ? static_cast<size_t>(impl.config.httpThreads)
+                                                : kDefaultMaxHttpThreads;
+  impl.server.new_task_queue = [threads] { return new GrowingThreadPool(threads); };
+  if (!impl.server.listen_after_bind() && !impl.ctx.draining.load())
+    return unavailable("the HTTP server stopped accepting connections unexpectedly");
+  return okStatus();
+}
+
+void HttpServer::drain() {
+  Impl &impl = *impl_;
+  std::call_once(impl.drainOnce, [&impl] {
+    impl.ctx.draining.store(true);
+    // Wakes accept() with an error: httplib's accept loop ends, then it joins its pool, which
+    // waits for every request in flight (streams included) to finish.
+    int fd = impl.listenFd.load();
+    if (fd >= 0)
+      ::shutdown(fd, SHUT_RDWR);
+  });
+}
+
+bool HttpServer::draining() const { return impl_->ctx.draining.load(); }
+
+} // namespace kiln::rt::serve

@@ -1,0 +1,151 @@
+#include "runtime/serve/metrics_text.h"
+
+#include <cstdio>
+#include <sstream>
+
+namespace kiln::rt::serve {
+namespace {
+
+// vLLM's e2e request latency buckets.
+std::vector<double> e2eBuckets() {
+  return {0.3, 0.5, 0.8, 1.0, 1.5, 2.0, 2.5, 5.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0,
+          120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
+}
+
+std::string number(double v) {
+  char buffer[64];
+  std::snprintf(buffer, sizeof(buffer), "%.17g", v);
+  return buffer;
+}
+
+class Writer {
+public:
+  explicit Writer(const std::string &modelName)
+      : label_("model_name=\"" + escapeLabelValue(modelName) + "\"") {}
+
+  void header(const std::string &name, const char *type, const char *help) {
+    out_ << "# HELP " << name << " " << help << "\n# TYPE " << name << " " << type << "\n";
+  }
+  void sample(const std::string &name, double value, const std::string &extraLabels = "") {
+    out_ << name << "{" << label_ << extraLabels << "} " << number(value) << "\n";
+  }
+  void gauge(const std::string &name, double value, const char *help) {
+    header(name, "gauge", help);
+    sample(name, value);
+  }
+  void counter(const std::string &name, double value, const char *help) {
+    header(name, "counter", help);
+    sample(name, value);
+  }
+  void histogram(const std::string &name, const HistogramSnapshot &h, const char *help) {
+    header(name, "histogram", help);
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.upperBounds.size(); ++i) {
+      cumulative += i < h.counts.size() ? h.counts[i] : 0;
+      sample(name + "_bucket", static_cast<double>(cumulative),
+             ",le=\"" + number(h.upperBounds[i]) + "\"");
+    }
+    sample(name + "_bucket", static_cast<double>(h.count), ",le=\"+Inf\"");
+    sample(name + "_sum", h.sumSeconds);
+    sample(name + "_count", static_cast<double>(h.count));
+  }
+  std::string str() const { return out_.str(); }
+
+private:
+  std::string label_;
+  std::ostringstream out_;
+};
+
+void writeEngine(Writer &w, const MetricsSnapshot &e) {
+  w.gauge("kiln:num_requests_running", e.numRunning, "Number of requests in the running batch.");
+  w.gauge("kiln:num_requests_waiting", e.numWaiting, "Number of requests waiting to be scheduled.");
+  w.gauge("kiln:kv_cache_usage_perc", e.kvUsage, "KV cache usage; 1 means 100 percent.");
+  w.gauge("kiln:gpu_cache_usage_perc", e.kvUsage,
+          "KV cache usage; 1 means 100 percent (vLLM's older name).");
+  w.gauge("kiln:kv_cache_blocks_used", e.kvBlocksUsed, "KV cache blocks held by requests.");
+  w.gauge("kiln:kv_cache_blocks_total", e.kvBlocksTotal, "KV cache blocks in the pool.");
+  w.counter("kiln:prompt_tokens_total", static_cast<double>(e.promptTokens),
+            "Prompt tokens of accepted requests.");
+  w.counter("kiln:generation_tokens_total", static_cast<double>(e.generationTokens),
+            "Generated tokens.");
+  w.counter("kiln:prefix_cache_hits_total", static_cast<double>(e.cachedTokens),
+            "Prompt tokens served from the prefix cache.");
+  w.counter("kiln:num_preemptions_total", static_cast<double>(e.preemptions),
+            "Requests preempted (recomputed later).");
+  w.counter("kiln:engine_steps_total", static_cast<double>(e.steps), "Engine steps run.");
+  w.histogram("kiln:time_to_first_token_seconds", e.timeToFirstToken,
+              "Histogram of time to first token in seconds.");
+  w.histogram("kiln:inter_token_latency_seconds", e.interTokenLatency,
+              "Histogram of inter-token latency in seconds.");
+  w.histogram("kiln:time_per_output_token_seconds", e.interTokenLatency,
+              "Histogram of time per output token in seconds (vLLM's older name).");
+}
+
+void writeServer(Writer &w, const ServerMetricsSnapshot &s) {
+  w.histogram("kiln:e2e_request_latency_seconds", s.e2eLatency,
+              "Histogram of end to end request latency in seconds.");
+  w.header("kiln:request_success_total", "counter", "Finished requests by finish reason.");
+  for (const auto &[reason, count] : s.finishedByReason)
+    w.sample("kiln:request_success_total", static_cast<double>(count),
+             ",finished_reason=\"" + reason + "\"");
+  w.header("kiln:http_responses_total", "counter", "HTTP responses by status code.");
+  for (const auto &[status, count] : s.responsesByStatus)
+    w.sample("kiln:http_responses_total", static_cast<double>(count),
+             ",status=\"" + std::to_string(status) + "\"");
+  w.gauge("kiln:server_requests_in_flight", static_cast<double>(s.inFlight),
+          "Generation requests admitted by the HTTP server and not yet finished.");
+}
+
+const char *const kReasons[5] = {"none", "stop", "length", "abort", "error"};
+
+} // namespace
+
+ServerMetrics::ServerMetrics() : e2eLatency_(e2eBuckets()) {}
+
+void ServerMetrics::observeRequest(FinishReason reason, double e2eSeconds) {
+  e2eLatency_.observe(e2eSeconds);
+  finished_[static_cast<size_t>(reason) % 5].fetch_add(1);
+}
+
+void ServerMetrics::countResponse(int httpStatus) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++responses_[httpStatus];
+}
+
+ServerMetricsSnapshot ServerMetrics::snapshot() const {
+  ServerMetricsSnapshot s;
+  s.e2eLatency = e2eLatency_.snapshot();
+  for (size_t i = 1; i < 5; ++i)
+    s.finishedByReason[kReasons[i]] = finished_[i].load();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    s.responsesByStatus = responses_;
+  }
+  s.inFlight = inFlight_.load();
+  return s;
+}
+
+std::string escapeLabelValue(const std::string &value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == '"')
+      out += "\\\"";
+    else if (c == '\n')
+      out += "\\n";
+    else
+      out += c;
+  }
+  return out;
+}
+
+std::string renderPrometheus(const MetricsSnapshot &engine, const ServerMetricsSnapshot &server,
+                             const std::string &modelName) {
+  Writer w(modelName);
+  writeEngine(w, engine);
+  writeServer(w, server);
+  return w.str();
+}
+
+} // namespace kiln::rt::serve

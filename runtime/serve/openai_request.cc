@@ -1,0 +1,276 @@
+#include "runtime/serve/openai_request.h"
+
+#include "runtime/serve/json_fields.h"
+
+#include <limits>
+
+namespace kiln::rt::serve {
+namespace {
+
+constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
+
+template <typename T> void setIf(const std::optional<double> &v, T &out) {
+  if (v)
+    out = static_cast<T>(*v);
+}
+
+void readPenalties(JsonFields &f, SamplingParams &s) {
+  std::optional<double> presence, frequency, repetition, minP;
+  f.readFloat("presence_penalty", -2, 2, presence);
+  f.readFloat("frequency_penalty", -2, 2, frequency);
+  f.readFloat("repetition_penalty", 0, 1e6, repetition);
+  f.readFloat("min_p", 0, 1, minP);
+  if (repetition && *repetition <= 0)
+    f.fail("repetition_penalty", "field 'repetition_penalty' must be > 0");
+  setIf(presence, s.presencePenalty);
+  setIf(frequency, s.frequencyPenalty);
+  setIf(repetition, s.repetitionPenalty);
+  setIf(minP, s.minP);
+}
+
+void readStops(JsonFields &f, SamplingParams &s) {
+  f.readStringList("stop", kMaxStopStrings, s.stop);
+  f.readIntList("stop_token_ids", 0, kInt32Max, s.stopTokenIds);
+  std::optional<bool> ignoreEos;
+  f.readBool("ignore_eos", ignoreEos);
+  s.ignoreEos = ignoreEos.value_or(false);
+}
+
+// Fields OpenAI defines that kiln does not implement: rejected rather than silently ignored.
+void rejectUnsupported(JsonFields &f, const GenerationRequest &out) {
+  if (const nlohmann::json *bias = f.get("logit_bias"); bias && !bias->empty())
+    f.fail("logit_bias", "field 'logit_bias' is not supported");
+  std::optional<int64_t> bestOf;
+  f.readInt("best_of", 1, kMaxSamples, bestOf);
+  if (bestOf && *bestOf != out.sampling.n)
+    f.fail("best_of", "field 'best_of' must equal 'n' (" + std::to_string(out.sampling.n) +
+                          "); other values are not supported");
+  if (f.has("suffix"))
+    f.fail("suffix", "field 'suffix' is not supported");
+}
+
+void readStreamOptions(JsonFields &f, GenerationRequest &out) {
+  std::optional<bool> stream;
+  f.readBool("stream", stream);
+  out.stream = stream.value_or(false);
+  const nlohmann::json *options = f.get("stream_options");
+  if (!options)
+    return;
+  if (!options->is_object()) {
+    f.fail("stream_options", std::string("field 'stream_options' must be an object, got ") +
+                                 jsonTypeName(*options));
+    return;
+  }
+  if (!out.stream) {
+    f.fail("stream_options", "field 'stream_options' is only allowed when 'stream' is true");
+    return;
+  }
+  JsonFields inner(*options, f.path("stream_options."));
+  std::optional<bool> includeUsage, continuous;
+  inner.readBool("include_usage", includeUsage);
+  inner.readBool("continuous_usage_stats", continuous);
+  out.includeUsage = includeUsage.value_or(false);
+  if (!inner.ok())
+    f.fail(inner.error()->param.substr(f.path("").size()), inner.error()->message);
+}
+
+} // namespace
+
+void readOpenAiSampling(JsonFields &f, GenerationRequest &out) {
+  SamplingParams &s = out.sampling;
+  std::optional<std::string> model;
+  f.readString("model", model);
+  out.model = model.value_or("");
+  std::optional<int64_t> n, seed, topK, minTokens;
+  f.readInt("n", 1, kMaxSamples, n);
+  s.n = static_cast<int32_t>(n.value_or(1));
+  std::optional<double> temperature, topP;
+  f.readFloat("temperature", 0, 2, temperature);
+  f.readFloat("top_p", 0, 1, topP);
+  if (topP && *topP <= 0)
+    f.fail("top_p", "field 'top_p' must be in (0, 1], got 0");
+  setIf(temperature, s.temperature);
+  setIf(topP, s.topP);
+  f.readInt("top_k", -1, kInt32Max, topK);
+  if (topK)
+    s.topK = static_cast<int32_t>(*topK);
+  f.readInt("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
+            seed);
+  if (seed)
+    s.seed = static_cast<uint64_t>(*seed);
+  f.readInt("min_tokens", 0, kInt32Max, minTokens);
+  s.minTokens = static_cast<int32_t>(minTokens.value_or(0));
+  readPenalties(f, s);
+  readStops(f, s);
+  readStreamOptions(f, out);
+  std::optional<bool> returnTokenIds;
+  f.readBool("return_token_ids", returnTokenIds);
+  out.returnTokenIds = returnTokenIds.value_or(false);
+  std::optional<std::string> user;
+  f.readString("user", user);
+  rejectUnsupported(f, out);
+}
+
+namespace {
+
+// "prompt": a string, an array of token ids, or a one-element array of either. Batches of several
+// prompts in one request are rejected: clients send one request per prompt.
+void readPrompt(JsonFields &f, PromptInput &prompt) {
+  const nlohmann::json *p = f.get("prompt");
+  if (!p) {
+    f.fail("prompt", "field 'prompt' is required");
+    return;
+  }
+  const nlohmann::json *one = p;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+    one = &(*p)[0];
+  else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
+    f.fail("prompt", "field 'prompt' holds " + std::to_string(p->size()) +
+                         " prompts; send one prompt per request");
+    return;
+  }
+  if (one->is_string()) {
+    prompt.kind = PromptInput::Kind::kText;
+    prompt.text = one->get<std::string>();
+    if (prompt.text.empty())
+      f.fail("prompt", "field 'prompt' is empty");
+    return;
+  }
+  nlohmann::json holder = {{"prompt", *one}};
+  JsonFields ids(holder, f.path(""));
+  if (one->is_array() && ids.readIntList("prompt", 0, kInt32Max, prompt.ids)) {
+    prompt.kind = PromptInput::Kind::kIds;
+    if (prompt.ids.empty())
+      f.fail("prompt", "field 'prompt' is empty");
+    return;
+  }
+  f.fail("prompt", std::string("field 'prompt' must be a string or an array of token ids, got ") +
+                       jsonTypeName(*one));
+}
+
+} // namespace
+
+std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out) {
+  JsonFields f(body);
+  readPrompt(f, out.prompt);
+  readOpenAiSampling(f, out);
+  std::optional<int64_t> maxTokens, logprobs;
+  f.readInt("max_tokens", 1, kInt32Max, maxTokens);
+  if (maxTokens)
+    out.sampling.maxTokens = static_cast<int32_t>(*maxTokens);
+  out.defaultMaxTokens = kDefaultCompletionMaxTokens;
+  f.readInt("logprobs", 0, kMaxTopLogprobs, logprobs);
+  if (logprobs) {
+    out.logprobs = true;
+    out.topLogprobs = static_cast<int32_t>(*logprobs);
+    out.sampling.logprobs = out.topLogprobs;
+  }
+  std::optional<bool> echo;
+  f.readBool("echo", echo);
+  out.echo = echo.value_or(false);
+  return f.error();
+}
+
+} // namespace kiln::rt::serve
+
+namespace kiln::rt::serve {
+namespace {
+
+// Each message is an object with a string "role" and a "content" that is a string, an array of
+// content parts, or null (an assistant turn carrying tool calls).
+void checkMessages(JsonFields &f, const nlohmann::ordered_json &messages) {
+  if (!messages.is_array() || messages.empty()) {
+    f.fail("messages", "field 'messages' must be a non-empty array of message objects");
+    return;
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    const auto &m = messages[i];
+    std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) {
+      f.fail(at, "field '" + at + "' must be an object with 'role' and 'content'");
+      return;
+    }
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) {
+      f.fail(at + ".role", "field '" + at + ".role' must be a string");
+      return;
+    }
+    auto content = m.find("content");
+    bool okContent = content == m.end() || content->is_string() || content->is_array() ||
+                     content->is_null();
+    if (!okContent) {
+      f.fail(at + ".content", "field '" + at +
+                                  ".content' must be a string, an array of content parts or null");
+      return;
+    }
+  }
+}
+
+void readChatLogprobs(JsonFields &f, GenerationRequest &out) {
+  std::optional<bool> logprobs;
+  std::optional<int64_t> top;
+  f.readBool("logprobs", logprobs);
+  f.readInt("top_logprobs", 0, kMaxTopLogprobs, top);
+  if (top && !logprobs.value_or(false))
+    f.fail("top_logprobs", "field 'top_logprobs' needs 'logprobs' set to true");
+  if (logprobs.value_or(false)) {
+    out.logprobs = true;
+    out.topLogprobs = static_cast<int32_t>(top.value_or(0));
+    out.sampling.logprobs = out.topLogprobs;
+  }
+}
+
+void readChatTemplateOptions(JsonFields &f, GenerationRequest &out) {
+  std::optional<bool> addGenerationPrompt;
+  f.readBool("add_generation_prompt", addGenerationPrompt);
+  out.prompt.addGenerationPrompt = addGenerationPrompt.value_or(true);
+  out.prompt.chatExtra = nlohmann::ordered_json::object();
+  if (const nlohmann::json *kwargs = f.get("chat_template_kwargs")) {
+    if (!kwargs->is_object())
+      f.fail("chat_template_kwargs", "field 'chat_template_kwargs' must be an object");
+    else
+      for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
+        out.prompt.chatExtra[it.key()] = nlohmann::ordered_json::parse(it.value().dump());
+  }
+  if (const nlohmann::json *tools = f.get("tools")) {
+    if (!tools->is_array())
+      f.fail("tools", "field 'tools' must be an array");
+    else
+      out.prompt.chatExtra["tools"] = nlohmann::ordered_json::parse(tools->dump());
+  }
+  if (const nlohmann::json *format = f.get("response_format")) {
+    auto type = format->is_object() ? format->find("type") : format->end();
+    if (!format->is_object() || type == format->end() || *type != "text")
+      f.fail("response_format", "field 'response_format' supports only {\"type\": \"text\"}");
+  }
+}
+
+} // namespace
+
+std::optional<ApiError> parseChatRequest(const nlohmann::json &body,
+                                         const nlohmann::ordered_json &orderedMessages,
+                                         GenerationRequest &out) {
+  JsonFields f(body);
+  if (!f.has("messages"))
+    f.fail("messages", "field 'messages' is required");
+  else
+    checkMessages(f, orderedMessages);
+  out.prompt.kind = PromptInput::Kind::kChat;
+  out.prompt.field = "messages";
+  out.prompt.messages = orderedMessages;
+  readOpenAiSampling(f, out);
+  std::optional<int64_t> maxTokens, maxCompletionTokens;
+  f.readInt("max_tokens", 1, kInt32Max, maxTokens);
+  f.readInt("max_completion_tokens", 1, kInt32Max, maxCompletionTokens);
+  if (maxCompletionTokens) {
+    out.sampling.maxTokens = static_cast<int32_t>(*maxCompletionTokens);
+    out.maxTokensField = "max_completion_tokens";
+  } else if (maxTokens) {
+    out.sampling.maxTokens = static_cast<int32_t>(*maxTokens);
+  }
+  readChatLogprobs(f, out);
+  readChatTemplateOptions(f, out);
+  return f.error();
+}
+
+} // namespace kiln::rt::serve

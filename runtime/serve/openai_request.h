@@ -1,0 +1,35 @@
+// OpenAI request bodies -> GenerationRequest. Every field is type- and range-checked and an error
+// names the field in OpenAI's "param". Also accepts vLLM's extensions (top_k, min_p,
+// repetition_penalty, ignore_eos, min_tokens, stop_token_ids, return_token_ids).
+#pragma once
+
+#include "runtime/serve/api_error.h"
+#include "runtime/serve/generation_request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+#include <string>
+
+namespace kiln::rt::serve {
+
+// The most alternatives a request may ask for per token (OpenAI's limit).
+inline constexpr int32_t kMaxTopLogprobs = 20;
+inline constexpr int32_t kMaxSamples = 128;
+inline constexpr size_t kMaxStopStrings = 16;
+// OpenAI's legacy completions default.
+inline constexpr int32_t kDefaultCompletionMaxTokens = 16;
+
+// POST /v1/completions. Returns the first error found.
+std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out);
+// POST /v1/chat/completions. `orderedMessages` is the body's "messages" with key order kept (chat
+// templates print keys in the client's order); callers parse the body a second time for it.
+std::optional<ApiError> parseChatRequest(const nlohmann::json &body,
+                                         const nlohmann::ordered_json &orderedMessages,
+                                         GenerationRequest &out);
+
+// The sampling fields OpenAI's two endpoints share (and SageMaker's chat/completion bodies).
+class JsonFields;
+void readOpenAiSampling(JsonFields &fields, GenerationRequest &out);
+
+} // namespace kiln::rt::serve

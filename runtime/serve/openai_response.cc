@@ -1,0 +1,156 @@
+#include "runtime/serve/openai_response.h"
+
+#include "runtime/serve/json_text.h"
+
+namespace kiln::rt::serve {
+namespace {
+
+nlohmann::json bytesOf(const std::string &text) {
+  nlohmann::json bytes = nlohmann::json::array();
+  for (unsigned char c : text)
+    bytes.push_back(static_cast<int>(c));
+  return bytes;
+}
+
+nlohmann::json chatTokenJson(int32_t id, float logprob, const ServeModel &model) {
+  std::string text = model.tokenText(id);
+  return {{"token", sanitizeUtf8(text)}, {"logprob", logprob}, {"bytes", bytesOf(text)}};
+}
+
+nlohmann::json tokenIdsOrNull(const GenerationRequest &request, std::span<const int32_t> ids) {
+  if (!request.returnTokenIds)
+    return nullptr;
+  return nlohmann::json(std::vector<int32_t>(ids.begin(), ids.end()));
+}
+
+} // namespace
+
+nlohmann::json usageJson(const Usage &usage) {
+  return {{"prompt_tokens", usage.promptTokens},
+          {"completion_tokens", usage.completionTokens},
+          {"total_tokens", usage.promptTokens + usage.completionTokens},
+          {"prompt_tokens_details", {{"cached_tokens", usage.cachedPromptTokens}}}};
+}
+
+nlohmann::json finishReasonJson(FinishReason reason) {
+  if (reason == FinishReason::kNone)
+    return nullptr;
+  return finishReasonName(reason);
+}
+
+nlohmann::json completionLogprobsJson(std::span<const int32_t> ids,
+                                      std::span<const TokenLogprobs> logprobs, bool withTop,
+                                      size_t textOffset, const ServeModel &model) {
+  nlohmann::json tokens = nlohmann::json::array(), values = nlohmann::json::array(),
+                 tops = nlohmann::json::array(), offsets = nlohmann::json::array();
+  for (size_t i = 0; i < logprobs.size() && i < ids.size(); ++i) {
+    std::string text = model.tokenText(ids[i]);
+    tokens.push_back(sanitizeUtf8(text));
+    values.push_back(logprobs[i].sampled.logprob);
+    offsets.push_back(textOffset);
+    textOffset += text.size();
+    if (!withTop)
+      continue;
+    nlohmann::json top = nlohmann::json::object();
+    for (const TokenLogprob &alt : logprobs[i].top)
+      top[sanitizeUtf8(model.tokenText(alt.tokenId))] = alt.logprob;
+    tops.push_back(std::move(top));
+  }
+  return {{"tokens", tokens},
+          {"token_logprobs", values},
+          {"top_logprobs", withTop ? tops : nlohmann::json(nullptr)},
+          {"text_offset", offsets}};
+}
+
+nlohmann::json chatLogprobsJson(std::span<const int32_t> ids,
+                                std::span<const TokenLogprobs> logprobs, const ServeModel &model) {
+  nlohmann::json content = nlohmann::json::array();
+  for (size_t i = 0; i < logprobs.size() && i < ids.size(); ++i) {
+    nlohmann::json entry = chatTokenJson(ids[i], logprobs[i].sampled.logprob, model);
+    nlohmann::json top = nlohmann::json::array();
+    for (const TokenLogprob &alt : logprobs[i].top)
+      top.push_back(chatTokenJson(alt.tokenId, alt.logprob, model));
+    entry["top_logprobs"] = std::move(top);
+    content.push_back(std::move(entry));
+  }
+  return {{"content", content}};
+}
+
+std::string echoText(const GenerationRequest &request, const GenerationResult &result,
+                     const ServeModel &model) {
+  if (request.prompt.kind == PromptInput::Kind::kText)
+    return request.prompt.text;
+  return model.decode(result.promptIds);
+}
+
+nlohmann::json completionResponse(const ResponseHeader &header, const GenerationRequest &request,
+                                  const GenerationResult &result, const ServeModel &model) {
+  nlohmann::json choices = nlohmann::json::array();
+  std::string echo = request.echo ? echoText(request, result, model) : "";
+  for (size_t i = 0; i < result.samples.size(); ++i) {
+    const SampleResult &s = result.samples[i];
+    nlohmann::json choice = {{"index", i},
+                             {"text", sanitizeUtf8(echo + s.text)},
+                             {"logprobs", nullptr},
+                             {"finish_reason", finishReasonJson(s.finishReason)}};
+    if (request.logprobs)
+      choice["logprobs"] = completionLogprobsJson(s.tokenIds, s.logprobs, true, echo.size(), model);
+    if (request.returnTokenIds)
+      choice["token_ids"] = tokenIdsOrNull(request, s.tokenIds);
+    choices.push_back(std::move(choice));
+  }
+  nlohmann::json body = {{"id", header.id},       {"object", "text_completion"},
+                         {"created", header.created}, {"model", header.model},
+                         {"choices", choices},    {"usage", usageJson(result.usage)}};
+  if (request.returnTokenIds)
+    body["prompt_token_ids"] = result.promptIds;
+  return body;
+}
+
+nlohmann::json chatResponse(const ResponseHeader &header, const GenerationRequest &request,
+                            const GenerationResult &result, const ServeModel &model) {
+  nlohmann::json choices = nlohmann::json::array();
+  for (size_t i = 0; i < result.samples.size(); ++i) {
+    const SampleResult &s = result.samples[i];
+    nlohmann::json choice = {
+        {"index", i},
+        {"message", {{"role", "assistant"}, {"content", sanitizeUtf8(s.text)}}},
+        {"logprobs", nullptr},
+        {"finish_reason", finishReasonJson(s.finishReason)}};
+    if (request.logprobs)
+      choice["logprobs"] = chatLogprobsJson(s.tokenIds, s.logprobs, model);
+    if (request.returnTokenIds)
+      choice["token_ids"] = tokenIdsOrNull(request, s.tokenIds);
+    choices.push_back(std::move(choice));
+  }
+  nlohmann::json body = {{"id", header.id},       {"object", "chat.completion"},
+                         {"created", header.created}, {"model", header.model},
+                         {"choices", choices},    {"usage", usageJson(result.usage)}};
+  if (request.returnTokenIds)
+    body["prompt_token_ids"] = result.promptIds;
+  return body;
+}
+
+nlohmann::json completionChunk(const ResponseHeader &header, nlohmann::json choice) {
+  return {{"id", header.id},
+          {"object", "text_completion"},
+          {"created", header.created},
+          {"model", header.model},
+          {"choices", nlohmann::json::array({std::move(choice)})}};
+}
+
+nlohmann::json chatChunk(const ResponseHeader &header, nlohmann::json choice) {
+  return {{"id", header.id},
+          {"object", "chat.completion.chunk"},
+          {"created", header.created},
+          {"model", header.model},
+          {"choices", nlohmann::json::array({std::move(choice)})}};
+}
+
+nlohmann::json usageChunk(const ResponseHeader &header, const char *object, const Usage &usage) {
+  return {{"id", header.id},           {"object", object},
+          {"created", header.created}, {"model", header.model},
+          {"choices", nlohmann::json::array()}, {"usage", usageJson(usage)}};
+}
+
+} // namespace kiln::rt::serve

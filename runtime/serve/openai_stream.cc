@@ -1,0 +1,113 @@
+#include "runtime/serve/openai_stream.h"
+
+#include "runtime/serve/json_text.h"
+
+namespace kiln::rt::serve {
+namespace {
+
+// What both OpenAI streams share: framing, the error event, the usage chunk and [DONE].
+class OpenAiStreamBase : public StreamFormatter {
+public:
+  explicit OpenAiStreamBase(OpenAiStreamContext context, const char *object)
+      : c_(std::move(context)), object_(object) {}
+
+  std::string end(const GenerationResult &result) override {
+    std::string out;
+    if (c_.request->includeUsage)
+      out += frame(usageChunk(c_.header, object_, result.usage));
+    return out + doneMarker(c_.framing);
+  }
+
+protected:
+  std::string frame(const nlohmann::json &payload) const {
+    return frameEvent(c_.framing, dumpJson(payload));
+  }
+  // A failed sample reports OpenAI's error shape in the stream, as vLLM does.
+  std::string errorEvent(const RequestOutput &output) const {
+    ApiError error = errorFromStatus(output.error.isOk() ? internalError("generation failed")
+                                                         : output.error);
+    nlohmann::json body = nlohmann::json::parse(openAiErrorBody(error));
+    return frame(body);
+  }
+
+  OpenAiStreamContext c_;
+  const char *object_;
+};
+
+class CompletionStream : public OpenAiStreamBase {
+public:
+  explicit CompletionStream(OpenAiStreamContext context)
+      : OpenAiStreamBase(std::move(context), "text_completion") {}
+
+  std::string output(const RequestOutput &out, const GenerationResult &soFar) override {
+    if (out.finishReason == FinishReason::kError)
+      return errorEvent(out);
+    const SampleResult &sample = soFar.samples[out.index];
+    std::string text = out.text;
+    size_t offset = sample.text.size() - out.text.size();
+    if (c_.request->echo) {
+      std::string echo = echoText(*c_.request, soFar, *c_.model);
+      offset += echo.size();
+      if (sample.tokenIds.size() == out.tokenIds.size())
+        text = echo + text; // this sample's first chunk
+    }
+    nlohmann::json choice = {{"index", out.index},
+                             {"text", sanitizeUtf8(text)},
+                             {"logprobs", nullptr},
+                             {"finish_reason", finishReasonJson(out.finishReason)}};
+    if (c_.request->logprobs)
+      choice["logprobs"] = completionLogprobsJson(out.tokenIds, out.logprobs, true, offset, *c_.model);
+    if (c_.request->returnTokenIds)
+      choice["token_ids"] = out.tokenIds;
+    return frame(completionChunk(c_.header, std::move(choice)));
+  }
+};
+
+class ChatStream : public OpenAiStreamBase {
+public:
+  explicit ChatStream(OpenAiStreamContext context)
+      : OpenAiStreamBase(std::move(context), "chat.completion.chunk") {}
+
+  // The role comes first, in a chunk of its own per choice, as OpenAI sends it.
+  std::string begin() override {
+    std::string out;
+    for (int32_t i = 0; i < std::max(c_.request->sampling.n, 1); ++i)
+      out += frame(chatChunk(c_.header, {{"index", i},
+                                         {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                         {"logprobs", nullptr},
+                                         {"finish_reason", nullptr}}));
+    return out;
+  }
+
+  std::string output(const RequestOutput &out, const GenerationResult &) override {
+    if (out.finishReason == FinishReason::kError)
+      return errorEvent(out);
+    bool finishing = out.finishReason != FinishReason::kNone;
+    if (out.text.empty() && !finishing && !c_.request->logprobs)
+      return {}; // a token whose text is still held back: nothing to say yet
+    nlohmann::json delta = nlohmann::json::object();
+    if (!out.text.empty() || !finishing)
+      delta["content"] = sanitizeUtf8(out.text);
+    nlohmann::json choice = {{"index", out.index},
+                             {"delta", std::move(delta)},
+                             {"logprobs", nullptr},
+                             {"finish_reason", finishReasonJson(out.finishReason)}};
+    if (c_.request->logprobs)
+      choice["logprobs"] = chatLogprobsJson(out.tokenIds, out.logprobs, *c_.model);
+    if (c_.request->returnTokenIds)
+      choice["token_ids"] = out.tokenIds;
+    return frame(chatChunk(c_.header, std::move(choice)));
+  }
+};
+
+} // namespace
+
+std::unique_ptr<StreamFormatter> makeCompletionStream(OpenAiStreamContext context) {
+  return std::make_unique<CompletionStream>(std::move(context));
+}
+
+std::unique_ptr<StreamFormatter> makeChatStream(OpenAiStreamContext context) {
+  return std::make_unique<ChatStream>(std::move(context));
+}
+
+} // namespace kiln::rt::serve

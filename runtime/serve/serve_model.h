@@ -1,0 +1,41 @@
+// What the HTTP layer needs from a served model: its engine plus tokenization and chat rendering.
+// The real one adapts ServingModel (serving_model_adapter.h); tests use a fake over FakeRunner.
+// Every const method is called from many HTTP threads at once and must be thread-safe.
+#pragma once
+
+#include "runtime/base/status.h"
+#include "runtime/engine/engine.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::rt::serve {
+
+class ServeModel {
+public:
+  virtual ~ServeModel() = default;
+
+  virtual Engine &engine() = 0;
+  // The name clients pass as "model".
+  virtual const std::string &name() const = 0;
+  // The ids that end a sample as "eos_token" (TGI's finish reason), besides request stop ids.
+  virtual std::vector<int32_t> eosTokenIds() const = 0;
+
+  // Text -> prompt ids with the model's special-token rules (BOS as the model expects).
+  virtual Result<std::vector<int32_t>> encodePrompt(std::string_view text) const = 0;
+  // Renders the chat template and encodes it. `extra` holds further template variables.
+  virtual Result<std::vector<int32_t>> encodeChat(const nlohmann::ordered_json &messages,
+                                                  bool addGenerationPrompt,
+                                                  const nlohmann::ordered_json &extra) const = 0;
+  // One token as text (for logprobs); may hold half of a UTF-8 character.
+  virtual std::string tokenText(int32_t id) const = 0;
+  virtual std::string decode(std::span<const int32_t> ids) const = 0;
+  virtual bool isSpecialToken(int32_t id) const = 0;
+};
+
+} // namespace kiln::rt::serve

@@ -1,0 +1,24 @@
+// TGI request bodies ({"inputs", "parameters", "stream"}) -> GenerationRequest, for POST /generate,
+// /generate_stream and SageMaker's /invocations. Errors name the field ("parameters.top_p").
+#pragma once
+
+#include "runtime/serve/api_error.h"
+#include "runtime/serve/generation_request.h"
+
+#include <nlohmann/json.hpp>
+
+#include <optional>
+
+namespace kiln::rt::serve {
+
+// TGI's default when max_new_tokens is absent.
+inline constexpr int32_t kDefaultMaxNewTokens = 100;
+
+std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRequest &out);
+
+// What a SageMaker /invocations body is: TGI-style {"inputs"}, OpenAI chat {"messages"} or OpenAI
+// completion {"prompt"}.
+enum class InvocationKind { kTgi, kChat, kCompletion };
+std::optional<ApiError> classifyInvocation(const nlohmann::json &body, InvocationKind &kind);
+
+} // namespace kiln::rt::serve

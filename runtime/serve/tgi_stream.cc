@@ -1,0 +1,62 @@
+#include "runtime/serve/tgi_stream.h"
+
+#include "runtime/serve/json_text.h"
+
+namespace kiln::rt::serve {
+namespace {
+
+class TgiStream : public StreamFormatter {
+public:
+  TgiStream(TgiContext context, TgiStreamStyle style) : c_(std::move(context)), style_(style) {}
+
+  std::string output(const RequestOutput &out, const GenerationResult &soFar) override {
+    if (out.finishReason == FinishReason::kError) {
+      ApiError error = errorFromStatus(out.error.isOk() ? internalError("generation failed")
+                                                        : out.error);
+      return frame(tgiErrorBody(error));
+    }
+    const SampleResult &sample = soFar.samples[out.index];
+    std::string events;
+    // The engine usually releases one token per output; when it releases several, the text
+    // goes with the last of them (it cannot be split back into tokens).
+    for (size_t i = 0; i < out.tokenIds.size(); ++i) {
+      bool last = i + 1 == out.tokenIds.size();
+      const TokenLogprobs *lp = i < out.logprobs.size() ? &out.logprobs[i] : nullptr;
+      const SampleResult *finished =
+          last && out.finishReason != FinishReason::kNone ? &sample : nullptr;
+      std::string text = last ? out.text : "";
+      events += frame(dumpJson(event(out.tokenIds[i], text, lp, finished)));
+    }
+    return events;
+  }
+
+  std::string end(const GenerationResult &) override { return {}; }
+
+private:
+  nlohmann::json event(int32_t id, const std::string &text, const TokenLogprobs *lp,
+                       const SampleResult *finished) {
+    if (style_ == TgiStreamStyle::kLmiJsonLines)
+      return lmiStreamLine(c_, id, text, lp, finished);
+    nlohmann::json top = lp && c_.request->topLogprobs > 0 ? tgiTopTokensJson(c_, *lp)
+                                                           : nlohmann::json(nullptr);
+    return tgiStreamEvent(c_, ++index_, tgiTokenJson(c_, id, text, lp), std::move(top), finished);
+  }
+
+  std::string frame(const std::string &payload) const {
+    if (style_ == TgiStreamStyle::kLmiJsonLines)
+      return frameEvent(Framing::kJsonLines, payload);
+    return "data:" + payload + "\n\n"; // TGI writes no space after the colon
+  }
+
+  TgiContext c_;
+  TgiStreamStyle style_;
+  int64_t index_ = 0;
+};
+
+} // namespace
+
+std::unique_ptr<StreamFormatter> makeTgiStream(TgiContext context, TgiStreamStyle style) {
+  return std::make_unique<TgiStream>(std::move(context), style);
+}
+
+} // namespace kiln::rt::serve
