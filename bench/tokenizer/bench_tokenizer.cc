@@ -48,7 +48,8 @@ int main(int argc, char **argv) {
   int repeats = argc > 4 ? std::atoi(argv[4]) : 3;
   auto loadStart = std::chrono::steady_clock::now();
   auto tok = Tokenizer::fromDirectory(argv[1]);
-  double loadSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
+  double loadSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - loadStart).count();
   if (!tok.isOk()) {
     std::fprintf(stderr, "%s\n", tok.status().toString().c_str());
     return 1;
@@ -58,7 +59,8 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "%s\n", text.status().toString().c_str());
     return 1;
   }
-  std::vector<std::string> docs = makeDocs(nlohmann::json::parse(*text), static_cast<size_t>(megabytes * 1e6));
+  std::vector<std::string> docs =
+      makeDocs(nlohmann::json::parse(*text), static_cast<size_t>(megabytes * 1e6));
   size_t bytes = 0;
   for (const auto &d : docs)
     bytes += d.size();
@@ -75,11 +77,13 @@ int main(int argc, char **argv) {
       for (int32_t id : ids)
         checksum = checksum * 1000003u + static_cast<uint32_t>(id);
     }
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    best = std::min(
+        best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
-  std::printf("{\"impl\":\"kiln\",\"bytes\":%zu,\"docs\":%zu,\"tokens\":%zu,\"checksum\":%llu,\"seconds\":%.4f,"
+  std::printf("{\"impl\":\"kiln\",\"bytes\":%zu,\"docs\":%zu,\"tokens\":%zu,\"checksum\":%llu,"
+              "\"seconds\":%.4f,"
               "\"mb_per_s\":%.2f,\"load_seconds\":%.3f}\n",
-              bytes, docs.size(), tokens, static_cast<unsigned long long>(checksum), best, bytes / best / 1e6,
-              loadSeconds);
+              bytes, docs.size(), tokens, static_cast<unsigned long long>(checksum), best,
+              bytes / best / 1e6, loadSeconds);
   return 0;
 }

@@ -20,7 +20,9 @@ uint64_t mix(uint64_t x) {
   return x;
 }
 
-size_t hashString(std::string_view s) { return std::hash<std::string_view>{}(s); }
+size_t hashString(std::string_view s) {
+  return std::hash<std::string_view>{}(s);
+}
 
 size_t tableSizeFor(size_t n) {
   size_t size = 16;
@@ -136,7 +138,9 @@ int32_t BpeModel::findInTable(std::string_view token) const {
   }
 }
 
-int32_t BpeModel::tokenToId(std::string_view token) const { return findInTable(token); }
+int32_t BpeModel::tokenToId(std::string_view token) const {
+  return findInTable(token);
+}
 
 std::string_view BpeModel::idToToken(int32_t id) const {
   if (!hasId(id))
@@ -209,7 +213,8 @@ void BpeModel::initialSymbols(std::string_view piece, std::vector<Symbol> &syms)
       continue;
     }
     if (options_.byteFallback) {
-      bool all = std::all_of(s.begin(), s.end(), [&](char c) { return byteIds_[static_cast<uint8_t>(c)] >= 0; });
+      bool all = std::all_of(s.begin(), s.end(),
+                             [&](char c) { return byteIds_[static_cast<uint8_t>(c)] >= 0; });
       if (all) {
         // HF adds the byte tokens before flushing a pending <unk>; keep that order.
         for (char c : s)

@@ -59,7 +59,7 @@ private:
   int32_t findInTable(std::string_view token) const;
 
   BpeOptions options_;
-  std::string arena_;                               // all token strings back to back
+  std::string arena_;                                 // all token strings back to back
   std::vector<std::pair<uint32_t, int32_t>> offsets_; // id -> (offset, length or -1)
   // Open addressing: (32-bit hash << 32) | (id + 1); 0 marks an empty slot. The hash bits reject
   // most probes without touching the token text (loading a 256k vocab is probe-bound).

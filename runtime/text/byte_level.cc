@@ -29,9 +29,13 @@ const Tables &tables() {
 
 } // namespace
 
-std::string_view charFor(uint8_t b) { return tables().charOf[b]; }
+std::string_view charFor(uint8_t b) {
+  return tables().charOf[b];
+}
 
-int byteFor(char32_t cp) { return cp < 512 ? tables().byteOf[cp] : -1; }
+int byteFor(char32_t cp) {
+  return cp < 512 ? tables().byteOf[cp] : -1;
+}
 
 void encodeBytes(std::string_view bytes, std::string &out) {
   const Tables &t = tables();

@@ -16,7 +16,10 @@ bool parseByteToken(std::string_view t, char &byte) {
   int value = 0;
   for (size_t i = 3; i < 5; ++i) {
     char c = t[i];
-    int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10 : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+    int d = (c >= '0' && c <= '9')   ? c - '0'
+            : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+            : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                     : -1;
     if (d < 0)
       return false;
     value = value * 16 + d;
@@ -27,7 +30,8 @@ bool parseByteToken(std::string_view t, char &byte) {
 
 } // namespace
 
-Status Decoder::addSteps(const nlohmann::json &spec, const std::string &where, std::vector<Step> &steps) {
+Status Decoder::addSteps(const nlohmann::json &spec, const std::string &where,
+                         std::vector<Step> &steps) {
   if (!spec.is_object())
     return invalidArgument(where + " must be an object or null");
   std::string type = jsonStringOr(spec, "type", "");
@@ -37,7 +41,8 @@ Status Decoder::addSteps(const nlohmann::json &spec, const std::string &where, s
     if (it == spec.end() || !it->is_array())
       return invalidArgument(where + ".decoders must be an array");
     for (size_t i = 0; i < it->size(); ++i)
-      KILN_RETURN_IF_ERROR(addSteps((*it)[i], where + ".decoders[" + std::to_string(i) + "]", steps));
+      KILN_RETURN_IF_ERROR(
+          addSteps((*it)[i], where + ".decoders[" + std::to_string(i) + "]", steps));
     return okStatus();
   } else if (type == "ByteLevel") {
     step.kind = Kind::kByteLevel;
@@ -53,10 +58,13 @@ Status Decoder::addSteps(const nlohmann::json &spec, const std::string &where, s
     step.kind = Kind::kReplace;
     KILN_ASSIGN_OR_RETURN(step.text, jsonString(spec, "content", where));
     auto pat = spec.find("pattern");
-    if (pat != spec.end() && pat->is_object() && pat->contains("String") && (*pat)["String"].is_string()) {
+    if (pat != spec.end() && pat->is_object() && pat->contains("String") &&
+        (*pat)["String"].is_string()) {
       step.pattern = TextRegex::literal((*pat)["String"].get<std::string>());
-    } else if (pat != spec.end() && pat->is_object() && pat->contains("Regex") && (*pat)["Regex"].is_string()) {
-      KILN_ASSIGN_OR_RETURN(step.pattern, TextRegex::compile((*pat)["Regex"].get<std::string>(), where + ".pattern"));
+    } else if (pat != spec.end() && pat->is_object() && pat->contains("Regex") &&
+               (*pat)["Regex"].is_string()) {
+      KILN_ASSIGN_OR_RETURN(
+          step.pattern, TextRegex::compile((*pat)["Regex"].get<std::string>(), where + ".pattern"));
     } else {
       return invalidArgument(where + ".pattern must be {\"String\": ...} or {\"Regex\": ...}");
     }
@@ -104,9 +112,13 @@ std::string Decoder::decode(const std::vector<std::string_view> &tokens) const {
   return out;
 }
 
-void Decoder::Stream::push(std::string_view token, std::string &out) { feed(0, token, true, out); }
+void Decoder::Stream::push(std::string_view token, std::string &out) {
+  feed(0, token, true, out);
+}
 
-void Decoder::Stream::finish(std::string &out) { end(0, out); }
+void Decoder::Stream::finish(std::string &out) {
+  end(0, out);
+}
 
 void Decoder::Stream::feed(size_t stage, std::string_view chunk, bool newToken, std::string &out) {
   if (stage == states_.size()) {
@@ -164,7 +176,8 @@ void Decoder::Stream::feed(size_t stage, std::string_view chunk, bool newToken, 
 
 // HF Metaspace decoder: the replacement becomes a space, except in the first token when the
 // prepend scheme added it.
-void Decoder::Stream::feedMetaspace(size_t stage, std::string_view chunk, bool newToken, std::string &out) {
+void Decoder::Stream::feedMetaspace(size_t stage, std::string_view chunk, bool newToken,
+                                    std::string &out) {
   const Step &step = decoder_->steps_[stage];
   State &st = states_[stage];
   std::string text;
@@ -184,7 +197,8 @@ void Decoder::Stream::feedMetaspace(size_t stage, std::string_view chunk, bool n
 
 // HF Strip: removes up to `start` leading and `stop` trailing `content` characters of each token.
 // Trailing candidates are held until the token ends, since more text may follow them.
-void Decoder::Stream::feedStrip(size_t stage, std::string_view chunk, bool newToken, std::string &out) {
+void Decoder::Stream::feedStrip(size_t stage, std::string_view chunk, bool newToken,
+                                std::string &out) {
   const Step &step = decoder_->steps_[stage];
   State &st = states_[stage];
   if (newToken) {

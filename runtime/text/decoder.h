@@ -35,7 +35,7 @@ public:
   private:
     friend class Decoder;
     struct State {
-      std::string bytes;      // ByteFallback: open group; Strip: held trailing characters
+      std::string bytes; // ByteFallback: open group; Strip: held trailing characters
       utf8::LossyDecoder lossy;
       int64_t tokenIndex = -1; // index of the current token at this stage's input
       int64_t startLeft = 0;   // Strip: leading characters that may still be removed
@@ -57,13 +57,14 @@ private:
   enum class Kind { kByteLevel, kMetaspace, kReplace, kByteFallback, kFuse, kStrip, kJoinSpaces };
   struct Step {
     Kind kind;
-    TextRegex pattern;       // Replace
-    std::string text;        // Replace content / Metaspace replacement / Strip content
+    TextRegex pattern; // Replace
+    std::string text;  // Replace content / Metaspace replacement / Strip content
     bool literalOneChar = false;
     int64_t start = 0, stop = 0; // Strip
-    bool stripFirst = true;  // Metaspace: prepend_scheme != never
+    bool stripFirst = true;      // Metaspace: prepend_scheme != never
   };
-  static Status addSteps(const nlohmann::json &spec, const std::string &where, std::vector<Step> &steps);
+  static Status addSteps(const nlohmann::json &spec, const std::string &where,
+                         std::vector<Step> &steps);
   std::vector<Step> steps_;
 };
 

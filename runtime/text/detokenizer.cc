@@ -3,7 +3,8 @@
 namespace kiln::rt {
 
 IncrementalDetokenizer::IncrementalDetokenizer(Tokenizer tokenizer, bool skipSpecialTokens)
-    : tokenizer_(std::move(tokenizer)), stream_(tokenizer_.newDecodeStream()), skipSpecial_(skipSpecialTokens) {}
+    : tokenizer_(std::move(tokenizer)), stream_(tokenizer_.newDecodeStream()),
+      skipSpecial_(skipSpecialTokens) {}
 
 void IncrementalDetokenizer::prime(std::span<const int32_t> ids) {
   for (int32_t id : ids)

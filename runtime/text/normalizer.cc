@@ -81,7 +81,8 @@ void replaceAll(const TextRegex &pattern, std::string_view content, std::string 
   text = std::move(out);
 }
 
-Status Normalizer::addSteps(const nlohmann::json &spec, const std::string &where, std::vector<Step> &steps) {
+Status Normalizer::addSteps(const nlohmann::json &spec, const std::string &where,
+                            std::vector<Step> &steps) {
   if (spec.is_null())
     return okStatus();
   if (!spec.is_object())
@@ -92,7 +93,8 @@ Status Normalizer::addSteps(const nlohmann::json &spec, const std::string &where
     if (it == spec.end() || !it->is_array())
       return invalidArgument(where + ".normalizers must be an array");
     for (size_t i = 0; i < it->size(); ++i)
-      KILN_RETURN_IF_ERROR(addSteps((*it)[i], where + ".normalizers[" + std::to_string(i) + "]", steps));
+      KILN_RETURN_IF_ERROR(
+          addSteps((*it)[i], where + ".normalizers[" + std::to_string(i) + "]", steps));
     return okStatus();
   }
   Step step{Kind::kPrepend, {}, {}, false, false};
@@ -107,7 +109,8 @@ Status Normalizer::addSteps(const nlohmann::json &spec, const std::string &where
     if (pat->contains("String") && (*pat)["String"].is_string()) {
       step.pattern = TextRegex::literal((*pat)["String"].get<std::string>());
     } else if (pat->contains("Regex") && (*pat)["Regex"].is_string()) {
-      KILN_ASSIGN_OR_RETURN(step.pattern, TextRegex::compile((*pat)["Regex"].get<std::string>(), where + ".pattern"));
+      KILN_ASSIGN_OR_RETURN(
+          step.pattern, TextRegex::compile((*pat)["Regex"].get<std::string>(), where + ".pattern"));
     } else {
       return invalidArgument(where + ".pattern must be {\"String\": ...} or {\"Regex\": ...}");
     }

@@ -26,12 +26,13 @@ private:
   enum class Kind { kPrepend, kReplace, kNfc, kNfd, kNfkc, kNfkd, kLowercase, kStrip };
   struct Step {
     Kind kind;
-    std::string a;       // prepend text / replacement content
-    TextRegex pattern;   // Replace
-    bool left = false;   // Strip
-    bool right = false;  // Strip
+    std::string a;      // prepend text / replacement content
+    TextRegex pattern;  // Replace
+    bool left = false;  // Strip
+    bool right = false; // Strip
   };
-  static Status addSteps(const nlohmann::json &spec, const std::string &where, std::vector<Step> &steps);
+  static Status addSteps(const nlohmann::json &spec, const std::string &where,
+                         std::vector<Step> &steps);
   std::vector<Step> steps_;
 };
 

@@ -72,8 +72,8 @@ void splitRanges(size_t length, const std::vector<std::pair<size_t, size_t>> &ma
   }
 }
 
-void emitRanges(std::string_view text, size_t base, bool atStart, const std::vector<Segment> &ranges,
-                PieceList &out) {
+void emitRanges(std::string_view text, size_t base, bool atStart,
+                const std::vector<Segment> &ranges, PieceList &out) {
   (void)text;
   for (const Segment &r : ranges) {
     if (r.flag || r.end == r.begin)
@@ -85,7 +85,8 @@ void emitRanges(std::string_view text, size_t base, bool atStart, const std::vec
 
 } // namespace
 
-Result<PreTokenizer::Behavior> PreTokenizer::parseBehavior(const nlohmann::json &spec, const std::string &where) {
+Result<PreTokenizer::Behavior> PreTokenizer::parseBehavior(const nlohmann::json &spec,
+                                                           const std::string &where) {
   std::string b = jsonStringOr(spec, "behavior", "");
   if (b == "Removed")
     return Behavior::kRemoved;
@@ -100,7 +101,8 @@ Result<PreTokenizer::Behavior> PreTokenizer::parseBehavior(const nlohmann::json 
   return invalidArgument(where + ".behavior '" + b + "' is not a split behavior");
 }
 
-Status PreTokenizer::addSteps(const nlohmann::json &spec, const std::string &where, std::vector<Step> &steps) {
+Status PreTokenizer::addSteps(const nlohmann::json &spec, const std::string &where,
+                              std::vector<Step> &steps) {
   if (spec.is_null())
     return okStatus();
   if (!spec.is_object())
@@ -112,14 +114,18 @@ Status PreTokenizer::addSteps(const nlohmann::json &spec, const std::string &whe
     if (it == spec.end() || !it->is_array())
       return invalidArgument(where + ".pretokenizers must be an array");
     for (size_t i = 0; i < it->size(); ++i)
-      KILN_RETURN_IF_ERROR(addSteps((*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]", steps));
+      KILN_RETURN_IF_ERROR(
+          addSteps((*it)[i], where + ".pretokenizers[" + std::to_string(i) + "]", steps));
     return okStatus();
   } else if (type == "Split") {
     auto pat = spec.find("pattern");
-    if (pat != spec.end() && pat->is_object() && pat->contains("String") && (*pat)["String"].is_string()) {
+    if (pat != spec.end() && pat->is_object() && pat->contains("String") &&
+        (*pat)["String"].is_string()) {
       step.regex = TextRegex::literal((*pat)["String"].get<std::string>());
-    } else if (pat != spec.end() && pat->is_object() && pat->contains("Regex") && (*pat)["Regex"].is_string()) {
-      KILN_ASSIGN_OR_RETURN(step.regex, TextRegex::compile((*pat)["Regex"].get<std::string>(), where + ".pattern"));
+    } else if (pat != spec.end() && pat->is_object() && pat->contains("Regex") &&
+               (*pat)["Regex"].is_string()) {
+      KILN_ASSIGN_OR_RETURN(
+          step.regex, TextRegex::compile((*pat)["Regex"].get<std::string>(), where + ".pattern"));
     } else {
       return invalidArgument(where + ".pattern must be {\"String\": ...} or {\"Regex\": ...}");
     }
@@ -137,7 +143,10 @@ Status PreTokenizer::addSteps(const nlohmann::json &spec, const std::string &whe
     if (spec.contains("add_prefix_space") && spec["add_prefix_space"].is_boolean() &&
         !spec["add_prefix_space"].get<bool>())
       scheme = "never";
-    step.prependScheme = scheme == "always" ? 0 : scheme == "first" ? 1 : scheme == "never" ? 2 : -1;
+    step.prependScheme = scheme == "always"  ? 0
+                         : scheme == "first" ? 1
+                         : scheme == "never" ? 2
+                                             : -1;
     if (step.prependScheme < 0)
       return invalidArgument(where + ".prepend_scheme '" + scheme + "' is not always/first/never");
     step.split = jsonBoolOr(spec, "split", true);
@@ -220,7 +229,8 @@ void PreTokenizer::applyByteLevel(const Step &step, const PieceList &in, PieceLi
         continue;
       auto begin = static_cast<uint32_t>(out.buffer.size());
       byte_level::encodeBytes(std::string_view(text).substr(r.begin, r.end - r.begin), out.buffer);
-      out.spans.push_back({begin, static_cast<uint32_t>(out.buffer.size()), span.atStart && r.begin == 0});
+      out.spans.push_back(
+          {begin, static_cast<uint32_t>(out.buffer.size()), span.atStart && r.begin == 0});
     }
   }
 }

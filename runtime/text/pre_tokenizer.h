@@ -58,7 +58,8 @@ private:
     int prependScheme = 0;       // Metaspace: 0 always, 1 first, 2 never
     bool split = true;           // Metaspace
   };
-  static Status addSteps(const nlohmann::json &spec, const std::string &where, std::vector<Step> &steps);
+  static Status addSteps(const nlohmann::json &spec, const std::string &where,
+                         std::vector<Step> &steps);
   static Result<Behavior> parseBehavior(const nlohmann::json &spec, const std::string &where);
   void applySplit(const Step &step, const PieceList &in, PieceList &out) const;
   void applyByteLevel(const Step &step, const PieceList &in, PieceList &out) const;

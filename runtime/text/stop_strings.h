@@ -13,8 +13,8 @@
 namespace kiln::rt {
 
 struct StopStringUpdate {
-  std::string text;  // safe to emit now
-  int matched = -1;  // index of the stop string that matched in this update, else -1
+  std::string text; // safe to emit now
+  int matched = -1; // index of the stop string that matched in this update, else -1
 };
 
 class StopStringMatcher {

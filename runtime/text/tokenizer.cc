@@ -49,10 +49,13 @@ Result<BpeModel> loadModel(TokenizerJson &tj) {
     return invalidArgument(std::string(kJsonName) + ": field 'model' must be an object");
   std::string type = jsonStringOr(model, "type", tj.hasMerges ? "BPE" : "");
   if (type != "BPE")
-    return unimplemented(std::string(kJsonName) + ": model.type '" + type + "' is not supported (only BPE)");
+    return unimplemented(std::string(kJsonName) + ": model.type '" + type +
+                         "' is not supported (only BPE)");
   if (!tj.hasVocab)
-    return invalidArgument(std::string(kJsonName) + ": model.vocab must be an object of token -> id");
-  if (model.contains("dropout") && model["dropout"].is_number() && model["dropout"].get<double>() > 0)
+    return invalidArgument(std::string(kJsonName) +
+                           ": model.vocab must be an object of token -> id");
+  if (model.contains("dropout") && model["dropout"].is_number() &&
+      model["dropout"].get<double>() > 0)
     return unimplemented(std::string(kJsonName) + ": model.dropout > 0 is not supported");
   BpeOptions o;
   o.unkToken = jsonStringOr(model, "unk_token", "");
@@ -101,14 +104,16 @@ Status addTemplate(const Json &pp, const Tokenizer::Impl &impl, std::vector<int3
     if (it == pp.end() || !it->is_array())
       return invalidArgument(where + ".processors must be an array");
     for (size_t i = 0; i < it->size(); ++i)
-      KILN_RETURN_IF_ERROR(addTemplate((*it)[i], impl, prefix, suffix, where + ".processors[" + std::to_string(i) + "]"));
+      KILN_RETURN_IF_ERROR(addTemplate((*it)[i], impl, prefix, suffix,
+                                       where + ".processors[" + std::to_string(i) + "]"));
     return okStatus();
   }
   if (type == "ByteLevel")
     return okStatus(); // only adjusts offsets
   if (type == "BertProcessing" || type == "RobertaProcessing") {
     auto cls = pp.find("cls"), sep = pp.find("sep");
-    if (cls == pp.end() || sep == pp.end() || !cls->is_array() || cls->size() != 2 || !sep->is_array() || sep->size() != 2)
+    if (cls == pp.end() || sep == pp.end() || !cls->is_array() || cls->size() != 2 ||
+        !sep->is_array() || sep->size() != 2)
       return invalidArgument(where + ": cls and sep must be [token, id]");
     prefix.push_back((*cls)[1].get<int32_t>());
     suffix.insert(suffix.begin(), (*sep)[1].get<int32_t>());
@@ -156,7 +161,8 @@ Status applyBosEosOverride(const Json &config, Tokenizer::Impl &impl) {
   std::string cls = config.is_object() ? jsonStringOr(config, "tokenizer_class", "") : "";
   if (cls.size() > 4 && cls.compare(cls.size() - 4, 4, "Fast") == 0)
     cls.resize(cls.size() - 4);
-  static const char *kRebuilding[] = {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer", "CohereTokenizer", "GPTNeoXTokenizer"};
+  static const char *kRebuilding[] = {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer",
+                                      "CohereTokenizer", "GPTNeoXTokenizer"};
   if (std::find(std::begin(kRebuilding), std::end(kRebuilding), cls) != std::end(kRebuilding)) {
     bool addBos = jsonBoolOr(config, "add_bos_token", cls != "GPTNeoXTokenizer");
     bool addEos = jsonBoolOr(config, "add_eos_token", false);
@@ -165,13 +171,15 @@ Status applyBosEosOverride(const Json &config, Tokenizer::Impl &impl) {
     if (addBos) {
       int32_t id = impl.tokenToId(impl.special.bos);
       if (impl.special.bos.empty() || id < 0)
-        return invalidArgument("tokenizer_config.json: add_bos_token is true but bos_token '" + impl.special.bos + "' is not a token");
+        return invalidArgument("tokenizer_config.json: add_bos_token is true but bos_token '" +
+                               impl.special.bos + "' is not a token");
       impl.prefixIds.push_back(id);
     }
     if (addEos) {
       int32_t id = impl.tokenToId(impl.special.eos);
       if (impl.special.eos.empty() || id < 0)
-        return invalidArgument("tokenizer_config.json: add_eos_token is true but eos_token '" + impl.special.eos + "' is not a token");
+        return invalidArgument("tokenizer_config.json: add_eos_token is true but eos_token '" +
+                               impl.special.eos + "' is not a token");
       impl.suffixIds.push_back(id);
     }
   }
@@ -186,8 +194,9 @@ Status loadConfig(std::string_view configText, std::string_view mapText, Tokeniz
     if (!mapText.empty())
       map = Json::parse(mapText);
   } catch (const std::exception &e) {
-    return invalidArgument(std::string(configText.empty() ? "special_tokens_map.json" : "tokenizer_config.json") +
-                           ": invalid JSON: " + e.what());
+    return invalidArgument(
+        std::string(configText.empty() ? "special_tokens_map.json" : "tokenizer_config.json") +
+        ": invalid JSON: " + e.what());
   }
   if (!config.is_object() || !map.is_object())
     return invalidArgument("tokenizer_config.json / special_tokens_map.json must be JSON objects");
@@ -199,8 +208,9 @@ Status loadConfig(std::string_view configText, std::string_view mapText, Tokeniz
   impl.special.eos = pick("eos_token");
   impl.special.unk = pick("unk_token");
   impl.special.pad = pick("pad_token");
-  const Json &extra = config.contains("additional_special_tokens") ? config["additional_special_tokens"]
-                                                                   : map.value("additional_special_tokens", Json::array());
+  const Json &extra = config.contains("additional_special_tokens")
+                          ? config["additional_special_tokens"]
+                          : map.value("additional_special_tokens", Json::array());
   if (extra.is_array())
     for (const Json &t : extra)
       if (std::string s = specialString(t); !s.empty())
@@ -212,7 +222,8 @@ Status loadConfig(std::string_view configText, std::string_view mapText, Tokeniz
       impl.chatTemplate = ct.get<std::string>();
     } else if (ct.is_array()) {
       for (const Json &t : ct)
-        if (t.is_object() && t.value("name", "") == "default" && t.contains("template") && t["template"].is_string())
+        if (t.is_object() && t.value("name", "") == "default" && t.contains("template") &&
+            t["template"].is_string())
           impl.chatTemplate = t["template"].get<std::string>();
     }
   }
@@ -251,14 +262,19 @@ Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::strin
   KILN_ASSIGN_OR_RETURN(impl->model, loadModel(tj));
   const Json &root = tj.root;
   std::string j = kJsonName;
-  KILN_ASSIGN_OR_RETURN(impl->normalizer, Normalizer::fromJson(root.value("normalizer", Json()), j + ": normalizer"));
-  KILN_ASSIGN_OR_RETURN(impl->preTokenizer, PreTokenizer::fromJson(root.value("pre_tokenizer", Json()), j + ": pre_tokenizer"));
-  KILN_ASSIGN_OR_RETURN(impl->decoder, Decoder::fromJson(root.value("decoder", Json()), j + ": decoder"));
+  KILN_ASSIGN_OR_RETURN(impl->normalizer,
+                        Normalizer::fromJson(root.value("normalizer", Json()), j + ": normalizer"));
+  KILN_ASSIGN_OR_RETURN(
+      impl->preTokenizer,
+      PreTokenizer::fromJson(root.value("pre_tokenizer", Json()), j + ": pre_tokenizer"));
+  KILN_ASSIGN_OR_RETURN(impl->decoder,
+                        Decoder::fromJson(root.value("decoder", Json()), j + ": decoder"));
   KILN_ASSIGN_OR_RETURN(std::vector<AddedToken> added, loadAddedTokens(root));
   impl->added.build(std::move(added), impl->normalizer);
   Json pp = root.value("post_processor", Json());
   if (!pp.is_null())
-    KILN_RETURN_IF_ERROR(addTemplate(pp, *impl, impl->prefixIds, impl->suffixIds, j + ": post_processor"));
+    KILN_RETURN_IF_ERROR(
+        addTemplate(pp, *impl, impl->prefixIds, impl->suffixIds, j + ": post_processor"));
   KILN_RETURN_IF_ERROR(loadConfig(configJson, specialTokensMapJson, *impl));
   finishImpl(*impl);
   Tokenizer t;
@@ -266,7 +282,8 @@ Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::strin
   return t;
 }
 
-Result<Tokenizer> Tokenizer::fromFiles(const std::string &tokenizerJsonPath, const std::string &tokenizerConfigPath,
+Result<Tokenizer> Tokenizer::fromFiles(const std::string &tokenizerJsonPath,
+                                       const std::string &tokenizerConfigPath,
                                        const std::string &specialTokensMapPath) {
   KILN_ASSIGN_OR_RETURN(MappedFile json, MappedFile::open(tokenizerJsonPath));
   std::string config, map;
@@ -323,7 +340,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
       }
       pieces.clear();
       pieces.buffer.assign(normalized, n.begin, n.end - n.begin);
-      pieces.spans.push_back({0, static_cast<uint32_t>(n.end - n.begin), r.begin == 0 && n.begin == 0});
+      pieces.spans.push_back(
+          {0, static_cast<uint32_t>(n.end - n.begin), r.begin == 0 && n.begin == 0});
       impl.preTokenizer.apply(pieces, scratch);
       for (const auto &span : pieces.spans)
         impl.model.tokenize(pieces.text(span), ids);
@@ -357,9 +375,13 @@ std::string_view Tokenizer::tokenString(int32_t id, bool &known) const {
   return impl_->model.idToToken(id);
 }
 
-Decoder::Stream Tokenizer::newDecodeStream() const { return impl_->decoder.stream(); }
+Decoder::Stream Tokenizer::newDecodeStream() const {
+  return impl_->decoder.stream();
+}
 
-int32_t Tokenizer::tokenToId(std::string_view token) const { return impl_->tokenToId(token); }
+int32_t Tokenizer::tokenToId(std::string_view token) const {
+  return impl_->tokenToId(token);
+}
 
 std::optional<std::string> Tokenizer::idToToken(int32_t id) const {
   bool known = false;
@@ -369,19 +391,31 @@ std::optional<std::string> Tokenizer::idToToken(int32_t id) const {
   return std::string(s);
 }
 
-int32_t Tokenizer::vocabSize() const { return impl_->vocabSize; }
-int32_t Tokenizer::bosTokenId() const { return impl_->bosId; }
-std::vector<int32_t> Tokenizer::eosTokenIds() const { return impl_->eosIds; }
+int32_t Tokenizer::vocabSize() const {
+  return impl_->vocabSize;
+}
+int32_t Tokenizer::bosTokenId() const {
+  return impl_->bosId;
+}
+std::vector<int32_t> Tokenizer::eosTokenIds() const {
+  return impl_->eosIds;
+}
 bool Tokenizer::isSpecialToken(int32_t id) const {
   return id >= 0 && id < impl_->vocabSize && impl_->specialById[id] != 0;
 }
-const SpecialTokenStrings &Tokenizer::specialTokens() const { return impl_->special; }
-const std::string &Tokenizer::chatTemplate() const { return impl_->chatTemplate; }
-bool Tokenizer::cleanUpTokenizationSpacesEnabled() const { return impl_->cleanUp; }
+const SpecialTokenStrings &Tokenizer::specialTokens() const {
+  return impl_->special;
+}
+const std::string &Tokenizer::chatTemplate() const {
+  return impl_->chatTemplate;
+}
+bool Tokenizer::cleanUpTokenizationSpacesEnabled() const {
+  return impl_->cleanUp;
+}
 
 std::string cleanUpTokenizationSpaces(std::string_view text) {
   static const std::pair<std::string_view, std::string_view> kRules[] = {
-      {" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
+      {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   std::string s(text);
   for (auto [from, to] : kRules) {

@@ -41,7 +41,8 @@ public:
   // DIR/special_tokens_map.json.
   static Result<Tokenizer> fromDirectory(const std::string &dir);
   // Same from file contents; configJson / specialTokensMapJson may be empty.
-  static Result<Tokenizer> fromJson(std::string_view tokenizerJson, std::string_view configJson = {},
+  static Result<Tokenizer> fromJson(std::string_view tokenizerJson,
+                                    std::string_view configJson = {},
                                     std::string_view specialTokensMapJson = {});
 
   // HF `encode(text, add_special_tokens=...)`. Special tokens written in the text are always

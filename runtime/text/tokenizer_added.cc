@@ -111,7 +111,8 @@ int32_t AddedVocabulary::idOf(std::string_view content) const {
   return it == byContent_.end() ? -1 : it->second;
 }
 
-void AddedVocabulary::split(std::string_view text, bool normalizedSet, std::vector<Split> &out) const {
+void AddedVocabulary::split(std::string_view text, bool normalizedSet,
+                            std::vector<Split> &out) const {
   out.clear();
   if (text.empty())
     return;

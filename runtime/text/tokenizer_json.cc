@@ -11,7 +11,8 @@ using DomParser = nlohmann::detail::json_sax_dom_parser<Json>;
 // hundreds of thousands of small DOM nodes for a 17 MB file.
 class Handler {
 public:
-  Handler(TokenizerJson &out, const std::string &name) : out_(out), dom_(out.root, false), name_(name) {}
+  Handler(TokenizerJson &out, const std::string &name)
+      : out_(out), dom_(out.root, false), name_(name) {}
 
   bool null() { return capture_ ? fail("unexpected null") : dom_.null(); }
   bool boolean(bool v) { return capture_ ? fail("unexpected boolean") : dom_.boolean(v); }
@@ -168,7 +169,8 @@ Result<TokenizerJson> parseTokenizerJson(std::string_view text, const std::strin
   return out;
 }
 
-Result<std::string> jsonString(const nlohmann::json &obj, const char *field, const std::string &where) {
+Result<std::string> jsonString(const nlohmann::json &obj, const char *field,
+                               const std::string &where) {
   auto it = obj.find(field);
   if (it == obj.end() || !it->is_string())
     return invalidArgument(where + ": field '" + field + "' must be a string");

@@ -27,7 +27,8 @@ struct TokenizerJson {
 Result<TokenizerJson> parseTokenizerJson(std::string_view text, const std::string &name);
 
 // Small typed getters with messages that name the field.
-Result<std::string> jsonString(const nlohmann::json &obj, const char *field, const std::string &where);
+Result<std::string> jsonString(const nlohmann::json &obj, const char *field,
+                               const std::string &where);
 std::string jsonStringOr(const nlohmann::json &obj, const char *field, std::string fallback);
 bool jsonBoolOr(const nlohmann::json &obj, const char *field, bool fallback);
 int64_t jsonIntOr(const nlohmann::json &obj, const char *field, int64_t fallback);

@@ -75,8 +75,9 @@ Result<TextRegex> TextRegex::compile(std::string_view pattern, const std::string
   if (code == nullptr) {
     PCRE2_UCHAR buf[256];
     pcre2_get_error_message(err, buf, sizeof(buf));
-    return invalidArgument(where + ": regex '" + std::string(pattern) + "' does not compile at offset " +
-                           std::to_string(offset) + ": " + reinterpret_cast<char *>(buf));
+    return invalidArgument(where + ": regex '" + std::string(pattern) +
+                           "' does not compile at offset " + std::to_string(offset) + ": " +
+                           reinterpret_cast<char *>(buf));
   }
   auto c = std::make_shared<Code>();
   c->code = code;
@@ -105,8 +106,10 @@ void TextRegex::findAll(std::string_view s, std::vector<std::pair<size_t, size_t
   auto subject = reinterpret_cast<PCRE2_SPTR>(s.data());
   size_t start = 0;
   while (start <= s.size()) {
-    int rc = code_->jit ? pcre2_jit_match(code_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr)
-                        : pcre2_match(code_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md, nullptr);
+    int rc = code_->jit ? pcre2_jit_match(code_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK,
+                                          md, nullptr)
+                        : pcre2_match(code_->code, subject, s.size(), start, PCRE2_NO_UTF_CHECK, md,
+                                      nullptr);
     if (rc < 0)
       break;
     PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);

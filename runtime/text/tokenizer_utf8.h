@@ -30,7 +30,9 @@ std::string encode(char32_t cp);
 // Byte offset of the first invalid sequence, or npos when `s` is valid UTF-8 (no surrogates,
 // no overlongs, nothing above U+10FFFF).
 size_t firstInvalid(std::string_view s);
-inline bool isValid(std::string_view s) { return firstInvalid(s) == std::string_view::npos; }
+inline bool isValid(std::string_view s) {
+  return firstInvalid(s) == std::string_view::npos;
+}
 
 // Unicode White_Space, as Rust's char::is_whitespace and the regex `\s` used by HF.
 bool isWhitespace(char32_t cp);

@@ -43,16 +43,19 @@ TEST_P(DetokenizerCorpusTest, StreamingEqualsFullDecode) {
   int checked = 0;
   for (const json &c : goldens["cases"]) {
     auto ids = c["ids_special"].get<std::vector<int32_t>>();
-    EXPECT_EQ(streamAll(*tok, ids, false), c["decode_special"].get<std::string>()) << family << ": " << c["text"];
-    EXPECT_EQ(streamAll(*tok, ids, true), c["decode_skip"].get<std::string>()) << family << ": " << c["text"];
+    EXPECT_EQ(streamAll(*tok, ids, false), c["decode_special"].get<std::string>())
+        << family << ": " << c["text"];
+    EXPECT_EQ(streamAll(*tok, ids, true), c["decode_skip"].get<std::string>())
+        << family << ": " << c["text"];
     ++checked;
   }
   EXPECT_GE(checked, 70);
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, DetokenizerCorpusTest,
-                         ::testing::Values("gpt2", "llama2", "llama3", "llama3.2", "qwen2.5", "phi3", "mistral",
-                                           "gemma2", "tinystories", "stories260k"),
+                         ::testing::Values("gpt2", "llama2", "llama3", "llama3.2", "qwen2.5",
+                                           "phi3", "mistral", "gemma2", "tinystories",
+                                           "stories260k"),
                          [](const auto &info) {
                            std::string n = info.param;
                            for (char &c : n)

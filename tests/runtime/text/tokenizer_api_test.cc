@@ -14,7 +14,6 @@ namespace {
 using nlohmann::json;
 using testing::joinIds;
 
-
 std::string sentencePieceJson(const std::string &addedTokens) {
   // Vocab: <unk>=0 <s>=1 </s>=2 ▁=3 h=4 i=5 ▁h=6 ▁hi=7 <0x41>=8 ("A") x=9
   return R"({"version":"1.0","added_tokens":)" + addedTokens + R"(,
@@ -65,7 +64,8 @@ TEST(TokenizerApiTest, InvalidUtf8InputIsReplacedNotRejected) {
 }
 
 TEST(TokenizerApiTest, ConfigAddsEosAndSpecialStrings) {
-  std::string config = R"({"tokenizer_class":"LlamaTokenizer","add_bos_token":true,"add_eos_token":true,
+  std::string config =
+      R"({"tokenizer_class":"LlamaTokenizer","add_bos_token":true,"add_eos_token":true,
     "bos_token":{"content":"<s>","__type":"AddedToken"},"eos_token":"</s>","unk_token":"<unk>",
     "chat_template":"{{ bos_token }}"})";
   auto tok = Tokenizer::fromJson(sentencePieceJson(kSpecials), config);
@@ -83,27 +83,31 @@ TEST(TokenizerApiTest, UnsupportedComponentsFailNamingTheType) {
   std::string unigram = R"({"model":{"type":"Unigram","vocab":[["a",0.0]]}})";
   auto t = Tokenizer::fromJson(unigram);
   ASSERT_FALSE(t.isOk());
-  EXPECT_EQ(t.status().message(), "tokenizer.json: model.type 'Unigram' is not supported (only BPE)");
+  EXPECT_EQ(t.status().message(),
+            "tokenizer.json: model.type 'Unigram' is not supported (only BPE)");
 
   std::string j = sentencePieceJson(kSpecials);
   std::string badNorm = j;
   badNorm.replace(badNorm.find(R"({"type":"Prepend")"), 17, R"({"type":"Precompiled")");
   t = Tokenizer::fromJson(badNorm);
   ASSERT_FALSE(t.isOk());
-  EXPECT_NE(t.status().message().find("normalizer type 'Precompiled' is not supported"), std::string::npos)
+  EXPECT_NE(t.status().message().find("normalizer type 'Precompiled' is not supported"),
+            std::string::npos)
       << t.status().message();
 
   std::string badDecoder = j;
   badDecoder.replace(badDecoder.find(R"({"type":"Fuse"})"), 15, R"({"type":"WordPiece"})");
   t = Tokenizer::fromJson(badDecoder);
   ASSERT_FALSE(t.isOk());
-  EXPECT_NE(t.status().message().find("decoder type 'WordPiece' is not supported"), std::string::npos);
+  EXPECT_NE(t.status().message().find("decoder type 'WordPiece' is not supported"),
+            std::string::npos);
 }
 
 TEST(TokenizerApiTest, BadFilesFailWithClearErrors) {
   auto t = Tokenizer::fromJson("{not json");
   ASSERT_FALSE(t.isOk());
-  EXPECT_NE(t.status().message().find("tokenizer.json: invalid JSON"), std::string::npos) << t.status().message();
+  EXPECT_NE(t.status().message().find("tokenizer.json: invalid JSON"), std::string::npos)
+      << t.status().message();
 
   std::string j = sentencePieceJson(kSpecials);
   std::string badMerge = j;
@@ -117,7 +121,8 @@ TEST(TokenizerApiTest, BadFilesFailWithClearErrors) {
   unknownMerge.replace(unknownMerge.find(R"("▁h i")"), 8, R"("▁h q")");
   t = Tokenizer::fromJson(unknownMerge);
   ASSERT_FALSE(t.isOk());
-  EXPECT_NE(t.status().message().find("model.merges[1] uses 'q', which is not in model.vocab"), std::string::npos);
+  EXPECT_NE(t.status().message().find("model.merges[1] uses 'q', which is not in model.vocab"),
+            std::string::npos);
 
   auto missing = Tokenizer::fromDirectory("/nonexistent-kiln-dir");
   ASSERT_FALSE(missing.isOk());
@@ -149,7 +154,8 @@ TEST(TokenizerApiTest, ConcurrentEncodeAndDecodeAgreeWithSingleThread) {
     GTEST_SKIP() << "shared assets not found at " << testing::assetsDir();
   auto tok = testing::loadFamily("llama3");
   ASSERT_TRUE(tok.isOk());
-  std::vector<std::string> texts = {"Hello world", "我爱自然语言处理。", "  x\n\ty  ", "👨‍👩‍👧 <|eot_id|> ok",
+  std::vector<std::string> texts = {"Hello world", "我爱自然语言处理。", "  x\n\ty  ",
+                                    "👨‍👩‍👧 <|eot_id|> ok",
                                     "def f(x):\n    return x * 2"};
   std::vector<std::vector<int32_t>> expected;
   std::vector<std::string> decoded;

@@ -34,10 +34,14 @@ TEST_P(TokenizerCorpusTest, MatchesHuggingFaceGoldens) {
     auto ids = c["ids"].get<std::vector<int32_t>>();
     auto idsSpecial = c["ids_special"].get<std::vector<int32_t>>();
     EXPECT_EQ(joinIds(tok->encode(text, false)), joinIds(ids)) << family << ": '" << text << "'";
-    EXPECT_EQ(joinIds(tok->encode(text, true)), joinIds(idsSpecial)) << family << ": '" << text << "'";
-    EXPECT_EQ(tok->decode(ids, false), c["decode_plain"].get<std::string>()) << family << ": '" << text << "'";
-    EXPECT_EQ(tok->decode(idsSpecial, false), c["decode_special"].get<std::string>()) << family << ": '" << text << "'";
-    EXPECT_EQ(tok->decode(idsSpecial, true), c["decode_skip"].get<std::string>()) << family << ": '" << text << "'";
+    EXPECT_EQ(joinIds(tok->encode(text, true)), joinIds(idsSpecial))
+        << family << ": '" << text << "'";
+    EXPECT_EQ(tok->decode(ids, false), c["decode_plain"].get<std::string>())
+        << family << ": '" << text << "'";
+    EXPECT_EQ(tok->decode(idsSpecial, false), c["decode_special"].get<std::string>())
+        << family << ": '" << text << "'";
+    EXPECT_EQ(tok->decode(idsSpecial, true), c["decode_skip"].get<std::string>())
+        << family << ": '" << text << "'";
   }
 }
 
@@ -50,8 +54,9 @@ std::string paramName(const ::testing::TestParamInfo<std::string> &info) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Families, TokenizerCorpusTest,
-                         ::testing::Values("gpt2", "llama2", "llama3", "llama3.2", "qwen2.5", "phi3", "mistral",
-                                           "gemma2", "tinystories", "stories260k"),
+                         ::testing::Values("gpt2", "llama2", "llama3", "llama3.2", "qwen2.5",
+                                           "phi3", "mistral", "gemma2", "tinystories",
+                                           "stories260k"),
                          paramName);
 
 } // namespace

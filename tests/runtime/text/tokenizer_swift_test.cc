@@ -14,14 +14,18 @@ using testing::assetsDir;
 using testing::haveAssets;
 using testing::joinIds;
 
-std::string swiftDir() { return assetsDir() + "/expected/swift-transformers/"; }
+std::string swiftDir() {
+  return assetsDir() + "/expected/swift-transformers/";
+}
 
 json readJson(const std::string &path) {
   auto text = readFile(path);
   return text.isOk() ? json::parse(*text) : json();
 }
 
-std::vector<int32_t> idsOf(const json &a) { return a.get<std::vector<int32_t>>(); }
+std::vector<int32_t> idsOf(const json &a) {
+  return a.get<std::vector<int32_t>>();
+}
 
 // transformers 4.x decode = tokenizers decode + clean_up_tokenization_spaces when the config
 // enables it (gpt2, llama3.2).
@@ -31,7 +35,7 @@ std::string hfDecode(const Tokenizer &tok, const std::vector<int32_t> &ids, bool
 }
 
 struct CasesParam {
-  const char *model;  // key in tokenizer_tests.json
+  const char *model; // key in tokenizer_tests.json
   const char *family;
 };
 
@@ -50,17 +54,23 @@ TEST_P(SwiftCasesTest, EncodeAndDecodeMatch) {
     std::vector<int32_t> want = idsOf(c["encoded"]["input_ids"]);
     std::vector<int32_t> got = tok->encode(input, true);
     EXPECT_EQ(joinIds(got), joinIds(want)) << model << " input '" << input << "'";
-    EXPECT_EQ(hfDecode(*tok, want, true), c["decoded_without_special"].get<std::string>()) << model << " '" << input << "'";
-    EXPECT_EQ(hfDecode(*tok, want, false), c["decoded_with_special"].get<std::string>()) << model << " '" << input << "'";
+    EXPECT_EQ(hfDecode(*tok, want, true), c["decoded_without_special"].get<std::string>())
+        << model << " '" << input << "'";
+    EXPECT_EQ(hfDecode(*tok, want, false), c["decoded_with_special"].get<std::string>())
+        << model << " '" << input << "'";
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, SwiftCasesTest,
-                         ::testing::Values(CasesParam{"distilgpt2", "gpt2"},
-                                           CasesParam{"coreml-projects/Llama-2-7b-chat-coreml", "llama2"},
-                                           CasesParam{"pcuenq/gemma-tokenizer", "gemma2"},
-                                           CasesParam{"pcuenq/Llama-3.2-1B-Instruct-tokenizer", "llama3.2"}),
-                         [](const auto &info) { return std::string(info.param.family == std::string("llama3.2") ? "llama3_2" : info.param.family); });
+INSTANTIATE_TEST_SUITE_P(
+    Models, SwiftCasesTest,
+    ::testing::Values(CasesParam{"distilgpt2", "gpt2"},
+                      CasesParam{"coreml-projects/Llama-2-7b-chat-coreml", "llama2"},
+                      CasesParam{"pcuenq/gemma-tokenizer", "gemma2"},
+                      CasesParam{"pcuenq/Llama-3.2-1B-Instruct-tokenizer", "llama3.2"}),
+    [](const auto &info) {
+      return std::string(info.param.family == std::string("llama3.2") ? "llama3_2"
+                                                                      : info.param.family);
+    });
 
 struct EncodedParam {
   const char *file;
@@ -123,14 +133,15 @@ TEST_P(SwiftMultilingualTest, All83Inputs) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Baselines, SwiftMultilingualTest,
-                         ::testing::Values(MultilingualParam{"qwen2_5_multilingual.json", "qwen2.5"},
-                                           MultilingualParam{"tinyllama_multilingual.json", "llama2"},
-                                           MultilingualParam{"gpt2_multilingual.json", "gpt2"}),
-                         [](const auto &info) {
-                           std::string n = info.param.family;
-                           return n == "qwen2.5" ? std::string("qwen2_5") : n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Baselines, SwiftMultilingualTest,
+    ::testing::Values(MultilingualParam{"qwen2_5_multilingual.json", "qwen2.5"},
+                      MultilingualParam{"tinyllama_multilingual.json", "llama2"},
+                      MultilingualParam{"gpt2_multilingual.json", "gpt2"}),
+    [](const auto &info) {
+      std::string n = info.param.family;
+      return n == "qwen2.5" ? std::string("qwen2_5") : n;
+    });
 
 } // namespace
 } // namespace kiln::rt

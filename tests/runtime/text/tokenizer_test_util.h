@@ -12,8 +12,12 @@
 
 namespace kiln::rt::testing {
 
-inline std::string assetsDir() { return KILN_ASSETS_DIR; }
-inline bool haveAssets() { return fileExists(assetsDir() + "/tokenizers/gpt2/tokenizer.json"); }
+inline std::string assetsDir() {
+  return KILN_ASSETS_DIR;
+}
+inline bool haveAssets() {
+  return fileExists(assetsDir() + "/tokenizers/gpt2/tokenizer.json");
+}
 
 struct Family {
   const char *name;

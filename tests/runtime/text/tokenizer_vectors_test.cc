@@ -43,24 +43,25 @@ TEST_P(LlamaCppVocabTest, EveryVectorMatchesExactly) {
     std::vector<int32_t> want;
     for (int32_t v; expected >> v;)
       want.push_back(v);
-    EXPECT_EQ(joinIds(ids), joinIds(want)) << vectors << " input " << i << ": '" << inputs[i] << "'";
+    EXPECT_EQ(joinIds(ids), joinIds(want))
+        << vectors << " input " << i << ": '" << inputs[i] << "'";
     ++checked;
   }
   EXPECT_EQ(checked, 46);
 }
 
-INSTANTIATE_TEST_SUITE_P(Families, LlamaCppVocabTest,
-                         ::testing::Values(VocabCase{"llama-spm", "llama2"}, VocabCase{"llama-bpe", "llama3"},
-                                           VocabCase{"phi-3", "phi3"}, VocabCase{"qwen2", "qwen2.5"},
-                                           VocabCase{"gpt-2", "gpt2"},
-                                           VocabCase{"deepseek-r1-qwen", "qwen2.5"}),
-                         [](const auto &info) {
-                           std::string n = info.param.vectors;
-                           for (char &c : n)
-                             if (c == '-')
-                               c = '_';
-                           return n;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Families, LlamaCppVocabTest,
+    ::testing::Values(VocabCase{"llama-spm", "llama2"}, VocabCase{"llama-bpe", "llama3"},
+                      VocabCase{"phi-3", "phi3"}, VocabCase{"qwen2", "qwen2.5"},
+                      VocabCase{"gpt-2", "gpt2"}, VocabCase{"deepseek-r1-qwen", "qwen2.5"}),
+    [](const auto &info) {
+      std::string n = info.param.vectors;
+      for (char &c : n)
+        if (c == '-')
+          c = '_';
+      return n;
+    });
 
 } // namespace
 } // namespace kiln::rt
