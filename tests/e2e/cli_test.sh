@@ -53,10 +53,28 @@ expect_eq "generate tiny-llama == transformers greedy" "$expected" "$got"
 "$kiln" generate "$art" --prompt-ids "$prompt" --max-tokens 4 --output "$work/out.jsonl"
 expect_eq "generate --output writes one line" "1" "$(wc -l <"$work/out.jsonl" | tr -d ' ')"
 
+# --- --input: every golden prompt at once through the engine (continuous batching), in order,
+# each equal to transformers' greedy ids for that prompt alone
+python3 - "$root/tests/data/golden/tiny-llama.json" >"$work/in.jsonl" <<'PY'
+import json, sys
+for c in json.load(open(sys.argv[1]))["cases"]:
+    print(json.dumps({"prompt_ids": c["prompt_ids"], "max_tokens": 16}))
+PY
+"$kiln" generate "$art" --input "$work/in.jsonl" >"$work/batch.jsonl" 2>/dev/null
+for i in 0 1 2; do
+  IFS='|' read -r prompt expected <<<"$(golden_ids tiny-llama $i)"
+  got=$(sed -n "$((i + 1))p" "$work/batch.jsonl" | ids_of)
+  expect_eq "generate --input line $((i + 1)) == transformers greedy" "$expected" "$got"
+done
+printf '{"prompt_ids": [1, 2], "temperature": "hot"}\n' >"$work/bad.jsonl"
+expect_error "--input field with the wrong type" "line 1: field 'temperature'" \
+  "$kiln" generate "$art" --input "$work/bad.jsonl"
+
 # --- bad input: clear errors naming the flag or limit
-expect_error "prompt over --max-seq-len" "--max-seq-len 128" \
+expect_error "prompt over --max-seq-len" "max_seq_len is 128" \
   "$kiln" generate "$art" --prompt-ids "$(seq -s ' ' 1 200)"
-expect_error "token id over vocab" "vocab" "$kiln" generate "$art" --prompt-ids "1 9999"
+expect_error "token id over vocab" "outside the vocabulary [0, 512)" \
+  "$kiln" generate "$art" --prompt-ids "1 9999"
 expect_error "bad --max-tokens" "--max-tokens" "$kiln" generate "$art" --prompt-ids 1 --max-tokens x
 expect_error "unknown option" "--bogus" "$kiln" generate "$art" --bogus
 expect_error "compile: max-seq-len over the model" "--max-seq-len" \

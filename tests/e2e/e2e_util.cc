@@ -170,6 +170,24 @@ void checkCase(rt::Executor &executor, const Golden &golden, const GoldenCase &g
   }
 }
 
+// The whole prompt + greedy sequence as one prefill: every row against the golden at once.
+void checkCaseAsOnePrefill(rt::Executor &executor, const Golden &golden, const GoldenCase &gc,
+                           size_t index) {
+  const int32_t vocab = golden.vocabSize;
+  rt::SequenceStep step;
+  step.tokenIds = gc.promptIds;
+  step.tokenIds.insert(step.tokenIds.end(), gc.greedyIds.begin(), gc.greedyIds.end());
+  step.blockTable = blocksFor(gc.rows, executor.limits().blockSize, 0);
+  step.logits = rt::LogitsWanted::kAll;
+  auto output = executor.execute(rt::StepBatch{{step}});
+  ASSERT_TRUE(output.isOk()) << output.status().toString();
+  ASSERT_EQ(output->numRows(), gc.rows);
+  for (int32_t r = 0; r < gc.rows; ++r)
+    EXPECT_LE(maxAbsDiff(output->row(r), gc.logits.data() + size_t(r) * vocab, vocab),
+              golden.tolerance)
+        << golden.model << " case " << index << " one-prefill row " << r;
+}
+
 } // namespace
 
 void checkGoldenLogits(const std::string &name) {
@@ -183,8 +201,10 @@ void checkGoldenLogits(const std::string &name) {
   std::string artifact = compileForTest(golden->modelDir);
   LoadedArtifact loaded = loadForTest(artifact, 64);
   ASSERT_NE(loaded.executor, nullptr);
-  for (size_t i = 0; i < golden->cases.size(); ++i)
+  for (size_t i = 0; i < golden->cases.size(); ++i) {
     checkCase(*loaded.executor, *golden, golden->cases[i], i);
+    checkCaseAsOnePrefill(*loaded.executor, *golden, golden->cases[i], i);
+  }
 }
 
 } // namespace kiln::e2e

@@ -51,8 +51,9 @@ LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks);
 float maxAbsDiff(const float *a, const float *b, size_t count);
 int32_t argmax(const float *row, int32_t size);
 
-// Runs every golden case: prefill (all logits) then 16 teacher-forced decode steps; asserts each
-// row within the golden's tolerance and each greedy argmax equal to the golden id.
+// Runs every golden case: prefill (all logits) then 16 teacher-forced decode steps, and the whole
+// prompt + greedy ids as one prefill; asserts each row within the golden's tolerance and each
+// greedy argmax equal to the golden id.
 void checkGoldenLogits(const std::string &name);
 
 } // namespace kiln::e2e

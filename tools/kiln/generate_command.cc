@@ -1,13 +1,12 @@
-// `kiln generate ARTIFACT --prompt-ids "1 2 3"`: greedy generation, one JSON line per prompt.
-// Runs the executor directly, one sequence at a time; prompts longer than the compiled tokens per
-// step are prefilled in chunks.
+// `kiln generate ARTIFACT (--prompt TEXT | --prompt-ids IDS | --chat TEXT | --input FILE)`: runs
+// every prompt through the engine concurrently (continuous batching) and prints one JSON line per
+// prompt, in input order: {"prompt_ids":[...],"output_ids":[...],"text":"...","finish_reason":".."}.
+#include "runtime/service/serving_model.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
-#include "tools/kiln/loaded_model.h"
+#include "tools/kiln/generate_input.h"
 
-#include <nlohmann/json.hpp>
-
-#include <algorithm>
+#include <chrono>
 #include <fstream>
 #include <iostream>
 
@@ -16,106 +15,190 @@ namespace {
 
 const CommandSpec kGenerateSpec = {
     "generate",
-    "ARTIFACT --prompt-ids \"1 2 3\" [options]",
-    "Generate greedily from a compiled artifact and print one JSON line per prompt:\n"
-    "{\"prompt_ids\":[...],\"output_ids\":[...],\"text\":\"...\",\"finish_reason\":\"...\"}",
+    "ARTIFACT (--prompt TEXT | --prompt-ids IDS | --chat TEXT | --input FILE) [options]",
+    "Generate from a compiled artifact. All prompts run through the engine concurrently; one JSON\n"
+    "line per prompt is printed in input order:\n"
+    "{\"prompt_ids\":[...],\"output_ids\":[...],\"text\":\"...\",\"finish_reason\":\"...\"}\n"
+    "--input lines: {\"prompt\": \"...\"} | {\"prompt_ids\": [...]} | {\"messages\": [...]} plus\n"
+    "optional per-request fields (max_tokens, temperature, top_k, top_p, min_p, seed, stop, ...).",
     {
+        {"--prompt", "TEXT", "prompt text, encoded with the artifact's tokenizer"},
         {"--prompt-ids", "IDS", "prompt token ids, separated by spaces or commas"},
-        {"--max-tokens", "N", "tokens to generate (default 16)"},
+        {"--chat", "TEXT", "one user message, rendered with the artifact's chat template"},
+        {"--input", "FILE", "JSON lines, one request each ('-' reads stdin)"},
+        {"--max-tokens", "N", "tokens to generate per prompt (default 16)"},
+        {"--temperature", "T", "sampling temperature (default 0: greedy)"},
+        {"--top-k", "K", "sample from the K most likely tokens (default off)"},
+        {"--top-p", "P", "nucleus sampling probability mass (default 1: off)"},
+        {"--min-p", "P", "drop tokens below P x the top probability (default 0: off)"},
+        {"--seed", "S", "per-request random seed (reproducible whatever else runs)"},
+        {"--stop", "TEXT", "a stop string (not included in the output)"},
         {"--ignore-eos", "", "keep generating after an eos token"},
         {"--device", "cpu|cuda", "device to run on (default cpu)"},
+        {"--kv-cache-mb", "N", "KV cache size in MiB (default 256)"},
+        {"--chat-template", "FILE", "Jinja chat template overriding the artifact's"},
         {"--output", "FILE", "write the JSON lines to FILE instead of stdout"},
     },
     1,
     1,
 };
 
-struct Generation {
-  std::vector<int32_t> outputIds;
-  std::string finishReason;
+Result<rt::SamplingParams> samplingFromFlags(const Args &args) {
+  rt::SamplingParams params;
+  KILN_ASSIGN_OR_RETURN(int64_t maxTokens, args.getInt("--max-tokens", 16, 1, 1 << 24));
+  params.maxTokens = static_cast<int32_t>(maxTokens);
+  KILN_ASSIGN_OR_RETURN(double temperature, args.getDouble("--temperature", 0.0, 0.0, 100.0));
+  params.temperature = static_cast<float>(temperature);
+  KILN_ASSIGN_OR_RETURN(int64_t topK, args.getInt("--top-k", 0, 0, INT32_MAX));
+  params.topK = static_cast<int32_t>(topK);
+  KILN_ASSIGN_OR_RETURN(double topP, args.getDouble("--top-p", 1.0, 1e-9, 1.0));
+  params.topP = static_cast<float>(topP);
+  KILN_ASSIGN_OR_RETURN(double minP, args.getDouble("--min-p", 0.0, 0.0, 1.0));
+  params.minP = static_cast<float>(minP);
+  if (args.has("--seed")) {
+    KILN_ASSIGN_OR_RETURN(int64_t seed, args.getInt("--seed", 0, 0, INT64_MAX));
+    params.seed = static_cast<uint64_t>(seed);
+  }
+  if (auto stop = args.get("--stop"))
+    params.stop = {*stop};
+  params.ignoreEos = args.has("--ignore-eos");
+  return params;
+}
+
+Result<std::vector<GenerateJob>> readInputFile(const std::string &path,
+                                               const rt::SamplingParams &defaults) {
+  std::ifstream file;
+  std::istream *in = &std::cin;
+  if (path != "-") {
+    file.open(path);
+    if (!file)
+      return notFound("cannot read --input " + path);
+    in = &file;
+  }
+  std::vector<GenerateJob> jobs;
+  std::string line;
+  for (int number = 1; std::getline(*in, line); ++number) {
+    if (line.find_first_not_of(" \t\r") == std::string::npos)
+      continue;
+    KILN_ASSIGN_OR_RETURN(GenerateJob job, jobFromJsonLine(line, number, defaults));
+    jobs.push_back(std::move(job));
+  }
+  if (jobs.empty())
+    return invalidArgument("--input " + path + " holds no requests");
+  return jobs;
+}
+
+Result<std::vector<GenerateJob>> jobsFromArgs(const Args &args) {
+  KILN_ASSIGN_OR_RETURN(rt::SamplingParams defaults, samplingFromFlags(args));
+  int sources = args.has("--prompt") + args.has("--prompt-ids") + args.has("--chat") +
+                args.has("--input");
+  if (sources != 1)
+    return invalidArgument("give exactly one of --prompt, --prompt-ids, --chat, --input");
+  if (auto input = args.get("--input"))
+    return readInputFile(*input, defaults);
+  GenerateJob job;
+  job.sampling = defaults;
+  if (auto text = args.get("--prompt"))
+    job.prompt = *text;
+  if (auto ids = args.get("--prompt-ids")) {
+    KILN_ASSIGN_OR_RETURN(std::vector<int32_t> parsed, parseIdList(*ids, "--prompt-ids"));
+    job.promptIds = std::move(parsed);
+  }
+  if (auto chat = args.get("--chat"))
+    job.messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", *chat}}});
+  return std::vector<GenerateJob>{std::move(job)};
+}
+
+Result<std::vector<int32_t>> promptIdsOf(const rt::ServingModel &model, const GenerateJob &job) {
+  if (job.promptIds)
+    return *job.promptIds;
+  if (job.prompt)
+    return model.encodePrompt(*job.prompt);
+  return model.encodeChat(*job.messages, /*addGenerationPrompt=*/true);
+}
+
+// One submitted job: its handle, or the error that kept it from being submitted.
+struct Submitted {
+  std::vector<int32_t> promptIds;
+  std::optional<rt::RequestHandle> handle;
+  Status error;
 };
 
-int32_t argmax(const float *row, int32_t size) {
-  return static_cast<int32_t>(std::max_element(row, row + size) - row);
-}
-
-// Greedy decoding of one sequence. Blocks 0.. are the sequence's own (one sequence at a time).
-Result<Generation> generateGreedy(rt::Executor &executor, const std::vector<int32_t> &prompt,
-                                  int64_t maxTokens, const std::vector<int32_t> &eosIds,
-                                  bool ignoreEos) {
-  const rt::RunnerLimits &limits = executor.limits();
-  if (static_cast<int64_t>(prompt.size()) >= limits.maxSeqLen)
-    return outOfRange("the prompt has " + std::to_string(prompt.size()) +
-                      " tokens; the artifact was compiled with --max-seq-len " +
-                      std::to_string(limits.maxSeqLen) + " (room for the prompt plus one token)");
-  int64_t total = std::min<int64_t>(static_cast<int64_t>(prompt.size()) + maxTokens,
-                                    limits.maxSeqLen);
-  rt::SequenceStep step;
-  for (int64_t b = 0; b * limits.blockSize < total; ++b)
-    step.blockTable.push_back(static_cast<int32_t>(b));
-
-  Generation generation;
-  // Prefill in chunks of at most max_tokens_per_step tokens.
-  size_t done = 0;
-  const rt::StepOutput *last = nullptr;
-  rt::StepOutput output;
-  while (done < prompt.size()) {
-    size_t chunk = std::min(prompt.size() - done, static_cast<size_t>(limits.maxTokensPerStep));
-    step.tokenIds.assign(prompt.begin() + done, prompt.begin() + done + chunk);
-    step.startPosition = static_cast<int32_t>(done);
-    done += chunk;
-    step.logits = done == prompt.size() ? rt::LogitsWanted::kLast : rt::LogitsWanted::kNone;
-    KILN_ASSIGN_OR_RETURN(output, executor.execute(rt::StepBatch{{step}}));
-    last = &output;
+nlohmann::ordered_json collect(Submitted &submitted, int64_t &generatedTokens) {
+  nlohmann::ordered_json line = {{"prompt_ids", submitted.promptIds}};
+  if (!submitted.handle) {
+    line["error"] = submitted.error.message();
+    return line;
   }
-  int64_t position = static_cast<int64_t>(prompt.size());
-  while (true) {
-    int32_t next = argmax(last->row(0), last->vocabSize);
-    generation.outputIds.push_back(next);
-    ++position;
-    if (!ignoreEos && std::find(eosIds.begin(), eosIds.end(), next) != eosIds.end()) {
-      generation.finishReason = "stop";
-      break;
-    }
-    if (static_cast<int64_t>(generation.outputIds.size()) >= maxTokens || position >= total) {
-      generation.finishReason = "length";
-      break;
-    }
-    step.tokenIds = {next};
-    step.startPosition = static_cast<int32_t>(position - 1);
-    step.logits = rt::LogitsWanted::kLast;
-    KILN_ASSIGN_OR_RETURN(output, executor.execute(rt::StepBatch{{step}}));
+  std::vector<int32_t> outputIds;
+  std::string text;
+  std::string finishReason;
+  while (std::optional<rt::RequestOutput> output = submitted.handle->stream->next()) {
+    outputIds.insert(outputIds.end(), output->tokenIds.begin(), output->tokenIds.end());
+    text += output->text;
+    if (output->finishReason != rt::FinishReason::kNone)
+      finishReason = rt::finishReasonName(output->finishReason);
+    if (output->finishReason == rt::FinishReason::kError)
+      line["error"] = output->error.message();
   }
-  return generation;
+  generatedTokens += static_cast<int64_t>(outputIds.size());
+  line["output_ids"] = outputIds;
+  line["text"] = text;
+  line["finish_reason"] = finishReason;
+  return line;
 }
 
-std::vector<int32_t> eosIdsOf(const rt::Artifact &artifact) {
-  std::vector<int32_t> ids;
-  if (const auto *eos = artifact.plan().model()->eos_token_ids())
-    ids.assign(eos->begin(), eos->end());
-  return ids;
+Result<rt::ServingOptions> servingOptionsFrom(const Args &args) {
+  rt::ServingOptions options;
+  options.device = args.getOr("--device", "cpu");
+  KILN_ASSIGN_OR_RETURN(int64_t kvMiB, args.getInt("--kv-cache-mb", 256, 1, 1 << 30));
+  options.kvCacheBytes = static_cast<size_t>(kvMiB) << 20;
+  if (auto path = args.get("--chat-template")) {
+    std::ifstream file(*path);
+    if (!file)
+      return notFound("cannot read --chat-template " + *path);
+    options.chatTemplate.assign(std::istreambuf_iterator<char>(file), {});
+  }
+  return options;
 }
 
-Status runGenerate(const Args &args, std::ostream &out) {
-  std::optional<std::string> promptIds = args.get("--prompt-ids");
-  if (!promptIds)
-    return invalidArgument("give the prompt with --prompt-ids \"1 2 3\"");
-  KILN_ASSIGN_OR_RETURN(std::vector<int32_t> prompt, parseIdList(*promptIds, "--prompt-ids"));
-  KILN_ASSIGN_OR_RETURN(int64_t maxTokens, args.getInt("--max-tokens", 16, 1, 1 << 24));
-  const std::string &dir = args.positionals()[0];
-  // One sequence at a time: the KV pool needs room for one prompt plus its output.
-  KILN_ASSIGN_OR_RETURN(LoadedModel model,
-                        loadModel(dir, args.getOr("--device", "cpu"),
-                                  static_cast<int64_t>(prompt.size()) + maxTokens));
-  KILN_ASSIGN_OR_RETURN(Generation generation,
-                        generateGreedy(*model.executor, prompt, maxTokens,
-                                       eosIdsOf(*model.artifact), args.has("--ignore-eos")));
-  nlohmann::json line = {{"prompt_ids", prompt},
-                         {"output_ids", generation.outputIds},
-                         {"text", ""},
-                         {"finish_reason", generation.finishReason}};
-  out << line.dump() << "\n";
-  return okStatus();
+// Returns the number of failed requests.
+Result<int> runGenerate(const Args &args, std::ostream &out) {
+  KILN_ASSIGN_OR_RETURN(std::vector<GenerateJob> jobs, jobsFromArgs(args));
+  KILN_ASSIGN_OR_RETURN(rt::ServingOptions options, servingOptionsFrom(args));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<rt::ServingModel> model,
+                        rt::ServingModel::open(args.positionals()[0], options));
+  auto start = std::chrono::steady_clock::now();
+  std::vector<Submitted> submitted(jobs.size());
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    Result<std::vector<int32_t>> ids = promptIdsOf(*model, jobs[i]);
+    if (!ids.isOk()) {
+      submitted[i].error = ids.status();
+      continue;
+    }
+    submitted[i].promptIds = *ids;
+    Result<rt::RequestHandle> handle = model->engine().submit({*ids, jobs[i].sampling});
+    if (handle.isOk())
+      submitted[i].handle = std::move(*handle);
+    else
+      submitted[i].error = handle.status();
+  }
+  int failures = 0;
+  int64_t generated = 0;
+  for (Submitted &s : submitted) {
+    nlohmann::ordered_json line = collect(s, generated);
+    if (line.contains("error")) {
+      ++failures;
+      std::cerr << "kiln generate: error: " << line["error"].get<std::string>() << "\n";
+    }
+    out << line.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace) << "\n";
+  }
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (jobs.size() > 1)
+    std::cerr << "kiln generate: " << jobs.size() << " requests, " << generated
+              << " tokens generated in " << seconds << " s (" << generated / seconds
+              << " tokens/s)\n";
+  return failures;
 }
 
 } // namespace
@@ -136,10 +219,10 @@ int runGenerate(const CommandArgs &argv) {
       return reportError("generate", unavailable("cannot write --output " + *path));
     out = &file;
   }
-  Status status = runGenerate(*args, *out);
-  if (!status.isOk())
-    return reportError("generate", status);
-  return 0;
+  Result<int> failures = runGenerate(*args, *out);
+  if (!failures.isOk())
+    return reportError("generate", failures.status());
+  return *failures == 0 ? 0 : 1;
 }
 
 } // namespace kiln::tools

@@ -7,6 +7,12 @@
 #include <functional>
 #include <iostream>
 
+#ifdef KILN_HAVE_SERVE
+namespace kiln::tools {
+int runServe(const CommandArgs &args); // serve_command.cc
+}
+#endif
+
 namespace {
 
 struct Command {
@@ -27,8 +33,12 @@ const Command kCommands[] = {
      kiln::tools::runInspect},
     {"tokenize", "encode or decode text with a model's tokenizer",
      [](const auto &a) { return notYet("tokenize", a); }},
+#ifdef KILN_HAVE_SERVE
+    {"serve", "serve an artifact over HTTP (OpenAI, TGI, SageMaker)", kiln::tools::runServe},
+#else
     {"serve", "serve an artifact over HTTP (OpenAI, TGI, SageMaker)",
      [](const auto &a) { return notYet("serve", a); }},
+#endif
     {"verify", "check an artifact's outputs against a golden file",
      [](const auto &a) { return notYet("verify", a); }},
     {"bench", "measure throughput, TTFT and inter-token latency",

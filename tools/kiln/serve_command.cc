@@ -1,0 +1,252 @@
+// `kiln serve ARTIFACT|/opt/ml/model [options]`: the HTTP server (runtime/serve) over a
+// ServingModel. The port opens first so /ping answers 503 while the model loads, then 200.
+// SIGTERM/SIGINT drain: stop accepting, finish the requests in flight, exit 0.
+#include "runtime/base/file.h"
+#include "runtime/serve/http_server.h"
+#include "runtime/serve/serve_config.h"
+#include "runtime/serve/serving_model_adapter.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <pthread.h>
+#include <thread>
+
+namespace kiln::tools {
+namespace {
+
+const CommandSpec kServeSpec = {
+    "serve",
+    "[ARTIFACT] [options]",
+    "Serve a compiled artifact over HTTP: OpenAI (/v1/completions, /v1/chat/completions,\n"
+    "/v1/models), TGI (/generate, /generate_stream), SageMaker (/ping, /invocations), /health and\n"
+    "/metrics. With no ARTIFACT it serves /opt/ml/model on port 8080 the SageMaker way, reading\n"
+    "serving.properties (option.*) and OPTION_* / HF_MODEL_ID / SM_NUM_GPUS environment variables.",
+    {
+        {"--host", "H", "address to listen on (default 0.0.0.0)"},
+        {"--port", "P", "port (default 8000; 8080 the SageMaker way; 0 picks a free one)"},
+        {"--api-key", "K", "require 'Authorization: Bearer K' (except /ping and /health)"},
+        {"--device", "cpu|cuda", "device to run on (default cpu)"},
+        {"--max-batch", "N", "most sequences running at once (default: the compiled maximum)"},
+        {"--max-model-len", "N", "longest sequence (default: the compiled max sequence length)"},
+        {"--max-waiting", "N", "requests queued beyond the running batch before 503 (default 512)"},
+        {"--kv-cache-mb", "N", "KV cache size in MiB (default 256 on cpu)"},
+        {"--chat-template", "FILE", "Jinja chat template overriding the artifact's"},
+        {"--served-model-name", "NAME", "the name clients pass as \"model\""},
+        {"--sagemaker", "", "SageMaker mode for ARTIFACT: serving.properties, OPTION_* env, port 8080"},
+        {"--sagemaker-stream-format", "jsonl|sse", "/invocations streaming format (default jsonl)"},
+        {"--max-body-bytes", "N", "largest request body; larger ones get 413 (default 4194304)"},
+        {"--http-threads", "N", "most connections served at once (default 2048)"},
+        {"--seed", "S", "seed for requests that give none (default: random)"},
+        {"--no-verify-weights", "", "skip hashing every weight at load"},
+    },
+    0,
+    1,
+};
+
+// serving.properties and the environment, when started the SageMaker way.
+Status applySageMakerSources(rt::serve::ServeConfig &config) {
+  std::string properties = config.modelDir + "/serving.properties";
+  if (fileExists(properties)) {
+    KILN_ASSIGN_OR_RETURN(std::string text, readFile(properties));
+    KILN_ASSIGN_OR_RETURN(auto parsed, rt::serve::parseProperties(text, properties));
+    KILN_RETURN_IF_ERROR(rt::serve::applyServingProperties(parsed, properties, config));
+  }
+  return rt::serve::applyEnvironment(rt::serve::processEnvironment(), config);
+}
+
+Status applyIntFlag(const Args &args, const char *flag, int64_t min, int64_t max,
+                    const char *setting, rt::serve::ServeConfig &config, auto &field) {
+  if (!args.has(flag))
+    return okStatus();
+  KILN_ASSIGN_OR_RETURN(int64_t v, args.getInt(flag, 0, min, max));
+  field = static_cast<std::remove_reference_t<decltype(field)>>(v);
+  config.sources[setting] = std::string(flag) + " " + std::to_string(v);
+  return okStatus();
+}
+
+Status applyFlags(const Args &args, rt::serve::ServeConfig &config) {
+  config.host = args.getOr("--host", config.host);
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--port", 0, 65535, "port", config, config.port));
+  config.apiKey = args.getOr("--api-key", config.apiKey);
+  config.device = args.getOr("--device", config.device);
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-batch", 1, 1 << 20, "max_batch", config,
+                                    config.maxBatch));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-model-len", 1, 1 << 30, "max_model_len", config,
+                                    config.maxModelLen));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-waiting", 0, 1 << 20, "max_waiting", config,
+                                    config.maxWaiting));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--kv-cache-mb", 1, 1 << 24, "kv_cache_mb", config,
+                                    config.kvCacheMb));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-body-bytes", 1024, int64_t(1) << 32,
+                                    "max_body_bytes", config, config.maxBodyBytes));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--http-threads", 8, 65536, "http_threads", config,
+                                    config.httpThreads));
+  config.chatTemplatePath = args.getOr("--chat-template", config.chatTemplatePath);
+  config.servedModelName = args.getOr("--served-model-name", config.servedModelName);
+  if (auto format = args.get("--sagemaker-stream-format")) {
+    if (*format != "jsonl" && *format != "sse")
+      return invalidArgument("--sagemaker-stream-format must be jsonl or sse, got '" + *format +
+                             "'");
+    config.sageMakerStreamFormat =
+        *format == "sse" ? rt::serve::Framing::kSse : rt::serve::Framing::kJsonLines;
+  }
+  if (args.has("--seed")) {
+    KILN_ASSIGN_OR_RETURN(int64_t seed, args.getInt("--seed", 0, 0, INT64_MAX));
+    config.seed = static_cast<uint64_t>(seed);
+  }
+  return okStatus();
+}
+
+Result<rt::serve::ServeConfig> buildConfig(const Args &args) {
+  rt::serve::ServeConfig config;
+  config.sageMaker = args.positionals().empty() || args.has("--sagemaker");
+  config.modelDir = args.positionals().empty() ? rt::serve::kSageMakerModelDir
+                                               : args.positionals()[0];
+  if (config.modelDir.rfind("s3://", 0) == 0)
+    return unimplemented("serving from S3 (" + config.modelDir +
+                         ") is not supported yet; download the artifact and serve the directory");
+  if (config.sageMaker) {
+    config.port = rt::serve::kSageMakerPort;
+    KILN_RETURN_IF_ERROR(applySageMakerSources(config));
+  }
+  KILN_RETURN_IF_ERROR(applyFlags(args, config));
+  if (!std::filesystem::is_directory(config.modelDir))
+    return notFound("the artifact directory " + config.modelDir + " does not exist");
+  return config;
+}
+
+const char *dtypeName(schema::DType dtype) {
+  switch (dtype) {
+  case schema::DType::F16:
+    return "fp16";
+  case schema::DType::BF16:
+    return "bf16";
+  default:
+    return "fp32";
+  }
+}
+
+Result<rt::ServingOptions> servingOptions(const rt::serve::ServeConfig &config) {
+  rt::ServingOptions options;
+  options.device = config.device;
+  options.kvCacheBytes = static_cast<size_t>(config.kvCacheMb) << 20;
+  options.maxBatch = config.maxBatch;
+  options.maxSeqLen = config.maxModelLen;
+  options.seed = config.seed;
+  if (!config.chatTemplatePath.empty()) {
+    Result<std::string> source = readFile(config.chatTemplatePath);
+    if (!source.isOk())
+      return source.status().withContext("--chat-template " + config.chatTemplatePath);
+    options.chatTemplate = std::move(*source);
+  }
+  return options;
+}
+
+Result<std::unique_ptr<rt::serve::ServingModelAdapter>>
+loadModel(const rt::serve::ServeConfig &config, bool verifyWeights) {
+  KILN_ASSIGN_OR_RETURN(rt::ServingOptions options, servingOptions(config));
+  options.verifyWeights = verifyWeights;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<rt::ServingModel> model,
+                        rt::ServingModel::open(config.modelDir, options));
+  const schema::Plan &plan = model->artifact().plan();
+  rt::serve::ArtifactFacts facts;
+  facts.tensorParallelDegree = static_cast<int32_t>(plan.tp());
+  facts.dtype = dtypeName(plan.activation_dtype());
+  facts.maxBatch = static_cast<int32_t>(plan.limits()->max_batch());
+  facts.maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
+  KILN_RETURN_IF_ERROR(rt::serve::checkAgainstArtifact(config, facts));
+  return std::make_unique<rt::serve::ServingModelAdapter>(std::move(model),
+                                                          config.servedModelName);
+}
+
+rt::serve::HttpServerConfig httpConfig(const rt::serve::ServeConfig &config) {
+  rt::serve::HttpServerConfig http;
+  http.host = config.host;
+  http.port = config.port;
+  http.apiKey = config.apiKey;
+  http.maxBodyBytes = config.maxBodyBytes;
+  http.maxWaiting = config.maxWaiting;
+  http.maxConcurrentRequests = config.maxConcurrentRequests;
+  http.httpThreads = config.httpThreads;
+  http.sageMakerStreamFormat = config.sageMakerStreamFormat;
+  return http;
+}
+
+// Blocks SIGTERM/SIGINT in every thread (call before any thread starts) and turns them into a
+// drain on a thread of their own, where locks and condition variables are safe to use.
+std::thread startSignalThread(rt::serve::HttpServer &server, sigset_t &signals) {
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  return std::thread([&server, &signals] {
+    int signal = 0;
+    if (sigwait(&signals, &signal) == 0 && signal != 0 && !server.draining()) {
+      std::cerr << "kiln serve: " << (signal == SIGTERM ? "SIGTERM" : "SIGINT")
+                << ": draining (no new requests; finishing those in flight)\n";
+      server.drain();
+    }
+  });
+}
+
+// Wakes the signal thread when the server ended for another reason.
+void stopSignalThread(std::thread &thread) {
+  if (thread.joinable()) {
+    pthread_kill(thread.native_handle(), SIGTERM);
+    thread.join();
+  }
+}
+
+int serve(const Args &args) {
+  Result<rt::serve::ServeConfig> config = buildConfig(args);
+  if (!config.isOk())
+    return reportError("serve", config.status());
+  for (const std::string &warning : config->warnings)
+    std::cerr << "kiln serve: warning: " << warning << "\n";
+  rt::serve::HttpServer server(httpConfig(*config));
+  sigset_t signals;
+  std::thread signalThread = startSignalThread(server, signals);
+  Result<int> port = server.bind();
+  if (!port.isOk()) {
+    stopSignalThread(signalThread);
+    return reportError("serve", port.status());
+  }
+  Status served;
+  std::thread httpThread([&] { served = server.serve(); });
+  auto model = loadModel(*config, !args.has("--no-verify-weights"));
+  if (!model.isOk()) {
+    server.drain();
+    httpThread.join();
+    stopSignalThread(signalThread);
+    return reportError("serve", model.status().withContext("loading " + config->modelDir));
+  }
+  server.setModel(model->get());
+  std::cerr << "kiln serve: serving '" << (*model)->name() << "' on http://" << config->host << ":"
+            << *port << "\n"
+            << std::flush;
+  httpThread.join();
+  stopSignalThread(signalThread);
+  (*model)->servingModel().shutdown();
+  if (!served.isOk())
+    return reportError("serve", served);
+  std::cerr << "kiln serve: drained, exiting\n";
+  return 0;
+}
+
+} // namespace
+
+int runServe(const CommandArgs &argv) {
+  Result<Args> args = Args::parse(kServeSpec, argv);
+  if (!args.isOk())
+    return reportError("serve", args.status());
+  if (args->helpRequested()) {
+    std::cout << formatHelp(kServeSpec);
+    return 0;
+  }
+  return serve(*args);
+}
+
+} // namespace kiln::tools
