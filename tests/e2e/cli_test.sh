@@ -110,6 +110,32 @@ if [ -f "$model656k/config.json" ]; then
     "$assets/expected/tinystories656K_hf_reference_greedy.json")
   got=$("$kiln" generate "$work/t.kiln" --prompt-ids "1" --max-tokens 32 | ids_of)
   expect_eq "tinystories-656K: 32 greedy ids from BOS == reference" "$expected" "$got"
+
+  # --prompt TEXT: encoded by the artifact's tokenizer exactly as transformers did for the golden
+  text=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["cases"][1]["prompt_text"])' \
+    "$root/tests/data/golden/tinystories-656K.json")
+  IFS='|' read -r prompt expected <<<"$(golden_ids tinystories-656K 1)"
+  line=$("$kiln" generate "$work/t.kiln" --prompt "$text" --max-tokens 16)
+  expect_eq "generate --prompt: prompt ids == transformers" "$prompt" \
+    "$(python3 -c 'import json,sys; print(" ".join(map(str, json.loads(sys.stdin.readline())["prompt_ids"])))' <<<"$line")"
+  expect_eq "generate --prompt: output ids == transformers greedy" "$expected" "$(ids_of <<<"$line")"
+
+  # kiln tokenize: stdin byte for byte (trailing newline kept), --no-special, --decode
+  tokgold="$root/tests/data/tokenizer/goldens_tinystories.json"
+  for i in 0 3 10; do
+    python3 -c 'import json,sys; sys.stdout.write(json.load(open(sys.argv[1]))["cases"][int(sys.argv[2])]["text"])' \
+      "$tokgold" $i >"$work/text.txt"
+    want=$(python3 -c 'import json,sys; print(" ".join(map(str, json.load(open(sys.argv[1]))["cases"][int(sys.argv[2])]["ids_special"])))' "$tokgold" $i)
+    expect_eq "tokenize stdin case $i == HF ids" "$want" \
+      "$("$kiln" tokenize "$model656k" <"$work/text.txt")"
+  done
+  expect_eq "tokenize --no-special" "80 1288 139 410 555" \
+    "$("$kiln" tokenize "$model656k/tokenizer.json" --no-special --text "Hello world")"
+  expect_eq "tokenize --decode" "<|start_story|> Hello world" \
+    "$("$kiln" tokenize "$model656k" --decode --text "1 80 1288 139 410 555")"
+  printf 'a\n' >"$work/nl.txt"
+  expect_eq "tokenize keeps stdin's trailing newline" \
+    "$("$kiln" tokenize "$model656k" --text $'a\n')" "$("$kiln" tokenize "$model656k" <"$work/nl.txt")"
 else
   echo "skip: $model656k is absent (../shared/assets not present): TinyStories-656K check not run"
 fi

@@ -31,8 +31,7 @@ const Command kCommands[] = {
     {"generate", "generate tokens from an artifact", kiln::tools::runGenerate},
     {"inspect", "print an artifact (plan, weights index, maxima) as JSON",
      kiln::tools::runInspect},
-    {"tokenize", "encode or decode text with a model's tokenizer",
-     [](const auto &a) { return notYet("tokenize", a); }},
+    {"tokenize", "encode or decode text with a model's tokenizer", kiln::tools::runTokenize},
 #ifdef KILN_HAVE_SERVE
     {"serve", "serve an artifact over HTTP (OpenAI, TGI, SageMaker)", kiln::tools::runServe},
 #else
