@@ -13,38 +13,85 @@ enum class Shape : uint8_t { kRowCta, kRowChunks, kRowChunksMixed, kAttention };
 
 struct OpSpec {
   const char *op;
-  const char *header;         // include name, under "kiln/"
-  const char *paramsType;     // struct in kernels/cuda/params.h
-  const char *callee;         // template, called as callee<args>(p)
+  const char *header;                  // include name, under "kiln/"
+  const char *paramsType;              // struct in kernels/cuda/params.h
+  const char *callee;                  // template, called as callee<args>(p)
   std::vector<const char *> constants; // template arguments in order
   Shape shape;
-  const char *widthConstant;  // kRowChunks*: the row width that is cut into chunks
+  const char *widthConstant; // kRowChunks*: the row width that is cut into chunks
 };
 
 const std::vector<OpSpec> &opSpecs() {
   static const std::vector<OpSpec> specs = {
-      {"embedding", "elementwise.cuh", "EmbeddingParams", "embedding",
-       {"dtype", "weight_dtype", "hidden", "threads"}, Shape::kRowChunksMixed, "hidden"},
-      {"rms_norm", "norm.cuh", "RmsNormParams", "rmsNorm",
-       {"dtype", "weight_dtype", "hidden", "threads"}, Shape::kRowCta, nullptr},
-      {"add_rms_norm", "norm.cuh", "AddRmsNormParams", "addRmsNorm",
-       {"dtype", "weight_dtype", "hidden", "threads"}, Shape::kRowCta, nullptr},
-      {"rope_kv_write", "rope_kv.cuh", "RopeKvWriteParams", "ropeKvWrite",
-       {"dtype", "num_heads", "num_kv_heads", "head_dim", "rotary_dim", "block_size", "threads"},
-       Shape::kRowCta, nullptr},
-      {"silu_mul", "elementwise.cuh", "SiluMulParams", "siluMul",
-       {"dtype", "intermediate", "threads"}, Shape::kRowChunks, "intermediate"},
-      {"add", "elementwise.cuh", "AddParams", "add", {"dtype", "width", "threads"},
-       Shape::kRowChunks, "width"},
-      {"gather_rows", "elementwise.cuh", "GatherRowsParams", "gatherRows",
-       {"dtype", "width", "threads"}, Shape::kRowChunks, "width"},
-      {"attention_decode", "attention_decode.cuh", "AttentionParams", "PagedDecode",
-       {"dtype", "num_heads", "num_kv_heads", "head_dim", "block_size"}, Shape::kAttention,
+      {"embedding",
+       "elementwise.cuh",
+       "EmbeddingParams",
+       "embedding",
+       {"dtype", "weight_dtype", "hidden", "threads"},
+       Shape::kRowChunksMixed,
+       "hidden"},
+      {"rms_norm",
+       "norm.cuh",
+       "RmsNormParams",
+       "rmsNorm",
+       {"dtype", "weight_dtype", "hidden", "threads"},
+       Shape::kRowCta,
        nullptr},
-      {"attention_decode_reduce", "attention_decode.cuh", "AttentionParams", "pagedDecodeReduce",
-       {"dtype", "num_heads", "head_dim"}, Shape::kAttention, nullptr},
-      {"attention_prefill", "attention_prefill.cuh", "AttentionParams", "PagedPrefill",
-       {"dtype", "num_heads", "num_kv_heads", "head_dim", "block_size"}, Shape::kAttention,
+      {"add_rms_norm",
+       "norm.cuh",
+       "AddRmsNormParams",
+       "addRmsNorm",
+       {"dtype", "weight_dtype", "hidden", "threads"},
+       Shape::kRowCta,
+       nullptr},
+      {"rope_kv_write",
+       "rope_kv.cuh",
+       "RopeKvWriteParams",
+       "ropeKvWrite",
+       {"dtype", "num_heads", "num_kv_heads", "head_dim", "rotary_dim", "block_size", "threads"},
+       Shape::kRowCta,
+       nullptr},
+      {"silu_mul",
+       "elementwise.cuh",
+       "SiluMulParams",
+       "siluMul",
+       {"dtype", "intermediate", "threads"},
+       Shape::kRowChunks,
+       "intermediate"},
+      {"add",
+       "elementwise.cuh",
+       "AddParams",
+       "add",
+       {"dtype", "width", "threads"},
+       Shape::kRowChunks,
+       "width"},
+      {"gather_rows",
+       "elementwise.cuh",
+       "GatherRowsParams",
+       "gatherRows",
+       {"dtype", "width", "threads"},
+       Shape::kRowChunks,
+       "width"},
+      {"attention_decode",
+       "attention_decode.cuh",
+       "AttentionParams",
+       "PagedDecode",
+       {"dtype", "num_heads", "num_kv_heads", "head_dim", "block_size"},
+       Shape::kAttention,
+       nullptr},
+      {"attention_decode_reduce",
+       "attention_decode.cuh",
+       "AttentionParams",
+       "pagedDecodeReduce",
+       {"dtype", "num_heads", "head_dim"},
+       Shape::kAttention,
+       nullptr},
+      {"attention_prefill",
+       "attention_prefill.cuh",
+       "AttentionParams",
+       "PagedPrefill",
+       {"dtype", "num_heads", "num_kv_heads", "head_dim", "block_size"},
+       Shape::kAttention,
        nullptr},
   };
   return specs;
@@ -57,7 +104,9 @@ const OpSpec *findSpec(const std::string &op) {
   return nullptr;
 }
 
-bool isDtypeConstant(const std::string &name) { return name == "dtype" || name == "weight_dtype"; }
+bool isDtypeConstant(const std::string &name) {
+  return name == "dtype" || name == "weight_dtype";
+}
 
 const char *cudaType(const std::string &dtype) {
   if (dtype == "f32")
@@ -69,7 +118,9 @@ const char *cudaType(const std::string &dtype) {
   return nullptr;
 }
 
-int dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
+int dtypeBytes(const std::string &dtype) {
+  return dtype == "f32" ? 4 : 2;
+}
 
 // Elements per thread of the row-chunk kernels (elementwise.cuh rowVectorWidth).
 int rowVectorWidth(const std::string &dtype, int64_t width) {
@@ -109,8 +160,7 @@ Status checkConstantValue(const KernelInstance &instance, const std::string &nam
   }
   int64_t value = 0;
   auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc() || end != text.data() + text.size() || value < 1 ||
-      value > kMaxConstant)
+  if (error != std::errc() || end != text.data() + text.size() || value < 1 || value > kMaxConstant)
     return invalidArgument(label(instance) + ": constant '" + name + "' is '" + text +
                            "'; expected an integer in [1, " + std::to_string(kMaxConstant) + "]");
   if (name == "threads" && (value % 32 != 0 || value > 1024))

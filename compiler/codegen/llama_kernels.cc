@@ -5,7 +5,9 @@
 namespace kiln::compiler {
 namespace {
 
-int64_t dtypeBytes(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
+int64_t dtypeBytes(const std::string &dtype) {
+  return dtype == "f32" ? 4 : 2;
+}
 
 // Threads for `elements` units of work per CTA: whole warps, at most `cap`.
 int64_t threadsFor(int64_t elements, int64_t cap) {
@@ -18,7 +20,9 @@ int64_t vectorsPerRow(int64_t width, const std::string &dtype) {
   return width % wide == 0 ? width / wide : width;
 }
 
-std::string str(int64_t v) { return std::to_string(v); }
+std::string str(int64_t v) {
+  return std::to_string(v);
+}
 
 } // namespace
 
@@ -53,8 +57,10 @@ std::vector<KernelInstance> kernelsForLlama(const LlamaKernelParams &p) {
   rope["threads"] = str(threadsFor((p.numHeads + p.numKvHeads) * (rotaryDim / 2), 256));
   std::map<std::string, std::string> reduce = {
       {"dtype", dtype}, {"num_heads", str(p.numHeads)}, {"head_dim", str(p.headDim)}};
-  std::map<std::string, std::string> norm = {
-      {"dtype", dtype}, {"weight_dtype", weightDtype}, {"hidden", hidden}, {"threads", normThreads}};
+  std::map<std::string, std::string> norm = {{"dtype", dtype},
+                                             {"weight_dtype", weightDtype},
+                                             {"hidden", hidden},
+                                             {"threads", normThreads}};
   std::map<std::string, std::string> embedding = norm;
   embedding["threads"] = rowThreads;
   const std::map<std::string, std::string> rows = {

@@ -76,8 +76,8 @@ Result<CompiledSource> compileCudaSource(const std::string &source, const std::s
     return internalError(std::string("nvrtcCreateProgram: ") + nvrtcGetErrorString(rc));
   ProgramPtr program(raw);
   std::vector<std::string> flags = {"-arch=" + arch, "-std=c++17", "-default-device"};
-  for (const std::string &path : options.includePaths.empty() ? defaultIncludePaths()
-                                                              : options.includePaths)
+  for (const std::string &path :
+       options.includePaths.empty() ? defaultIncludePaths() : options.includePaths)
     flags.push_back("--include-path=" + path);
   if (options.lineInfo)
     flags.push_back("-lineinfo");
@@ -163,8 +163,8 @@ compileKernelModules(const std::vector<KernelInstance> &instances,
   for (const KernelInstance &instance : instances)
     symbols.push_back(instance.symbol);
 
-  const SmTarget lowest = *std::min_element(
-      sms.begin(), sms.end(), [](const SmTarget &a, const SmTarget &b) {
+  const SmTarget lowest =
+      *std::min_element(sms.begin(), sms.end(), [](const SmTarget &a, const SmTarget &b) {
         return a.number != b.number ? a.number < b.number : a.suffix.size() < b.suffix.size();
       });
   // Plain sm_XX PTX is compute_XX PTX; arch-specific (a/f) PTX only runs on that SM, so then

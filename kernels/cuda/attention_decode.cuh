@@ -155,7 +155,8 @@ struct PagedDecode {
     const int dimLane = threadIdx.x % kDimLanes;
 
     float q[kGroup][kVec];
-    const T *qRow = static_cast<const T *>(p.q) + static_cast<int64_t>(token) * NUM_HEADS * HEAD_DIM;
+    const T *qRow =
+        static_cast<const T *>(p.q) + static_cast<int64_t>(token) * NUM_HEADS * HEAD_DIM;
 #pragma unroll
     for (int g = 0; g < kGroup; ++g)
       loadFloatsAligned<T, kVec>(qRow + (blockIdx.y * kGroup + g) * HEAD_DIM + dimLane * kVec,
@@ -212,8 +213,8 @@ struct PagedDecode {
         out[head * HEAD_DIM + d] = fromFloat<T>(o / sh.runningSum[g]);
         continue;
       }
-      const int64_t state = (static_cast<int64_t>(seq) * NUM_HEADS + head) * kMaxDecodeSplits +
-                            blockIdx.z;
+      const int64_t state =
+          (static_cast<int64_t>(seq) * NUM_HEADS + head) * kMaxDecodeSplits + blockIdx.z;
       p.partialOut[state * HEAD_DIM + d] = o;
       if (d == 0) {
         p.partialMax[state] = sh.runningMax[g];

@@ -41,8 +41,7 @@ struct PagedPrefill {
   static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
   static_assert(HEAD_DIM % kWide == 0, "head dim must be a whole number of 16 bytes");
   static_assert(HEAD_DIM % kRowThreads == 0 && kCols % kRowThreads == 0, "tile shape");
-  static_assert((kRows + 2 * kCols) * HEAD_DIM * sizeof(T) + kRows * (kCols + 1) * 4 <=
-                    48 * 1024,
+  static_assert((kRows + 2 * kCols) * HEAD_DIM * sizeof(T) + kRows * (kCols + 1) * 4 <= 48 * 1024,
                 "prefill attention: tiles over 48 KiB of shared memory");
 
   struct Shared {
@@ -80,8 +79,7 @@ struct PagedPrefill {
 
   // Copies `rows` rows of HEAD_DIM elements (row r at src(r)) into dst, zero-filling the rest.
   template <int ROWS, typename Source>
-  static __device__ __forceinline__ void loadTile(T (&dst)[ROWS][HEAD_DIM], int rows,
-                                                  Source src) {
+  static __device__ __forceinline__ void loadTile(T (&dst)[ROWS][HEAD_DIM], int rows, Source src) {
     constexpr int kVectorsPerRow = HEAD_DIM / kWide;
     for (int index = threadIdx.x; index < ROWS * kVectorsPerRow; index += kThreads) {
       const int r = index / kVectorsPerRow;
@@ -102,9 +100,8 @@ struct PagedPrefill {
     const int kvHead = head / (NUM_HEADS / NUM_KV_HEADS);
     const int64_t rowStride = static_cast<int64_t>(NUM_HEADS) * HEAD_DIM;
     const T *q = static_cast<const T *>(p.q);
-    loadTile<kRows>(sh.q, tile.rows, [&](int r) {
-      return q + (tile.firstToken + r) * rowStride + head * HEAD_DIM;
-    });
+    loadTile<kRows>(sh.q, tile.rows,
+                    [&](int r) { return q + (tile.firstToken + r) * rowStride + head * HEAD_DIM; });
     for (int r = threadIdx.x; r < kRows; r += kThreads)
       sh.positions[r] = r < tile.rows ? p.positions[tile.firstToken + r] : -1;
     __syncthreads();
@@ -158,7 +155,7 @@ struct PagedPrefill {
 #pragma unroll
       for (int k = 0; k < kDimsPerThread; ++k)
         acc[k] *= correction;
-      // Position-outer keeps one probability live and the dims unrolled (small code, few regs).
+        // Position-outer keeps one probability live and the dims unrolled (small code, few regs).
 #pragma unroll 1
       for (int j = 0; j < cols; ++j) {
         const float prob = sh.probs[row][j];

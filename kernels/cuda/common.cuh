@@ -26,7 +26,9 @@ template <> struct Elem<__nv_bfloat16> {
   }
 };
 
-template <typename T> __device__ __forceinline__ float toFloat(T v) { return Elem<T>::toFloat(v); }
+template <typename T> __device__ __forceinline__ float toFloat(T v) {
+  return Elem<T>::toFloat(v);
+}
 template <typename T> __device__ __forceinline__ T fromFloat(float v) {
   return Elem<T>::fromFloat(v);
 }
@@ -73,7 +75,9 @@ __device__ __forceinline__ void storeFloatsAligned(const float *src, T *dst) {
 }
 
 // -inf without <cmath> (NVRTC has no INFINITY): the initial running max of a softmax.
-__device__ __forceinline__ float negativeInfinity() { return __int_as_float(0xff800000); }
+__device__ __forceinline__ float negativeInfinity() {
+  return __int_as_float(0xff800000);
+}
 
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
@@ -106,6 +110,8 @@ template <int THREADS> __device__ __forceinline__ float blockSum(float v, float 
   return v;
 }
 
-KILN_HOST_DEVICE constexpr int ceilDiv(int a, int b) { return (a + b - 1) / b; }
+KILN_HOST_DEVICE constexpr int ceilDiv(int a, int b) {
+  return (a + b - 1) / b;
+}
 
 } // namespace kiln::kernels::cuda

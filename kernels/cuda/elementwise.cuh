@@ -70,8 +70,8 @@ __device__ __forceinline__ void gatherRows(const GatherRowsParams &p) {
   const int i = blockIdx.x;
   if (i >= p.numRows)
     return;
-  copyRow<T, T, WIDTH, THREADS>(static_cast<const T *>(p.x), p.indices[i],
-                                static_cast<T *>(p.out), i);
+  copyRow<T, T, WIDTH, THREADS>(static_cast<const T *>(p.x), p.indices[i], static_cast<T *>(p.out),
+                                i);
 }
 
 // y[r, i] = silu(gu[r, i]) * gu[r, INTERMEDIATE + i]

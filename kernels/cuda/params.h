@@ -85,7 +85,7 @@ struct AttentionParams {
   const int32_t *blockTables;   // [numSeqs, maxBlocksPerSeq]
   const void *kCache;
   const void *vCache;
-  void *out;                    // [numTokens, H * D]
+  void *out; // [numTokens, H * D]
   // Split-K scratch, fp32: partialOut [maxBatch][H][kMaxDecodeSplits][D], partialMax and
   // partialSum [maxBatch][H][kMaxDecodeSplits]. Unused by prefill.
   float *partialOut;

@@ -15,8 +15,8 @@
 
 namespace kiln::kernels::cuda {
 
-template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int ROTARY_DIM,
-          int BLOCK_SIZE, int THREADS>
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int ROTARY_DIM, int BLOCK_SIZE,
+          int THREADS>
 __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
   static_assert(ROTARY_DIM % 2 == 0 && ROTARY_DIM <= HEAD_DIM, "rotary dim: even, <= head dim");
@@ -43,7 +43,8 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   const bool cached = slot >= 0; // a negative slot is a padding token: rotate q, cache nothing
   const int64_t cacheBase =
       cached ? (static_cast<int64_t>(slot / BLOCK_SIZE) * NUM_KV_HEADS * BLOCK_SIZE +
-                slot % BLOCK_SIZE) * HEAD_DIM
+                slot % BLOCK_SIZE) *
+                   HEAD_DIM
              : 0;
   T *qOut = static_cast<T *>(p.q) + static_cast<int64_t>(t) * NUM_HEADS * HEAD_DIM;
   T *kCache = static_cast<T *>(p.kCache);

@@ -59,7 +59,9 @@ AttentionScratch carveScratch(const BoundOp &op, void *base) {
   return scratch;
 }
 
-CUdeviceptr devicePtr(const void *p) { return reinterpret_cast<CUdeviceptr>(p); }
+CUdeviceptr devicePtr(const void *p) {
+  return reinterpret_cast<CUdeviceptr>(p);
+}
 
 } // namespace
 
@@ -127,20 +129,20 @@ Status CudaDevice::open(int ordinal) {
   const CudaDriver &d = *driver_;
   KILN_RETURN_IF_ERROR(d.check(d.deviceGet(&device_, ordinal), "cuDeviceGet"));
   int major = 0, minor = 0;
-  KILN_RETURN_IF_ERROR(d.check(
-      d.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
-      "cuDeviceGetAttribute(compute capability major)"));
-  KILN_RETURN_IF_ERROR(d.check(
-      d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
-      "cuDeviceGetAttribute(compute capability minor)"));
+  KILN_RETURN_IF_ERROR(
+      d.check(d.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, device_),
+              "cuDeviceGetAttribute(compute capability major)"));
+  KILN_RETURN_IF_ERROR(
+      d.check(d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
+              "cuDeviceGetAttribute(compute capability minor)"));
   target_ = smTargetName(major, minor);
   char gpuName[256] = {};
-  KILN_RETURN_IF_ERROR(d.check(d.deviceGetName(gpuName, sizeof(gpuName) - 1, device_),
-                               "cuDeviceGetName"));
+  KILN_RETURN_IF_ERROR(
+      d.check(d.deviceGetName(gpuName, sizeof(gpuName) - 1, device_), "cuDeviceGetName"));
   name_ = "cuda:" + std::to_string(ordinal) + " (" + gpuName + ", " + target_ + ")";
   // The primary context is the one cudart and cuBLASLt use, so later library ops share it.
-  KILN_RETURN_IF_ERROR(d.check(d.devicePrimaryCtxRetain(&context_, device_),
-                               "cuDevicePrimaryCtxRetain"));
+  KILN_RETURN_IF_ERROR(
+      d.check(d.devicePrimaryCtxRetain(&context_, device_), "cuDevicePrimaryCtxRetain"));
   KILN_RETURN_IF_ERROR(makeCurrent());
   return d.check(d.streamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 }
@@ -220,9 +222,9 @@ Status CudaDevice::copyToHost(void *hostDst, const void *deviceSrc, size_t bytes
   if (bytes == 0)
     return okStatus();
   KILN_RETURN_IF_ERROR(makeCurrent());
-  KILN_RETURN_IF_ERROR(driver_->check(
-      driver_->memcpyDtoHAsync(hostDst, devicePtr(deviceSrc), bytes, stream_),
-      "cuMemcpyDtoHAsync"));
+  KILN_RETURN_IF_ERROR(
+      driver_->check(driver_->memcpyDtoHAsync(hostDst, devicePtr(deviceSrc), bytes, stream_),
+                     "cuMemcpyDtoHAsync"));
   return synchronize();
 }
 
@@ -254,7 +256,8 @@ Status CudaDevice::loadKernelModules(const schema::Plan &plan) {
   CUresult rc = driver_->moduleLoadDataEx(&module, aligned.data(), 2, keys, values);
   if (rc != CUDA_SUCCESS)
     return internalError("cuModuleLoadDataEx(" + refs[index].target + ") failed on " + name_ +
-                         ": " + driver_->describe(rc) + (log[0] ? std::string("; log: ") + log : ""));
+                         ": " + driver_->describe(rc) +
+                         (log[0] ? std::string("; log: ") + log : ""));
   if (module_)
     driver_->moduleUnload(module_);
   module_ = module;

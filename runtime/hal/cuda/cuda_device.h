@@ -37,7 +37,8 @@ struct KernelModuleRef {
 // Which module a device of compute capability major.minor loads: a CUBIN built for exactly its
 // SM, else a CUBIN of the same major and a lower minor (binary compatible), else the PTX of the
 // highest compute_XX <= its SM (driver JIT). The error names the device's SM and every target.
-Result<size_t> selectKernelModule(int major, int minor, const std::vector<KernelModuleRef> &modules);
+Result<size_t> selectKernelModule(int major, int minor,
+                                  const std::vector<KernelModuleRef> &modules);
 
 class CudaDevice final : public Device {
 public:

@@ -19,13 +19,17 @@ std::string opLabel(const BoundOp &op) {
          opKindName(op.op->params_type()) + ")";
 }
 
-int32_t elementBytes(DType dtype) { return dtype == DType::F32 ? 4 : 2; }
+int32_t elementBytes(DType dtype) {
+  return dtype == DType::F32 ? 4 : 2;
+}
 
 int32_t rowsOf(const BoundBuffer &b, const StepCounts &c) {
   return static_cast<int32_t>(c.rows(b.rows, b.fixedRows));
 }
 
-uint32_t ceilDiv(int64_t a, int64_t b) { return static_cast<uint32_t>((a + b - 1) / b); }
+uint32_t ceilDiv(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
 
 template <typename Params> CudaLaunch launchWith(const Params &params, size_t kernel) {
   static_assert(sizeof(Params) <= sizeof(CudaLaunch::params), "params struct too large");
@@ -200,10 +204,10 @@ Result<std::vector<std::string>> kernelSymbols(const BoundOp &op) {
   const size_t expected = op.op->params_type() == OpParams::AttentionParams ? 3 : 1;
   bool empty = std::any_of(symbols.begin(), symbols.end(), [](auto &s) { return s.empty(); });
   if (symbols.size() != expected || empty)
-    return invalidArgument("cuda backend: " + opLabel(op) + ": kernel '" + kernel + "' should " +
-                           (expected == 3 ? "name 3 kernels: <prefill>,<decode>,<decode_reduce>"
-                                          : "name one kernel") +
-                           " (recompile with a GPU --target)");
+    return invalidArgument(
+        "cuda backend: " + opLabel(op) + ": kernel '" + kernel + "' should " +
+        (expected == 3 ? "name 3 kernels: <prefill>,<decode>,<decode_reduce>" : "name one kernel") +
+        " (recompile with a GPU --target)");
   return symbols;
 }
 
@@ -217,10 +221,11 @@ Status checkCudaOp(const BoundOp &op) {
     return invalidArgument("cuda backend: op '" +
                            (op.op->name() ? op.op->name()->str() : std::string()) +
                            "' has no kind (params)");
-  const size_t minIn = kind == OpParams::AttentionParams ? 5
+  const size_t minIn = kind == OpParams::AttentionParams     ? 5
                        : kind == OpParams::RopeKvWriteParams ? 4
-                       : kind == OpParams::AddRmsNormParams ? 3
-                       : kind == OpParams::SiluMulParams ? 1 : 2;
+                       : kind == OpParams::AddRmsNormParams  ? 3
+                       : kind == OpParams::SiluMulParams     ? 1
+                                                             : 2;
   const size_t minOut = kind == OpParams::AddRmsNormParams ? 2 : 1;
   if (op.inputs.size() != planIn || op.outputs.size() != planOut || planIn < minIn ||
       planOut < minOut)

@@ -103,8 +103,8 @@ TEST(KernelCatalog, LaunchShapesFollowTheTemplatesGridRules) {
   ASSERT_TRUE(silu.isOk());
   EXPECT_EQ(silu->gridY, 7);
   // 172 bf16 is no whole number of vectors: one element per thread, 2 CTAs of 128.
-  auto odd = launchShapeOf(
-      makeKernelInstance("silu_mul", {{"dtype", "bf16"}, {"intermediate", "172"}, {"threads", "128"}}));
+  auto odd = launchShapeOf(makeKernelInstance(
+      "silu_mul", {{"dtype", "bf16"}, {"intermediate", "172"}, {"threads", "128"}}));
   ASSERT_TRUE(odd.isOk());
   EXPECT_EQ(odd->gridY, 2);
   // fp32 activations from a bf16 table: vectors of 4 (the narrower of 4 and 8).
@@ -121,7 +121,8 @@ TEST(KernelCatalog, LaunchShapesFollowTheTemplatesGridRules) {
 }
 
 TEST(KernelCatalog, LlamaNeedsTenKernelsSpecializedToTheModel) {
-  std::vector<KernelInstance> kernels = kernelsForLlama({4096, 32, 8, 128, 14336, 16, 0, "bf16", ""});
+  std::vector<KernelInstance> kernels =
+      kernelsForLlama({4096, 32, 8, 128, 14336, 16, 0, "bf16", ""});
   ASSERT_EQ(kernels.size(), 10u);
   std::vector<std::string> symbols;
   for (const KernelInstance &k : kernels) {

@@ -74,9 +74,8 @@ TEST(NvrtcCompiler, EveryLlamaKernelOfTheTestModelsCompilesForSm80AndSm90a) {
   for (size_t m = 0; m < 2; ++m) {
     const KernelModuleImage &module = modules[m];
     ASSERT_GT(module.image.size(), 4u);
-    EXPECT_EQ(std::string_view(reinterpret_cast<const char *>(module.image.data()), 4),
-              "\x7f"
-              "ELF");
+    EXPECT_EQ(std::string_view(reinterpret_cast<const char *>(module.image.data()), 4), "\x7f"
+                                                                                        "ELF");
     ASSERT_EQ(module.kernels.size(), instances.size());
     for (const KernelInstance &instance : instances)
       EXPECT_TRUE(containsBytes(module.image, instance.symbol + '\0'))
@@ -95,8 +94,9 @@ TEST(NvrtcCompiler, EveryLlamaKernelOfTheTestModelsCompilesForSm80AndSm90a) {
 
 TEST(NvrtcCompiler, ArchSpecificLowestTargetGetsPortablePtx) {
   auto modules = compileKernelModules(
-      {makeKernelInstance("rms_norm", {{"dtype", "bf16"}, {"weight_dtype", "bf16"},
-                                       {"hidden", "64"}, {"threads", "32"}})},
+      {makeKernelInstance(
+          "rms_norm",
+          {{"dtype", "bf16"}, {"weight_dtype", "bf16"}, {"hidden", "64"}, {"threads", "32"}})},
       {"sm_90a"});
   ASSERT_TRUE(modules.isOk()) << modules.status().toString();
   ASSERT_EQ(modules->size(), 2u);
@@ -108,9 +108,11 @@ TEST(NvrtcCompiler, ArchSpecificLowestTargetGetsPortablePtx) {
 TEST(NvrtcCompiler, KernelErrorIncludesNvrtcLog) {
   // 64 query heads on one kv head of dim 256 in fp32 exceeds the decode kernel's shared memory:
   // the template's static_assert fires inside NVRTC.
-  KernelInstance instance = makeKernelInstance(
-      "attention_decode", {{"dtype", "f32"}, {"num_heads", "64"}, {"num_kv_heads", "1"},
-                           {"head_dim", "256"}, {"block_size", "16"}});
+  KernelInstance instance = makeKernelInstance("attention_decode", {{"dtype", "f32"},
+                                                                    {"num_heads", "64"},
+                                                                    {"num_kv_heads", "1"},
+                                                                    {"head_dim", "256"},
+                                                                    {"block_size", "16"}});
   auto modules = compileKernelModules({instance}, {"sm_80"});
   ASSERT_FALSE(modules.isOk());
   const std::string &message = modules.status().message();
@@ -128,8 +130,8 @@ TEST(NvrtcCompiler, SyntaxErrorIncludesNvrtcLog) {
 }
 
 TEST(NvrtcCompiler, UnsupportedTargetIsAClearError) {
-  auto modules = compileKernelModules(kernelsForLlama({64, 4, 2, 16, 128, 16, 0, "f32", ""}),
-                                      {"sm_10"});
+  auto modules =
+      compileKernelModules(kernelsForLlama({64, 4, 2, 16, 128, 16, 0, "f32", ""}), {"sm_10"});
   ASSERT_FALSE(modules.isOk());
   const std::string &message = modules.status().message();
   EXPECT_NE(message.find("unsupported GPU target 'sm_10'"), std::string::npos) << message;
@@ -143,8 +145,8 @@ TEST(NvrtcCompiler, UnsupportedTargetIsAClearError) {
 }
 
 TEST(NvrtcCompiler, CpuOnlyTargetsCompileNothing) {
-  auto modules = compileKernelModules(kernelsForLlama({64, 4, 2, 16, 128, 16, 0, "f32", ""}),
-                                      {"cpu"});
+  auto modules =
+      compileKernelModules(kernelsForLlama({64, 4, 2, 16, 128, 16, 0, "f32", ""}), {"cpu"});
   ASSERT_TRUE(modules.isOk());
   EXPECT_TRUE(modules->empty());
   auto twice = compileKernelModules({}, {"sm_80", "sm_80"});

@@ -83,7 +83,8 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
   const auto numTokens = static_cast<int32_t>(step.positions.size());
   const size_t bytes = dt == "f32" ? 4 : 2;
   const size_t rowElems = static_cast<size_t>(s.heads) * s.headDim;
-  const size_t cacheElems = static_cast<size_t>(step.numBlocks) * s.kvHeads * kBlockSize * s.headDim;
+  const size_t cacheElems =
+      static_cast<size_t>(step.numBlocks) * s.kvHeads * kBlockSize * s.headDim;
   std::vector<float> q = randomValues(numTokens * rowElems, seed + 1, dt);
   std::vector<float> kCache = randomValues(cacheElems, seed + 2, dt);
   std::vector<float> vCache = randomValues(cacheElems, seed + 3, dt);
@@ -92,8 +93,8 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
   std::vector<float> ref(numTokens * rowElems);
   cpu::attention({q.data(), step.positions.data(), step.queryStartLoc.data(),
                   step.contextLens.data(), step.blockTables.data(), step.maxBlocksPerSeq,
-                  kCache.data(), vCache.data(), ref.data(), numSeqs, numTokens, s.heads,
-                  s.kvHeads, s.headDim, kBlockSize, scale});
+                  kCache.data(), vCache.data(), ref.data(), numSeqs, numTokens, s.heads, s.kvHeads,
+                  s.headDim, kBlockSize, scale});
 
   const size_t states = static_cast<size_t>(numSeqs) * s.heads * kc::kMaxDecodeSplits;
   auto *scratch = static_cast<float *>(gpu.alloc(states * (s.headDim + 2) * sizeof(float)));
@@ -115,8 +116,9 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                         scale};
   const auto threads = static_cast<uint32_t>(kc::kAttentionThreads);
   if (decodePath) {
-    p.numSplits = std::clamp((step.maxContext + kc::kMinDecodeSplitLen - 1) / kc::kMinDecodeSplitLen,
-                             1, kc::kMaxDecodeSplits);
+    p.numSplits =
+        std::clamp((step.maxContext + kc::kMinDecodeSplitLen - 1) / kc::kMinDecodeSplitLen, 1,
+                   kc::kMaxDecodeSplits);
     ASSERT_TRUE(gpu.launch(k.decode.symbol, numSeqs, s.kvHeads, p.numSplits, threads, p).isOk());
     ASSERT_TRUE(gpu.launch(k.reduce.symbol, numSeqs, s.heads, 1, threads, p).isOk());
   } else {

@@ -14,15 +14,25 @@ namespace kc = kiln::kernels::cuda;
 namespace cpu = kiln::kernels::cpu;
 using compiler::LlamaKernelParams;
 
-enum Kernel { kEmbedding, kRmsNorm, kAddRmsNorm, kRope, kDecode, kReduce, kPrefill, kSiluMul,
-              kAdd, kGather };
+enum Kernel {
+  kEmbedding,
+  kRmsNorm,
+  kAddRmsNorm,
+  kRope,
+  kDecode,
+  kReduce,
+  kPrefill,
+  kSiluMul,
+  kAdd,
+  kGather
+};
 
 std::vector<LlamaKernelParams> shapes(const std::string &dtype) {
-  return {{64, 4, 2, 16, 128, 16, 0, dtype, ""},       // tiny-llama
-          {64, 4, 2, 16, 128, 16, 8, dtype, ""},       // partial rotary
-          {64, 4, 1, 32, 128, 16, 0, dtype, ""},       // tiny-llama3
-          {128, 8, 4, 16, 384, 16, 0, dtype, ""},      // TinyStories-656K
-          {64, 8, 4, 8, 172, 16, 0, dtype, ""},        // stories260K (odd intermediate)
+  return {{64, 4, 2, 16, 128, 16, 0, dtype, ""},        // tiny-llama
+          {64, 4, 2, 16, 128, 16, 8, dtype, ""},        // partial rotary
+          {64, 4, 1, 32, 128, 16, 0, dtype, ""},        // tiny-llama3
+          {128, 8, 4, 16, 384, 16, 0, dtype, ""},       // TinyStories-656K
+          {64, 8, 4, 8, 172, 16, 0, dtype, ""},         // stories260K (odd intermediate)
           {4096, 32, 8, 128, 14336, 16, 0, dtype, ""}}; // Llama-3.1-8B
 }
 
@@ -47,7 +57,9 @@ Launch shapeOf(const KernelInstance &k) {
   return {static_cast<uint32_t>(shape->gridY), static_cast<uint32_t>(shape->threads)};
 }
 
-size_t bytesOf(const std::string &dtype) { return dtype == "f32" ? 4 : 2; }
+size_t bytesOf(const std::string &dtype) {
+  return dtype == "f32" ? 4 : 2;
+}
 
 void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
                      const std::vector<KernelInstance> &k) {
@@ -77,9 +89,9 @@ void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
   expectClose(decode(gpu.download(dy, n * bytesOf(dt)), dt), ref, dt, "add_rms_norm out", 2.0f);
 
   Launch add = shapeOf(k[kAdd]);
-  ASSERT_TRUE(gpu.launch(k[kAdd].symbol, rows, add.gridY, 1, add.threads,
-                         kc::AddParams{dx, dr, dy, rows})
-                  .isOk());
+  ASSERT_TRUE(
+      gpu.launch(k[kAdd].symbol, rows, add.gridY, 1, add.threads, kc::AddParams{dx, dr, dy, rows})
+          .isOk());
   std::vector<float> rNow = decode(gpu.download(dr, n * bytesOf(dt)), dt);
   cpu::add({x.data(), rNow.data(), ref.data(), static_cast<int64_t>(n)});
   expectClose(decode(gpu.download(dy, n * bytesOf(dt)), dt), ref, dt, "add");
@@ -104,8 +116,8 @@ void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
                          kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5})
                   .isOk());
   std::vector<float> embedded(5 * static_cast<size_t>(hidden));
-  cpu::embedding({ids.data(), 5, table.data(), cpu::WeightType::kF32, vocab, hidden,
-                  embedded.data()});
+  cpu::embedding(
+      {ids.data(), 5, table.data(), cpu::WeightType::kF32, vocab, hidden, embedded.data()});
   EXPECT_EQ(decode(gpu.download(dy, embedded.size() * bytesOf(dt)), dt), embedded);
 }
 
@@ -140,12 +152,12 @@ void checkRope(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInstance
        *dq = gpu.alloc(tokens * H * D * bytesOf(dt)), *dk = gpu.alloc(cacheElems * bytesOf(dt)),
        *dv = gpu.alloc(cacheElems * bytesOf(dt));
   Launch shape = shapeOf(k);
-  ASSERT_TRUE(gpu.launch(k.symbol, tokens, 1, 1, shape.threads,
-                         kc::RopeKvWriteParams{dqkv, static_cast<const int32_t *>(dpos),
-                                               static_cast<const int32_t *>(dslot),
-                                               static_cast<const float *>(dfreq), dq, dk, dv,
-                                               tokens})
-                  .isOk());
+  ASSERT_TRUE(
+      gpu.launch(k.symbol, tokens, 1, 1, shape.threads,
+                 kc::RopeKvWriteParams{dqkv, static_cast<const int32_t *>(dpos),
+                                       static_cast<const int32_t *>(dslot),
+                                       static_cast<const float *>(dfreq), dq, dk, dv, tokens})
+          .isOk());
   std::vector<float> q(static_cast<size_t>(tokens) * H * D), kc_(cacheElems), vc(cacheElems);
   cpu::ropeKvWrite({qkv.data(), positions.data(), slots.data(), invFreq.data(), q.data(),
                     kc_.data(), vc.data(), tokens, H, KV, D, rot, bs});

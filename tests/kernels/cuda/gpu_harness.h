@@ -94,8 +94,8 @@ public:
     d.deviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, h->device_);
     d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, h->device_);
     h->target_ = rt::smTargetName(major, minor);
-    KILN_RETURN_IF_ERROR(d.check(d.devicePrimaryCtxRetain(&h->context_, h->device_),
-                                 "cuDevicePrimaryCtxRetain"));
+    KILN_RETURN_IF_ERROR(
+        d.check(d.devicePrimaryCtxRetain(&h->context_, h->device_), "cuDevicePrimaryCtxRetain"));
     KILN_RETURN_IF_ERROR(d.check(d.ctxSetCurrent(h->context_), "cuCtxSetCurrent"));
     return h;
   }

@@ -47,8 +47,7 @@ TEST(CudaDevice, StubDriverResolvesEveryEntryPointThenCuInitFails) {
   auto device = createCudaDevice({KILN_CUDA_STUB_DRIVER, 0});
   ASSERT_FALSE(device.isOk());
   EXPECT_EQ(device.status().code(), StatusCode::kUnavailable);
-  EXPECT_EQ(device.status().message().rfind("cuInit failed: ", 0), 0u)
-      << device.status().message();
+  EXPECT_EQ(device.status().message().rfind("cuInit failed: ", 0), 0u) << device.status().message();
   EXPECT_NE(device.status().message().find(KILN_CUDA_STUB_DRIVER), std::string::npos);
 }
 

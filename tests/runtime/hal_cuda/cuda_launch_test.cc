@@ -15,10 +15,12 @@ namespace kc = kiln::kernels::cuda;
 using schema::DType;
 using schema::RowScale;
 
-void *fake(uintptr_t address) { return reinterpret_cast<void *>(address); }
+void *fake(uintptr_t address) {
+  return reinterpret_cast<void *>(address);
+}
 
-BoundBuffer buffer(uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows,
-                   int64_t width, schema::BufferKind kind = schema::BufferKind::Activation) {
+BoundBuffer buffer(uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows, int64_t width,
+                   schema::BufferKind kind = schema::BufferKind::Activation) {
   BoundBuffer b;
   b.data = fake(address);
   b.dtype = dtype;
@@ -55,8 +57,7 @@ protected:
       out[i] = static_cast<uint32_t>(inputs + i);
     auto grid = withGrid ? schema::CreateGridRule(fbb_, RowScale::Tokens, 1, 1, 3, 1, 512, 0)
                          : flatbuffers::Offset<schema::GridRule>();
-    fbb_.Finish(
-        schema::CreateOpDirect(fbb_, "layers.0.op", kind, params, &in, &out, kernel, grid));
+    fbb_.Finish(schema::CreateOpDirect(fbb_, "layers.0.op", kind, params, &in, &out, kernel, grid));
     op_.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
   }
 
@@ -69,11 +70,10 @@ protected:
               .Union();
         },
         5, 1, "prefill_sym,decode_sym,reduce_sym");
-    op_.inputs = {buffer(0x1000, dtype, RowScale::Tokens, 512, 32 * headDim),
-                  stepInput(0x2000, RowScale::Tokens, 512),
-                  stepInput(0x3000, RowScale::Sequences, 65),
-                  stepInput(0x4000, RowScale::Sequences, 64),
-                  stepInput(0x5000, RowScale::Fixed, 64, 256)};
+    op_.inputs = {
+        buffer(0x1000, dtype, RowScale::Tokens, 512, 32 * headDim),
+        stepInput(0x2000, RowScale::Tokens, 512), stepInput(0x3000, RowScale::Sequences, 65),
+        stepInput(0x4000, RowScale::Sequences, 64), stepInput(0x5000, RowScale::Fixed, 64, 256)};
     op_.outputs = {buffer(0x6000, dtype, RowScale::Tokens, 512, 32 * headDim)};
     kv_.keys = {fake(0x7000), fake(0x8000)};
     kv_.values = {fake(0x9000), fake(0xa000)};
@@ -130,8 +130,8 @@ TEST_F(LaunchTest, AddRmsNormWritesTheSecondOutput) {
 TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
   makeOp(
       schema::OpParams::RopeKvWriteParams,
-      [](auto &fbb) { return schema::CreateRopeKvWriteParams(fbb, 1, 4, 2, 16, 16).Union(); }, 4,
-      1, "kiln_rope");
+      [](auto &fbb) { return schema::CreateRopeKvWriteParams(fbb, 1, 4, 2, 16, 16).Union(); }, 4, 1,
+      "kiln_rope");
   op_.inputs = {buffer(0x100, DType::F16, RowScale::Tokens, 8, 128),
                 stepInput(0x200, RowScale::Tokens, 8), stepInput(0x300, RowScale::Tokens, 8),
                 buffer(0x400, DType::F32, RowScale::Fixed, 8, 1, schema::BufferKind::Weight)};
@@ -164,8 +164,8 @@ TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0].kernel, 1u); // decode_sym
   EXPECT_EQ(launches[0].grid[0], 3u);
-  EXPECT_EQ(launches[0].grid[1], 8u);  // kv heads
-  EXPECT_EQ(launches[0].grid[2], 4u);  // ceil(1000 / 256) splits
+  EXPECT_EQ(launches[0].grid[1], 8u); // kv heads
+  EXPECT_EQ(launches[0].grid[2], 4u); // ceil(1000 / 256) splits
   EXPECT_EQ(launches[0].block, 128u);
   EXPECT_EQ(launches[1].kernel, 2u); // reduce_sym
   EXPECT_EQ(launches[1].grid[0], 3u);
@@ -202,8 +202,8 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
   bindAttention(DType::BF16, 128);
   makeOp(
       schema::OpParams::AttentionParams,
-      [](auto &fbb) { return schema::CreateAttentionParams(fbb, 0, 32, 8, 128, 0.1f).Union(); },
-      5, 1, "only_one");
+      [](auto &fbb) { return schema::CreateAttentionParams(fbb, 0, 32, 8, 128, 0.1f).Union(); }, 5,
+      1, "only_one");
   Status oneName = checkCudaOp(op_);
   EXPECT_NE(oneName.message().find("kernel 'only_one' should name 3 kernels: "
                                    "<prefill>,<decode>,<decode_reduce>"),
