@@ -133,6 +133,21 @@ if [ -f "$model656k/config.json" ]; then
     "$("$kiln" tokenize "$model656k/tokenizer.json" --no-special --text "Hello world")"
   expect_eq "tokenize --decode" "<|start_story|> Hello world" \
     "$("$kiln" tokenize "$model656k" --decode --text "1 80 1288 139 410 555")"
+
+  # --chat: rendered with a real template exactly as jinja2/transformers did (golden), then encoded
+  # without adding special tokens again
+  rg="$root/tests/data/chat_templates/render_goldens.json"
+  for tpl in microsoft-Phi-3.5-mini-instruct Qwen-Qwen2.5-7B-Instruct; do
+    # A file, not $(...), which would strip the render's trailing newline.
+    python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); sys.stdout.write([c["expected"] for c in d["cases"] if c["template"].endswith(sys.argv[2]+".jinja") and c["conversation"]=="user_only" and c["add_generation_prompt"]][0])' "$rg" "$tpl" >"$work/rendered.txt"
+    want=$("$kiln" tokenize "$fixture" --no-special <"$work/rendered.txt")
+    line=$("$kiln" generate "$art" --chat "Hello!" --max-tokens 2 \
+      --chat-template "$assets/chat_templates/$tpl.jinja")
+    expect_eq "generate --chat with $tpl == jinja2 render" "$want" \
+      "$(python3 -c 'import json,sys; print(" ".join(map(str, json.loads(sys.stdin.readline())["prompt_ids"])))' <<<"$line")"
+  done
+  expect_error "generate --chat without a template" "no chat template" \
+    "$kiln" generate "$art" --chat "Hello!"
   printf 'a\n' >"$work/nl.txt"
   expect_eq "tokenize keeps stdin's trailing newline" \
     "$("$kiln" tokenize "$model656k" --text $'a\n')" "$("$kiln" tokenize "$model656k" <"$work/nl.txt")"
