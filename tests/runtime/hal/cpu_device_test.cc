@@ -19,11 +19,16 @@ TEST(CreateDeviceTest, CpuAndErrors) {
   EXPECT_EQ((*cpu)->kind(), DeviceKind::kCpu);
 
   auto cuda = createDevice("cuda");
+#ifdef KILN_HAVE_CUDA_BACKEND
+  // tests/runtime/hal_cuda covers the CUDA backend's answers (no driver / no device / a GPU).
+  (void)cuda;
+#else
   ASSERT_FALSE(cuda.isOk());
   EXPECT_EQ(cuda.status().code(), StatusCode::kUnimplemented);
   EXPECT_EQ(cuda.status().message(),
             "device 'cuda': this kiln was built without the CUDA backend (use --device cpu, or a "
             "kiln built with -DKILN_ENABLE_CUDA=ON)");
+#endif
 
   auto tpu = createDevice("tpu");
   ASSERT_FALSE(tpu.isOk());
