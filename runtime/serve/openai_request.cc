@@ -136,9 +136,13 @@ void readPrompt(JsonFields &f, PromptInput &prompt) {
       f.fail("prompt", "field 'prompt' is empty");
     return;
   }
-  nlohmann::json holder = {{"prompt", *one}};
-  JsonFields ids(holder, f.path(""));
-  if (one->is_array() && ids.readIntList("prompt", 0, kInt32Max, prompt.ids)) {
+  if (one->is_array()) {
+    nlohmann::json holder = {{"prompt", *one}};
+    JsonFields ids(holder, f.path(""));
+    if (!ids.readIntList("prompt", 0, kInt32Max, prompt.ids)) {
+      f.fail("prompt", ids.error()->message);
+      return;
+    }
     prompt.kind = PromptInput::Kind::kIds;
     if (prompt.ids.empty())
       f.fail("prompt", "field 'prompt' is empty");

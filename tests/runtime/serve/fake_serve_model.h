@@ -1,0 +1,99 @@
+// A ServeModel over the engine with a FakeRunner: byte-level "tokenizer" (id = byte value, eos =
+// 256), a detokenizer that maps ids back to bytes, and a chat "template" that joins contents.
+// Deterministic, model-free: what the server tests run against.
+#pragma once
+
+#include "runtime/engine/engine.h"
+#include "runtime/engine/fake_runner.h"
+#include "runtime/serve/serve_model.h"
+
+#include <memory>
+
+namespace kiln::rt::serve::testing {
+
+inline constexpr int32_t kEos = 256;
+inline constexpr int32_t kVocab = 260;
+
+class ByteStream : public TextStream {
+public:
+  std::string append(int32_t id) override {
+    return id < 256 ? std::string(1, static_cast<char>(id)) : std::string();
+  }
+  std::string flush() override { return {}; }
+};
+
+class ByteDetokenizer : public Detokenizer {
+public:
+  std::unique_ptr<TextStream> openStream(std::span<const int32_t>) override {
+    return std::make_unique<ByteStream>();
+  }
+};
+
+struct FakeModelOptions {
+  int32_t maxBatch = 8;
+  int32_t maxSeqLen = 128;
+  int32_t numKvBlocks = 512;
+  float eosBoost = 0.0f;
+};
+
+class FakeServeModel : public ServeModel {
+public:
+  explicit FakeServeModel(FakeModelOptions options = {}) {
+    FakeRunnerConfig rc;
+    rc.limits.maxBatch = options.maxBatch;
+    rc.limits.maxTokensPerStep = 512;
+    rc.limits.maxSeqLen = options.maxSeqLen;
+    rc.limits.blockSize = 4;
+    rc.limits.maxBlocksPerSeq = (options.maxSeqLen + 3) / 4;
+    rc.limits.numKvBlocks = options.numKvBlocks;
+    rc.limits.vocabSize = kVocab;
+    rc.seed = 7;
+    rc.eosTokenIds = {kEos};
+    rc.eosLogitBoost = options.eosBoost;
+    runner_ = std::make_unique<FakeRunner>(rc);
+    EngineConfig ec;
+    ec.runner = runner_.get();
+    ec.eosTokenIds = {kEos};
+    ec.detokenizer = &detokenizer_;
+    ec.seed = 3;
+    engine_ = std::move(Engine::create(ec)).value();
+  }
+  ~FakeServeModel() override { engine_->shutdown(); }
+
+  Engine &engine() override { return *engine_; }
+  const std::string &name() const override { return name_; }
+  std::vector<int32_t> eosTokenIds() const override { return {kEos}; }
+  Result<std::vector<int32_t>> encodePrompt(std::string_view text) const override {
+    std::vector<int32_t> ids;
+    for (unsigned char c : text)
+      ids.push_back(c);
+    return ids;
+  }
+  Result<std::vector<int32_t>> encodeChat(const nlohmann::ordered_json &messages, bool,
+                                          const nlohmann::ordered_json &) const override {
+    std::string text;
+    for (const auto &m : messages)
+      if (m.contains("content") && m["content"].is_string())
+        text += m["content"].get<std::string>() + "\n";
+    return encodePrompt(text);
+  }
+  std::string tokenText(int32_t id) const override {
+    return id < 256 ? std::string(1, static_cast<char>(id)) : "</s>";
+  }
+  std::string decode(std::span<const int32_t> ids) const override {
+    std::string text;
+    for (int32_t id : ids)
+      text += id < 256 ? std::string(1, static_cast<char>(id)) : "";
+    return text;
+  }
+  bool isSpecialToken(int32_t id) const override { return id >= 256; }
+  FakeRunner &runner() { return *runner_; }
+
+private:
+  std::string name_ = "fake-model";
+  ByteDetokenizer detokenizer_;
+  std::unique_ptr<FakeRunner> runner_;
+  std::unique_ptr<Engine> engine_;
+};
+
+} // namespace kiln::rt::serve::testing

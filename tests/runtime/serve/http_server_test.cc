@@ -1,0 +1,349 @@
+// The HTTP server over a FakeRunner engine, through real sockets: routes, streaming framing,
+// limits (413, 503 + Retry-After, prompt too long), auth, disconnect -> cancel, drain.
+#include "runtime/serve/http_server.h"
+#include "runtime/serve/json_text.h"
+#include "runtime/serve/sse.h"
+#include "tests/runtime/serve/fake_serve_model.h"
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+
+namespace kiln::rt::serve {
+namespace {
+
+using nlohmann::json;
+using testing::FakeModelOptions;
+using testing::FakeServeModel;
+
+class ServerFixture {
+public:
+  explicit ServerFixture(HttpServerConfig config = {}, FakeModelOptions options = {},
+                         bool setModel = true)
+      : model(options), server(config) {
+    port = server.bind().value();
+    thread = std::thread([this] { EXPECT_TRUE(server.serve().isOk()); });
+    if (setModel)
+      server.setModel(&model);
+  }
+  ~ServerFixture() {
+    server.drain();
+    thread.join();
+  }
+  httplib::Client client() {
+    httplib::Client c("127.0.0.1", port);
+    c.set_read_timeout(20, 0);
+    return c;
+  }
+  httplib::Result post(const std::string &path, const std::string &body,
+                       httplib::Headers headers = {}) {
+    return client().Post(path.c_str(), headers, body, "application/json");
+  }
+
+  FakeServeModel model;
+  HttpServer server;
+  int port = 0;
+  std::thread thread;
+};
+
+std::vector<json> sseJson(const std::string &body, bool expectDone = true) {
+  std::vector<std::string> events;
+  std::string error;
+  EXPECT_TRUE(parseSseEvents(body, events, error)) << error << "\n" << body;
+  std::vector<json> out;
+  for (size_t i = 0; i < events.size(); ++i) {
+    if (events[i] == "[DONE]") {
+      EXPECT_EQ(i + 1, events.size()) << "[DONE] must come last";
+      continue;
+    }
+    out.push_back(json::parse(events[i]));
+  }
+  if (expectDone)
+    EXPECT_EQ(events.empty() ? "" : events.back(), "[DONE]");
+  return out;
+}
+
+// Polls until the engine holds no request and no KV block (or 5 s pass).
+bool engineIdle(FakeServeModel &model) {
+  for (int i = 0; i < 500; ++i) {
+    MetricsSnapshot m = model.engine().metrics();
+    if (m.numRunning == 0 && m.numWaiting == 0 && m.kvBlocksUsed == 0)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(HttpServerTest, PingIs503UntilTheModelIsSet) {
+  ServerFixture f({}, {}, /*setModel=*/false);
+  EXPECT_EQ(f.client().Get("/ping")->status, 503);
+  auto gen = f.post("/v1/completions", R"({"prompt": "hi"})");
+  EXPECT_EQ(gen->status, 503);
+  EXPECT_NE(gen->body.find("loading"), std::string::npos);
+  f.server.setModel(&f.model);
+  EXPECT_EQ(f.client().Get("/ping")->status, 200);
+  EXPECT_EQ(f.client().Get("/health")->status, 200);
+}
+
+TEST(HttpServerTest, CompletionUsageIdsAndText) {
+  ServerFixture f;
+  auto res = f.post("/v1/completions", R"({"prompt": "hello", "max_tokens": 7, "temperature": 0,
+      "ignore_eos": true, "return_token_ids": true})");
+  ASSERT_EQ(res->status, 200) << res->body;
+  json body = json::parse(res->body);
+  EXPECT_EQ(body["object"], "text_completion");
+  EXPECT_EQ(body["model"], "fake-model");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 5);
+  EXPECT_EQ(body["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(body["usage"]["total_tokens"], 12);
+  EXPECT_EQ(body["prompt_token_ids"], json({104, 101, 108, 108, 111}));
+  const json &choice = body["choices"][0];
+  EXPECT_EQ(choice["finish_reason"], "length");
+  ASSERT_EQ(choice["token_ids"].size(), 7u);
+  std::string expected;
+  for (int id : choice["token_ids"])
+    if (id < 256)
+      expected += static_cast<char>(id);
+  // The fake detokenizer maps ids to bytes; the server sends invalid UTF-8 as U+FFFD.
+  EXPECT_EQ(choice["text"], sanitizeUtf8(expected));
+  // Greedy is deterministic: the same request gives the same ids.
+  auto again = f.post("/v1/completions", R"({"prompt": "hello", "max_tokens": 7, "temperature": 0,
+      "ignore_eos": true, "return_token_ids": true})");
+  EXPECT_EQ(json::parse(again->body)["choices"][0]["token_ids"], choice["token_ids"]);
+}
+
+TEST(HttpServerTest, StreamEqualsNonStreamAndEndsWithUsageAndDone) {
+  ServerFixture f;
+  std::string request = R"({"prompt": [1, 2, 3], "max_tokens": 12, "seed": 5, "n": 2,
+      "ignore_eos": true, "return_token_ids": true, "logprobs": 2)";
+  auto whole = f.post("/v1/completions", request + "}");
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  json wholeBody = json::parse(whole->body);
+  auto streamed = f.post("/v1/completions",
+                         request + R"(, "stream": true, "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(streamed->status, 200);
+  EXPECT_EQ(streamed->get_header_value("Content-Type"), "text/event-stream");
+  std::vector<json> chunks = sseJson(streamed->body);
+  ASSERT_FALSE(chunks.empty());
+  std::vector<json> ids(2, json::array());
+  std::vector<std::string> finish(2);
+  for (size_t i = 0; i + 1 < chunks.size(); ++i) {
+    const json &choice = chunks[i]["choices"][0];
+    int index = choice["index"];
+    for (const json &id : choice["token_ids"])
+      ids[index].push_back(id);
+    EXPECT_EQ(choice["logprobs"]["tokens"].size(), choice["token_ids"].size());
+    if (!choice["finish_reason"].is_null())
+      finish[index] = choice["finish_reason"];
+  }
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ids[i], wholeBody["choices"][i]["token_ids"]) << "sample " << i;
+    EXPECT_EQ(finish[i], "length");
+  }
+  EXPECT_EQ(chunks.back()["choices"].size(), 0u);
+  EXPECT_EQ(chunks.back()["usage"], wholeBody["usage"]);
+  EXPECT_EQ(wholeBody["usage"]["completion_tokens"], 24);
+}
+
+TEST(HttpServerTest, ChatStreamStartsWithTheRole) {
+  ServerFixture f;
+  auto res = f.post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}],
+      "max_tokens": 4, "temperature": 0, "ignore_eos": true, "stream": true})");
+  ASSERT_EQ(res->status, 200);
+  std::vector<json> chunks = sseJson(res->body);
+  ASSERT_GE(chunks.size(), 2u);
+  EXPECT_EQ(chunks[0]["object"], "chat.completion.chunk");
+  EXPECT_EQ(chunks[0]["choices"][0]["delta"]["role"], "assistant");
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
+  auto whole = f.post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}],
+      "max_tokens": 4, "temperature": 0, "ignore_eos": true})");
+  json body = json::parse(whole->body);
+  EXPECT_EQ(body["choices"][0]["message"]["role"], "assistant");
+  EXPECT_EQ(body["usage"]["prompt_tokens"], 3); // "hi\n"
+}
+
+TEST(HttpServerTest, TgiGenerateAndStream) {
+  ServerFixture f;
+  auto whole = f.post("/generate", R"({"inputs": "abc", "parameters": {"max_new_tokens": 6,
+      "details": true, "ignore_eos": true}})");
+  ASSERT_EQ(whole->status, 200) << whole->body;
+  json body = json::parse(whole->body);
+  EXPECT_EQ(body["details"]["finish_reason"], "length");
+  EXPECT_EQ(body["details"]["generated_tokens"], 6);
+  ASSERT_EQ(body["details"]["tokens"].size(), 6u);
+  auto stream = f.post("/generate_stream", R"({"inputs": "abc", "parameters": {"max_new_tokens": 6,
+      "ignore_eos": true}})");
+  ASSERT_EQ(stream->status, 200);
+  std::vector<json> events = sseJson(stream->body, /*expectDone=*/false);
+  ASSERT_EQ(events.size(), 6u);
+  for (size_t i = 0; i < events.size(); ++i) {
+    EXPECT_EQ(events[i]["index"], i + 1);
+    EXPECT_EQ(events[i]["token"]["id"], body["details"]["tokens"][i]["id"]);
+    EXPECT_EQ(events[i]["generated_text"].is_null(), i + 1 < events.size());
+  }
+  EXPECT_EQ(events.back()["generated_text"], body["generated_text"]);
+  EXPECT_EQ(events.back()["details"]["finish_reason"], "length");
+}
+
+TEST(HttpServerTest, InvocationsStreamJsonLines) {
+  ServerFixture f;
+  auto res = f.post("/invocations", R"({"inputs": "abc", "stream": true,
+      "parameters": {"max_new_tokens": 5, "ignore_eos": true}})");
+  ASSERT_EQ(res->status, 200);
+  std::vector<std::string> lines;
+  std::string error;
+  ASSERT_TRUE(parseJsonLines(res->body, lines, error)) << error;
+  ASSERT_EQ(lines.size(), 5u);
+  for (size_t i = 0; i < lines.size(); ++i) {
+    json line = json::parse(lines[i]);
+    EXPECT_TRUE(line["token"].contains("id"));
+    EXPECT_TRUE(line["token"].contains("log_prob"));
+    EXPECT_EQ(line.contains("generated_text"), i + 1 == lines.size());
+  }
+  auto chat = f.post("/invocations", R"({"messages": [{"role": "user", "content": "x"}],
+      "max_tokens": 3, "ignore_eos": true})");
+  ASSERT_EQ(chat->status, 200);
+  EXPECT_EQ(json::parse(chat->body)["object"], "chat.completion");
+}
+
+TEST(HttpServerTest, ApiKeyGuardsEverythingButHealth) {
+  HttpServerConfig config;
+  config.apiKey = "sk-test";
+  ServerFixture f(config);
+  EXPECT_EQ(f.client().Get("/ping")->status, 200);
+  EXPECT_EQ(f.client().Get("/health")->status, 200);
+  auto denied = f.post("/v1/completions", R"({"prompt": "a", "max_tokens": 1})");
+  EXPECT_EQ(denied->status, 401);
+  EXPECT_EQ(json::parse(denied->body)["error"]["code"], "invalid_api_key");
+  EXPECT_EQ(f.client().Get("/v1/models")->status, 401);
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "a", "max_tokens": 1})",
+                   {{"Authorization", "Bearer wrong"}})
+                ->status,
+            401);
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "a", "max_tokens": 1})",
+                   {{"Authorization", "Bearer sk-test"}})
+                ->status,
+            200);
+}
+
+TEST(HttpServerTest, LimitsAnswerWithClearErrors) {
+  HttpServerConfig config;
+  config.maxBodyBytes = 1000;
+  ServerFixture f(config);
+  auto big = f.post("/v1/completions", R"({"prompt": ")" + std::string(2000, 'a') + R"("})");
+  EXPECT_EQ(big->status, 413);
+  EXPECT_NE(big->body.find("size limit"), std::string::npos);
+  auto longPrompt = f.post("/v1/completions", R"({"prompt": ")" + std::string(200, 'a') + R"("})");
+  ASSERT_EQ(longPrompt->status, 400);
+  json error = json::parse(longPrompt->body)["error"];
+  EXPECT_EQ(error["param"], "prompt");
+  EXPECT_NE(error["message"].get<std::string>().find("200 tokens"), std::string::npos);
+  EXPECT_NE(error["message"].get<std::string>().find("128"), std::string::npos);
+  auto tooMany = f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 126})");
+  ASSERT_EQ(tooMany->status, 400);
+  EXPECT_EQ(json::parse(tooMany->body)["error"]["param"], "max_tokens");
+  auto wrongModel = f.post("/v1/completions", R"({"prompt": "abc", "model": "gpt-4"})");
+  EXPECT_EQ(wrongModel->status, 404);
+  auto tgiBad = f.post("/generate", R"({"inputs": 5})");
+  ASSERT_EQ(tgiBad->status, 400);
+  EXPECT_EQ(json::parse(tgiBad->body)["error_type"], "validation");
+  EXPECT_EQ(f.client().Get("/nope")->status, 404);
+  // The server still answers a normal request afterwards.
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
+}
+
+// A raw client that sends a streaming request, reads until `bytes` arrived, and hangs up.
+void streamThenHangUp(int port, const std::string &body, size_t bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
+  std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
+                        "application/json\r\nContent-Length: " +
+                        std::to_string(body.size()) + "\r\n\r\n" + body;
+  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
+  std::string got;
+  char buffer[512];
+  while (got.size() < bytes) {
+    ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
+    ASSERT_GT(n, 0);
+    got.append(buffer, static_cast<size_t>(n));
+  }
+  ::close(fd);
+}
+
+TEST(HttpServerTest, ClientDisconnectCancelsAndFreesBlocks) {
+  ServerFixture f;
+  f.model.runner().setFailureHook([](const StepBatch &) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    return okStatus();
+  });
+  streamThenHangUp(f.port, R"({"prompt": "abc", "max_tokens": 120, "ignore_eos": true,
+      "stream": true})",
+                   600);
+  EXPECT_TRUE(engineIdle(f.model));
+  EXPECT_EQ(f.model.engine().metrics().requestsAborted, 1u);
+}
+
+TEST(HttpServerTest, QueueFullIs503WithRetryAfter) {
+  HttpServerConfig config;
+  config.maxWaiting = 0;
+  FakeModelOptions options;
+  options.maxBatch = 1;
+  ServerFixture f(config, options);
+  f.model.runner().setFailureHook([](const StepBatch &) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return okStatus();
+  });
+  std::thread slow([&] {
+    auto res = f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 60, "ignore_eos": true})");
+    EXPECT_EQ(res->status, 200);
+  });
+  for (int i = 0; i < 200 && f.model.engine().metrics().numRunning == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  auto rejected = f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})");
+  EXPECT_EQ(rejected->status, 503);
+  EXPECT_EQ(rejected->get_header_value("Retry-After"), "1");
+  EXPECT_EQ(json::parse(rejected->body)["error"]["code"], "queue_full");
+  slow.join();
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
+}
+
+TEST(HttpServerTest, DrainFinishesStreamsInFlightAndRefusesNewConnections) {
+  auto f = std::make_unique<ServerFixture>();
+  f->model.runner().setFailureHook([](const StepBatch &) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+    return okStatus();
+  });
+  std::string body;
+  std::thread streaming([&] {
+    auto res = f->post("/v1/completions", R"({"prompt": "abc", "max_tokens": 80,
+        "ignore_eos": true, "stream": true})");
+    ASSERT_TRUE(res);
+    body = res->body;
+  });
+  for (int i = 0; i < 200 && f->model.engine().metrics().numRunning == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  f->server.drain();
+  EXPECT_TRUE(f->server.draining());
+  auto refused = f->client().Get("/ping");
+  EXPECT_FALSE(refused); // connection refused: no longer accepting
+  streaming.join();
+  std::vector<json> chunks = sseJson(body);
+  int tokens = 0;
+  for (const json &c : chunks)
+    tokens += c["choices"][0]["text"].get<std::string>().empty() ? 0 : 1;
+  EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
+  f.reset(); // serve() returns and joins
+}
+
+} // namespace
+} // namespace kiln::rt::serve

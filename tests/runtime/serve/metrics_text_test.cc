@@ -1,0 +1,85 @@
+#include "runtime/serve/metrics_text.h"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+namespace kiln::rt::serve {
+namespace {
+
+// Every non-comment line is "name{labels} value"; every sample's name has a TYPE line before it.
+void expectWellFormed(const std::string &text) {
+  std::istringstream in(text);
+  std::string line, typed;
+  while (std::getline(in, line)) {
+    if (line.rfind("# TYPE ", 0) == 0) {
+      typed = line.substr(7, line.find(' ', 7) - 7);
+      continue;
+    }
+    if (line.rfind("# HELP ", 0) == 0)
+      continue;
+    size_t brace = line.find('{'), close = line.find("} ");
+    ASSERT_NE(brace, std::string::npos) << line;
+    ASSERT_NE(close, std::string::npos) << line;
+    std::string name = line.substr(0, brace);
+    EXPECT_EQ(name.rfind(typed, 0), 0u) << line << " after TYPE " << typed;
+    EXPECT_NO_THROW((void)std::stod(line.substr(close + 2))) << line;
+  }
+}
+
+TEST(MetricsTextTest, EngineAndServerMetricsInPrometheusFormat) {
+  MetricsSnapshot engine;
+  engine.numRunning = 3;
+  engine.numWaiting = 2;
+  engine.kvBlocksUsed = 5;
+  engine.kvBlocksTotal = 20;
+  engine.kvUsage = 0.25;
+  engine.promptTokens = 100;
+  engine.generationTokens = 42;
+  engine.timeToFirstToken.upperBounds = {0.1, 1.0};
+  engine.timeToFirstToken.counts = {2, 1, 1};
+  engine.timeToFirstToken.count = 4;
+  engine.timeToFirstToken.sumSeconds = 3.5;
+  ServerMetrics server;
+  server.observeRequest(FinishReason::kStop, 0.4);
+  server.observeRequest(FinishReason::kLength, 2.0);
+  server.observeRequest(FinishReason::kLength, 1.0);
+  server.countResponse(200);
+  server.countResponse(400);
+  server.countResponse(400);
+  std::string text = renderPrometheus(engine, server.snapshot(), "tiny\"model");
+  expectWellFormed(text);
+  const char *expected[] = {
+      "# TYPE kiln:num_requests_running gauge\n",
+      "kiln:num_requests_running{model_name=\"tiny\\\"model\"} 3\n",
+      "kiln:num_requests_waiting{model_name=\"tiny\\\"model\"} 2\n",
+      "kiln:kv_cache_usage_perc{model_name=\"tiny\\\"model\"} 0.25\n",
+      "kiln:gpu_cache_usage_perc{model_name=\"tiny\\\"model\"} 0.25\n",
+      "# TYPE kiln:prompt_tokens_total counter\n",
+      "kiln:prompt_tokens_total{model_name=\"tiny\\\"model\"} 100\n",
+      "kiln:generation_tokens_total{model_name=\"tiny\\\"model\"} 42\n",
+      "# TYPE kiln:time_to_first_token_seconds histogram\n",
+      "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"0.10000000000000001\"} 2\n",
+      "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"1\"} 3\n",
+      "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"+Inf\"} 4\n",
+      "kiln:time_to_first_token_seconds_sum{model_name=\"tiny\\\"model\"} 3.5\n",
+      "kiln:time_to_first_token_seconds_count{model_name=\"tiny\\\"model\"} 4\n",
+      "# TYPE kiln:inter_token_latency_seconds histogram\n",
+      "# TYPE kiln:e2e_request_latency_seconds histogram\n",
+      "kiln:e2e_request_latency_seconds_count{model_name=\"tiny\\\"model\"} 3\n",
+      "kiln:e2e_request_latency_seconds_bucket{model_name=\"tiny\\\"model\",le=\"0.5\"} 1\n",
+      "kiln:e2e_request_latency_seconds_bucket{model_name=\"tiny\\\"model\",le=\"1\"} 2\n",
+      "kiln:request_success_total{model_name=\"tiny\\\"model\",finished_reason=\"length\"} 2\n",
+      "kiln:request_success_total{model_name=\"tiny\\\"model\",finished_reason=\"stop\"} 1\n",
+      "kiln:http_responses_total{model_name=\"tiny\\\"model\",status=\"400\"} 2\n",
+  };
+  for (const char *line : expected)
+    EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;
+}
+
+TEST(MetricsTextTest, EscapesLabelValues) {
+  EXPECT_EQ(escapeLabelValue("a\\b\"c\nd"), "a\\\\b\\\"c\\nd");
+}
+
+} // namespace
+} // namespace kiln::rt::serve

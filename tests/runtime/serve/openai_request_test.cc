@@ -1,0 +1,216 @@
+// Request parsing, table-driven: each bad body names the offending field in "param" with the
+// right status; good bodies fill exactly the engine fields they name.
+#include "runtime/serve/json_fields.h"
+#include "runtime/serve/openai_request.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::rt::serve {
+namespace {
+
+struct BadCase {
+  const char *body;
+  const char *param;
+  const char *messagePart;
+};
+
+std::optional<ApiError> parseCompletion(const std::string &text, GenerationRequest &out) {
+  nlohmann::json body;
+  if (auto error = parseJsonObject(text, body))
+    return error;
+  return parseCompletionRequest(body, out);
+}
+
+std::optional<ApiError> parseChat(const std::string &text, GenerationRequest &out) {
+  nlohmann::json body;
+  if (auto error = parseJsonObject(text, body))
+    return error;
+  auto ordered = nlohmann::ordered_json::parse(text);
+  return parseChatRequest(body, ordered.contains("messages") ? ordered["messages"] : nullptr, out);
+}
+
+TEST(OpenAiRequestTest, BadCompletionBodiesNameTheField) {
+  const BadCase cases[] = {
+      {R"({})", "prompt", "required"},
+      {R"({"prompt": 5})", "prompt", "must be a string or an array of token ids"},
+      {R"({"prompt": ""})", "prompt", "empty"},
+      {R"({"prompt": ["a", "b"]})", "prompt", "2 prompts"},
+      {R"({"prompt": [1, "x"]})", "prompt", "array of integers"},
+      {R"({"prompt": [1, -4]})", "prompt", "items must be in"},
+      {R"({"prompt": "a", "max_tokens": "x"})", "max_tokens", "must be an integer, got a string"},
+      {R"({"prompt": "a", "max_tokens": 0})", "max_tokens", "[1, 2147483647], got 0"},
+      {R"({"prompt": "a", "max_tokens": 2.5})", "max_tokens", "an integer"},
+      {R"({"prompt": "a", "temperature": 2.5})", "temperature", "[0, 2], got 2.5"},
+      {R"({"prompt": "a", "temperature": "hot"})", "temperature", "a number"},
+      {R"({"prompt": "a", "top_p": 0})", "top_p", "(0, 1]"},
+      {R"({"prompt": "a", "top_p": 1.5})", "top_p", "[0, 1]"},
+      {R"({"prompt": "a", "n": 0})", "n", "[1, 128]"},
+      {R"({"prompt": "a", "n": true})", "n", "an integer, got a boolean"},
+      {R"({"prompt": "a", "stop": 3})", "stop", "a string or an array of strings"},
+      {R"({"prompt": "a", "stop": [""]})", "stop", "empty string"},
+      {R"({"prompt": "a", "stop": ["a","b","c","d","e","f","g","h","i","j","k","l","m","n","o","p","q"]})",
+       "stop", "at most 16"},
+      {R"({"prompt": "a", "seed": "s"})", "seed", "an integer"},
+      {R"({"prompt": "a", "presence_penalty": 3})", "presence_penalty", "[-2, 2]"},
+      {R"({"prompt": "a", "frequency_penalty": -2.5})", "frequency_penalty", "[-2, 2]"},
+      {R"({"prompt": "a", "logprobs": 21})", "logprobs", "[0, 20]"},
+      {R"({"prompt": "a", "logprobs": true})", "logprobs", "an integer"},
+      {R"({"prompt": "a", "stream": "yes"})", "stream", "a boolean"},
+      {R"({"prompt": "a", "stream_options": {"include_usage": true}})", "stream_options",
+       "only allowed when 'stream' is true"},
+      {R"({"prompt": "a", "stream": true, "stream_options": {"include_usage": 1}})",
+       "stream_options.include_usage", "a boolean"},
+      {R"({"prompt": "a", "stream": true, "stream_options": 3})", "stream_options", "an object"},
+      {R"({"prompt": "a", "logit_bias": {"5": 1}})", "logit_bias", "not supported"},
+      {R"({"prompt": "a", "best_of": 3})", "best_of", "must equal 'n'"},
+      {R"({"prompt": "a", "suffix": "x"})", "suffix", "not supported"},
+      {R"({"prompt": "a", "top_k": -2})", "top_k", "[-1, "},
+      {R"({"prompt": "a", "min_p": 2})", "min_p", "[0, 1]"},
+      {R"({"prompt": "a", "repetition_penalty": 0})", "repetition_penalty", "> 0"},
+      {R"({"prompt": "a", "stop_token_ids": [1, "x"]})", "stop_token_ids", "array of integers"},
+      {R"({"prompt": "a", "ignore_eos": 1})", "ignore_eos", "a boolean"},
+      {R"({"prompt": "a", "model": 7})", "model", "a string"},
+      {R"({"prompt": "a", "echo": "no"})", "echo", "a boolean"},
+  };
+  for (const BadCase &c : cases) {
+    GenerationRequest request;
+    std::optional<ApiError> error = parseCompletion(c.body, request);
+    ASSERT_TRUE(error.has_value()) << c.body;
+    EXPECT_EQ(error->httpStatus, 400) << c.body;
+    EXPECT_EQ(error->param, c.param) << c.body;
+    EXPECT_EQ(error->type, "invalid_request_error") << c.body;
+    EXPECT_NE(error->message.find(c.messagePart), std::string::npos)
+        << c.body << " -> " << error->message;
+  }
+}
+
+TEST(OpenAiRequestTest, BadChatBodiesNameTheField) {
+  const BadCase cases[] = {
+      {R"({})", "messages", "required"},
+      {R"({"messages": []})", "messages", "non-empty array"},
+      {R"({"messages": "hi"})", "messages", "non-empty array"},
+      {R"({"messages": [3]})", "messages[0]", "must be an object"},
+      {R"({"messages": [{"content": "x"}]})", "messages[0].role", "must be a string"},
+      {R"({"messages": [{"role": "user", "content": "x"}, {"role": "user", "content": 5}]})",
+       "messages[1].content", "a string, an array of content parts or null"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_completion_tokens": -1})",
+       "max_completion_tokens", "[1, "},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs",
+       "needs 'logprobs'"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 30})",
+       "top_logprobs", "[0, 20]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs",
+       "a boolean"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
+       "response_format", "only"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools", "an array"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",
+       "chat_template_kwargs", "an object"},
+  };
+  for (const BadCase &c : cases) {
+    GenerationRequest request;
+    std::optional<ApiError> error = parseChat(c.body, request);
+    ASSERT_TRUE(error.has_value()) << c.body;
+    EXPECT_EQ(error->httpStatus, 400) << c.body;
+    EXPECT_EQ(error->param, c.param) << c.body;
+    EXPECT_NE(error->message.find(c.messagePart), std::string::npos)
+        << c.body << " -> " << error->message;
+  }
+}
+
+TEST(OpenAiRequestTest, BodyLevelErrors) {
+  const BadCase cases[] = {
+      {"", "", "empty"},
+      {"{\"prompt\": \"a\"", "", "not valid JSON"},
+      {"[1, 2]", "", "must be a JSON object, got an array"},
+      {"{\"prompt\": \"\xff\"}", "", "not valid UTF-8 (byte offset 12)"},
+      {"{\"prompt\": \"\xc0\xaf\"}", "", "not valid UTF-8"},
+      {"{\"prompt\": \"\xed\xa0\x80\"}", "", "not valid UTF-8"},
+  };
+  for (const BadCase &c : cases) {
+    GenerationRequest request;
+    std::optional<ApiError> error = parseCompletion(c.body, request);
+    ASSERT_TRUE(error.has_value()) << c.body;
+    EXPECT_EQ(error->httpStatus, 400);
+    EXPECT_EQ(error->param, c.param);
+    EXPECT_NE(error->message.find(c.messagePart), std::string::npos) << error->message;
+  }
+}
+
+TEST(OpenAiRequestTest, CompletionFieldsReachTheEngineRequest) {
+  GenerationRequest r;
+  ASSERT_FALSE(parseCompletion(R"({"model": "m", "prompt": [5, 6, 7], "max_tokens": 9,
+      "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.1, "n": 3, "seed": 42,
+      "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.2,
+      "stop": "END", "stop_token_ids": [3], "ignore_eos": true, "min_tokens": 2, "logprobs": 4,
+      "echo": true, "stream": true, "stream_options": {"include_usage": true},
+      "return_token_ids": true, "best_of": 3, "user": "u"})",
+                               r));
+  EXPECT_EQ(r.model, "m");
+  EXPECT_EQ(r.prompt.kind, PromptInput::Kind::kIds);
+  EXPECT_EQ(r.prompt.ids, (std::vector<int32_t>{5, 6, 7}));
+  EXPECT_EQ(r.sampling.maxTokens, 9);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.topP, 0.9f);
+  EXPECT_EQ(r.sampling.topK, 40);
+  EXPECT_FLOAT_EQ(r.sampling.minP, 0.1f);
+  EXPECT_EQ(r.sampling.n, 3);
+  EXPECT_EQ(r.sampling.seed, 42u);
+  EXPECT_FLOAT_EQ(r.sampling.presencePenalty, 0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.frequencyPenalty, -0.5f);
+  EXPECT_FLOAT_EQ(r.sampling.repetitionPenalty, 1.2f);
+  EXPECT_EQ(r.sampling.stop, (std::vector<std::string>{"END"}));
+  EXPECT_EQ(r.sampling.stopTokenIds, (std::vector<int32_t>{3}));
+  EXPECT_TRUE(r.sampling.ignoreEos);
+  EXPECT_EQ(r.sampling.minTokens, 2);
+  EXPECT_EQ(r.sampling.logprobs, 4);
+  EXPECT_TRUE(r.logprobs);
+  EXPECT_EQ(r.topLogprobs, 4);
+  EXPECT_TRUE(r.echo);
+  EXPECT_TRUE(r.stream);
+  EXPECT_TRUE(r.includeUsage);
+  EXPECT_TRUE(r.returnTokenIds);
+}
+
+TEST(OpenAiRequestTest, CompletionDefaults) {
+  GenerationRequest r;
+  ASSERT_FALSE(parseCompletion(R"({"prompt": ["hello"]})", r));
+  EXPECT_EQ(r.prompt.kind, PromptInput::Kind::kText);
+  EXPECT_EQ(r.prompt.text, "hello");
+  EXPECT_FALSE(r.sampling.maxTokens.has_value());
+  EXPECT_EQ(r.defaultMaxTokens, kDefaultCompletionMaxTokens);
+  EXPECT_EQ(r.sampling.n, 1);
+  EXPECT_FLOAT_EQ(r.sampling.temperature, 1.0f);
+  EXPECT_FALSE(r.sampling.seed.has_value());
+  EXPECT_FALSE(r.sampling.logprobs.has_value());
+  EXPECT_FALSE(r.stream);
+}
+
+TEST(OpenAiRequestTest, ChatFieldsAndKeyOrder) {
+  GenerationRequest r;
+  ASSERT_FALSE(parseChat(R"({"messages": [{"role": "user", "content": "hi", "name": "z"}],
+      "max_tokens": 5, "max_completion_tokens": 7, "logprobs": true, "top_logprobs": 3,
+      "add_generation_prompt": false, "chat_template_kwargs": {"enable_thinking": false},
+      "seed": -1})",
+                         r));
+  EXPECT_EQ(r.prompt.kind, PromptInput::Kind::kChat);
+  EXPECT_EQ(r.prompt.messages.dump(), R"([{"role":"user","content":"hi","name":"z"}])");
+  EXPECT_EQ(r.sampling.maxTokens, 7); // max_completion_tokens wins
+  EXPECT_EQ(r.maxTokensField, "max_completion_tokens");
+  EXPECT_EQ(r.sampling.logprobs, 3);
+  EXPECT_FALSE(r.prompt.addGenerationPrompt);
+  EXPECT_EQ(r.prompt.chatExtra.dump(), R"({"enable_thinking":false})");
+  EXPECT_EQ(r.sampling.seed, static_cast<uint64_t>(-1));
+  EXPECT_FALSE(r.defaultMaxTokens.has_value());
+}
+
+TEST(OpenAiRequestTest, ErrorBodiesHaveOpenAiAndTgiShapes) {
+  ApiError e = badRequest("top_p", "field 'top_p' must be in (0, 1]");
+  EXPECT_EQ(openAiErrorBody(e), R"({"error":{"code":null,"message":"field 'top_p' must be in (0, 1]","param":"top_p","type":"invalid_request_error"}})");
+  EXPECT_EQ(tgiErrorBody(e), R"({"error":"field 'top_p' must be in (0, 1]","error_type":"validation"})");
+  e.httpStatus = 503;
+  EXPECT_EQ(tgiErrorBody(e), R"({"error":"field 'top_p' must be in (0, 1]","error_type":"overloaded"})");
+}
+
+} // namespace
+} // namespace kiln::rt::serve

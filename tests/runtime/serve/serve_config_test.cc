@@ -1,0 +1,107 @@
+#include "runtime/serve/serve_config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace kiln::rt::serve {
+namespace {
+
+TEST(ServeConfigTest, ParsesProperties) {
+  auto parsed = parseProperties("# comment\n! also\nengine=Python\n option.max_rolling_batch_size = 16\n"
+                                "option.output_formatter: jsonlines\n\n",
+                                "serving.properties");
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_EQ(parsed->size(), 3u);
+  EXPECT_EQ(parsed->at("option.max_rolling_batch_size"), "16");
+  EXPECT_EQ(parsed->at("option.output_formatter"), "jsonlines");
+  auto bad = parseProperties("a=1\njust words\n", "x.properties");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("x.properties:2"), std::string::npos);
+}
+
+TEST(ServeConfigTest, OptionsFromPropertiesThenEnvironment) {
+  ServeConfig config;
+  ASSERT_TRUE(applyServingProperties({{"option.max_rolling_batch_size", "16"},
+                                      {"option.max_model_len", "64"},
+                                      {"option.output_formatter", "sse"},
+                                      {"option.gpu_memory_utilization", "0.9"},
+                                      {"engine", "Python"}},
+                                     "serving.properties", config)
+                  .isOk());
+  EXPECT_EQ(config.maxBatch, 16);
+  EXPECT_EQ(config.maxModelLen, 64);
+  EXPECT_EQ(config.sageMakerStreamFormat, Framing::kSse);
+  ASSERT_EQ(config.warnings.size(), 1u);
+  EXPECT_NE(config.warnings[0].find("option.gpu_memory_utilization"), std::string::npos);
+  // The environment overrides the file, as LMI does.
+  ASSERT_TRUE(applyEnvironment({{"OPTION_MAX_ROLLING_BATCH_SIZE", "4"},
+                                {"MAX_CONCURRENT_REQUESTS", "77"},
+                                {"SAGEMAKER_BIND_TO_PORT", "9090"},
+                                {"UNRELATED", "x"}},
+                               config)
+                  .isOk());
+  EXPECT_EQ(config.maxBatch, 4);
+  EXPECT_EQ(config.maxConcurrentRequests, 77);
+  EXPECT_EQ(config.port, 9090);
+  EXPECT_EQ(config.sources["max_batch"],
+            "environment variable OPTION_MAX_ROLLING_BATCH_SIZE=4");
+}
+
+TEST(ServeConfigTest, BadValuesAndSourcesAreRejectedClearly) {
+  ServeConfig config;
+  Status s = applyServingProperties({{"option.max_rolling_batch_size", "many"}}, "sp", config);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("option.max_rolling_batch_size=many in sp"), std::string::npos);
+  s = applyEnvironment({{"HF_MODEL_ID", "s3://bucket/model"}}, config);
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("S3"), std::string::npos);
+  s = applyEnvironment({{"HF_MODEL_ID", "meta-llama/Llama-3-8B"}}, config);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("kiln compile"), std::string::npos);
+  s = applyServingProperties({{"option.output_formatter", "csv"}}, "sp", config);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("jsonlines and sse"), std::string::npos);
+  std::string dir = std::filesystem::temp_directory_path().string();
+  ASSERT_TRUE(applyEnvironment({{"HF_MODEL_ID", dir}}, config).isOk());
+  EXPECT_EQ(config.modelDir, dir);
+}
+
+TEST(ServeConfigTest, ContradictionsWithTheArtifactNameTheKey) {
+  ArtifactFacts facts{1, "fp32", 8, 128};
+  ServeConfig config;
+  EXPECT_TRUE(checkAgainstArtifact(config, facts).isOk());
+  ASSERT_TRUE(applyEnvironment({{"OPTION_TENSOR_PARALLEL_DEGREE", "2"}}, config).isOk());
+  Status s = checkAgainstArtifact(config, facts);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("OPTION_TENSOR_PARALLEL_DEGREE=2"), std::string::npos);
+  EXPECT_NE(s.message().find("--tp 1"), std::string::npos);
+
+  ServeConfig dtype;
+  ASSERT_TRUE(applyServingProperties({{"option.dtype", "bf16"}}, "sp", dtype).isOk());
+  s = checkAgainstArtifact(dtype, facts);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("option.dtype=bf16 in sp"), std::string::npos);
+
+  ServeConfig batch;
+  ASSERT_TRUE(applyServingProperties({{"option.max_rolling_batch_size", "9"}}, "sp", batch).isOk());
+  s = checkAgainstArtifact(batch, facts);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("compiled max batch 8"), std::string::npos);
+
+  ServeConfig len;
+  ASSERT_TRUE(applyEnvironment({{"MAX_TOTAL_TOKENS", "4096"}}, len).isOk());
+  s = checkAgainstArtifact(len, facts);
+  ASSERT_FALSE(s.isOk());
+  EXPECT_NE(s.message().find("MAX_TOTAL_TOKENS=4096"), std::string::npos);
+  EXPECT_NE(s.message().find("128"), std::string::npos);
+
+  ServeConfig gpus;
+  gpus.device = "cuda";
+  ASSERT_TRUE(applyEnvironment({{"SM_NUM_GPUS", "1"}}, gpus).isOk());
+  EXPECT_FALSE(checkAgainstArtifact(gpus, ArtifactFacts{2, "bf16", 8, 128}).isOk());
+  EXPECT_TRUE(checkAgainstArtifact(gpus, ArtifactFacts{1, "bf16", 8, 128}).isOk());
+}
+
+} // namespace
+} // namespace kiln::rt::serve
