@@ -1,18 +1,11 @@
 #include "runtime/engine/fake_runner.h"
 
+#include "runtime/base/hash.h"
+
 #include <string>
 
 namespace kiln::rt {
 namespace {
-
-uint64_t mix64(uint64_t x) {
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  x ^= x >> 31;
-  return x;
-}
 
 std::string seqName(size_t i) {
   return "batch sequence " + std::to_string(i);

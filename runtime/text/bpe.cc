@@ -1,5 +1,7 @@
 #include "runtime/text/bpe.h"
 
+#include "runtime/base/hash.h"
+
 #include "runtime/text/tokenizer_utf8.h"
 
 #include <algorithm>
@@ -11,14 +13,6 @@ namespace {
 
 constexpr uint64_t kEmptyKey = ~uint64_t{0};
 
-uint64_t mix(uint64_t x) {
-  x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdULL;
-  x ^= x >> 33;
-  x *= 0xc4ceb9fe1a85ec53ULL;
-  x ^= x >> 33;
-  return x;
-}
 
 size_t hashString(std::string_view s) {
   return std::hash<std::string_view>{}(s);
@@ -96,7 +90,7 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
                              missing + "', which is not in model.vocab");
     }
     uint64_t key = (static_cast<uint64_t>(aId) << 32) | static_cast<uint32_t>(bId);
-    size_t slot = mix(key) & m.mergeMask_;
+    size_t slot = mix64(key) & m.mergeMask_;
     while (m.merges_[slot].key != kEmptyKey && m.merges_[slot].key != key)
       slot = (slot + 1) & m.mergeMask_;
     // A repeated pair takes its last rank, as HF collects merges into a map.
@@ -150,7 +144,7 @@ std::string_view BpeModel::idToToken(int32_t id) const {
 
 const BpeModel::MergeEntry *BpeModel::findMerge(int32_t left, int32_t right) const {
   uint64_t key = (static_cast<uint64_t>(left) << 32) | static_cast<uint32_t>(right);
-  size_t slot = mix(key) & mergeMask_;
+  size_t slot = mix64(key) & mergeMask_;
   while (true) {
     const MergeEntry &e = merges_[slot];
     if (e.key == key)

@@ -1,5 +1,7 @@
 #include "runtime/text/jinja_unicode.h"
 
+#include "runtime/text/tokenizer_utf8.h"
+
 namespace kiln::rt::jinja {
 
 namespace {
@@ -60,23 +62,7 @@ std::u32string decodeUtf8(std::string_view text) {
   return out;
 }
 
-void appendUtf8(std::string &out, char32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(static_cast<char>(cp));
-  } else if (cp < 0x800) {
-    out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-  }
-}
+void appendUtf8(std::string &out, char32_t cp) { utf8::append(out, cp); }
 
 std::string encodeUtf8(std::u32string_view text) {
   std::string out;
