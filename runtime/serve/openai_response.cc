@@ -52,8 +52,12 @@ nlohmann::json completionLogprobsJson(std::span<const int32_t> ids,
     if (!withTop)
       continue;
     nlohmann::json top = nlohmann::json::object();
-    for (const TokenLogprob &alt : logprobs[i].top)
-      top[sanitizeUtf8(model.tokenText(alt.tokenId))] = alt.logprob;
+    // Keyed by text: alternatives that decode alike keep the likelier one (they come first).
+    for (const TokenLogprob &alt : logprobs[i].top) {
+      std::string key = sanitizeUtf8(model.tokenText(alt.tokenId));
+      if (!top.contains(key))
+        top[key] = alt.logprob;
+    }
     tops.push_back(std::move(top));
   }
   return {{"tokens", tokens},
