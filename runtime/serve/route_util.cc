@@ -103,7 +103,9 @@ namespace {
 // What the chunked provider keeps alive for the whole stream.
 struct StreamState {
   std::shared_ptr<const GenerationRequest> request;
-  Admission::Ticket ticket;
+  // Released when the request ends, before the last bytes go out, so a client that sends its
+  // next request right after reading the end finds the slot free.
+  std::optional<Admission::Ticket> ticket;
   std::unique_ptr<StreamSession> session;
 };
 
@@ -128,13 +130,14 @@ void startStream(RouteContext &ctx, httplib::Response &res, Submitted submitted,
       [state](size_t, httplib::DataSink &sink) {
         auto write = [&sink](std::string_view bytes) { return sink.write(bytes.data(), bytes.size()); };
         auto alive = [&sink] { return sink.is_writable(); };
-        switch (state->session->pump(write, alive)) {
+        switch (state->session->pump(write, alive, [&state] { state->ticket.reset(); })) {
         case StreamSession::Pump::kMore:
           return true;
         case StreamSession::Pump::kDone:
           sink.done();
           return true;
         case StreamSession::Pump::kClientGone:
+          state->ticket.reset();
           return false;
         }
         return false;

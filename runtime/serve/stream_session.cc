@@ -29,11 +29,15 @@ StreamSession::Pump StreamSession::clientGone() {
   clientGone_ = true;
   // NOT_FOUND just means the request finished meanwhile; either way nothing is left to free.
   (void)engine_.cancel(handle_.id);
+  for (SampleResult &sample : result_.samples)
+    if (sample.finishReason == FinishReason::kNone)
+      sample.finishReason = FinishReason::kAbort;
   finish();
   return Pump::kClientGone;
 }
 
 StreamSession::Pump StreamSession::pump(const StreamWriter &write, const LivenessCheck &alive,
+                                        const std::function<void()> &beforeLastWrite,
                                         std::chrono::milliseconds poll) {
   if (done_)
     return clientGone_ ? Pump::kClientGone : Pump::kDone;
@@ -48,6 +52,8 @@ StreamSession::Pump StreamSession::pump(const StreamWriter &write, const Livenes
       return clientGone();
     if (handle_.stream->finished()) {
       // Closed without a final output (the engine stopped): end the stream well-formed anyway.
+      if (beforeLastWrite)
+        beforeLastWrite();
       if (!write(formatter_->end(result_)))
         return clientGone();
       finish();
@@ -57,8 +63,11 @@ StreamSession::Pump StreamSession::pump(const StreamWriter &write, const Livenes
   }
   applyOutput(result_, *output);
   chunk += formatter_->output(*output, result_);
-  if (output->requestFinished)
+  if (output->requestFinished) {
     chunk += formatter_->end(result_);
+    if (beforeLastWrite)
+      beforeLastWrite();
+  }
   if (!chunk.empty() && !write(chunk))
     return clientGone();
   if (output->requestFinished) {

@@ -44,7 +44,9 @@ public:
 
   // Waits up to `poll` for the next output and writes it. kDone after the last output was written;
   // kClientGone when a write failed or the client disconnected (the request is then cancelled).
+  // `beforeLastWrite` runs once the request has ended, just before its final bytes are written.
   Pump pump(const StreamWriter &write, const LivenessCheck &alive,
+            const std::function<void()> &beforeLastWrite = nullptr,
             std::chrono::milliseconds poll = std::chrono::milliseconds(50));
 
   const GenerationResult &result() const { return result_; }
