@@ -10,6 +10,8 @@ packages=(
   # the compiler only (TOOLCHAIN.md: libzstd-dev is a missing dependency of llvm-19-dev)
   libmlir-19-dev mlir-19-tools llvm-19-dev libzstd-dev
   python3 python3-venv
+  # kiln serve (runtime/serve) and its end-to-end tests
+  libcpp-httplib-dev curl
 )
 
 missing=()

@@ -8,5 +8,6 @@ build=${KILN_BUILD_DIR:-$root/build}
 if [ ! -d "$root/../shared/assets" ]; then
   echo "note: $root/../shared/assets is absent: tests labelled 'model' will skip, saying so"
 fi
+"$root/scripts/python-test-deps.sh" || echo "note: no Python clients: the serve e2e tests will skip"
 cd "$build"
 ctest --output-on-failure -j "${KILN_TEST_JOBS:-$(nproc)}" --timeout 900
