@@ -1,0 +1,475 @@
+#include "runtime/store/transfer.h"
+
+#include "runtime/base/file.h"
+#include "runtime/base/sha256.h"
+#include "runtime/store/manifest_files.h"
+#include "runtime/store/tar_package.h"
+#include "schema/version.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+
+namespace kiln::rt {
+namespace fs = std::filesystem;
+
+namespace {
+
+using Task = std::function<Status()>;
+
+// Runs tasks on up to `parallelism` threads. The first failure cancels the client (so parts in
+// flight stop) and is returned. `tick` runs on the calling thread about once a second.
+Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
+                const std::function<void()> &tick) {
+  std::atomic<size_t> next{0};
+  std::mutex mutex;
+  std::condition_variable done;
+  size_t running = 0;
+  Status firstError;
+  auto worker = [&] {
+    for (size_t i; (i = next++) < tasks.size();) {
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (!firstError.isOk())
+          break;
+      }
+      Status status = tasks[i]();
+      if (!status.isOk()) {
+        std::lock_guard<std::mutex> lock(mutex);
+        // A cancelled part only echoes the failure that cancelled it.
+        if (firstError.isOk() || firstError.code() == StatusCode::kCancelled)
+          firstError = status;
+        client.cancel();
+      }
+    }
+    std::lock_guard<std::mutex> lock(mutex);
+    --running;
+    done.notify_all();
+  };
+  size_t threads = std::min<size_t>(std::max(parallelism, 1), tasks.size());
+  running = threads;
+  std::vector<std::thread> pool;
+  for (size_t t = 0; t < threads; ++t)
+    pool.emplace_back(worker);
+  {
+    std::unique_lock<std::mutex> lock(mutex);
+    while (running > 0) {
+      done.wait_for(lock, std::chrono::seconds(1));
+      if (tick) {
+        lock.unlock();
+        tick();
+        lock.lock();
+      }
+    }
+  }
+  for (std::thread &thread : pool)
+    thread.join();
+  return firstError;
+}
+
+struct Progress {
+  const char *action;
+  const TransferOptions &options;
+  uint64_t total = 0;
+  int files = 0;
+  S3Client::ByteCounter bytes{0};
+  std::atomic<int> filesDone{0};
+
+  void report(bool finished) {
+    if (!options.progress)
+      return;
+    TransferProgress p;
+    p.action = action;
+    p.bytesDone = bytes.load();
+    p.bytesTotal = total;
+    p.filesDone = filesDone.load();
+    p.filesTotal = files;
+    p.finished = finished;
+    options.progress(p);
+  }
+};
+
+Result<std::unique_ptr<S3Client>> makeClient(const TransferOptions &options) {
+  if (options.partSize < kMinPartSize)
+    return invalidArgument("part size " + std::to_string(options.partSize) +
+                           " bytes is below S3's minimum of 5 MiB (--part-size-mb)");
+  KILN_ASSIGN_OR_RETURN(AwsConfig config, resolveAwsConfig(options.aws));
+  return std::make_unique<S3Client>(std::move(config), options.client);
+}
+
+struct MultipartUpload {
+  std::string key;
+  std::string uploadId;
+  std::vector<std::string> etags;
+};
+
+// Adds the upload tasks of one file: one PUT, or a multipart upload of parts in parallel.
+Status planUpload(S3Client &client, const S3Location &to, const std::string &name,
+                  const MappedFile &file, const TransferOptions &options, Progress &progress,
+                  std::vector<Task> &tasks,
+                  std::vector<std::unique_ptr<MultipartUpload>> &uploads) {
+  std::string key = to.key(name);
+  std::span<const uint8_t> bytes = file.bytes();
+  if (bytes.size() <= options.partSize) {
+    tasks.push_back([&client, &progress, to, key, bytes]() {
+      KILN_RETURN_IF_ERROR(client.putObject(to.bucket, key, bytes, &progress.bytes));
+      ++progress.filesDone;
+      return okStatus();
+    });
+    return okStatus();
+  }
+  KILN_ASSIGN_OR_RETURN(std::string uploadId, client.createMultipartUpload(to.bucket, key));
+  auto upload = std::make_unique<MultipartUpload>();
+  MultipartUpload *u = upload.get();
+  u->key = key;
+  u->uploadId = uploadId;
+  size_t parts = (bytes.size() + options.partSize - 1) / options.partSize;
+  u->etags.resize(parts);
+  for (size_t p = 0; p < parts; ++p) {
+    std::span<const uint8_t> part =
+        bytes.subspan(p * options.partSize,
+                      std::min<size_t>(options.partSize, bytes.size() - p * options.partSize));
+    tasks.push_back([&client, &progress, to, u, p, part]() {
+      KILN_ASSIGN_OR_RETURN(u->etags[p], client.uploadPart(to.bucket, u->key, u->uploadId,
+                                                           int(p + 1), part, &progress.bytes));
+      return okStatus();
+    });
+  }
+  uploads.push_back(std::move(upload));
+  return okStatus();
+}
+
+} // namespace
+
+Status pushArtifact(const std::string &artifactDir, const std::string &s3Url,
+                    const PushOptions &options) {
+  KILN_ASSIGN_OR_RETURN(S3Location to, parseS3Url(s3Url));
+  std::string manifestText;
+  KILN_ASSIGN_OR_RETURN(std::vector<ManifestFile> files,
+                        readArtifactManifest(artifactDir, &manifestText));
+  if (options.verifyBeforePush)
+    KILN_RETURN_IF_ERROR(verifyArtifactFiles(artifactDir, files)
+                             .withContext("refusing to push a corrupted artifact"));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, makeClient(options));
+  Progress progress{"push", options};
+  std::vector<MappedFile> mapped;
+  for (const ManifestFile &file : files) {
+    KILN_ASSIGN_OR_RETURN(MappedFile m, MappedFile::open(artifactDir + "/" + file.name));
+    progress.total += m.size();
+    mapped.push_back(std::move(m));
+  }
+  progress.total += manifestText.size();
+  progress.files = int(files.size()) + 1;
+  std::vector<Task> tasks;
+  std::vector<std::unique_ptr<MultipartUpload>> uploads;
+  Status status;
+  for (size_t i = 0; i < files.size() && status.isOk(); ++i)
+    status = planUpload(*client, to, files[i].name, mapped[i], options, progress, tasks, uploads);
+  if (status.isOk())
+    status = runTasks(tasks, options.parallelism, *client, [&] { progress.report(false); });
+  for (const auto &upload : uploads) {
+    if (status.isOk()) {
+      status =
+          client->completeMultipartUpload(to.bucket, upload->key, upload->uploadId, upload->etags);
+      if (status.isOk())
+        ++progress.filesDone;
+    }
+  }
+  if (!status.isOk()) {
+    S3Client cleanup(client->config(), options.client); // the first client is cancelled
+    for (const auto &upload : uploads)
+      (void)cleanup.abortMultipartUpload(to.bucket, upload->key, upload->uploadId);
+    return status.withContext("push to " + to.url());
+  }
+  // Last, so a reader never finds a manifest whose files are still on their way.
+  KILN_RETURN_IF_ERROR(client->putObject(
+      to.bucket, to.key(kManifestFileName),
+      {reinterpret_cast<const uint8_t *>(manifestText.data()), manifestText.size()},
+      &progress.bytes));
+  ++progress.filesDone;
+  progress.report(true);
+  return okStatus();
+}
+
+namespace {
+
+bool isTarballUrl(const std::string &url) {
+  auto endsWith = [&](const std::string &suffix) {
+    return url.size() >= suffix.size() &&
+           url.compare(url.size() - suffix.size(), suffix.size(), suffix) == 0;
+  };
+  return endsWith(".tar.gz") || endsWith(".tgz") || endsWith(".tar");
+}
+
+// Removes a temporary directory unless released.
+struct TempDir {
+  std::string path;
+  ~TempDir() {
+    std::error_code ec;
+    if (!path.empty())
+      fs::remove_all(path, ec);
+  }
+};
+
+Status checkDestination(const std::string &destDir, bool replace) {
+  std::error_code ec;
+  fs::file_status st = fs::symlink_status(destDir, ec);
+  if (!fs::exists(st))
+    return okStatus();
+  if (!fs::is_directory(st))
+    return failedPrecondition("'" + destDir + "' exists and is not a directory");
+  if (fs::is_empty(destDir, ec))
+    return okStatus();
+  if (!replace)
+    return failedPrecondition("'" + destDir +
+                              "' already exists and is not empty; remove it or "
+                              "pass --force to replace it");
+  if (!fs::exists(destDir + "/" + kManifestFileName, ec))
+    return failedPrecondition("'" + destDir + "' is not a kiln artifact; refusing to replace it");
+  return okStatus();
+}
+
+Status publishDir(const std::string &tmp, const std::string &destDir) {
+  std::error_code ec;
+  std::string old;
+  if (fs::exists(fs::symlink_status(destDir, ec))) {
+    old = destDir + ".old-" + std::to_string(::getpid());
+    fs::remove_all(old, ec);
+    fs::rename(destDir, old, ec);
+    if (ec)
+      return unavailable("cannot move '" + destDir + "' aside: " + ec.message());
+  }
+  fs::rename(tmp, destDir, ec);
+  if (ec) {
+    std::error_code restore;
+    if (!old.empty())
+      fs::rename(old, destDir, restore);
+    return unavailable("cannot rename '" + tmp + "' to '" + destDir + "': " + ec.message());
+  }
+  if (!old.empty())
+    fs::remove_all(old, ec);
+  return okStatus();
+}
+
+struct OpenFile {
+  int fd = -1;
+  ~OpenFile() {
+    if (fd >= 0)
+      ::close(fd);
+  }
+};
+
+void addRangeTasks(S3Client &client, const std::string &bucket, const std::string &key,
+                   uint64_t size, int fd, const TransferOptions &options, Progress &progress,
+                   std::vector<Task> &tasks) {
+  for (uint64_t offset = 0; offset < size; offset += options.partSize) {
+    uint64_t length = std::min(options.partSize, size - offset);
+    tasks.push_back([&client, &progress, bucket, key, offset, length, fd]() {
+      return client.getObjectRange(bucket, key, offset, length, fd, offset, &progress.bytes);
+    });
+  }
+}
+
+Status syncFile(int fd, const std::string &path) {
+  return ::fdatasync(fd) == 0 ? okStatus()
+                              : unavailable("cannot sync '" + path + "': " + std::strerror(errno));
+}
+
+// Downloads `files` from `from` into `dir` as ranged GETs of partSize, in parallel.
+Status downloadFiles(S3Client &client, const S3Location &from,
+                     const std::vector<ManifestFile> &files, const std::string &dir,
+                     const TransferOptions &options, Progress &progress) {
+  std::vector<OpenFile> fds(files.size());
+  std::vector<Task> tasks;
+  for (size_t i = 0; i < files.size(); ++i) {
+    std::string path = dir + "/" + files[i].name;
+    fds[i].fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fds[i].fd < 0 || ::ftruncate(fds[i].fd, off_t(files[i].size)) != 0)
+      return unavailable("cannot create '" + path + "': " + std::strerror(errno));
+    addRangeTasks(client, from.bucket, from.key(files[i].name), files[i].size, fds[i].fd, options,
+                  progress, tasks);
+  }
+  KILN_RETURN_IF_ERROR(
+      runTasks(tasks, options.parallelism, client, [&] { progress.report(false); }));
+  for (size_t i = 0; i < files.size(); ++i)
+    KILN_RETURN_IF_ERROR(syncFile(fds[i].fd, dir + "/" + files[i].name));
+  return okStatus();
+}
+
+// s3://bucket/key.tar.gz: download beside destDir, then extract safely and check the manifest.
+Status pullTarball(S3Client &client, const S3Location &from, const std::string &destDir,
+                   const PullOptions &options) {
+  std::string tmp = destDir + ".pull-" + std::to_string(::getpid()) + ".tar";
+  TempDir cleanup{tmp};
+  KILN_ASSIGN_OR_RETURN(uint64_t size, client.objectSize(from.bucket, from.prefix));
+  Progress progress{"pull", options};
+  progress.files = 1;
+  progress.total = size;
+  {
+    OpenFile file;
+    file.fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (file.fd < 0 || ::ftruncate(file.fd, off_t(size)) != 0)
+      return unavailable("cannot create '" + tmp + "': " + std::strerror(errno));
+    std::vector<Task> tasks;
+    addRangeTasks(client, from.bucket, from.prefix, size, file.fd, options, progress, tasks);
+    KILN_RETURN_IF_ERROR(
+        runTasks(tasks, options.parallelism, client, [&] { progress.report(false); }));
+  }
+  progress.filesDone = 1;
+  progress.report(true);
+  return extractArtifactArchive(tmp, destDir);
+}
+
+Status pullPrefix(S3Client &client, const S3Location &from, const std::string &destDir,
+                  const PullOptions &options) {
+  KILN_ASSIGN_OR_RETURN(std::string manifestText,
+                        client.getObject(from.bucket, from.key(kManifestFileName)));
+  KILN_ASSIGN_OR_RETURN(std::vector<ManifestFile> files,
+                        parseManifestFiles(manifestText, from.url(kManifestFileName)));
+  std::string tmp = destDir + ".pull-" + std::to_string(::getpid());
+  TempDir cleanup{tmp};
+  std::error_code ec;
+  fs::remove_all(tmp, ec);
+  fs::create_directories(tmp, ec);
+  if (ec)
+    return unavailable("cannot create '" + tmp + "': " + ec.message());
+  Progress progress{"pull", options};
+  progress.files = int(files.size());
+  KILN_RETURN_IF_ERROR(downloadFiles(client, from, files, tmp, options, progress));
+  Status verified = verifyArtifactFiles(tmp, files);
+  if (!verified.isOk())
+    return dataLoss(verified.message() + " (the object under " + from.url() +
+                    " is corrupted or was replaced during the pull; nothing was written to '" +
+                    destDir + "')");
+  progress.filesDone = int(files.size());
+  progress.report(true);
+  KILN_RETURN_IF_ERROR(writeFileAtomic(tmp + "/" + kManifestFileName, manifestText));
+  KILN_RETURN_IF_ERROR(publishDir(tmp, destDir));
+  cleanup.path.clear();
+  return okStatus();
+}
+
+} // namespace
+
+Status pullArtifact(const std::string &s3Url, const std::string &destDir,
+                    const PullOptions &options) {
+  KILN_ASSIGN_OR_RETURN(S3Location from, parseS3Url(s3Url));
+  KILN_RETURN_IF_ERROR(checkDestination(destDir, options.replace));
+  std::error_code ec;
+  fs::path parent = fs::absolute(destDir, ec).parent_path();
+  fs::create_directories(parent, ec);
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, makeClient(options));
+  if (isTarballUrl(s3Url)) {
+    if (fs::exists(destDir, ec) && fs::is_empty(destDir, ec))
+      fs::remove(destDir, ec);
+    if (options.replace && fs::exists(destDir, ec)) {
+      std::string tmp = destDir + ".new-" + std::to_string(::getpid());
+      KILN_RETURN_IF_ERROR(pullTarball(*client, from, tmp, options));
+      return publishDir(tmp, destDir);
+    }
+    return pullTarball(*client, from, destDir, options);
+  }
+  return pullPrefix(*client, from, destDir, options);
+}
+
+std::string defaultCacheDir() {
+  if (const char *dir = std::getenv("KILN_CACHE_DIR"); dir && *dir)
+    return dir;
+  if (const char *xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return std::string(xdg) + "/kiln";
+  const char *home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/kiln";
+}
+
+namespace {
+
+// A cached artifact is usable when its manifest is byte-identical and every file has its size
+// (the loader then checks the plan hash and, by default, every weight's hash).
+bool cacheEntryMatches(const std::string &dir, const std::string &manifestText) {
+  Result<std::string> cached = readFile(dir + "/" + kManifestFileName);
+  if (!cached.isOk() || (!manifestText.empty() && *cached != manifestText))
+    return false;
+  Result<std::vector<ManifestFile>> files = parseManifestFiles(*cached, dir);
+  if (!files.isOk())
+    return false;
+  std::error_code ec;
+  for (const ManifestFile &file : *files)
+    if (fs::file_size(dir + "/" + file.name, ec) != file.size || ec)
+      return false;
+  return true;
+}
+
+std::string urlIndexPath(const std::string &root, const std::string &s3Url) {
+  return root + "/urls/" + sha256Hex(s3Url.data(), s3Url.size());
+}
+
+} // namespace
+
+Result<std::string> pullToCache(const std::string &s3Url, const PullOptions &options) {
+  KILN_ASSIGN_OR_RETURN(S3Location from, parseS3Url(s3Url));
+  std::string root = options.cacheDir.empty() ? defaultCacheDir() : options.cacheDir;
+  std::error_code ec;
+  fs::create_directories(root + "/artifacts", ec);
+  fs::create_directories(root + "/urls", ec);
+  if (ec)
+    return unavailable("cannot create the artifact cache '" + root + "': " + ec.message());
+  auto note = [&](const std::string &line) {
+    if (options.log)
+      options.log(line);
+  };
+  auto remember = [&](const std::string &dir) -> Result<std::string> {
+    (void)writeFileAtomic(urlIndexPath(root, s3Url), dir);
+    return dir;
+  };
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, makeClient(options));
+  std::string manifestText;
+  if (!isTarballUrl(s3Url)) {
+    Result<std::string> fetched = client->getObject(from.bucket, from.key(kManifestFileName));
+    if (!fetched.isOk()) {
+      Result<std::string> known = readFile(urlIndexPath(root, s3Url));
+      if (fetched.status().code() == StatusCode::kUnavailable && known.isOk() &&
+          cacheEntryMatches(*known, "")) {
+        note("cannot reach " + s3Url + " (" + fetched.status().message() +
+             "); using the artifact pulled from it earlier: " + *known);
+        return *known;
+      }
+      return fetched.status();
+    }
+    manifestText = std::move(fetched).value();
+    std::string dir = root + "/artifacts/" + sha256Hex(manifestText.data(), manifestText.size());
+    if (cacheEntryMatches(dir, manifestText)) {
+      note("using cached artifact " + dir + " (manifest of " + s3Url + " unchanged)");
+      return remember(dir);
+    }
+    note("pulling " + s3Url + " into the cache " + dir);
+    PullOptions pull = options;
+    pull.replace = true;
+    Status status = pullArtifact(s3Url, dir, pull);
+    if (!status.isOk() && !cacheEntryMatches(dir, manifestText)) // another process may have won
+      return status;
+    return remember(dir);
+  }
+  // A tarball's manifest is inside it: pull, then file it under its manifest's hash.
+  std::string staging = root + "/artifacts/.staging-" + std::to_string(::getpid());
+  fs::remove_all(staging, ec);
+  KILN_RETURN_IF_ERROR(pullArtifact(s3Url, staging, options));
+  TempDir cleanup{staging};
+  KILN_ASSIGN_OR_RETURN(manifestText, readFile(staging + "/" + kManifestFileName));
+  std::string dir = root + "/artifacts/" + sha256Hex(manifestText.data(), manifestText.size());
+  if (!cacheEntryMatches(dir, manifestText)) {
+    fs::remove_all(dir, ec);
+    fs::rename(staging, dir, ec);
+    if (ec && !cacheEntryMatches(dir, manifestText))
+      return unavailable("cannot move '" + staging + "' to '" + dir + "': " + ec.message());
+  }
+  return remember(dir);
+}
+
+} // namespace kiln::rt
