@@ -10,4 +10,9 @@ if [ ! -d "$root/../shared/assets" ]; then
 fi
 "$root/scripts/python-test-deps.sh" || echo "note: no Python clients: the serve e2e tests will skip"
 cd "$build"
+# ctest hides why a test skipped: show the GPU tests' reasons first (they skip without a device).
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
+  echo "GPU tests (label gpu) skip on this machine; their reasons:"
+  ctest -L gpu -V 2>&1 | grep -E "^[0-9]+: (no CUDA|.*Skipped$)" | sort -u || true
+fi
 ctest --output-on-failure -j "${KILN_TEST_JOBS:-$(nproc)}" --timeout 900
