@@ -238,6 +238,19 @@ LogicalResult GatherRowsOp::verify() {
   return expectWidth(*this, getResult(), *width, "result", "x's width");
 }
 
+LogicalResult AllReduceOp::verify() { return verifySameActivation(*this); }
+
+LogicalResult AllGatherOp::verify() {
+  FailureOr<int64_t> in = activationWidth(*this, getX(), "x");
+  FailureOr<int64_t> out = activationWidth(*this, getResult(), "result");
+  if (failed(in) || failed(out))
+    return failure();
+  if (*out < *in)
+    return emitOpError() << "result width " << *out << " must be at least x's width " << *in
+                         << " (one shard per rank)";
+  return success();
+}
+
 bool isActivation(Value value) {
   mlir::Operation *def = value.getDefiningOp();
   if (!def || !llvm::isa<KilnDialect>(def->getDialect()))

@@ -142,4 +142,23 @@ def Kiln_GatherRowsOp : Kiln_Op<"gather_rows", [Pure]> {
   let results = (outs Kiln_Activation:$result);
 }
 
+def Kiln_AllReduceOp : Kiln_Op<"all_reduce", [MemoryEffects<[MemWrite]>]> {
+  let summary = "sum of x over the tensor-parallel ranks (after a row-parallel linear)";
+  let description = [{
+    A collective: every rank's program runs it at the same position. Not Pure, so no rewrite
+    removes or reorders it on one rank only (the ranks would deadlock on a missing partner).
+  }];
+  let arguments = (ins Kiln_Activation:$x);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_AllGatherOp : Kiln_Op<"all_gather", [MemoryEffects<[MemWrite]>]> {
+  let summary = "the ranks' column shards of x concatenated in rank order (vocab-parallel logits)";
+  let description = [{
+    The result width may be below tp * x's width: the last shard's padding columns are dropped.
+  }];
+  let arguments = (ins Kiln_Activation:$x);
+  let results = (outs Kiln_Activation:$result);
+}
+
 #endif // KILN_OPS_TD

@@ -74,6 +74,7 @@ private:
   Status import();
   Status build();
   Status runPasses();
+  Status runPasses(int64_t rank, mlir::ModuleOp module);
   Status emit();
 
   CompileOptions options_;
@@ -82,6 +83,8 @@ private:
   HfModelConfig config_;
   std::shared_ptr<const SafetensorsCheckpoint> checkpoint_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_;  // ranks 1.. of a tp > 1 compile
+  std::vector<mlir::ModuleOp> rankModules_;                     // every rank, in order
 };
 
 Status Compilation::import() {
@@ -121,16 +124,19 @@ Status Compilation::build() {
   return okStatus();
 }
 
-Status Compilation::runPasses() {
+// Rank `rank`'s pipeline on its own copy of the built module: shard (tp > 1), fuse, plan memory.
+Status Compilation::runPasses(int64_t rank, mlir::ModuleOp module) {
   auto pm = mlir::PassManager::on<mlir::ModuleOp>(&context_);
   pm.enableVerifier(true);
   std::unique_ptr<llvm::raw_os_ostream> irStream;
   if (options_.dumpIr && options_.log) {
     irStream = std::make_unique<llvm::raw_os_ostream>(*options_.log);
     irStream->SetUnbuffered();  // progress lines go to the same std::ostream: keep the order
-    *irStream << "// ----- built module -----\n";
-    module_->print(*irStream);
-    *irStream << "\n";
+    if (rank == 0) {
+      *irStream << "// ----- built module -----\n";
+      module.print(*irStream);
+      *irStream << "\n";
+    }
     irStream->flush();
     pm.enableIRPrinting([](mlir::Pass *, mlir::Operation *) { return false; },
                         [](mlir::Pass *, mlir::Operation *) { return true; },
@@ -139,19 +145,40 @@ Status Compilation::runPasses() {
   }
   if (options_.log)
     pm.addInstrumentation(std::make_unique<ProgressInstrumentation>(*options_.log));
+  if (options_.tp > 1)
+    pm.addPass(createShardTensorParallelPass(rank, options_.tp));
   pm.addPass(createFuseQkvPass());
   pm.addPass(createFuseGateUpPass());
   pm.addPass(createFuseAddRmsNormPass());
   pm.addPass(createPlanMemoryPass(options_.maxTokensPerStep));
-  mlir::LogicalResult result = pm.run(*module_);
+  mlir::LogicalResult result = pm.run(module);
   if (irStream)
     irStream->flush();
+  std::string where = options_.tp > 1 ? " (rank " + std::to_string(rank) + ")" : "";
   if (failed(result))
-    return diagnostics_.status(StatusCode::kInternal, "pass pipeline");
-  auto step = module_->lookupSymbol<mlir::func::FuncOp>("step");
+    return diagnostics_.status(StatusCode::kInternal, "pass pipeline" + where);
+  // Shards are new weight sources: check them against the checkpoint like the built ones.
+  if (options_.tp > 1 && failed(bindWeightSources(module, *checkpoint_)))
+    return diagnostics_.status(StatusCode::kInternal, "sharded weights" + where);
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   auto arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr);
-  log("memory plan: activation arena " + std::to_string(arena.getInt()) + " bytes at " +
-      std::to_string(options_.maxTokensPerStep) + " tokens per step");
+  log("memory plan" + where + ": activation arena " + std::to_string(arena.getInt()) +
+      " bytes at " + std::to_string(options_.maxTokensPerStep) + " tokens per step");
+  return okStatus();
+}
+
+Status Compilation::runPasses() {
+  // Rank 0 transforms the built module itself; the others start from copies made before it.
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> copies;
+  for (int64_t r = 1; r < options_.tp; ++r)
+    copies.emplace_back(module_->clone());
+  KILN_RETURN_IF_ERROR(runPasses(0, *module_));
+  rankModules_.push_back(*module_);
+  for (int64_t r = 1; r < options_.tp; ++r) {
+    KILN_RETURN_IF_ERROR(runPasses(r, *copies[r - 1]));
+    rankModules_.push_back(*copies[r - 1]);
+  }
+  rankCopies_ = std::move(copies);
   return okStatus();
 }
 
@@ -162,17 +189,19 @@ Status Compilation::emit() {
   emitOptions.maxSeqLen = options_.maxSeqLen;
   emitOptions.maxTokensPerStep = options_.maxTokensPerStep;
   emitOptions.kvBlockSize = options_.kvBlockSize;
+  emitOptions.tp = options_.tp;
   emitOptions.targets = options_.targets;
-  auto contents = emitArtifactContents(*module_, config_, checkpoint_, emitOptions);
+  auto contents = emitArtifactContents(rankModules_, config_, checkpoint_, emitOptions);
   if (failed(contents))
     return diagnostics_.status(StatusCode::kInternal, "emitting the plan");
   uint64_t weightBytes = 0;
-  for (const rt::WeightSource &weight : contents->rankWeights[0]) {
-    uint64_t elements = 1;
-    for (uint64_t dim : weight.shape)
-      elements *= dim;
-    weightBytes += elements * (weight.dtype == schema::DType::F32 ? 4 : 2);
-  }
+  for (const auto &rankWeights : contents->rankWeights)
+    for (const rt::WeightSource &weight : rankWeights) {
+      uint64_t elements = 1;
+      for (uint64_t dim : weight.shape)
+        elements *= dim;
+      weightBytes += elements * (weight.dtype == schema::DType::F32 ? 4 : 2);
+    }
   size_t numWeights = contents->rankWeights[0].size();
   size_t numOps = contents->plan.ranks[0]->program.size();
   // The writer reports every tensor; a 7B model has hundreds, so per-tensor lines are kept to
@@ -189,9 +218,12 @@ Status Compilation::emit() {
     };
   KILN_RETURN_IF_ERROR(rt::writeArtifact(*contents, options_.outDir, progress)
                            .withContext("writing " + options_.outDir));
-  log("emit: " + std::to_string(numOps) + " ops, " + std::to_string(numWeights) +
-      " weights (" + std::to_string(weightBytes) + " bytes, " + options_.dtype + ") written to " +
-      options_.outDir);
+  std::string perRank = options_.tp > 1 ? " per rank x " + std::to_string(options_.tp) + " ranks"
+                                         : "";
+  log("emit: " + std::to_string(numOps) + " ops, " + std::to_string(numWeights) + " weights" +
+      perRank + " (" + std::to_string(weightBytes) +
+      (options_.tp > 1 ? " bytes in all, " : " bytes, ") + options_.dtype +
+      ") written to " + options_.outDir);
   return okStatus();
 }
 

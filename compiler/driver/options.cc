@@ -29,6 +29,24 @@ Status checkTargets(const std::vector<std::string> &targets) {
   return okStatus();
 }
 
+// Each rank holds whole query heads, whole KV heads and an equal slice of the MLP (the KV cache
+// of a rank is its KV heads); the vocab is padded instead, so it need not divide.
+Status checkTensorParallel(int64_t tp, const HfModelConfig &config) {
+  struct Count {
+    const char *field;
+    int64_t value;
+  };
+  for (Count count : {Count{"num_attention_heads", config.numHeads},
+                      Count{"num_key_value_heads", config.numKvHeads},
+                      Count{"intermediate_size", config.intermediateSize}})
+    if (count.value > 0 && count.value % tp != 0)
+      return invalidArgument("--tp " + std::to_string(tp) + " does not divide config.json " +
+                             count.field + " (" + std::to_string(count.value) +
+                             "): every rank needs an equal whole share; use a --tp that divides "
+                             "num_attention_heads, num_key_value_heads and intermediate_size");
+  return okStatus();
+}
+
 } // namespace
 
 Status validateCompileFlags(const CompileOptions &options) {
@@ -50,9 +68,9 @@ Status validateCompileFlags(const CompileOptions &options) {
       (options.kvBlockSize & (options.kvBlockSize - 1)) != 0)
     return invalidArgument("--kv-block-size must be a power of two in [1, 256], got " +
                            std::to_string(options.kvBlockSize));
-  if (options.tp != 1)
-    return unimplemented("tensor parallelism (--tp " + std::to_string(options.tp) +
-                         ") is not implemented yet: compile with --tp 1");
+  if (options.tp > kMaxTp)
+    return outOfRange("--tp " + std::to_string(options.tp) + " exceeds the limit " +
+                      std::to_string(kMaxTp));
   if (options.dtype != "fp32" && options.dtype != "fp16" && options.dtype != "bf16")
     return invalidArgument("--dtype '" + options.dtype + "' is not supported: use fp32, fp16 or "
                            "bf16");
@@ -82,6 +100,7 @@ Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
     return invalidArgument("--max-tokens-per-step (" + std::to_string(resolved.maxTokensPerStep) +
                            ") must be at least --max-batch (" +
                            std::to_string(resolved.maxBatch) + ")");
+  KILN_RETURN_IF_ERROR(checkTensorParallel(resolved.tp, config));
   std::vector<std::string> targets;
   for (const std::string &target : resolved.targets)
     if (std::find(targets.begin(), targets.end(), target) == targets.end())

@@ -11,11 +11,13 @@ inline constexpr int64_t kMaxBatchLimit = 65536;
 inline constexpr int64_t kMaxTokensPerStepLimit = 1 << 20;
 inline constexpr int64_t kDefaultMaxSeqLen = 4096;
 inline constexpr int64_t kDefaultMaxTokensPerStep = 2048;
+inline constexpr int64_t kMaxTp = 64;
 
-// Checks everything that does not depend on the model (flags, dtype, targets, tp).
+// Checks everything that does not depend on the model (flags, dtype, targets, --tp range).
 Status validateCompileFlags(const CompileOptions &options);
 // Fills the model-dependent defaults (max_seq_len, max_tokens_per_step) and checks the flags
-// against the model (--max-seq-len <= max_position_embeddings). Calls validateCompileFlags.
+// against the model (--max-seq-len <= max_position_embeddings; --tp divides the head counts and
+// intermediate_size). Calls validateCompileFlags.
 Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
                                              const HfModelConfig &config);
 

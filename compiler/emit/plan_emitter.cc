@@ -1,4 +1,4 @@
-// The step program: buffers and ops of rank 0. Buffers are created the first time a value is
+// The step program: buffers and ops of one rank. Buffers are created the first time a value is
 // seen while walking @step, so the buffer table follows program order and is deterministic.
 #include "compiler/emit/plan_emitter.h"
 
@@ -39,7 +39,7 @@ public:
   StepEmitter(std::shared_ptr<const SafetensorsCheckpoint> checkpoint, const EmitOptions &options)
       : checkpoint_(std::move(checkpoint)), options_(options) {}
 
-  LogicalResult run(mlir::func::FuncOp step, schema::RankT &rank,
+  LogicalResult run(mlir::func::FuncOp step, uint32_t rankIndex, schema::RankT &rank,
                     std::vector<rt::WeightSource> &weights);
 
 private:
@@ -237,6 +237,8 @@ LogicalResult StepEmitter::emitOp(mlir::Operation *op) {
       .Case([&](SiluMulOp) { planOp->params.Set(schema::SiluMulParamsT{}); })
       .Case([&](AddOp) { planOp->params.Set(schema::AddParamsT{}); })
       .Case([&](GatherRowsOp) { planOp->params.Set(schema::GatherRowsParamsT{}); })
+      .Case([&](AllReduceOp) { planOp->params.Set(schema::AllReduceParamsT{}); })
+      .Case([&](AllGatherOp) { planOp->params.Set(schema::AllGatherParamsT{}); })
       .Default([&](mlir::Operation *) { known = false; });
   if (!known)
     return op->emitOpError() << "has no plan op: the fusion passes (fuse-qkv, fuse-gate-up) "
@@ -250,7 +252,7 @@ LogicalResult StepEmitter::emitOp(mlir::Operation *op) {
   return success();
 }
 
-LogicalResult StepEmitter::run(mlir::func::FuncOp step, schema::RankT &rank,
+LogicalResult StepEmitter::run(mlir::func::FuncOp step, uint32_t rankIndex, schema::RankT &rank,
                                std::vector<rt::WeightSource> &weights) {
   rank_ = &rank;
   weights_ = &weights;
@@ -262,7 +264,7 @@ LogicalResult StepEmitter::run(mlir::func::FuncOp step, schema::RankT &rank,
     return step.emitError() << "memory was planned for " << planned.getInt()
                             << " rows but --max-tokens-per-step is "
                             << options_.maxTokensPerStep;
-  rank.rank = 0;
+  rank.rank = rankIndex;
   rank.arena_bytes = static_cast<uint64_t>(arenaBytes.getInt());
   for (mlir::Operation &op : step.getBody().front()) {
     bool isLeaf = mlir::isa<WeightOp, ConstantOp, StepInputOp>(op);
@@ -280,22 +282,40 @@ LogicalResult StepEmitter::run(mlir::func::FuncOp step, schema::RankT &rank,
 } // namespace
 
 mlir::FailureOr<rt::ArtifactContents>
+emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelConfig &config,
+                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     const EmitOptions &options) {
+  if (rankModules.empty())
+    return failure();
+  mlir::ModuleOp first = rankModules[0];
+  if (static_cast<int64_t>(rankModules.size()) != options.tp)
+    return first.emitError() << "tp is " << options.tp << " but "
+                                      << rankModules.size() << " rank module(s) were given";
+  rt::ArtifactContents contents;
+  if (failed(fillPlanHeader(first, config, *checkpoint, options, contents.plan)))
+    return failure();
+  for (size_t r = 0; r < rankModules.size(); ++r) {
+    mlir::ModuleOp module = rankModules[r];
+    auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+    if (!step || step.getBody().empty())
+      return module.emitError() << "the module of rank " << r << " has no func.func @step to emit";
+    auto rank = std::make_unique<schema::RankT>();
+    contents.rankWeights.emplace_back();
+    if (failed(StepEmitter(checkpoint, options)
+                   .run(step, static_cast<uint32_t>(r), *rank, contents.rankWeights[r])))
+      return failure();
+    contents.plan.ranks.push_back(std::move(rank));
+  }
+  contents.extraFiles = extraModelFiles(options.modelDir);
+  return contents;
+}
+
+mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
                      std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
                      const EmitOptions &options) {
-  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
-  if (!step || step.getBody().empty())
-    return module.emitError() << "the module has no func.func @step to emit";
-  rt::ArtifactContents contents;
-  if (failed(fillPlanHeader(module, config, *checkpoint, options, contents.plan)))
-    return failure();
-  auto rank = std::make_unique<schema::RankT>();
-  contents.rankWeights.emplace_back();
-  if (failed(StepEmitter(checkpoint, options).run(step, *rank, contents.rankWeights[0])))
-    return failure();
-  contents.plan.ranks.push_back(std::move(rank));
-  contents.extraFiles = extraModelFiles(options.modelDir);
-  return contents;
+  return emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp>(module), config, std::move(checkpoint),
+                              options);
 }
 
 } // namespace kiln::compiler

@@ -22,6 +22,7 @@ struct EmitOptions {
   int64_t maxSeqLen = 0;
   int64_t maxTokensPerStep = 0;  // must equal what plan-memory planned for
   int64_t kvBlockSize = 0;
+  int64_t tp = 1;  // tensor-parallel degree: one module per rank
   std::vector<std::string> targets;
 };
 
@@ -30,6 +31,12 @@ struct EmitOptions {
 // reading `checkpoint`. Errors are emitted as diagnostics on the offending op.
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
+                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     const EmitOptions &options);
+// Tensor parallelism: `rankModules[r]` is rank r's sharded, fused, memory-planned module (one per
+// rank, options.tp of them); rank r's weights go to weights.rank<r>.bin.
+mlir::FailureOr<rt::ArtifactContents>
+emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelConfig &config,
                      std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
                      const EmitOptions &options);
 

@@ -3,6 +3,7 @@
 #include "compiler/emit/plan_header.h"
 
 #include "compiler/dialect/kiln_dialect.h"
+#include "compiler/dialect/source_slice.h"
 #include "compiler/emit/weight_sources.h"
 #include "runtime/base/file.h"
 #include "schema/version.h"
@@ -16,8 +17,11 @@ namespace {
 schema::DType sourceDType(mlir::ModuleOp module, const SafetensorsCheckpoint &checkpoint) {
   schema::DType dtype = schema::DType::F32;
   module.walk([&](WeightOp weight) {
-    auto source = mlir::cast<mlir::StringAttr>(weight.getSources()[0]).str();
-    if (Result<const TensorInfo *> info = checkpoint.info(source); info.isOk()) {
+    auto spec = mlir::cast<mlir::StringAttr>(weight.getSources()[0]).str();
+    std::optional<SourceSlice> source = parseSourceSlice(spec);
+    if (!source)
+      return mlir::WalkResult::advance();
+    if (Result<const TensorInfo *> info = checkpoint.info(source->tensor); info.isOk()) {
       dtype = toSchemaDType((*info)->dtype);
       return mlir::WalkResult::interrupt();
     }
@@ -99,13 +103,14 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
 
   plan.kv_cache = std::make_unique<schema::KvCacheSpecT>();
   plan.kv_cache->num_layers = static_cast<uint32_t>(config.numLayers);
-  plan.kv_cache->num_kv_heads = static_cast<uint32_t>(config.numKvHeads);
+  // Per rank: the sharding pass gives each rank numKvHeads / tp whole KV heads.
+  plan.kv_cache->num_kv_heads = static_cast<uint32_t>(config.numKvHeads / options.tp);
   plan.kv_cache->head_dim = static_cast<uint32_t>(config.headDim);
   plan.kv_cache->block_size = static_cast<uint32_t>(options.kvBlockSize);
   plan.kv_cache->dtype = schema::DType::F32;
 
   plan.activation_dtype = schema::DType::F32;
-  plan.tp = 1;
+  plan.tp = static_cast<uint32_t>(options.tp);
   plan.targets = options.targets;
   return mlir::success();
 }

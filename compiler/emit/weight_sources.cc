@@ -3,6 +3,7 @@
 #include "compiler/emit/weight_sources.h"
 
 #include "compiler/dialect/kiln_dialect.h"
+#include "compiler/dialect/source_slice.h"
 #include "runtime/base/half.h"
 
 #include "mlir/IR/Builders.h"
@@ -27,25 +28,35 @@ mlir::LogicalResult bindWeight(WeightOp weight, const SafetensorsCheckpoint &che
   bool rebound = false;
   int64_t rows = 0;
   for (std::string &source : sources) {
-    if (!checkpoint.contains(source) && source == "model.embed_tokens.weight" &&
+    std::optional<SourceSlice> slice = parseSourceSlice(source);
+    if (!slice)
+      return weight.emitError() << "weight '" << weight.getName() << "': malformed source '"
+                                << source << "'";
+    if (!checkpoint.contains(slice->tensor) && slice->tensor == "model.embed_tokens.weight" &&
         checkpoint.contains("lm_head.weight")) {
-      source = "lm_head.weight";
+      slice->tensor = "lm_head.weight";
+      source = formatSourceSlice(*slice);
       rebound = true;
     }
-    Result<const TensorInfo *> info = checkpoint.info(source);
+    Result<const TensorInfo *> info = checkpoint.info(slice->tensor);
     if (!info.isOk())
       return weight.emitError() << "weight '" << weight.getName() << "': checkpoint tensor '"
-                                << source << "' is missing (" << info.status().message() << ")";
-    const std::vector<int64_t> &shape = (*info)->shape;
-    bool trailingMatch = shape.size() == static_cast<size_t>(type.getRank()) &&
-                         llvm::ArrayRef<int64_t>(shape).drop_front() ==
+                                << slice->tensor << "' is missing (" << info.status().message()
+                                << ")";
+    std::string error;
+    std::optional<std::vector<int64_t>> shape = slicedShape(*slice, (*info)->shape, error);
+    if (!shape)
+      return weight.emitError() << "weight '" << weight.getName() << "': source '" << source
+                                << "' of shape " << shapeString((*info)->shape) << ": " << error;
+    bool trailingMatch = shape->size() == static_cast<size_t>(type.getRank()) &&
+                         llvm::ArrayRef<int64_t>(*shape).drop_front() ==
                              type.getShape().drop_front();
     if (!trailingMatch)
       return weight.emitError() << "weight '" << weight.getName() << "': checkpoint tensor '"
-                                << source << "' has shape " << shapeString(shape)
+                                << source << "' has shape " << shapeString(*shape)
                                 << ", expected " << shapeString(type.getShape())
                                 << " (rows may differ for a fused part)";
-    rows += shape[0];
+    rows += (*shape)[0];
   }
   if (rows != type.getDimSize(0))
     return weight.emitError() << "weight '" << weight.getName() << "': its checkpoint tensors have "
@@ -72,6 +83,30 @@ void appendConverted(const std::vector<float> &values, schema::DType dtype,
     uint16_t half = dtype == schema::DType::F16 ? f32ToF16(values[i]) : f32ToBf16(values[i]);
     std::memcpy(bytes.data() + start + 2 * i, &half, 2);
   }
+}
+
+// Appends rows [rowBegin, rowEnd) x cols [colBegin, colEnd) of the row-major tensor `whole`
+// (already in `dtype`) to `bytes`; rows past the tensor are zeros.
+Status appendSlice(const std::vector<uint8_t> &whole, const std::vector<int64_t> &shape,
+                   const SourceSlice &slice, schema::DType dtype, std::vector<uint8_t> &bytes) {
+  std::string error;
+  std::optional<std::vector<int64_t>> out = slicedShape(slice, shape, error);
+  if (!out)
+    return invalidArgument("weight source '" + formatSourceSlice(slice) + "': " + error);
+  size_t element = dtype == schema::DType::F32 ? 4 : 2;
+  size_t width = shape.size() == 2 ? static_cast<size_t>(shape[1]) : 1;
+  size_t cols = out->size() == 2 ? static_cast<size_t>((*out)[1]) : 1;
+  size_t rowBytes = cols * element;
+  for (int64_t r = 0; r < (*out)[0]; ++r) {
+    int64_t row = slice.rowBegin + r;
+    size_t start = bytes.size();
+    bytes.resize(start + rowBytes, 0);
+    if (row < shape[0])
+      std::memcpy(bytes.data() + start,
+                  whole.data() + (static_cast<size_t>(row) * width + slice.colBegin) * element,
+                  rowBytes);
+  }
+  return okStatus();
 }
 
 } // namespace
@@ -112,15 +147,25 @@ Status produceWeightBytes(const SafetensorsCheckpoint &checkpoint,
     return invalidArgument("weights can be stored as F32, F16 or BF16, not " +
                            std::string(schema::EnumNameDType(dtype)));
   bytes.clear();
+  std::vector<uint8_t> whole;
   for (const std::string &source : sources) {
-    KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(source));
-    if (toSchemaDType(info->dtype) == dtype) {
-      KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> raw, checkpoint.rawBytes(source));
-      bytes.insert(bytes.end(), raw.begin(), raw.end());
-      continue;
+    std::optional<SourceSlice> slice = parseSourceSlice(source);
+    if (!slice)
+      return invalidArgument("malformed weight source '" + source + "'");
+    KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
+    bool raw = toSchemaDType(info->dtype) == dtype;
+    std::vector<uint8_t> &target = slice->sliced() ? whole : bytes;
+    if (slice->sliced())
+      whole.clear();
+    if (raw) {
+      KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> data, checkpoint.rawBytes(slice->tensor));
+      target.insert(target.end(), data.begin(), data.end());
+    } else {
+      KILN_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint.readF32(slice->tensor));
+      appendConverted(values, dtype, target);
     }
-    KILN_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint.readF32(source));
-    appendConverted(values, dtype, bytes);
+    if (slice->sliced())
+      KILN_RETURN_IF_ERROR(appendSlice(whole, info->shape, *slice, dtype, bytes));
   }
   return okStatus();
 }

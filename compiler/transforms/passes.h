@@ -10,6 +10,13 @@
 
 namespace kiln::compiler {
 
+// Rank `rank`'s share of a `tp`-way tensor-parallel step (column-parallel q/k/v and gate/up,
+// row-parallel o/down + all_reduce, vocab-parallel lm_head + all_gather). Runs on the UNFUSED
+// graph, before the fusion passes; a no-op for tp 1. Errors name num_attention_heads,
+// num_key_value_heads or intermediate_size and --tp when a count is not divisible.
+std::unique_ptr<mlir::Pass> createShardTensorParallelPass(int64_t rank, int64_t tp);
+// Registers kiln-shard-tensor-parallel (options rank, tp) with MLIR's registry.
+void registerShardTensorParallelPass();
 // q/k/v linears feeding one rope_kv_write -> one linear over [Wq; Wk; Wv] (and biases).
 std::unique_ptr<mlir::Pass> createFuseQkvPass();
 // mul(silu(x Wg^T), x Wu^T) -> silu_mul(x [Wg; Wu]^T).

@@ -85,6 +85,7 @@ public:
 
 private:
   Status checkHeader();
+  Status checkCollectivesMatch();
   Status checkRank(const schema::Rank &rank);
   Status checkWeights(const schema::Rank &rank);
   Status checkBuffer(const schema::Rank &rank, uint32_t index);
@@ -113,6 +114,27 @@ Status PlanChecker::check() {
                    std::to_string(r));
     KILN_RETURN_IF_ERROR(checkRank(*rank_));
   }
+  where_.clear();
+  return checkCollectivesMatch();
+}
+
+// The ranks meet at every collective: a rank whose program holds another sequence of collectives
+// would leave its partners waiting (until the communicator's timeout) on every step.
+Status PlanChecker::checkCollectivesMatch() {
+  auto collectives = [](const schema::Rank &rank) {
+    std::vector<schema::OpParams> kinds;
+    for (const schema::Op *op : *rank.program())
+      if (op->params_type() == schema::OpParams::AllReduceParams ||
+          op->params_type() == schema::OpParams::AllGatherParams)
+        kinds.push_back(op->params_type());
+    return kinds;
+  };
+  std::vector<schema::OpParams> first = collectives(*plan_.ranks()->Get(0));
+  for (uint32_t r = 1; r < plan_.ranks()->size(); ++r)
+    if (collectives(*plan_.ranks()->Get(r)) != first)
+      return error("rank " + std::to_string(r) +
+                   "'s program has another sequence of collectives (AllReduce/AllGather) than "
+                   "rank 0's: the ranks would wait on each other forever");
   return okStatus();
 }
 
@@ -297,6 +319,9 @@ Arity arityOf(const schema::Op &op) {
     return {2, 1};
   case K::GatherRowsParams:
     return {2, 1};
+  case K::AllReduceParams:
+  case K::AllGatherParams:
+    return {1, 1};
   default:
     return {};
   }
@@ -389,6 +414,19 @@ Status PlanChecker::checkRowOpShapes(const schema::Op &op,
         width(in[1]) != width(y))
       return bad("a, b and y widths/rows differ");
     return okStatus();
+  case K::AllReduceParams:
+    if (in[0]->rows() != y->rows() || width(in[0]) != width(y) || in[0]->dtype() != y->dtype())
+      return bad("x and y rows/widths/dtypes differ");
+    return okStatus();
+  case K::AllGatherParams: {
+    uint64_t n = width(in[0]), m = width(y), tp = plan_.tp();
+    if (in[0]->rows() != y->rows() || in[0]->dtype() != y->dtype() || m > tp * n ||
+        m <= (tp - 1) * n)
+      return bad("x(rows, n) -> y(rows, m) needs equal rows and (tp-1)*n < m <= tp*n (tp " +
+                 std::to_string(tp) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
+                 ")");
+    return okStatus();
+  }
   default:
     return checkStepOpShapes(op, in, out);
   }

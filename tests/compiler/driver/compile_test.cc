@@ -287,8 +287,8 @@ TEST_F(CompileTest, BadOptionsGiveTheDocumentedErrors) {
     std::string message;
   };
   std::vector<Case> cases = {
-      {[](CompileOptions &o) { o.tp = 2; },
-       "tensor parallelism (--tp 2) is not implemented yet: compile with --tp 1"},
+      {[](CompileOptions &o) { o.tp = 3; },
+       "--tp 3 does not divide config.json num_attention_heads (4)"},
       {[](CompileOptions &o) { o.targets = {"cpu", "sm_90a"}; },
        "target sm_90a: the CUDA code generator is not built into this kiln yet"},
       {[](CompileOptions &o) { o.maxSeqLen = 512; },

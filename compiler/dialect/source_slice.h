@@ -1,0 +1,36 @@
+// A kiln.weight source is a checkpoint tensor name, optionally with a slice of it, written into
+// the source string itself ("model.norm.weight", "...q_proj.weight|rows=64:128|cols=0:32"). Tensor
+// parallelism shards weights this way; keeping the slice inside the string means the fusion passes,
+// which concatenate the parts' sources, carry shards along without knowing about them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace kiln::compiler {
+
+struct SourceSlice {
+  std::string tensor;
+  // Half-open ranges over dim 0 (rows) and dim 1 (cols); end -1 is "to the end". Rows past the
+  // tensor's last row are zeros (the padding of a vocab shard); cols must lie inside the tensor.
+  int64_t rowBegin = 0, rowEnd = -1;
+  int64_t colBegin = 0, colEnd = -1;
+
+  bool sliced() const { return rowBegin != 0 || rowEnd != -1 || colBegin != 0 || colEnd != -1; }
+};
+
+// "tensor|rows=a:b|cols=c:d" (only the parts that differ from the whole tensor).
+std::string formatSourceSlice(const SourceSlice &slice);
+// nullopt on a malformed spec (unknown key, bad numbers, begin > end).
+std::optional<SourceSlice> parseSourceSlice(std::string_view spec);
+
+// The slice's shape for a tensor of `shape`, or nullopt (with `error` set) when the slice does not
+// fit: cols outside the tensor, a column slice of a rank-1 tensor, or a negative extent.
+std::optional<std::vector<int64_t>> slicedShape(const SourceSlice &slice,
+                                                const std::vector<int64_t> &shape,
+                                                std::string &error);
+
+} // namespace kiln::compiler
