@@ -1,5 +1,7 @@
 #include "runtime/exec/executor.h"
 
+#include "runtime/exec/communicator.h"
+
 #include <algorithm>
 #include <limits>
 
@@ -54,6 +56,30 @@ Result<int32_t> kvBlockCount(const schema::KvCacheSpec &kv, const ExecutorOption
   return static_cast<int32_t>(std::min(blocks, maxBlocks));
 }
 
+bool isCollective(schema::OpParams kind) {
+  return kind == schema::OpParams::AllReduceParams || kind == schema::OpParams::AllGatherParams;
+}
+
+Status checkCommunicator(const Artifact &artifact, const Device &device,
+                         const ExecutorOptions &options) {
+  uint32_t tp = artifact.plan().tp();
+  if (tp == 1)
+    return okStatus();
+  if (!options.communicator)
+    return failedPrecondition("artifact '" + artifact.directory() + "' is compiled for " +
+                              std::to_string(tp) + "-way tensor parallelism: run its ranks "
+                              "together (MultiRankRunner), not one executor alone");
+  if (options.communicator->worldSize() != static_cast<int>(tp))
+    return invalidArgument("the communicator connects " +
+                           std::to_string(options.communicator->worldSize()) +
+                           " ranks but the artifact has tp " + std::to_string(tp));
+  if (!options.communicator->supports(device.kind()))
+    return unimplemented("tensor parallelism on device '" + device.name() +
+                         "': this communicator cannot reach its memory (only the cpu "
+                         "communicator exists; NCCL for GPUs is not implemented yet)");
+  return okStatus();
+}
+
 } // namespace
 
 Executor::Executor(const Artifact &artifact, Device &device, int rank)
@@ -73,7 +99,9 @@ Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Dev
                            artifact.directory() + "' whose weights were loaded (" +
                            std::to_string(artifact.numRanks()) + " rank(s))");
   KILN_RETURN_IF_ERROR(checkTarget(artifact, device));
+  KILN_RETURN_IF_ERROR(checkCommunicator(artifact, device, options));
   std::unique_ptr<Executor> executor(new Executor(artifact, device, options.rank));
+  executor->communicator_ = options.communicator;
   KILN_RETURN_IF_ERROR(executor->allocate(options));
   KILN_RETURN_IF_ERROR(executor->bindProgram());
   return executor;
@@ -138,6 +166,19 @@ Status Executor::bindProgram() {
                          dtypeName(logits.dtype()) + "; the executor returns F32 logits only");
   logits_ = buffers_[rank_.logits()].data;
   for (const schema::Op *op : *rank_.program()) {
+    if (isCollective(op->params_type())) {
+      if (!communicator_)
+        return failedPrecondition("op '" + op->name()->str() + "' (" +
+                                  opKindName(op->params_type()) + ") needs a communicator");
+      ProgramStep step;
+      step.collective = op->params_type();
+      step.in = buffers_[op->inputs()->Get(0)];
+      step.out = buffers_[op->outputs()->Get(0)];
+      if (step.in.dtype != schema::DType::F32 || step.out.dtype != schema::DType::F32)
+        return unimplemented("op '" + op->name()->str() + "': collectives take F32 buffers");
+      program_.push_back(std::move(step));
+      continue;
+    }
     BoundOp bound;
     bound.op = op;
     bound.kvCache = &kvCache_;
@@ -148,9 +189,23 @@ Status Executor::bindProgram() {
     auto prepared = device_.prepareOp(bound);
     if (!prepared.isOk())
       return prepared.status().withContext("artifact '" + artifact_.directory() + "'");
-    program_.push_back(std::move(prepared).value());
+    ProgramStep step;
+    step.prepared = std::move(prepared).value();
+    program_.push_back(std::move(step));
   }
   return okStatus();
+}
+
+Status Executor::runCollective(const ProgramStep &step, const StepCounts &counts) {
+  // The communicator reads what the device wrote: everything queued must have landed.
+  KILN_RETURN_IF_ERROR(device_.synchronize());
+  size_t rows = static_cast<size_t>(counts.rows(step.in.rows, step.in.fixedRows));
+  const float *in = static_cast<const float *>(step.in.data);
+  float *out = static_cast<float *>(step.out.data);
+  if (step.collective == schema::OpParams::AllReduceParams)
+    return communicator_->allReduceSum(rank_.rank(), in, out, rows * step.in.width);
+  return communicator_->allGatherColumns(rank_.rank(), in, out, rows, step.in.width,
+                                         step.out.width);
 }
 
 Result<StepOutput> Executor::execute(const StepBatch &batch) {
@@ -161,8 +216,12 @@ Result<StepOutput> Executor::execute(const StepBatch &batch) {
     std::span<const int32_t> values = hostInputs_.filled(input.kind, counts);
     KILN_RETURN_IF_ERROR(device_.copyToDevice(input.data, values.data(), values.size_bytes()));
   }
-  for (const auto &op : program_)
-    KILN_RETURN_IF_ERROR(device_.runOp(*op, counts));
+  for (const ProgramStep &step : program_) {
+    if (step.prepared)
+      KILN_RETURN_IF_ERROR(device_.runOp(*step.prepared, counts));
+    else
+      KILN_RETURN_IF_ERROR(runCollective(step, counts));
+  }
   KILN_RETURN_IF_ERROR(device_.synchronize());
   out.vocabSize = limits_.vocabSize;
   out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.vocabSize);

@@ -16,10 +16,15 @@
 
 namespace kiln::rt {
 
+class Communicator;
+
 struct ExecutorOptions {
   int rank = 0;                           // which rank of the plan this executor runs
   int32_t numKvBlocks = 0;                // 0: derive from kvCacheBytes
   size_t kvCacheBytes = size_t(64) << 20; // K and V of every layer, all blocks together
+  // Runs the plan's AllReduce/AllGather ops with the other ranks; required when the plan's tp > 1
+  // (MultiRankRunner sets it), must outlive the executor.
+  Communicator *communicator = nullptr;
 };
 
 class Executor final : public ModelRunner {
@@ -42,10 +47,17 @@ private:
     schema::StepInputKind kind;
     void *data;
   };
+  // A device op, or a collective (AllReduce/AllGather) that the communicator runs.
+  struct ProgramStep {
+    std::unique_ptr<PreparedOp> prepared;
+    schema::OpParams collective = schema::OpParams::NONE;
+    BoundBuffer in, out;
+  };
 
   Executor(const Artifact &artifact, Device &device, int rank);
   Status allocate(const ExecutorOptions &options);
   Status bindProgram();
+  Status runCollective(const ProgramStep &step, const StepCounts &counts);
   Result<DeviceMemory> track(Result<DeviceMemory> memory);
 
   const Artifact &artifact_;
@@ -59,7 +71,8 @@ private:
   KvCacheBinding kvCache_;
   std::vector<BoundBuffer> buffers_; // by plan buffer index
   std::vector<StepInputBuffer> stepInputs_;
-  std::vector<std::unique_ptr<PreparedOp>> program_;
+  std::vector<ProgramStep> program_;
+  Communicator *communicator_ = nullptr;
   const void *logits_ = nullptr;
   HostStepInputs hostInputs_;
 };

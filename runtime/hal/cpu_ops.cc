@@ -160,6 +160,11 @@ Result<CpuOpFn> selectCpuOp(const BoundOp &op) {
     return &runAdd;
   case OpParams::GatherRowsParams:
     return &runGatherRows;
+  case OpParams::AllReduceParams:
+  case OpParams::AllGatherParams:
+    // Collectives span ranks: the executor hands them to its Communicator, not to a device.
+    return invalidArgument("cpu backend: " + opLabel(op) +
+                           " is a collective; the executor's communicator runs it");
   default:
     return unimplemented("cpu backend: " + opLabel(op) + " is not supported");
   }

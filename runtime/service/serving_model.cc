@@ -2,6 +2,7 @@
 
 #include "runtime/base/file.h"
 #include "runtime/exec/executor.h"
+#include "runtime/exec/multi_rank_runner.h"
 #include "runtime/hal/device.h"
 #include "runtime/service/text_hooks.h"
 
@@ -66,12 +67,25 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
   LoadOptions loadOptions;
   loadOptions.verifyWeights = options.verifyWeights;
   KILN_ASSIGN_OR_RETURN(model->artifact_, Artifact::load(artifactDir, loadOptions));
-  KILN_ASSIGN_OR_RETURN(model->device_, createDevice(options.device));
   ExecutorOptions executorOptions;
   executorOptions.kvCacheBytes = options.kvCacheBytes ? options.kvCacheBytes
                                                       : kDefaultCpuKvCacheBytes;
-  KILN_ASSIGN_OR_RETURN(model->executor_,
-                        Executor::create(*model->artifact_, *model->device_, executorOptions));
+  uint32_t tp = model->artifact_->plan().tp();
+  if (tp > 1) {
+    // One device and executor per rank; on cpu the ranks share the host's memory, so the
+    // default cache is split between them (same block count as tp 1: each holds 1/tp of a block).
+    if (!options.kvCacheBytes && options.device == "cpu")
+      executorOptions.kvCacheBytes /= tp;
+    MultiRankOptions multiRank;
+    multiRank.device = options.device;
+    multiRank.executor = executorOptions;
+    KILN_ASSIGN_OR_RETURN(model->executor_,
+                          MultiRankRunner::create(*model->artifact_, multiRank));
+  } else {
+    KILN_ASSIGN_OR_RETURN(model->device_, createDevice(options.device));
+    KILN_ASSIGN_OR_RETURN(model->executor_,
+                          Executor::create(*model->artifact_, *model->device_, executorOptions));
+  }
 
   EngineConfig config;
   config.runner = model->executor_.get();

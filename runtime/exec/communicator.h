@@ -1,0 +1,83 @@
+// Collectives between the tensor-parallel ranks of one step (plan.fbs AllReduce / AllGather),
+// behind one interface: CpuCommunicator for ranks that are threads of this process on cpu
+// devices; an NCCL one for GPUs is future work. Every call can fail, never hangs: a rank that does
+// not arrive within the timeout, or that aborts after a failure of its own, fails the collective
+// on every rank with a message naming the rank.
+#pragma once
+
+#include "runtime/base/status.h"
+#include "runtime/hal/device.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace kiln::rt {
+
+class Communicator {
+public:
+  virtual ~Communicator() = default;
+
+  virtual int worldSize() const = 0;
+  // Whether the collectives can read and write memory of a device of `kind`.
+  virtual bool supports(DeviceKind kind) const = 0;
+
+  // Every rank passes its own `in` and `out` (`count` floats each); afterwards every rank's out
+  // holds in_0 + in_1 + ... summed in rank order (bit-identical on every rank).
+  virtual Status allReduceSum(int rank, const float *in, float *out, size_t count) = 0;
+  // out[i, r*inWidth + j] = in_r[i, j] for r*inWidth + j < outWidth, for i < rows.
+  virtual Status allGatherColumns(int rank, const float *in, float *out, size_t rows,
+                                  size_t inWidth, size_t outWidth) = 0;
+
+  // Fails every collective in flight and every later one until reset(): a rank that failed calls
+  // it so its partners stop waiting at once. The first reason is kept (failure()).
+  virtual void abort(int rank, const Status &reason) = 0;
+  // The first abort reason (a timeout is one) since the last reset(); ok when none.
+  virtual Status failure() const = 0;
+  // Makes a failed communicator usable again. Only between steps, while no rank is inside a call.
+  virtual void reset() = 0;
+};
+
+// Ranks as threads of one process sharing host memory: each rank publishes its buffers, waits at
+// a barrier, does its share of the work reading every rank's buffers, and waits again (so no
+// rank reuses a buffer that a partner still reads).
+class CpuCommunicator final : public Communicator {
+public:
+  CpuCommunicator(int worldSize, std::chrono::milliseconds timeout);
+
+  int worldSize() const override { return worldSize_; }
+  bool supports(DeviceKind kind) const override { return kind == DeviceKind::kCpu; }
+  Status allReduceSum(int rank, const float *in, float *out, size_t count) override;
+  Status allGatherColumns(int rank, const float *in, float *out, size_t rows, size_t inWidth,
+                          size_t outWidth) override;
+  void abort(int rank, const Status &reason) override;
+  Status failure() const override;
+  void reset() override;
+
+private:
+  struct Slot {
+    const float *in = nullptr;
+    float *out = nullptr;
+    size_t rows = 0, inWidth = 0, outWidth = 0;
+  };
+  Status checkRank(int rank, const char *what) const;
+  // Publishes `slot` (when given) and waits until every rank arrived, the timeout passed or a
+  // rank aborted. `what` names the collective in the timeout message.
+  Status arrive(int rank, const Slot *slot, const char *what);
+  Status checkSameShape(int rank, const char *what);
+
+  const int worldSize_;
+  const std::chrono::milliseconds timeout_;
+  mutable std::mutex mutex_;
+  std::condition_variable arrived_;
+  std::vector<Slot> slots_;
+  std::vector<bool> present_;  // who has arrived at the current barrier
+  int count_ = 0;
+  uint64_t generation_ = 0;
+  Status failure_;
+};
+
+} // namespace kiln::rt
