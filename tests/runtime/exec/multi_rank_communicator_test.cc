@@ -1,0 +1,133 @@
+// CpuCommunicator: exact sums and gathers across rank threads, and every failure mode ends the
+// collective on every rank with a message naming the rank, within the timeout, never a hang.
+#include "runtime/exec/communicator.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+namespace kiln::rt {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Runs fn(rank) on one thread per rank and returns each rank's status.
+std::vector<Status> onRanks(int n, const std::function<Status(int)> &fn) {
+  std::vector<Status> statuses(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r)
+    threads.emplace_back([&, r] { statuses[r] = fn(r); });
+  for (std::thread &t : threads)
+    t.join();
+  return statuses;
+}
+
+TEST(CpuCommunicatorTest, AllReduceSumsInRankOrderOnEveryRank) {
+  constexpr int kRanks = 3;
+  constexpr size_t kCount = 1000;  // not a multiple of the rank count: uneven chunks
+  CpuCommunicator comm(kRanks, 5000ms);
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount)),
+      out(kRanks, std::vector<float>(kCount, -1.0f));
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < kCount; ++i)
+      in[r][i] = 0.1f * static_cast<float>(i) + 1e-3f * static_cast<float>(r + 1);
+  for (int repeat = 0; repeat < 3; ++repeat) {  // the barrier is reused across calls
+    auto statuses = onRanks(kRanks, [&](int r) {
+      return comm.allReduceSum(r, in[r].data(), out[r].data(), kCount);
+    });
+    for (const Status &s : statuses)
+      ASSERT_TRUE(s.isOk()) << s.toString();
+  }
+  for (size_t i = 0; i < kCount; ++i) {
+    float expected = (in[0][i] + in[1][i]) + in[2][i];
+    for (int r = 0; r < kRanks; ++r)
+      ASSERT_EQ(out[r][i], expected) << "rank " << r << " element " << i;
+  }
+}
+
+TEST(CpuCommunicatorTest, AllGatherConcatenatesColumnsAndDropsPadding) {
+  constexpr int kRanks = 4;
+  constexpr size_t kRows = 3, kShard = 5, kWidth = 18;  // 4 x 5 = 20: 2 padding columns dropped
+  CpuCommunicator comm(kRanks, 5000ms);
+  std::vector<std::vector<float>> in(kRanks, std::vector<float>(kRows * kShard)),
+      out(kRanks, std::vector<float>(kRows * kWidth, -1.0f));
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < kRows; ++i)
+      for (size_t j = 0; j < kShard; ++j)
+        in[r][i * kShard + j] = static_cast<float>(100 * i + r * kShard + j);
+  auto statuses = onRanks(kRanks, [&](int r) {
+    return comm.allGatherColumns(r, in[r].data(), out[r].data(), kRows, kShard, kWidth);
+  });
+  for (const Status &s : statuses)
+    ASSERT_TRUE(s.isOk()) << s.toString();
+  for (int r = 0; r < kRanks; ++r)
+    for (size_t i = 0; i < kRows; ++i)
+      for (size_t j = 0; j < kWidth; ++j)
+        ASSERT_EQ(out[r][i * kWidth + j], static_cast<float>(100 * i + j)) << r << " " << i;
+}
+
+TEST(CpuCommunicatorTest, AMissingRankTimesOutNamingItAndResetRecovers) {
+  CpuCommunicator comm(3, 100ms);
+  float in[4] = {1, 2, 3, 4}, out[3][4] = {};
+  auto begin = std::chrono::steady_clock::now();
+  auto statuses = onRanks(3, [&](int r) {
+    if (r == 2)
+      return okStatus();  // rank 2 never arrives
+    return comm.allReduceSum(r, in, out[r], 4);
+  });
+  auto elapsed = std::chrono::steady_clock::now() - begin;
+  EXPECT_LT(elapsed, 2000ms);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_FALSE(statuses[r].isOk());
+    EXPECT_EQ(statuses[r].code(), StatusCode::kUnavailable);
+    EXPECT_NE(statuses[r].message().find("for rank(s) 2, which failed or stalled"),
+              std::string::npos)
+        << statuses[r].message();
+  }
+  // Failed until reset: a late rank gets the same error at once.
+  Status late = comm.allReduceSum(2, in, out[2], 4);
+  EXPECT_EQ(late.message(), statuses[0].message());
+  comm.reset();
+  EXPECT_TRUE(comm.failure().isOk());
+  statuses = onRanks(3, [&](int r) { return comm.allReduceSum(r, in, out[r], 4); });
+  for (const Status &s : statuses)
+    ASSERT_TRUE(s.isOk()) << s.toString();
+  EXPECT_EQ(out[1][3], 12.0f);
+}
+
+TEST(CpuCommunicatorTest, AbortWakesWaitingRanksAtOnceWithTheReason) {
+  CpuCommunicator comm(2, 60000ms);  // a long timeout: only the abort can end the wait quickly
+  float in[2] = {1, 2}, out[2] = {};
+  auto begin = std::chrono::steady_clock::now();
+  auto statuses = onRanks(2, [&](int r) {
+    if (r == 1) {
+      std::this_thread::sleep_for(50ms);
+      comm.abort(1, internalError("rank 1: kernel failed"));
+      return okStatus();
+    }
+    return comm.allReduceSum(0, in, out, 2);
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5000ms);
+  ASSERT_FALSE(statuses[0].isOk());
+  EXPECT_EQ(statuses[0].message(), "rank 1: kernel failed");
+  EXPECT_EQ(comm.failure().message(), "rank 1: kernel failed");
+}
+
+TEST(CpuCommunicatorTest, RanksDisagreeingOnSizesFailInsteadOfReadingOutOfBounds) {
+  CpuCommunicator comm(2, 5000ms);
+  std::vector<float> in(8, 1.0f), out0(8), out1(4);
+  auto statuses = onRanks(2, [&](int r) {
+    return r == 0 ? comm.allReduceSum(0, in.data(), out0.data(), 8)
+                  : comm.allReduceSum(1, in.data(), out1.data(), 4);
+  });
+  for (const Status &s : statuses) {
+    ASSERT_FALSE(s.isOk());
+    EXPECT_NE(s.message().find("the ranks' plans disagree"), std::string::npos) << s.message();
+  }
+  EXPECT_FALSE(comm.allReduceSum(5, in.data(), out0.data(), 8).isOk());  // rank out of range
+}
+
+} // namespace
+} // namespace kiln::rt

@@ -1,0 +1,366 @@
+// MultiRankRunner on a hand-built 2-rank plan (no compiler needed): a column-parallel linear, a
+// row-parallel linear + AllReduce and a vocab-parallel lm_head + AllGather must equal the dense
+// computation; a rank that fails or stalls fails the step naming the rank, and the runner steps
+// normally afterwards.
+#include "runtime/artifact/artifact_writer.h"
+#include "runtime/exec/multi_rank_runner.h"
+#include "runtime/hal/cpu_device.h"
+#include "tests/runtime/exec/tiny_llama.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cmath>
+#include <random>
+#include <thread>
+
+namespace kiln::rt {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::makeTempDir;
+
+constexpr int kTp = 2, kVocab = 14, kHidden = 8, kMaxTokens = 16;  // vocab 14: a padded shard
+constexpr int kShard = (kVocab + kTp - 1) / kTp;
+
+// Dense weights; rank r's shards are slices of them.
+struct ToyModel {
+  std::vector<float> embed, up, down, head;  // [V,H], [H,H], [H,H], [V,H]
+};
+
+ToyModel makeToy() {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  auto fill = [&](size_t n) {
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = dist(rng);
+    return v;
+  };
+  return {fill(kVocab * kHidden), fill(kHidden * kHidden), fill(kHidden * kHidden),
+          fill(kVocab * kHidden)};
+}
+
+// rows [begin, begin+count) x cols [colBegin, colBegin+cols) of a row-major [*, width] matrix;
+// rows past `rowsTotal` are zeros.
+std::vector<float> slice(const std::vector<float> &m, int width, int rowsTotal, int begin,
+                         int count, int colBegin, int cols) {
+  std::vector<float> out(size_t(count) * cols, 0.0f);
+  for (int i = 0; i < count && begin + i < rowsTotal; ++i)
+    for (int j = 0; j < cols; ++j)
+      out[size_t(i) * cols + j] = m[size_t(begin + i) * width + colBegin + j];
+  return out;
+}
+
+std::unique_ptr<schema::BufferT> buffer(const std::string &name, schema::BufferKind kind,
+                                        schema::RowScale rows, std::vector<uint64_t> shape) {
+  auto b = std::make_unique<schema::BufferT>();
+  b->name = name;
+  b->kind = kind;
+  b->rows = rows;
+  b->shape = std::move(shape);
+  b->dtype = kind == schema::BufferKind::StepInput ? schema::DType::I32 : schema::DType::F32;
+  b->size_bytes = b->shape[0] * (b->shape.size() > 1 ? b->shape[1] : 1) * 4;
+  return b;
+}
+
+template <typename Params>
+void addOp(schema::RankT &rank, const std::string &name, Params params, std::vector<uint32_t> in,
+           uint32_t out) {
+  auto op = std::make_unique<schema::OpT>();
+  op->name = name;
+  op->params.Set(std::move(params));
+  op->inputs = std::move(in);
+  op->outputs = {out};
+  rank.program.push_back(std::move(op));
+}
+
+std::unique_ptr<schema::RankT> toyRank(uint32_t r) {
+  using K = schema::BufferKind;
+  using R = schema::RowScale;
+  auto rank = std::make_unique<schema::RankT>();
+  rank->rank = r;
+  rank->buffers.push_back(buffer("step.token_ids", K::StepInput, R::Tokens, {kMaxTokens}));
+  rank->buffers.back()->step_input = schema::StepInputKind::TokenIds;
+  rank->buffers.push_back(buffer("step.logits_indices", K::StepInput, R::Logits, {kMaxTokens}));
+  rank->buffers.back()->step_input = schema::StepInputKind::LogitsIndices;
+  const std::vector<std::pair<std::string, std::vector<uint64_t>>> weights = {
+      {"embed", {kVocab, kHidden}},
+      {"up", {kHidden / kTp, kHidden}},
+      {"down", {kHidden, kHidden / kTp}},
+      {"head", {kShard, kHidden}}};
+  for (size_t w = 0; w < weights.size(); ++w) {
+    rank->buffers.push_back(buffer(weights[w].first, K::Weight, R::Fixed, weights[w].second));
+    rank->buffers.back()->weight = static_cast<int32_t>(w);
+  }
+  const std::vector<std::tuple<std::string, R, uint64_t>> activations = {
+      {"e", R::Tokens, kHidden},         {"g", R::Logits, kHidden},
+      {"u", R::Logits, kHidden / kTp},   {"d", R::Logits, kHidden},
+      {"y", R::Logits, kHidden},         {"l", R::Logits, kShard},
+      {"logits", R::Logits, kVocab}};
+  uint64_t region = kMaxTokens * kVocab * 4;
+  for (size_t a = 0; a < activations.size(); ++a) {
+    auto &[name, rows, width] = activations[a];
+    rank->buffers.push_back(buffer(name, K::Activation, rows, {kMaxTokens, width}));
+    rank->buffers.back()->arena_offset = a * region;
+  }
+  rank->arena_bytes = activations.size() * region;
+  // Buffers: 0 ids, 1 logits_indices, 2 embed, 3 up, 4 down, 5 head, 6 e .. 12 logits.
+  addOp(*rank, "embed", schema::EmbeddingParamsT{}, {0, 2}, 6);
+  addOp(*rank, "rows", schema::GatherRowsParamsT{}, {6, 1}, 7);
+  addOp(*rank, "up", schema::LinearParamsT{}, {7, 3}, 8);
+  addOp(*rank, "down", schema::LinearParamsT{}, {8, 4}, 9);
+  addOp(*rank, "down.all_reduce", schema::AllReduceParamsT{}, {9}, 10);
+  addOp(*rank, "lm_head", schema::LinearParamsT{}, {10, 5}, 11);
+  addOp(*rank, "lm_head.all_gather", schema::AllGatherParamsT{}, {11}, 12);
+  rank->logits = 12;
+  return rank;
+}
+
+WeightSource source(const std::string &name, std::vector<uint64_t> shape, std::vector<float> v) {
+  return {name, schema::DType::F32, std::move(shape), [v](std::vector<uint8_t> &bytes) {
+            bytes.resize(v.size() * 4);
+            std::memcpy(bytes.data(), v.data(), bytes.size());
+            return okStatus();
+          }};
+}
+
+std::string writeToyArtifact(const ToyModel &m) {
+  testing::TinyLlamaConfig config;
+  config.vocab = kVocab;
+  config.maxTokensPerStep = kMaxTokens;
+  ArtifactContents contents;
+  contents.plan = testing::buildTinyLlamaPlan(testing::makeTinyLlama(config));
+  contents.plan.ranks.clear();
+  contents.plan.tp = kTp;
+  int half = kHidden / kTp;
+  for (int r = 0; r < kTp; ++r) {
+    contents.plan.ranks.push_back(toyRank(r));
+    contents.rankWeights.push_back(
+        {source("embed", {kVocab, kHidden}, m.embed),
+         source("up", {uint64_t(half), kHidden},
+                slice(m.up, kHidden, kHidden, r * half, half, 0, kHidden)),
+         source("down", {kHidden, uint64_t(half)},
+                slice(m.down, kHidden, kHidden, 0, kHidden, r * half, half)),
+         source("head", {kShard, kHidden},
+                slice(m.head, kHidden, kVocab, r * kShard, kShard, 0, kHidden))});
+  }
+  std::string dir = makeTempDir("multi-rank") + "/toy.kiln";
+  Status status = writeArtifact(contents, dir);
+  EXPECT_TRUE(status.isOk()) << status.toString();
+  return dir;
+}
+
+std::vector<double> referenceLogits(const ToyModel &m, int32_t token) {
+  auto matvec = [](const std::vector<float> &w, const std::vector<double> &x, int out) {
+    std::vector<double> y(out, 0.0);
+    for (int i = 0; i < out; ++i)
+      for (size_t j = 0; j < x.size(); ++j)
+        y[i] += double(w[i * x.size() + j]) * x[j];
+    return y;
+  };
+  std::vector<double> x(m.embed.begin() + token * kHidden, m.embed.begin() + (token + 1) * kHidden);
+  return matvec(m.head, matvec(m.down, matvec(m.up, x, kHidden), kHidden), kVocab);
+}
+
+StepBatch toyBatch() {
+  StepBatch batch;
+  for (std::vector<int32_t> ids : {std::vector<int32_t>{3, 13, 5}, std::vector<int32_t>{11}}) {
+    SequenceStep step;
+    step.tokenIds = ids;
+    step.blockTable = {0};
+    step.logits = LogitsWanted::kAll;
+    batch.sequences.push_back(step);
+  }
+  return batch;
+}
+
+void expectReference(const ToyModel &m, const Result<StepOutput> &out) {
+  ASSERT_TRUE(out.isOk()) << out.status().toString();
+  const std::vector<int32_t> tokens = {3, 13, 5, 11};
+  ASSERT_EQ(out->numRows(), 4);
+  ASSERT_EQ(out->vocabSize, kVocab);
+  for (int row = 0; row < 4; ++row) {
+    std::vector<double> want = referenceLogits(m, tokens[row]);
+    for (int v = 0; v < kVocab; ++v)
+      EXPECT_NEAR(out->row(row)[v], want[v], 1e-5) << "row " << row << " vocab " << v;
+  }
+}
+
+// A cpu device that, while armed, fails (or first sleeps in) the op named `opName`.
+class FaultyDevice final : public Device {
+public:
+  FaultyDevice(std::string opName, std::chrono::milliseconds sleep, std::atomic<bool> &armed)
+      : opName_(std::move(opName)), sleep_(sleep), armed_(armed) {}
+  const std::string &name() const override { return cpu_.name(); }
+  DeviceKind kind() const override { return cpu_.kind(); }
+  const std::string &target() const override { return cpu_.target(); }
+  Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override {
+    return cpu_.allocate(bytes, kind);
+  }
+  void free(DeviceMemory &memory) override { cpu_.free(memory); }
+  Result<DeviceMemory> importWeights(std::span<const uint8_t> bytes) override {
+    return cpu_.importWeights(bytes);
+  }
+  Status copyToDevice(void *dst, const void *src, size_t bytes) override {
+    return cpu_.copyToDevice(dst, src, bytes);
+  }
+  Status copyToHost(void *dst, const void *src, size_t bytes) override {
+    return cpu_.copyToHost(dst, src, bytes);
+  }
+  Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override {
+    KILN_ASSIGN_OR_RETURN(auto prepared, cpu_.prepareOp(op));
+    if (op.op->name()->str() == opName_)
+      faulty_ = prepared.get();
+    return prepared;
+  }
+  Status runOp(const PreparedOp &op, const StepCounts &counts) override {
+    if (&op == faulty_ && armed_) {
+      if (sleep_.count() == 0)
+        return internalError("injected failure in op '" + opName_ + "'");
+      std::this_thread::sleep_for(sleep_);
+    }
+    return cpu_.runOp(op, counts);
+  }
+  Status synchronize() override { return okStatus(); }
+
+private:
+  CpuDevice cpu_;
+  std::string opName_;
+  std::chrono::milliseconds sleep_;
+  std::atomic<bool> &armed_;
+  const PreparedOp *faulty_ = nullptr;
+};
+
+class MultiRankRunnerTest : public ::testing::Test {
+protected:
+  void SetUp() override {
+    model_ = makeToy();
+    auto artifact = Artifact::load(writeToyArtifact(model_));
+    ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
+    artifact_ = std::move(*artifact);
+  }
+  // Rank 1 gets a FaultyDevice; rank 0 a plain cpu device.
+  MultiRankOptions faultyOptions(std::chrono::milliseconds sleep,
+                                 std::chrono::milliseconds timeout) {
+    MultiRankOptions options;
+    options.executor.numKvBlocks = 4;
+    options.collectiveTimeout = timeout;
+    options.deviceFactory = [this, sleep](int rank) -> Result<std::unique_ptr<Device>> {
+      if (rank == 1)
+        return std::unique_ptr<Device>(std::make_unique<FaultyDevice>("up", sleep, armed_));
+      return createDevice("cpu");
+    };
+    return options;
+  }
+
+  ToyModel model_;
+  std::unique_ptr<Artifact> artifact_;
+  std::atomic<bool> armed_{false};
+};
+
+TEST_F(MultiRankRunnerTest, ShardedStepEqualsTheDenseComputation) {
+  MultiRankOptions options;
+  options.executor.numKvBlocks = 4;
+  auto runner = MultiRankRunner::create(*artifact_, options);
+  ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  EXPECT_EQ((*runner)->numRanks(), 2);
+  EXPECT_EQ((*runner)->limits().vocabSize, kVocab);
+  EXPECT_EQ((*runner)->limits().numKvBlocks, 4);
+  for (int step = 0; step < 3; ++step)
+    expectReference(model_, (*runner)->execute(toyBatch()));
+  // Limits are checked before any rank runs.
+  StepBatch tooLong;
+  tooLong.sequences.push_back({std::vector<int32_t>(kMaxTokens + 1, 1), 0, {0, 1, 2, 3, 4}});
+  EXPECT_FALSE((*runner)->execute(tooLong).isOk());
+  expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+TEST_F(MultiRankRunnerTest, OneExecutorAloneIsRejectedWithAClearError) {
+  auto device = createDevice("cpu");
+  ASSERT_TRUE(device.isOk());
+  auto executor = Executor::create(*artifact_, **device);
+  ASSERT_FALSE(executor.isOk());
+  EXPECT_NE(executor.status().message().find("2-way tensor parallelism"), std::string::npos)
+      << executor.status().message();
+}
+
+TEST_F(MultiRankRunnerTest, AFailingRankFailsTheStepPromptlyAndTheNextStepWorks) {
+  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(0ms, 30000ms));
+  ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  armed_ = true;
+  auto begin = std::chrono::steady_clock::now();
+  auto failed = (*runner)->execute(toyBatch());
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5000ms);  // the abort, not the timeout
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_EQ(failed.status().message(), "rank 1: injected failure in op 'up'");
+  armed_ = false;
+  expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+TEST_F(MultiRankRunnerTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
+  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(1500ms, 150ms));
+  ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  armed_ = true;
+  auto begin = std::chrono::steady_clock::now();
+  auto failed = (*runner)->execute(toyBatch());
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 1200ms);  // not waiting out the stall
+  armed_ = false;
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(failed.status().message().find("rank 0 waited 150 ms for rank(s) 1"),
+            std::string::npos)
+      << failed.status().message();
+  EXPECT_NE(failed.status().message().find("1 rank(s) did not finish the failed step"),
+            std::string::npos)
+      << failed.status().message();
+  // Rank 1 is still asleep: the next step says so instead of hanging.
+  auto busy = (*runner)->execute(toyBatch());
+  ASSERT_FALSE(busy.isOk());
+  EXPECT_NE(busy.status().message().find("still inside an earlier failed step"),
+            std::string::npos)
+      << busy.status().message();
+  std::this_thread::sleep_for(1600ms);
+  expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+// Fails rank 1's all_gather, as a broken link would.
+class FailingGather final : public Communicator {
+public:
+  explicit FailingGather(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  int worldSize() const override { return inner_->worldSize(); }
+  bool supports(DeviceKind kind) const override { return inner_->supports(kind); }
+  Status allReduceSum(int rank, const float *in, float *out, size_t count) override {
+    return inner_->allReduceSum(rank, in, out, count);
+  }
+  Status allGatherColumns(int rank, const float *in, float *out, size_t rows, size_t inWidth,
+                          size_t outWidth) override {
+    if (rank == 1 && fail)
+      return unavailable("injected: link to rank 0 is down");
+    return inner_->allGatherColumns(rank, in, out, rows, inWidth, outWidth);
+  }
+  void abort(int rank, const Status &reason) override { inner_->abort(rank, reason); }
+  Status failure() const override { return inner_->failure(); }
+  void reset() override { inner_->reset(); }
+  std::atomic<bool> fail{true};
+
+private:
+  std::shared_ptr<Communicator> inner_;
+};
+
+TEST_F(MultiRankRunnerTest, ACommunicatorFailureFailsTheStepNamingTheRank) {
+  auto comm = std::make_shared<FailingGather>(std::make_shared<CpuCommunicator>(2, 30000ms));
+  MultiRankOptions options;
+  options.executor.numKvBlocks = 4;
+  options.communicator = comm;
+  auto runner = MultiRankRunner::create(*artifact_, options);
+  ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  auto failed = (*runner)->execute(toyBatch());
+  ASSERT_FALSE(failed.isOk());
+  EXPECT_EQ(failed.status().message(), "rank 1: injected: link to rank 0 is down");
+  comm->fail = false;
+  expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+} // namespace
+} // namespace kiln::rt
