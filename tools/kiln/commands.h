@@ -14,6 +14,7 @@ int runCompile(const CommandArgs &args);
 int runGenerate(const CommandArgs &args);
 int runInspect(const CommandArgs &args);
 int runTokenize(const CommandArgs &args);
+int runBench(const CommandArgs &args);
 // Commands whose issue has not landed yet: say so clearly instead of failing obscurely.
 int runNotYetAvailable(const std::string &command, const CommandArgs &args);
 

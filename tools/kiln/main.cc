@@ -40,8 +40,7 @@ const Command kCommands[] = {
 #endif
     {"verify", "check an artifact's outputs against a golden file",
      [](const auto &a) { return notYet("verify", a); }},
-    {"bench", "measure throughput, TTFT and inter-token latency",
-     [](const auto &a) { return notYet("bench", a); }},
+    {"bench", "measure throughput, TTFT and inter-token latency", kiln::tools::runBench},
     {"package", "pack an artifact as model.tar.gz for SageMaker",
      [](const auto &a) { return notYet("package", a); }},
     {"push", "upload an artifact to S3", [](const auto &a) { return notYet("push", a); }},
