@@ -19,7 +19,8 @@ const CommandSpec kInspectSpec = {
     "Print a kiln artifact as JSON: model, compiled maxima, KV cache spec, per-rank step program,\n"
     "buffers, weights index and kernel modules.",
     {
-        {"--summary", "", "only the model, maxima, KV spec and per-rank totals"},
+        {"--summary", "", "only the model, maxima, KV spec and per-rank totals, weight shapes and "
+                          "bytes"},
         {"--no-verify-weights", "", "skip the weights sha256 check (faster on large models)"},
     },
     1,
@@ -144,6 +145,12 @@ json rankJson(const schema::Rank &rank, bool summary) {
     out["program"] = programJson(rank);
     out["buffers"] = buffersJson(rank);
     out["weights"] = std::move(weights);
+  } else {
+    // Each rank's shapes and bytes, so a tensor-parallel split can be read off at a glance.
+    json shards = json::array();
+    for (const json &w : weights)
+      shards.push_back({{"name", w["name"]}, {"shape", w["shape"]}, {"bytes", w["bytes"]}});
+    out["weights"] = std::move(shards);
   }
   return out;
 }
