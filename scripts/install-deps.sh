@@ -12,6 +12,8 @@ packages=(
   python3 python3-venv
   # kiln serve (runtime/serve) and its end-to-end tests
   libcpp-httplib-dev curl
+  # kiln push/pull (S3 over libcurl with SigV4) and kiln package (tar.gz via libarchive)
+  libcurl4-openssl-dev libarchive-dev
 )
 
 missing=()

@@ -294,7 +294,8 @@ Result<S3Client::Response> S3Client::attempt(const Request &request, uint64_t &c
   headers.push_back("x-amz-content-sha256: " + sha256Hex(request.body.data(), request.body.size()));
   if (!config_.sessionToken.empty())
     headers.push_back("x-amz-security-token: " + config_.sessionToken);
-  headers.push_back("Expect:");
+  // No "Expect:" override: curl 7.88 signs an empty header it then does not send, which breaks
+  // the signature. curl's own Expect: 100-continue for large PUTs is added after signing.
   if (request.method == "PUT") {
     headers.push_back("Content-MD5: " + md5Base64(request.body));
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);

@@ -60,9 +60,11 @@ Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
     pool.emplace_back(worker);
   {
     std::unique_lock<std::mutex> lock(mutex);
+    auto nextTick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (running > 0) {
-      done.wait_for(lock, std::chrono::seconds(1));
-      if (tick) {
+      done.wait_until(lock, nextTick);
+      if (tick && running > 0 && std::chrono::steady_clock::now() >= nextTick) {
+        nextTick += std::chrono::seconds(1);
         lock.unlock();
         tick();
         lock.lock();
@@ -293,6 +295,7 @@ Status downloadFiles(S3Client &client, const S3Location &from,
     fds[i].fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
     if (fds[i].fd < 0 || ::ftruncate(fds[i].fd, off_t(files[i].size)) != 0)
       return unavailable("cannot create '" + path + "': " + std::strerror(errno));
+    progress.total += files[i].size;
     addRangeTasks(client, from.bucket, from.key(files[i].name), files[i].size, fds[i].fd, options,
                   progress, tasks);
   }
@@ -406,16 +409,19 @@ bool cacheEntryMatches(const std::string &dir, const std::string &manifestText) 
   return true;
 }
 
-std::string urlIndexPath(const std::string &root, const std::string &s3Url) {
-  return root + "/urls/" + sha256Hex(s3Url.data(), s3Url.size());
+std::string urlIndexPath(const std::string &root, const std::string &source) {
+  return root + "/urls/" + sha256Hex(source.data(), source.size());
 }
 
 } // namespace
 
 Result<std::string> pullToCache(const std::string &s3Url, const PullOptions &options) {
   KILN_ASSIGN_OR_RETURN(S3Location from, parseS3Url(s3Url));
-  std::string root = options.cacheDir.empty() ? defaultCacheDir() : options.cacheDir;
   std::error_code ec;
+  std::string root =
+      fs::absolute(options.cacheDir.empty() ? defaultCacheDir() : options.cacheDir, ec)
+          .lexically_normal()
+          .string();
   fs::create_directories(root + "/artifacts", ec);
   fs::create_directories(root + "/urls", ec);
   if (ec)
@@ -424,16 +430,18 @@ Result<std::string> pullToCache(const std::string &s3Url, const PullOptions &opt
     if (options.log)
       options.log(line);
   };
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, makeClient(options));
+  // The same URL on another endpoint is another artifact.
+  std::string source = client->config().endpointUrl + " " + s3Url;
   auto remember = [&](const std::string &dir) -> Result<std::string> {
-    (void)writeFileAtomic(urlIndexPath(root, s3Url), dir);
+    (void)writeFileAtomic(urlIndexPath(root, source), dir);
     return dir;
   };
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, makeClient(options));
   std::string manifestText;
   if (!isTarballUrl(s3Url)) {
     Result<std::string> fetched = client->getObject(from.bucket, from.key(kManifestFileName));
     if (!fetched.isOk()) {
-      Result<std::string> known = readFile(urlIndexPath(root, s3Url));
+      Result<std::string> known = readFile(urlIndexPath(root, source));
       if (fetched.status().code() == StatusCode::kUnavailable && known.isOk() &&
           cacheEntryMatches(*known, "")) {
         note("cannot reach " + s3Url + " (" + fetched.status().message() +

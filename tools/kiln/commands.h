@@ -15,6 +15,11 @@ int runGenerate(const CommandArgs &args);
 int runInspect(const CommandArgs &args);
 int runTokenize(const CommandArgs &args);
 int runBench(const CommandArgs &args);
+// Shipping (runtime/store): package_command.cc, push_command.cc, pull_command.cc, verify_command.cc.
+int runPackage(const CommandArgs &args);
+int runPush(const CommandArgs &args);
+int runPull(const CommandArgs &args);
+int runVerify(const CommandArgs &args);
 // Commands whose issue has not landed yet: say so clearly instead of failing obscurely.
 int runNotYetAvailable(const std::string &command, const CommandArgs &args);
 

@@ -38,13 +38,11 @@ const Command kCommands[] = {
     {"serve", "serve an artifact over HTTP (OpenAI, TGI, SageMaker)",
      [](const auto &a) { return notYet("serve", a); }},
 #endif
-    {"verify", "check an artifact's outputs against a golden file",
-     [](const auto &a) { return notYet("verify", a); }},
+    {"verify", "check an artifact's outputs against a golden file", kiln::tools::runVerify},
     {"bench", "measure throughput, TTFT and inter-token latency", kiln::tools::runBench},
-    {"package", "pack an artifact as model.tar.gz for SageMaker",
-     [](const auto &a) { return notYet("package", a); }},
-    {"push", "upload an artifact to S3", [](const auto &a) { return notYet("push", a); }},
-    {"pull", "download an artifact from S3", [](const auto &a) { return notYet("pull", a); }},
+    {"package", "pack an artifact as model.tar.gz for SageMaker", kiln::tools::runPackage},
+    {"push", "upload an artifact to S3", kiln::tools::runPush},
+    {"pull", "download an artifact from S3", kiln::tools::runPull},
 };
 
 void printUsage(std::FILE *out) {

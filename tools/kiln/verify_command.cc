@@ -1,0 +1,134 @@
+// `kiln verify ARTIFACT --golden GOLDEN.json`: runs every golden case through the executor
+// (teacher-forced) and exits 0 only when every id matches and every logit is within tolerance;
+// otherwise prints where it differs and exits 1. `--write GOLDEN.json` records this artifact's
+// greedy ids and top-k logits as a golden instead.
+#include "runtime/store/verify.h"
+#include "tools/kiln/args.h"
+#include "tools/kiln/commands.h"
+
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <iostream>
+
+namespace kiln::tools {
+namespace {
+
+const CommandSpec kVerifySpec = {
+    "verify",
+    "ARTIFACT (--golden GOLDEN.json | --write GOLDEN.json) [options]",
+    "Check an artifact's outputs against a golden: every case's prompt, then its expected ids\n"
+    "fed one at a time (teacher-forced, deterministic). Exit 0 only when every greedy id matches\n"
+    "and every stored logit is within the golden's tolerance; otherwise print the first\n"
+    "differing position and the largest logit difference, and exit 1.\n"
+    "Goldens: written by --write, or transformers goldens as in tests/data/golden.",
+    {
+        {"--golden", "FILE", "the golden to check against"},
+        {"--write", "FILE", "record this artifact's outputs as a golden instead"},
+        {"--prompt-ids", "IDS", "--write: prompts as ids, ';' between prompts (\"1 5 9; 1 7\")"},
+        {"--input", "FILE", "--write: JSON lines with {\"prompt_ids\": [...]} per prompt"},
+        {"--max-tokens", "N", "--write: greedy ids recorded per prompt (default 16)"},
+        {"--top-k", "K", "--write: logits kept per position, 0 = all (default 16)"},
+        {"--tolerance", "T", "--write: max |logit difference| allowed (default 1e-4)"},
+        {"--device", "cpu|cuda", "device to run on (default cpu)"},
+    },
+    1,
+    1,
+};
+
+Result<std::vector<std::vector<int32_t>>> promptsFromFlags(const Args &args) {
+  std::vector<std::vector<int32_t>> prompts;
+  if (auto text = args.get("--prompt-ids")) {
+    size_t start = 0;
+    while (start <= text->size()) {
+      size_t end = text->find(';', start);
+      std::string part = text->substr(start, end == std::string::npos ? end : end - start);
+      KILN_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parseIdList(part, "--prompt-ids"));
+      prompts.push_back(std::move(ids));
+      if (end == std::string::npos)
+        break;
+      start = end + 1;
+    }
+  }
+  if (auto path = args.get("--input")) {
+    std::ifstream in(*path);
+    if (!in)
+      return notFound("--input: cannot open '" + *path + "'");
+    std::string line;
+    for (int number = 1; std::getline(in, line); ++number) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos)
+        continue;
+      nlohmann::json json = nlohmann::json::parse(line, nullptr, false);
+      if (json.is_discarded() || !json.is_object() || !json.contains("prompt_ids") ||
+          !json["prompt_ids"].is_array())
+        return invalidArgument("--input " + *path + " line " + std::to_string(number) +
+                               ": expected {\"prompt_ids\": [...]}");
+      std::vector<int32_t> ids;
+      for (const auto &v : json["prompt_ids"]) {
+        if (!v.is_number_integer())
+          return invalidArgument("--input " + *path + " line " + std::to_string(number) +
+                                 ": field 'prompt_ids' holds a non-integer");
+        ids.push_back(v.get<int32_t>());
+      }
+      prompts.push_back(std::move(ids));
+    }
+  }
+  return prompts;
+}
+
+int writeGoldenFile(const Args &args, const std::string &artifact, const std::string &out) {
+  rt::RecordOptions options;
+  Result<std::vector<std::vector<int32_t>>> prompts = promptsFromFlags(args);
+  if (!prompts.isOk())
+    return reportError("verify", prompts.status());
+  options.prompts = std::move(prompts).value();
+  Result<int64_t> maxTokens = args.getInt("--max-tokens", 16, 1, 1 << 20);
+  Result<int64_t> topK = args.getInt("--top-k", 16, 0, 1 << 24);
+  Result<double> tolerance = args.getDouble("--tolerance", 1e-4, 0.0, 1e6);
+  for (const Status &s : {maxTokens.status(), topK.status(), tolerance.status()})
+    if (!s.isOk())
+      return reportError("verify", s);
+  options.maxTokens = int32_t(*maxTokens);
+  options.topK = int32_t(*topK);
+  options.tolerance = float(*tolerance);
+  options.device = args.getOr("--device", "cpu");
+  Result<rt::VerifyGolden> golden = rt::recordGolden(artifact, options);
+  if (!golden.isOk())
+    return reportError("verify", golden.status());
+  Status status = rt::writeGolden(*golden, out);
+  if (!status.isOk())
+    return reportError("verify", status);
+  std::cerr << "verify: wrote " << out << " (" << golden->cases.size() << " cases, "
+            << options.maxTokens << " ids each)\n";
+  return 0;
+}
+
+} // namespace
+
+int runVerify(const CommandArgs &argv) {
+  Result<Args> args = Args::parse(kVerifySpec, argv);
+  if (!args.isOk())
+    return reportError("verify", args.status());
+  if (args->helpRequested()) {
+    std::cout << formatHelp(kVerifySpec);
+    return 0;
+  }
+  const std::string &artifact = args->positionals()[0];
+  if (args->has("--golden") == args->has("--write"))
+    return reportError("verify",
+                       invalidArgument("give exactly one of --golden FILE or --write FILE"));
+  if (args->has("--write"))
+    return writeGoldenFile(*args, artifact, *args->get("--write"));
+  Result<rt::VerifyGolden> golden = rt::readGolden(*args->get("--golden"));
+  if (!golden.isOk())
+    return reportError("verify", golden.status());
+  rt::VerifyOptions options;
+  options.device = args->getOr("--device", "cpu");
+  Result<rt::VerifyReport> report = rt::verifyArtifact(artifact, *golden, options);
+  if (!report.isOk())
+    return reportError("verify", report.status());
+  std::cout << report->text();
+  return report->passed() ? 0 : 1;
+}
+
+} // namespace kiln::tools
