@@ -62,9 +62,8 @@ std::optional<SourceSlice> parseSourceSlice(std::string_view spec) {
   return slice;
 }
 
-std::optional<std::vector<int64_t>> slicedShape(const SourceSlice &slice,
-                                                const std::vector<int64_t> &shape,
-                                                std::string &error) {
+std::optional<std::vector<int64_t>>
+slicedShape(const SourceSlice &slice, const std::vector<int64_t> &shape, std::string &error) {
   if (shape.empty() || shape.size() > 2) {
     error = "only rank-1 and rank-2 tensors can be sliced";
     return std::nullopt;

@@ -29,8 +29,7 @@ std::optional<SourceSlice> parseSourceSlice(std::string_view spec);
 
 // The slice's shape for a tensor of `shape`, or nullopt (with `error` set) when the slice does not
 // fit: cols outside the tensor, a column slice of a rank-1 tensor, or a negative extent.
-std::optional<std::vector<int64_t>> slicedShape(const SourceSlice &slice,
-                                                const std::vector<int64_t> &shape,
-                                                std::string &error);
+std::optional<std::vector<int64_t>>
+slicedShape(const SourceSlice &slice, const std::vector<int64_t> &shape, std::string &error);
 
 } // namespace kiln::compiler

@@ -70,8 +70,8 @@ LogicalResult Sharder::divisible(mlir::Operation *op, int64_t value, const char 
 
 // A new kiln.weight reading `slice` of `weight`'s single source, used by `user` only (a tied
 // embedding table stays whole for the embedding while lm_head gets its vocab shard).
-mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight,
-                                             SourceSlice slice, llvm::ArrayRef<int64_t> shape) {
+mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight, SourceSlice slice,
+                                             llvm::ArrayRef<int64_t> shape) {
   auto op = weight.getDefiningOp<WeightOp>();
   if (!op || op.getSources().size() != 1)
     return user->emitOpError() << "shard-tensor-parallel needs plain single-source kiln.weight "
@@ -84,11 +84,11 @@ mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight
   b_.setInsertionPoint(op);
   auto type = mlir::RankedTensorType::get(shape, b_.getF32Type());
   // A shared weight (the tied embedding table) keeps its name for its other users.
-  mlir::StringAttr name = op->hasOneUse() ? op.getNameAttr()
-                                          : b_.getStringAttr(opName(user) + ".weight");
-  auto sharded = b_.create<WeightOp>(namedLoc(user->getContext(), name.str()), type, name,
-                                     b_.getStrArrayAttr({formatSourceSlice(slice)}),
-                                     op.getDtypeAttr());
+  mlir::StringAttr name =
+      op->hasOneUse() ? op.getNameAttr() : b_.getStringAttr(opName(user) + ".weight");
+  auto sharded =
+      b_.create<WeightOp>(namedLoc(user->getContext(), name.str()), type, name,
+                          b_.getStrArrayAttr({formatSourceSlice(slice)}), op.getDtypeAttr());
   return sharded.getResult();
 }
 
@@ -208,13 +208,12 @@ LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
     return step_.emitError() << "shard-tensor-parallel expects @step to return the lm_head "
                                 "linear's logits";
   int64_t vocab = widthOf(head.getResult());
-  int64_t shard = (vocab + tp_ - 1) / tp_;  // the last rank's rows past vocab are zeros
+  int64_t shard = (vocab + tp_ - 1) / tp_; // the last rank's rows past vocab are zeros
   if (failed(shardOutputs(head, rank_ * shard, shard)))
     return failure();
   b_.setInsertionPoint(ret);
   auto gather = b_.create<AllGatherOp>(namedLoc(head.getContext(), opName(head) + ".all_gather"),
-                                       activationType(head.getContext(), vocab),
-                                       head.getResult());
+                                       activationType(head.getContext(), vocab), head.getResult());
   ret->setOperand(0, gather.getResult());
   return success();
 }
@@ -286,6 +285,8 @@ std::unique_ptr<mlir::Pass> createShardTensorParallelPass(int64_t rank, int64_t 
   return std::make_unique<ShardTensorParallelPass>(rank, tp);
 }
 
-void registerShardTensorParallelPass() { mlir::PassRegistration<ShardTensorParallelPass>(); }
+void registerShardTensorParallelPass() {
+  mlir::PassRegistration<ShardTensorParallelPass>();
+}
 
 } // namespace kiln::compiler

@@ -74,7 +74,7 @@ private:
   mutable std::mutex mutex_;
   std::condition_variable arrived_;
   std::vector<Slot> slots_;
-  std::vector<bool> present_;  // who has arrived at the current barrier
+  std::vector<bool> present_; // who has arrived at the current barrier
   int count_ = 0;
   uint64_t generation_ = 0;
   Status failure_;

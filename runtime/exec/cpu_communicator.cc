@@ -31,9 +31,8 @@ Status CpuCommunicator::arrive(int rank, const Slot *slot, const char *what) {
     arrived_.notify_all();
     return okStatus();
   }
-  bool released = arrived_.wait_for(lock, timeout_, [&] {
-    return generation_ != generation || !failure_.isOk();
-  });
+  bool released = arrived_.wait_for(lock, timeout_,
+                                    [&] { return generation_ != generation || !failure_.isOk(); });
   if (generation_ != generation)
     return okStatus();
   if (released) // woken by an abort
@@ -42,10 +41,9 @@ Status CpuCommunicator::arrive(int rank, const Slot *slot, const char *what) {
   for (int r = 0; r < worldSize_; ++r)
     if (!present_[r])
       missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  failure_ = unavailable("tensor-parallel " + std::string(what) + ": rank " +
-                              std::to_string(rank) + " waited " +
-                              std::to_string(timeout_.count()) + " ms for rank(s) " + missing +
-                              ", which failed or stalled");
+  failure_ = unavailable("tensor-parallel " + std::string(what) + ": rank " + std::to_string(rank) +
+                         " waited " + std::to_string(timeout_.count()) + " ms for rank(s) " +
+                         missing + ", which failed or stalled");
   arrived_.notify_all();
   return failure_;
 }

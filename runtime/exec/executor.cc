@@ -67,7 +67,8 @@ Status checkCommunicator(const Artifact &artifact, const Device &device,
     return okStatus();
   if (!options.communicator)
     return failedPrecondition("artifact '" + artifact.directory() + "' is compiled for " +
-                              std::to_string(tp) + "-way tensor parallelism: run its ranks "
+                              std::to_string(tp) +
+                              "-way tensor parallelism: run its ranks "
                               "together (MultiRankRunner), not one executor alone");
   if (options.communicator->worldSize() != static_cast<int>(tp))
     return invalidArgument("the communicator connects " +

@@ -23,9 +23,8 @@ Result<std::unique_ptr<MultiRankRunner>> MultiRankRunner::create(const Artifact 
   runner->communicator_ = options.communicator
                               ? options.communicator
                               : std::make_shared<CpuCommunicator>(tp, options.collectiveTimeout);
-  runner->threadsPerRank_ = options.threadsPerRank > 0
-                                ? options.threadsPerRank
-                                : std::max(1, omp_get_num_procs() / tp);
+  runner->threadsPerRank_ =
+      options.threadsPerRank > 0 ? options.threadsPerRank : std::max(1, omp_get_num_procs() / tp);
   ExecutorOptions executorOptions = options.executor;
   executorOptions.communicator = runner->communicator_.get();
   for (int r = 0; r < tp; ++r) {
@@ -55,7 +54,8 @@ MultiRankRunner::~MultiRankRunner() {
     stop_ = true;
   }
   start_.notify_all();
-  // A rank stuck inside a device op is waited for: its executor and device cannot be freed under it.
+  // A rank stuck inside a device op is waited for: its executor and device cannot be freed under
+  // it.
   for (std::thread &thread : threads_)
     thread.join();
 }
@@ -90,7 +90,8 @@ Status MultiRankRunner::waitForIdle() {
     return okStatus();
   return unavailable("tensor parallelism: " + std::to_string(running_) +
                      " rank(s) are still inside an earlier failed step after " +
-                     std::to_string(timeout_.count()) + " ms; the model cannot step until they "
+                     std::to_string(timeout_.count()) +
+                     " ms; the model cannot step until they "
                      "return");
 }
 

@@ -25,7 +25,7 @@
 namespace kiln::rt {
 
 struct MultiRankOptions {
-  std::string device = "cpu";  // every rank gets its own device of this kind
+  std::string device = "cpu"; // every rank gets its own device of this kind
   // KV cache sizing per rank (rank and communicator are set per rank). Rank 0's block count is
   // imposed on the others so the shared block tables fit every rank.
   ExecutorOptions executor;
@@ -70,9 +70,9 @@ private:
 
   std::mutex mutex_;
   std::condition_variable start_, done_;
-  StepBatch batch_;             // the current step's batch, read by every rank thread
-  uint64_t step_ = 0;           // incremented to start a step
-  int running_ = 0;             // ranks still inside the current step
+  StepBatch batch_;   // the current step's batch, read by every rank thread
+  uint64_t step_ = 0; // incremented to start a step
+  int running_ = 0;   // ranks still inside the current step
   bool stop_ = false;
   std::vector<Result<StepOutput>> results_;
   std::vector<std::thread> threads_;

@@ -47,18 +47,17 @@ TEST(TpCli, InspectShowsPerRankShapesAndBytes) {
   ASSERT_EQ(code, 0) << output;
   nlohmann::json j = nlohmann::json::parse(output);
   EXPECT_EQ(j["tp"], 2);
-  EXPECT_EQ(j["kv_cache"]["num_kv_heads"], 1);  // 2 KV heads split over 2 ranks
+  EXPECT_EQ(j["kv_cache"]["num_kv_heads"], 1); // 2 KV heads split over 2 ranks
   ASSERT_EQ(j["ranks"].size(), 2u);
   for (int r = 0; r < 2; ++r) {
     const auto &rank = j["ranks"][r];
     EXPECT_EQ(rank["weights_file"], "weights.rank" + std::to_string(r) + ".bin");
     // tiny-llama: hidden 64, 4 heads / 2 KV heads of 16, intermediate 128, vocab 512.
     auto qkv = weightNamed(rank, "layers.0.attn.qkv.weight");
-    EXPECT_EQ(qkv["shape"], nlohmann::json({64, 64}));  // (2 + 2 * 1) heads x 16 rows
+    EXPECT_EQ(qkv["shape"], nlohmann::json({64, 64})); // (2 + 2 * 1) heads x 16 rows
     EXPECT_EQ(qkv["bytes"], 64 * 64 * 4);
     EXPECT_EQ(weightNamed(rank, "layers.1.attn.o.weight")["shape"], nlohmann::json({64, 32}));
-    EXPECT_EQ(weightNamed(rank, "layers.1.mlp.gate_up.weight")["shape"],
-              nlohmann::json({128, 64}));
+    EXPECT_EQ(weightNamed(rank, "layers.1.mlp.gate_up.weight")["shape"], nlohmann::json({128, 64}));
     EXPECT_EQ(weightNamed(rank, "layers.1.mlp.down.weight")["shape"], nlohmann::json({64, 64}));
     EXPECT_EQ(weightNamed(rank, "lm_head.weight")["bytes"], 256 * 64 * 4);
     EXPECT_EQ(weightNamed(rank, "embed.weight")["shape"], nlohmann::json({512, 64}));
@@ -71,8 +70,8 @@ TEST(TpCli, InspectShowsPerRankShapesAndBytes) {
     reduces += op["kind"] == "AllReduce";
     gathers += op["kind"] == "AllGather";
   }
-  EXPECT_EQ(reduces, 4);  // after o_proj and down_proj of 2 layers
-  EXPECT_EQ(gathers, 1);  // the lm_head logits
+  EXPECT_EQ(reduces, 4); // after o_proj and down_proj of 2 layers
+  EXPECT_EQ(gathers, 1); // the lm_head logits
 }
 
 TEST(TpCli, GenerateOnTp2EqualsTp1) {

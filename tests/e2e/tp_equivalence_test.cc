@@ -16,7 +16,7 @@ constexpr int32_t kKvBlocks = 64;
 
 struct Compiled {
   std::unique_ptr<rt::Artifact> artifact;
-  std::unique_ptr<rt::Device> device;     // tp 1 only
+  std::unique_ptr<rt::Device> device; // tp 1 only
   std::unique_ptr<rt::ModelRunner> runner;
 };
 
@@ -68,7 +68,7 @@ std::vector<std::vector<float>> runStaggered(rt::ModelRunner &runner, const Gold
     std::vector<size_t> who;
     for (size_t i = 0; i < n && i <= step; ++i) {
       const GoldenCase &gc = golden.cases[i];
-      size_t k = step - i;  // 0: the prompt; k: greedy id k-1
+      size_t k = step - i; // 0: the prompt; k: greedy id k-1
       if (k > gc.greedyIds.size())
         continue;
       rt::SequenceStep seq;
@@ -98,7 +98,7 @@ std::vector<std::vector<int32_t>> generateGreedy(rt::ModelRunner &runner, const 
   rt::EngineConfig config;
   config.runner = &runner;
   config.numKvBlocks = kKvBlocks;
-  config.maxTokensPerStep = 16;  // chunked prefill: prompts share steps with decodes
+  config.maxTokensPerStep = 16; // chunked prefill: prompts share steps with decodes
   auto engine = rt::Engine::create(config);
   EXPECT_TRUE(engine.isOk()) << engine.status().toString();
   std::vector<std::vector<int32_t>> ids;
@@ -164,9 +164,13 @@ void checkTpEquivalence(const std::string &goldenName, std::vector<int64_t> tps,
   }
 }
 
-TEST(TpEquivalence, TinyLlamaTp1Tp2) { checkTpEquivalence("tiny-llama", {1, 2}); }
+TEST(TpEquivalence, TinyLlamaTp1Tp2) {
+  checkTpEquivalence("tiny-llama", {1, 2});
+}
 
-TEST(TpEquivalence, TinyLlamaTiedTp1Tp2) { checkTpEquivalence("tiny-llama-tied", {1, 2}); }
+TEST(TpEquivalence, TinyLlamaTiedTp1Tp2) {
+  checkTpEquivalence("tiny-llama-tied", {1, 2});
+}
 
 TEST(TpEquivalence, TinyStories656KTp1Tp2Tp4) {
   checkTpEquivalence("tinystories-656K", {1, 2, 4});
@@ -180,7 +184,7 @@ TEST(TpEquivalence, Stories260KTp1Tp2Tp4) {
 
 TEST(TpEquivalence, KvHeadsNotDivisibleFailsToCompileNamingTheField) {
   compiler::CompileOptions options;
-  options.modelDir = std::string(KILN_TEST_DATA_DIR) + "/models/tiny-llama3";  // 1 KV head
+  options.modelDir = std::string(KILN_TEST_DATA_DIR) + "/models/tiny-llama3"; // 1 KV head
   options.outDir = ::testing::TempDir() + "/tiny-llama3-tp2.kiln";
   options.tp = 2;
   Status status = compiler::compileModel(options);

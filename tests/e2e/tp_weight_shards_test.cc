@@ -42,7 +42,9 @@ Bytes rowsOf(const Tensor &t, uint64_t begin, uint64_t count) {
                t.bytes.begin() + (begin + count) * t.rowBytes());
 }
 
-void append(Bytes &to, const Bytes &from) { to.insert(to.end(), from.begin(), from.end()); }
+void append(Bytes &to, const Bytes &from) {
+  to.insert(to.end(), from.begin(), from.end());
+}
 
 // Rebuilds the tp 1 tensor `name` from the ranks' shards.
 Bytes reassemble(const std::string &name, const std::vector<std::map<std::string, Tensor>> &ranks,
@@ -50,7 +52,7 @@ Bytes reassemble(const std::string &name, const std::vector<std::map<std::string
   size_t tp = ranks.size();
   const Tensor &first = ranks[0].at(name);
   Bytes out;
-  auto partsByRows = [&](std::vector<uint64_t> partRows) {  // fused [part0; part1; ...] per rank
+  auto partsByRows = [&](std::vector<uint64_t> partRows) { // fused [part0; part1; ...] per rank
     uint64_t offset = 0;
     for (uint64_t rows : partRows) {
       for (size_t r = 0; r < tp; ++r)

@@ -41,7 +41,7 @@ TEST(SourceSliceTest, FormatsAndParsesRoundTrip) {
 
 TEST(ShardTensorParallelTest, RankOneOfTwoHoldsItsHeadsIntermediateAndVocabShard) {
   mlir::MLIRContext context;
-  auto module = buildSmallLlama(context, smallLlamaConfig());  // 4/2 heads of 16, I 96, V 100
+  auto module = buildSmallLlama(context, smallLlamaConfig()); // 4/2 heads of 16, I 96, V 100
   ASSERT_EQ(runPasses(*module, createShardTensorParallelPass(1, 2)), "");
   auto weights = weightsByName(*module);
   const std::string hf = "model.layers.0.";
@@ -96,12 +96,11 @@ TEST(ShardTensorParallelTest, FusionKeepsShardsAndTheLastVocabShardIsPadded) {
   config.numHeads = 8;
   config.numKvHeads = 4;
   config.headDim = 8;
-  config.vocabSize = 102;  // 4 shards of 26 rows: the last holds 24 real rows + 2 zero rows
+  config.vocabSize = 102; // 4 shards of 26 rows: the last holds 24 real rows + 2 zero rows
   config.tieWordEmbeddings = false;
   auto module = buildSmallLlama(context, config);
   ASSERT_EQ(runPasses(*module, createShardTensorParallelPass(3, 4), createFuseQkvPass(),
-                      createFuseGateUpPass(), createFuseAddRmsNormPass(),
-                      createPlanMemoryPass(16)),
+                      createFuseGateUpPass(), createFuseAddRmsNormPass(), createPlanMemoryPass(16)),
             "");
   auto weights = weightsByName(*module);
   const std::string hf = "model.layers.1.";
@@ -118,7 +117,7 @@ TEST(ShardTensorParallelTest, FusionKeepsShardsAndTheLastVocabShardIsPadded) {
   EXPECT_EQ(sourcesOf(weights["lm_head.weight"]),
             std::vector<std::string>{"lm_head.weight|rows=78:104"});
   EXPECT_EQ(countOps<AllReduceOp>(*module), 4);
-  EXPECT_EQ(countOps<AddRmsNormOp>(*module), 4);  // the residual adds still fuse after a reduce
+  EXPECT_EQ(countOps<AddRmsNormOp>(*module), 4); // the residual adds still fuse after a reduce
 }
 
 TEST(ShardTensorParallelTest, BiasOfARowParallelLinearIsAddedByRankZeroOnly) {

@@ -26,17 +26,16 @@ std::vector<Status> onRanks(int n, const std::function<Status(int)> &fn) {
 
 TEST(CpuCommunicatorTest, AllReduceSumsInRankOrderOnEveryRank) {
   constexpr int kRanks = 3;
-  constexpr size_t kCount = 1000;  // not a multiple of the rank count: uneven chunks
+  constexpr size_t kCount = 1000; // not a multiple of the rank count: uneven chunks
   CpuCommunicator comm(kRanks, 5000ms);
   std::vector<std::vector<float>> in(kRanks, std::vector<float>(kCount)),
       out(kRanks, std::vector<float>(kCount, -1.0f));
   for (int r = 0; r < kRanks; ++r)
     for (size_t i = 0; i < kCount; ++i)
       in[r][i] = 0.1f * static_cast<float>(i) + 1e-3f * static_cast<float>(r + 1);
-  for (int repeat = 0; repeat < 3; ++repeat) {  // the barrier is reused across calls
-    auto statuses = onRanks(kRanks, [&](int r) {
-      return comm.allReduceSum(r, in[r].data(), out[r].data(), kCount);
-    });
+  for (int repeat = 0; repeat < 3; ++repeat) { // the barrier is reused across calls
+    auto statuses = onRanks(
+        kRanks, [&](int r) { return comm.allReduceSum(r, in[r].data(), out[r].data(), kCount); });
     for (const Status &s : statuses)
       ASSERT_TRUE(s.isOk()) << s.toString();
   }
@@ -49,7 +48,7 @@ TEST(CpuCommunicatorTest, AllReduceSumsInRankOrderOnEveryRank) {
 
 TEST(CpuCommunicatorTest, AllGatherConcatenatesColumnsAndDropsPadding) {
   constexpr int kRanks = 4;
-  constexpr size_t kRows = 3, kShard = 5, kWidth = 18;  // 4 x 5 = 20: 2 padding columns dropped
+  constexpr size_t kRows = 3, kShard = 5, kWidth = 18; // 4 x 5 = 20: 2 padding columns dropped
   CpuCommunicator comm(kRanks, 5000ms);
   std::vector<std::vector<float>> in(kRanks, std::vector<float>(kRows * kShard)),
       out(kRanks, std::vector<float>(kRows * kWidth, -1.0f));
@@ -74,7 +73,7 @@ TEST(CpuCommunicatorTest, AMissingRankTimesOutNamingItAndResetRecovers) {
   auto begin = std::chrono::steady_clock::now();
   auto statuses = onRanks(3, [&](int r) {
     if (r == 2)
-      return okStatus();  // rank 2 never arrives
+      return okStatus(); // rank 2 never arrives
     return comm.allReduceSum(r, in, out[r], 4);
   });
   auto elapsed = std::chrono::steady_clock::now() - begin;
@@ -98,7 +97,7 @@ TEST(CpuCommunicatorTest, AMissingRankTimesOutNamingItAndResetRecovers) {
 }
 
 TEST(CpuCommunicatorTest, AbortWakesWaitingRanksAtOnceWithTheReason) {
-  CpuCommunicator comm(2, 60000ms);  // a long timeout: only the abort can end the wait quickly
+  CpuCommunicator comm(2, 60000ms); // a long timeout: only the abort can end the wait quickly
   float in[2] = {1, 2}, out[2] = {};
   auto begin = std::chrono::steady_clock::now();
   auto statuses = onRanks(2, [&](int r) {
@@ -126,7 +125,7 @@ TEST(CpuCommunicatorTest, RanksDisagreeingOnSizesFailInsteadOfReadingOutOfBounds
     ASSERT_FALSE(s.isOk());
     EXPECT_NE(s.message().find("the ranks' plans disagree"), std::string::npos) << s.message();
   }
-  EXPECT_FALSE(comm.allReduceSum(5, in.data(), out0.data(), 8).isOk());  // rank out of range
+  EXPECT_FALSE(comm.allReduceSum(5, in.data(), out0.data(), 8).isOk()); // rank out of range
 }
 
 } // namespace

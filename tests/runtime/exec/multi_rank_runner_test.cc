@@ -20,12 +20,12 @@ namespace {
 using namespace std::chrono_literals;
 using testing::makeTempDir;
 
-constexpr int kTp = 2, kVocab = 14, kHidden = 8, kMaxTokens = 16;  // vocab 14: a padded shard
+constexpr int kTp = 2, kVocab = 14, kHidden = 8, kMaxTokens = 16; // vocab 14: a padded shard
 constexpr int kShard = (kVocab + kTp - 1) / kTp;
 
 // Dense weights; rank r's shards are slices of them.
 struct ToyModel {
-  std::vector<float> embed, up, down, head;  // [V,H], [H,H], [H,H], [V,H]
+  std::vector<float> embed, up, down, head; // [V,H], [H,H], [H,H], [V,H]
 };
 
 ToyModel makeToy() {
@@ -94,9 +94,8 @@ std::unique_ptr<schema::RankT> toyRank(uint32_t r) {
     rank->buffers.back()->weight = static_cast<int32_t>(w);
   }
   const std::vector<std::tuple<std::string, R, uint64_t>> activations = {
-      {"e", R::Tokens, kHidden},         {"g", R::Logits, kHidden},
-      {"u", R::Logits, kHidden / kTp},   {"d", R::Logits, kHidden},
-      {"y", R::Logits, kHidden},         {"l", R::Logits, kShard},
+      {"e", R::Tokens, kHidden},    {"g", R::Logits, kHidden}, {"u", R::Logits, kHidden / kTp},
+      {"d", R::Logits, kHidden},    {"y", R::Logits, kHidden}, {"l", R::Logits, kShard},
       {"logits", R::Logits, kVocab}};
   uint64_t region = kMaxTokens * kVocab * 4;
   for (size_t a = 0; a < activations.size(); ++a) {
@@ -291,7 +290,7 @@ TEST_F(MultiRankRunnerTest, AFailingRankFailsTheStepPromptlyAndTheNextStepWorks)
   armed_ = true;
   auto begin = std::chrono::steady_clock::now();
   auto failed = (*runner)->execute(toyBatch());
-  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5000ms);  // the abort, not the timeout
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5000ms); // the abort, not the timeout
   ASSERT_FALSE(failed.isOk());
   EXPECT_EQ(failed.status().message(), "rank 1: injected failure in op 'up'");
   armed_ = false;
@@ -304,12 +303,11 @@ TEST_F(MultiRankRunnerTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
   armed_ = true;
   auto begin = std::chrono::steady_clock::now();
   auto failed = (*runner)->execute(toyBatch());
-  EXPECT_LT(std::chrono::steady_clock::now() - begin, 1200ms);  // not waiting out the stall
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, 1200ms); // not waiting out the stall
   armed_ = false;
   ASSERT_FALSE(failed.isOk());
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
-  EXPECT_NE(failed.status().message().find("rank 0 waited 150 ms for rank(s) 1"),
-            std::string::npos)
+  EXPECT_NE(failed.status().message().find("rank 0 waited 150 ms for rank(s) 1"), std::string::npos)
       << failed.status().message();
   EXPECT_NE(failed.status().message().find("1 rank(s) did not finish the failed step"),
             std::string::npos)
@@ -317,8 +315,7 @@ TEST_F(MultiRankRunnerTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
   // Rank 1 is still asleep: the next step says so instead of hanging.
   auto busy = (*runner)->execute(toyBatch());
   ASSERT_FALSE(busy.isOk());
-  EXPECT_NE(busy.status().message().find("still inside an earlier failed step"),
-            std::string::npos)
+  EXPECT_NE(busy.status().message().find("still inside an earlier failed step"), std::string::npos)
       << busy.status().message();
   std::this_thread::sleep_for(1600ms);
   expectReference(model_, (*runner)->execute(toyBatch()));
