@@ -38,11 +38,20 @@ const Command kCommands[] = {
     {"serve", "serve an artifact over HTTP (OpenAI, TGI, SageMaker)",
      [](const auto &a) { return notYet("serve", a); }},
 #endif
-    {"verify", "check an artifact's outputs against a golden file", kiln::tools::runVerify},
     {"bench", "measure throughput, TTFT and inter-token latency", kiln::tools::runBench},
+#ifdef KILN_HAVE_STORE
+    {"verify", "check an artifact's outputs against a golden file", kiln::tools::runVerify},
     {"package", "pack an artifact as model.tar.gz for SageMaker", kiln::tools::runPackage},
     {"push", "upload an artifact to S3", kiln::tools::runPush},
     {"pull", "download an artifact from S3", kiln::tools::runPull},
+#else
+    {"verify", "check an artifact's outputs against a golden file",
+     [](const auto &a) { return notYet("verify", a); }},
+    {"package", "pack an artifact as model.tar.gz for SageMaker",
+     [](const auto &a) { return notYet("package", a); }},
+    {"push", "upload an artifact to S3", [](const auto &a) { return notYet("push", a); }},
+    {"pull", "download an artifact from S3", [](const auto &a) { return notYet("pull", a); }},
+#endif
 };
 
 void printUsage(std::FILE *out) {
