@@ -5,6 +5,9 @@
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/serve_config.h"
 #include "runtime/serve/serving_model_adapter.h"
+#ifdef KILN_HAVE_STORE
+#include "runtime/store/transfer.h"
+#endif
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
@@ -107,9 +110,18 @@ Result<rt::serve::ServeConfig> buildConfig(const Args &args) {
   config.sageMaker = args.positionals().empty() || args.has("--sagemaker");
   config.modelDir = args.positionals().empty() ? rt::serve::kSageMakerModelDir
                                                : args.positionals()[0];
-  if (config.modelDir.rfind("s3://", 0) == 0)
-    return unimplemented("serving from S3 (" + config.modelDir +
-                         ") is not supported yet; download the artifact and serve the directory");
+  if (config.modelDir.rfind("s3://", 0) == 0) {
+#ifdef KILN_HAVE_STORE
+    // Pulled once into a cache keyed by the manifest's hash; a second start reuses it.
+    rt::PullOptions pull;
+    pull.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
+    pull.client.log = pull.log;
+    KILN_ASSIGN_OR_RETURN(config.modelDir, rt::pullToCache(config.modelDir, pull));
+#else
+    return unimplemented("serving from S3 (" + config.modelDir + ") needs a kiln built with "
+                         "libcurl and libarchive (the store layer)");
+#endif
+  }
   if (config.sageMaker) {
     config.port = rt::serve::kSageMakerPort;
     KILN_RETURN_IF_ERROR(applySageMakerSources(config));

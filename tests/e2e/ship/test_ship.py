@@ -86,13 +86,23 @@ class ShipTest(unittest.TestCase):
         self.assertEqual(json.loads(gen.stdout)["output_ids"], golden["cases"][1]["greedy_ids"])
         self.serve_and_compare(dest)
 
-    def serve_and_compare(self, dest):
+    def test_serve_from_s3_pulls_into_the_cache_then_reuses_it(self):
+        self.push("models/serve-s3")
+        env = dict(MOTO.env, KILN_CACHE_DIR=self.dest("serve-cache"))
+        self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
+        logged = read(os.path.join(self.work, "serve.log"), "r")
+        self.assertIn("into the cache", logged)
+        self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
+        self.assertIn("using cached artifact", read(os.path.join(self.work, "serve.log"), "r"))
+
+    def serve_and_compare(self, dest, env=None):
         if kiln("serve", "--help").returncode != 0:
             self.skipTest("this kiln has no serve command")
         port = free_port()
         log = open(os.path.join(self.work, "serve.log"), "w")
         proc = subprocess.Popen([ARGS.kiln, "serve", dest, "--host", "127.0.0.1", "--port",
-                                 str(port)], stdout=log, stderr=subprocess.STDOUT)
+                                 str(port)], stdout=log, stderr=subprocess.STDOUT,
+                                env=env or MOTO.env)
         try:
             body = None
             for _ in range(300):
