@@ -48,3 +48,9 @@ file(GLOB KILN_DRIVER_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/driv
 add_library(kiln_compiler ${KILN_DRIVER_SOURCES})
 target_link_libraries(kiln_compiler PUBLIC kiln_base
                       PRIVATE kiln_models kiln_transforms kiln_emit kiln_import)
+# NVRTC codegen (KILN_ENABLE_CUDA): kernels/cuda adds kiln_codegen before this file. Public, so
+# tests know whether SM targets compile or are refused.
+if(TARGET kiln_codegen)
+  target_link_libraries(kiln_compiler PRIVATE kiln_codegen)
+  target_compile_definitions(kiln_compiler PUBLIC KILN_HAVE_CODEGEN=1)
+endif()

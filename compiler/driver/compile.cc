@@ -2,6 +2,7 @@
 // MLIR diagnostics are collected and returned as one Status at this boundary (never thrown).
 #include "compiler/driver/compile.h"
 
+#include "compiler/driver/gpu_kernels.h"
 #include "compiler/driver/options.h"
 #include "compiler/emit/plan_emitter.h"
 #include "compiler/emit/weight_sources.h"
@@ -194,6 +195,7 @@ Status Compilation::emit() {
   auto contents = emitArtifactContents(rankModules_, config_, checkpoint_, emitOptions);
   if (failed(contents))
     return diagnostics_.status(StatusCode::kInternal, "emitting the plan");
+  KILN_RETURN_IF_ERROR(attachGpuKernels(options_, config_, contents->plan, options_.log));
   uint64_t weightBytes = 0;
   for (const auto &rankWeights : contents->rankWeights)
     for (const rt::WeightSource &weight : rankWeights) {

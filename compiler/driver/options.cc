@@ -2,6 +2,8 @@
 // this is what a user reads after a typo on the command line.
 #include "compiler/driver/options.h"
 
+#include "compiler/driver/gpu_kernels.h"
+
 #include <algorithm>
 
 namespace kiln::compiler {
@@ -21,10 +23,17 @@ Status checkTargets(const std::vector<std::string> &targets) {
   for (const std::string &target : targets) {
     if (target == "cpu")
       continue;
-    if (target.rfind("sm_", 0) == 0 || target.rfind("compute_", 0) == 0)
-      return unimplemented("target " + target +
-                           ": the CUDA code generator is not built into this kiln yet");
-    return invalidArgument("--target '" + target + "' is not a known target: use cpu");
+    if (target.rfind("sm_", 0) == 0) {
+      KILN_RETURN_IF_ERROR(checkGpuTarget(target));
+      continue;
+    }
+    if (target.rfind("compute_", 0) == 0 && gpuCodegenAvailable())
+      return invalidArgument("--target '" + target + "': name an SM target (sm_80, sm_90a); "
+                             "the PTX module for newer GPUs is added automatically");
+    if (target.rfind("compute_", 0) == 0)
+      return checkGpuTarget(target);
+    return invalidArgument("--target '" + target + "' is not a known target: use cpu" +
+                           (gpuCodegenAvailable() ? " or an SM target (sm_80, sm_90a)" : ""));
   }
   return okStatus();
 }

@@ -289,8 +289,12 @@ TEST_F(CompileTest, BadOptionsGiveTheDocumentedErrors) {
   std::vector<Case> cases = {
       {[](CompileOptions &o) { o.tp = 3; },
        "--tp 3 does not divide config.json num_attention_heads (4)"},
+#ifdef KILN_HAVE_CODEGEN
+      {[](CompileOptions &o) { o.targets = {"cpu", "sm_12"}; }, "--target 'sm_12'"},
+#else
       {[](CompileOptions &o) { o.targets = {"cpu", "sm_90a"}; },
        "target sm_90a: the CUDA code generator is not built into this kiln yet"},
+#endif
       {[](CompileOptions &o) { o.maxSeqLen = 512; },
        "--max-seq-len 512 exceeds the model's max_position_embeddings (256)"},
       {[](CompileOptions &o) { o.kvBlockSize = 24; },
