@@ -3,6 +3,9 @@
 // wrong fails at the pass that did it, with the op and both numbers in the message.
 #include "compiler/dialect/kiln_dialect.h"
 
+#include <cstdint>
+#include <limits>
+
 namespace kiln::compiler {
 namespace {
 
@@ -109,6 +112,8 @@ LogicalResult EmbeddingOp::verify() {
   RankedTensorType table = tensorType(getTable());
   if (table.getRank() != 2 || !table.hasStaticShape())
     return emitOpError() << "table must be a static [vocab, hidden] tensor, got " << table;
+  if (getVocabStart() < 0 || getVocabStart() > std::numeric_limits<int32_t>::max())
+    return emitOpError() << "vocab_start must be in [0, 2^31), got " << getVocabStart();
   return expectWidth(*this, getResult(), table.getDimSize(1), "result", "the table's hidden size");
 }
 

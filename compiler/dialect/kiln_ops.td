@@ -60,8 +60,9 @@ def Kiln_StepInputOp : Kiln_Op<"step_input", [Pure]> {
 }
 
 def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
-  let summary = "y[t] = table[ids[t]]";
-  let arguments = (ins Kiln_Index:$ids, Kiln_Activation:$table);
+  let summary = "y[t] = table[ids[t] - vocab_start], zeros for ids outside the table's rows";
+  let arguments = (ins Kiln_Index:$ids, Kiln_Activation:$table,
+                   DefaultValuedAttr<I64Attr, "0">:$vocab_start);
   let results = (outs Kiln_Activation:$result);
 }
 

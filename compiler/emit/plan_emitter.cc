@@ -199,7 +199,11 @@ LogicalResult StepEmitter::emitOp(mlir::Operation *op) {
   planOp->name = opName(op);
   bool known = true;
   llvm::TypeSwitch<mlir::Operation *>(op)
-      .Case([&](EmbeddingOp) { planOp->params.Set(schema::EmbeddingParamsT{}); })
+      .Case([&](EmbeddingOp embedding) {
+        schema::EmbeddingParamsT params;
+        params.vocab_start = static_cast<uint32_t>(embedding.getVocabStart());
+        planOp->params.Set(std::move(params));
+      })
       .Case([&](RmsNormOp norm) {
         schema::RmsNormParamsT params;
         params.eps = norm.getEps().convertToFloat();

@@ -8,9 +8,10 @@
 //     all_reduce, so the residual stream stays replicated on every rank; a bias is added once, by
 //     rank 0, before the sum;
 //   - lm_head is vocab-parallel (ceil(V/tp) rows per rank, zero-padded at the end) followed by an
-//     all_gather of the logits columns, because the sampler needs full rows.
-// The embedding stays replicated: a token's row is read by one gather, so sharding it would only
-// save memory and add an all_reduce per step.
+//     all_gather of the logits columns, because the sampler needs full rows;
+//   - the embedding is vocab-parallel over the same rows: the rank looks up only ids in its range
+//     (zero rows for the others) and an all_reduce sums them, so the table's memory is split too.
+//     A tied table gives both the same rows, so the rank stores one tensor for both.
 // Slices are written into the weights' source strings (compiler/dialect/source_slice.h), so it
 // runs before the fusion passes, which concatenate sources without knowing about shards.
 #include "compiler/dialect/kiln_dialect.h"
@@ -48,6 +49,8 @@ private:
   LogicalResult shardAttention(AttentionOp attention);
   LogicalResult shardMlp(MulOp mul);
   LogicalResult shardLmHead(mlir::func::ReturnOp ret);
+  LogicalResult shardEmbedding(EmbeddingOp embedding);
+  int64_t vocabShard(int64_t vocab) const { return (vocab + tp_ - 1) / tp_; }
   // Column-parallel: keep output features (weight rows) [begin, begin + count).
   LogicalResult shardOutputs(LinearOp linear, int64_t begin, int64_t count);
   // Row-parallel: keep input features (weight cols) [begin, begin + count), then all_reduce.
@@ -59,6 +62,8 @@ private:
   mlir::func::FuncOp step_;
   int64_t rank_, tp_;
   mlir::OpBuilder b_;
+  // A table shared by the embedding and lm_head (tied): the original and this rank's shard of it.
+  Value tiedTable_, tiedShard_;
 };
 
 LogicalResult Sharder::divisible(mlir::Operation *op, int64_t value, const char *field) {
@@ -68,8 +73,8 @@ LogicalResult Sharder::divisible(mlir::Operation *op, int64_t value, const char 
                            << "): every rank needs an equal whole share";
 }
 
-// A new kiln.weight reading `slice` of `weight`'s single source, used by `user` only (a tied
-// embedding table stays whole for the embedding while lm_head gets its vocab shard).
+// A new kiln.weight reading `slice` of `weight`'s single source, used by `user` only (the other
+// users of a shared weight keep the original until they are sharded too).
 mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight, SourceSlice slice,
                                              llvm::ArrayRef<int64_t> shape) {
   auto op = weight.getDefiningOp<WeightOp>();
@@ -208,9 +213,17 @@ LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
     return step_.emitError() << "shard-tensor-parallel expects @step to return the lm_head "
                                 "linear's logits";
   int64_t vocab = widthOf(head.getResult());
-  int64_t shard = (vocab + tp_ - 1) / tp_; // the last rank's rows past vocab are zeros
-  if (failed(shardOutputs(head, rank_ * shard, shard)))
+  int64_t shard = vocabShard(vocab); // the last rank's rows past vocab are zeros
+  if (tiedTable_ && head.getW() == tiedTable_ && !head.getBias()) {
+    // The embedding already holds these rows: read them rather than store them twice.
+    auto original = tiedTable_.getDefiningOp<WeightOp>();
+    mlir::StringAttr name = original.getNameAttr();
+    replaceOperand(head, tiedTable_, tiedShard_);
+    tiedShard_.getDefiningOp<WeightOp>().setNameAttr(name);
+    head.getResult().setType(activationType(head.getContext(), shard));
+  } else if (failed(shardOutputs(head, rank_ * shard, shard))) {
     return failure();
+  }
   b_.setInsertionPoint(ret);
   auto gather = b_.create<AllGatherOp>(namedLoc(head.getContext(), opName(head) + ".all_gather"),
                                        activationType(head.getContext(), vocab), head.getResult());
@@ -218,15 +231,43 @@ LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
   return success();
 }
 
+LogicalResult Sharder::shardEmbedding(EmbeddingOp embedding) {
+  Value table = embedding.getTable();
+  auto shape = mlir::cast<mlir::RankedTensorType>(table.getType()).getShape();
+  int64_t shard = vocabShard(shape[0]);
+  SourceSlice rows;
+  rows.rowBegin = rank_ * shard;
+  rows.rowEnd = rows.rowBegin + shard;
+  bool shared = !table.hasOneUse();
+  auto sharded = slicedWeight(embedding, table, rows, {shard, shape[1]});
+  if (failed(sharded))
+    return failure();
+  replaceOperand(embedding, table, *sharded);
+  if (shared) {
+    tiedTable_ = table;
+    tiedShard_ = *sharded;
+  }
+  embedding.setVocabStart(rows.rowBegin);
+  b_.setInsertionPointAfter(embedding);
+  auto reduce =
+      b_.create<AllReduceOp>(namedLoc(embedding.getContext(), opName(embedding) + ".all_reduce"),
+                             embedding.getResult().getType(), embedding.getResult());
+  embedding.getResult().replaceAllUsesExcept(reduce.getResult(), reduce);
+  return success();
+}
+
 LogicalResult Sharder::run() {
   llvm::SmallVector<AttentionOp> attentions;
   llvm::SmallVector<MulOp> muls;
+  llvm::SmallVector<EmbeddingOp> embeddings;
   mlir::func::ReturnOp ret;
   for (mlir::Operation &op : step_.getBody().front()) {
     if (auto attention = mlir::dyn_cast<AttentionOp>(op))
       attentions.push_back(attention);
     else if (auto mul = mlir::dyn_cast<MulOp>(op))
       muls.push_back(mul);
+    else if (auto embedding = mlir::dyn_cast<EmbeddingOp>(op))
+      embeddings.push_back(embedding);
     else if (auto r = mlir::dyn_cast<mlir::func::ReturnOp>(op))
       ret = r;
     else if (mlir::isa<SiluMulOp, AllReduceOp, AllGatherOp>(op))
@@ -238,6 +279,11 @@ LogicalResult Sharder::run() {
   for (MulOp mul : muls)
     if (failed(shardMlp(mul)))
       return failure();
+  if (embeddings.size() != 1)
+    return step_.emitError() << "shard-tensor-parallel expects one kiln.embedding, found "
+                             << embeddings.size();
+  if (failed(shardEmbedding(embeddings.front())))
+    return failure();
   return ret ? shardLmHead(ret) : step_.emitError() << "@step has no return";
 }
 
@@ -255,7 +301,8 @@ struct ShardTensorParallelPass
   llvm::StringRef getArgument() const override { return "kiln-shard-tensor-parallel"; }
   llvm::StringRef getDescription() const override {
     return "Shard the unfused step for one rank of tensor parallelism (column/row-parallel "
-           "linears + all_reduce, vocab-parallel lm_head + all_gather)";
+           "linears + all_reduce, vocab-parallel embedding + all_reduce and lm_head + "
+           "all_gather)";
   }
 
   Option<int64_t> rank{*this, "rank", llvm::cl::desc("this rank"), llvm::cl::init(0)};

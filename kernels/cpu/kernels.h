@@ -10,7 +10,8 @@ namespace kiln::kernels::cpu {
 
 enum class WeightType : uint8_t { kF32, kF16, kBF16 };
 
-// out[t] = table[tokenIds[t]]
+// out[t] = table[tokenIds[t] - vocabStart] for ids in [vocabStart, vocabStart + vocabSize), else
+// zeros: a vocab-parallel rank holds only its rows and an all_reduce sums the ranks' outputs.
 struct EmbeddingArgs {
   const int32_t *tokenIds;
   int32_t numTokens;
@@ -19,6 +20,7 @@ struct EmbeddingArgs {
   int32_t vocabSize;
   int32_t hidden;
   float *out;         // [numTokens, hidden]
+  int32_t vocabStart = 0;  // the id of table row 0
 };
 void embedding(const EmbeddingArgs &args);
 

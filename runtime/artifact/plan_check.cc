@@ -6,6 +6,7 @@
 
 #include "schema/version.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace kiln::rt {
@@ -92,6 +93,7 @@ private:
   Status checkOp(const schema::Rank &rank, uint32_t index);
   Status checkRowOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
                           const std::vector<const schema::Buffer *> &out);
+  Status checkEmbeddingRange(const schema::Op &op, uint64_t rows);
   Status checkStepOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
                            const std::vector<const schema::Buffer *> &out);
   Status checkHeads(uint32_t layer, uint32_t heads, uint32_t kvHeads, uint32_t headDim);
@@ -432,6 +434,23 @@ Status PlanChecker::checkRowOpShapes(const schema::Op &op,
   }
 }
 
+// One rank holds the whole table (vocab_start 0); with tp ranks each holds a vocab shard, and the
+// shards together must be able to cover the vocabulary.
+Status PlanChecker::checkEmbeddingRange(const schema::Op &op, uint64_t rows) {
+  uint64_t vocab = plan_.model()->vocab_size();
+  uint64_t start = op.params_as_EmbeddingParams()->vocab_start();
+  uint64_t tp = std::max<uint64_t>(plan_.tp(), 1);
+  if (tp == 1 && start != 0)
+    return error("vocab_start is " + std::to_string(start) + "; a tp 1 plan holds the whole table");
+  if (start >= vocab)
+    return error("vocab_start " + std::to_string(start) + " is not below vocab_size " +
+                 std::to_string(vocab));
+  if (rows < (vocab + tp - 1) / tp)
+    return error("table has " + std::to_string(rows) + " rows, fewer than vocab_size " +
+                 std::to_string(vocab) + (tp > 1 ? " / tp " + std::to_string(tp) : ""));
+  return okStatus();
+}
+
 // Ops that read step inputs or the KV cache.
 Status PlanChecker::checkStepOpShapes(const schema::Op &op,
                                       const std::vector<const schema::Buffer *> &in,
@@ -448,10 +467,7 @@ Status PlanChecker::checkStepOpShapes(const schema::Op &op,
         in[1]->shape()->size() != 2 || y->rows() != RowScale::Tokens ||
         width(y) != in[1]->shape()->Get(1))
       return bad("needs [token_ids step input, table weight [vocab, hidden]] -> y(Tokens, hidden)");
-    if (in[1]->shape()->Get(0) < plan_.model()->vocab_size())
-      return bad("table has " + std::to_string(in[1]->shape()->Get(0)) +
-                 " rows, fewer than vocab_size " + std::to_string(plan_.model()->vocab_size()));
-    return okStatus();
+    return checkEmbeddingRange(op, in[1]->shape()->Get(0));
   case K::RopeKvWriteParams: {
     const auto *p = op.params_as_RopeKvWriteParams();
     KILN_RETURN_IF_ERROR(checkHeads(p->layer(), p->num_heads(), p->num_kv_heads(), p->head_dim()));

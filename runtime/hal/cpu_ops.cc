@@ -31,10 +31,17 @@ kc::WeightType weightType(DType dtype) {
                                : kc::WeightType::kF32;
 }
 
+// checkPlan keeps vocab_start below the model's vocab_size, which fits int32.
+int32_t vocabStartOf(const BoundOp &op) {
+  const auto *params = op.op->params_as_EmbeddingParams();
+  return params ? static_cast<int32_t>(params->vocab_start()) : 0;
+}
+
 void runEmbedding(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &table = op.inputs[1];
   kc::embedding({i32(op.inputs[0]), c.numTokens, table.data, weightType(table.dtype),
-                 static_cast<int32_t>(table.fixedRows), widthOf(table), f32(op.outputs[0])});
+                 static_cast<int32_t>(table.fixedRows), widthOf(table), f32(op.outputs[0]),
+                 vocabStartOf(op)});
 }
 
 void runRmsNorm(const BoundOp &op, const StepCounts &c) {

@@ -60,7 +60,7 @@ TEST(TpCli, InspectShowsPerRankShapesAndBytes) {
     EXPECT_EQ(weightNamed(rank, "layers.1.mlp.gate_up.weight")["shape"], nlohmann::json({128, 64}));
     EXPECT_EQ(weightNamed(rank, "layers.1.mlp.down.weight")["shape"], nlohmann::json({64, 64}));
     EXPECT_EQ(weightNamed(rank, "lm_head.weight")["bytes"], 256 * 64 * 4);
-    EXPECT_EQ(weightNamed(rank, "embed.weight")["shape"], nlohmann::json({512, 64}));
+    EXPECT_EQ(weightNamed(rank, "embed.weight")["shape"], nlohmann::json({256, 64})); // vocab shard
   }
   std::tie(code, output) = run(kKiln + " inspect " + artifact);
   ASSERT_EQ(code, 0) << output;
@@ -70,7 +70,7 @@ TEST(TpCli, InspectShowsPerRankShapesAndBytes) {
     reduces += op["kind"] == "AllReduce";
     gathers += op["kind"] == "AllGather";
   }
-  EXPECT_EQ(reduces, 4); // after o_proj and down_proj of 2 layers
+  EXPECT_EQ(reduces, 5); // after the embedding, and o_proj and down_proj of 2 layers
   EXPECT_EQ(gathers, 1); // the lm_head logits
 }
 

@@ -1,7 +1,8 @@
 // Weight sharding round trip: concatenating the rank shards of a --tp N artifact along each
 // weight's sharded dim reproduces the --tp 1 artifact's tensors byte for byte (fused q/k/v and
-// gate/up part by part, o/down by columns, lm_head by vocab rows minus the zero padding), and
-// replicated weights are identical on every rank.
+// gate/up part by part, o/down by columns, the embedding table and lm_head by vocab rows minus the
+// zero padding), and replicated weights are identical on every rank. A tied model stores its
+// table's vocab shard once per rank, shared by the embedding and lm_head.
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
@@ -69,12 +70,14 @@ Bytes reassemble(const std::string &name, const std::vector<std::map<std::string
     for (uint64_t row = 0; row < first.shape[0]; ++row)
       for (size_t r = 0; r < tp; ++r)
         append(out, rowsOf(ranks[r].at(name), row, 1));
-  } else if (name == "lm_head.weight") {
-    for (size_t r = 0; r < tp; ++r)
+  } else if (name == "lm_head.weight" || name == "embed.weight") {
+    for (size_t r = 0; r < tp; ++r) {
+      EXPECT_EQ(ranks[r].at(name).shape[0], (model.vocab_size() + tp - 1) / tp) << name;
       append(out, ranks[r].at(name).bytes);
+    }
     size_t real = model.vocab_size() * first.rowBytes();
     for (size_t i = real; i < out.size(); ++i)
-      EXPECT_EQ(out[i], 0) << "lm_head padding byte " << i;
+      EXPECT_EQ(out[i], 0) << name << " padding byte " << i;
     out.resize(real);
   } else {
     for (size_t r = 1; r < tp; ++r)
@@ -100,9 +103,10 @@ void checkRoundTrip(const std::string &modelDir, int64_t tp, const std::string &
   for (int r = 0; r < tp; ++r)
     ranks.push_back(tensorsOf(**sharded, r));
   const schema::ModelInfo &model = *(*whole)->plan().model();
-  // A tied lm_head has no tensor of its own at tp 1: its shards come from the embedding table.
+  // A tied lm_head has no tensor of its own at tp 1 or tp N: it reads the embedding's shard.
   if (!original.count("lm_head.weight"))
-    original["lm_head.weight"] = original.at("embed.weight");
+    for (const auto &rank : ranks)
+      EXPECT_FALSE(rank.count("lm_head.weight")) << "a tied table is stored twice";
   size_t checked = 0;
   for (const auto &[name, tensor] : original) {
     for (const auto &rank : ranks)

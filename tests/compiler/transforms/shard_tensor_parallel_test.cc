@@ -58,9 +58,24 @@ TEST(ShardTensorParallelTest, RankOneOfTwoHoldsItsHeadsIntermediateAndVocabShard
   expectWeight("layers.0.mlp.gate.weight", hf + "mlp.gate_proj.weight|rows=48:96", {48, 64});
   expectWeight("layers.0.mlp.up.weight", hf + "mlp.up_proj.weight|rows=48:96", {48, 64});
   expectWeight("layers.0.mlp.down.weight", hf + "mlp.down_proj.weight|cols=48:96", {64, 48});
-  // Tied: the embedding keeps the whole table, lm_head reads its vocab shard of it.
-  expectWeight("embed.weight", "model.embed_tokens.weight", {100, 64});
-  expectWeight("lm_head.weight", "model.embed_tokens.weight|rows=50:100", {50, 64});
+  // Tied: the embedding and lm_head share one vocab shard of the table, stored once.
+  expectWeight("embed.weight", "model.embed_tokens.weight|rows=50:100", {50, 64});
+  EXPECT_EQ(weights.count("lm_head.weight"), 0u);
+  int embeddings = 0;
+  module->walk([&](EmbeddingOp embedding) {
+    ++embeddings;
+    EXPECT_EQ(embedding.getVocabStart(), 50);
+    EXPECT_EQ(embedding.getTable(), weights["embed.weight"].getResult());
+    ASSERT_TRUE(embedding->hasOneUse());
+    auto reduce = mlir::dyn_cast<AllReduceOp>(*embedding->getUsers().begin());
+    ASSERT_TRUE(reduce);
+    EXPECT_EQ(opName(reduce), opName(embedding) + ".all_reduce");
+  });
+  EXPECT_EQ(embeddings, 1);
+  module->walk([&](LinearOp linear) {
+    if (opName(linear) == "lm_head")
+      EXPECT_EQ(linear.getW(), weights["embed.weight"].getResult());
+  });
   expectWeight("layers.0.attn_norm.weight", hf + "input_layernorm.weight", {64});
   module->walk([&](RopeKvWriteOp rope) {
     EXPECT_EQ(rope.getNumHeads(), 2);
@@ -72,8 +87,10 @@ TEST(ShardTensorParallelTest, RankOneOfTwoHoldsItsHeadsIntermediateAndVocabShard
     EXPECT_EQ(shapeOf(attention.getResult()), (std::vector<int64_t>{kDyn, 32}));
   });
   // One all_reduce after each o_proj and down_proj, feeding the residual add.
-  EXPECT_EQ(countOps<AllReduceOp>(*module), 4);
+  EXPECT_EQ(countOps<AllReduceOp>(*module), 5);
   module->walk([&](AllReduceOp reduce) {
+    if (reduce.getX().getDefiningOp<EmbeddingOp>())
+      return;
     auto linear = reduce.getX().getDefiningOp<LinearOp>();
     ASSERT_TRUE(linear);
     EXPECT_TRUE(opName(linear).ends_with(".o") || opName(linear).ends_with(".down"));
@@ -116,7 +133,12 @@ TEST(ShardTensorParallelTest, FusionKeepsShardsAndTheLastVocabShardIsPadded) {
                                       hf + "mlp.up_proj.weight|rows=72:96"}));
   EXPECT_EQ(sourcesOf(weights["lm_head.weight"]),
             std::vector<std::string>{"lm_head.weight|rows=78:104"});
-  EXPECT_EQ(countOps<AllReduceOp>(*module), 4);
+  // Untied: the embedding's own table is sharded over the same vocab rows.
+  EXPECT_EQ(sourcesOf(weights["embed.weight"]),
+            std::vector<std::string>{"model.embed_tokens.weight|rows=78:104"});
+  EXPECT_EQ(shapeOf(weights["embed.weight"].getResult()), (std::vector<int64_t>{26, 64}));
+  module->walk([&](EmbeddingOp embedding) { EXPECT_EQ(embedding.getVocabStart(), 78); });
+  EXPECT_EQ(countOps<AllReduceOp>(*module), 5);
   EXPECT_EQ(countOps<AddRmsNormOp>(*module), 4); // the residual adds still fuse after a reduce
 }
 

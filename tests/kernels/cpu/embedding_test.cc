@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <vector>
 
 namespace kiln::kernels::cpu {
@@ -31,6 +32,41 @@ TEST(EmbeddingTest, CopiesRowsExactlyForEveryWeightType) {
         EXPECT_TRUE(testing::bitwiseEqual(got, expected)) << "token " << t << " id " << ids[t];
       }
     }
+}
+
+// A vocab shard holds ids [vocabStart, vocabStart + vocabSize): those read their row exactly,
+// every other id (below, above, or far outside, where id - vocabStart would wrap in 32 bits)
+// gives a zero row, so summing the shards' outputs reproduces the whole-table lookup.
+TEST(EmbeddingTest, VocabShardReadsItsIdsAndZerosTheRest) {
+  const int32_t vocab = 10, hidden = 24, shard = 4;
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16}) {
+    SCOPED_TRACE(testing::weightTypeName(type));
+    const auto whole =
+        makeWeights(randomFloats(static_cast<size_t>(vocab) * hidden, 7, -4, 4), type);
+    const std::vector<int32_t> ids = {0, 3, 4, 7, 8, 9, 5, 2147483647};
+    const int32_t n = static_cast<int32_t>(ids.size());
+    std::vector<float> sum(static_cast<size_t>(n) * hidden, 0.0f);
+    for (int32_t start = 0; start < vocab; start += shard) {
+      // The last shard is zero-padded past the vocab, as the compiler stores it.
+      std::vector<float> rows(static_cast<size_t>(shard) * hidden, 0.0f);
+      for (int32_t r = 0; r < shard && start + r < vocab; ++r)
+        std::copy_n(whole.values.begin() + (start + r) * hidden, hidden, rows.begin() + r * hidden);
+      const auto table = makeWeights(rows, type);
+      std::vector<float> out(static_cast<size_t>(n) * hidden, -1.0f);
+      embedding({ids.data(), n, table.data(), type, shard, hidden, out.data(), start});
+      for (int32_t t = 0; t < n; ++t) {
+        const bool mine = ids[t] >= start && ids[t] < start + shard;
+        for (int32_t j = 0; j < hidden; ++j) {
+          const float expected = mine ? table.values[(ids[t] - start) * hidden + j] : 0.0f;
+          ASSERT_EQ(out[t * hidden + j], expected) << "shard " << start << " id " << ids[t];
+          sum[t * hidden + j] += out[t * hidden + j];
+        }
+      }
+    }
+    for (int32_t t = 0; t + 1 < n; ++t) // the last id is past the vocab: all zeros
+      for (int32_t j = 0; j < hidden; ++j)
+        ASSERT_EQ(sum[t * hidden + j], whole.values[ids[t] * hidden + j]) << "id " << ids[t];
+  }
 }
 
 } // namespace

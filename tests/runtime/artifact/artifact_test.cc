@@ -315,6 +315,15 @@ TEST_F(ArtifactTest, ActivationBeyondArena) {
       << message;
 }
 
+// A tp 1 plan's embedding holds the whole table, so a vocab_start (a shard's first id) is refused.
+TEST_F(ArtifactTest, EmbeddingVocabStartNeedsTensorParallelism) {
+  std::string dir = write([](schema::PlanT &plan) {
+    plan.ranks[0]->program[0]->params.AsEmbeddingParams()->vocab_start = 2;
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: op 0 'embed' (Embedding): vocab_start is 2; a tp "
+                            "1 plan holds the whole table");
+}
+
 TEST_F(ArtifactTest, BadLoadRank) {
   std::string dir = write();
   LoadOptions options;
