@@ -117,19 +117,24 @@ LogicalResult EmbeddingOp::verify() {
   return expectWidth(*this, getResult(), table.getDimSize(1), "result", "the table's hidden size");
 }
 
+// RmsNorm and AddRmsNorm: the weight spans x's width and eps is positive.
+static LogicalResult verifyNormWeight(mlir::Operation *op, Value x, Value w, llvm::APFloat eps) {
+  FailureOr<int64_t> width = activationWidth(op, x, "x");
+  FailureOr<int64_t> weight = vectorSize(op, w, "w");
+  if (failed(width) || failed(weight))
+    return failure();
+  if (*width != *weight)
+    return op->emitOpError() << "weight size " << *weight << " must equal x's width " << *width;
+  if (eps.convertToFloat() <= 0.0f)
+    return op->emitOpError() << "eps must be positive";
+  return success();
+}
+
 LogicalResult RmsNormOp::verify() {
   if (getX().getType() != getResult().getType())
     return emitOpError() << "result type " << getResult().getType() << " must equal x's "
                          << getX().getType();
-  FailureOr<int64_t> width = activationWidth(*this, getX(), "x");
-  FailureOr<int64_t> weight = vectorSize(*this, getW(), "w");
-  if (failed(width) || failed(weight))
-    return failure();
-  if (*width != *weight)
-    return emitOpError() << "weight size " << *weight << " must equal x's width " << *width;
-  if (getEps().convertToFloat() <= 0.0f)
-    return emitOpError() << "eps must be positive";
-  return success();
+  return verifyNormWeight(*this, getX(), getW(), getEps());
 }
 
 LogicalResult AddOp::verify() { return verifySameActivation(*this); }
@@ -142,15 +147,7 @@ LogicalResult AddRmsNormOp::verify() {
       getNormed().getType() != type)
     return emitOpError() << "x, residual and both results must have one type, got x " << type
                          << " and residual " << getResidual().getType();
-  FailureOr<int64_t> width = activationWidth(*this, getX(), "x");
-  FailureOr<int64_t> weight = vectorSize(*this, getW(), "w");
-  if (failed(width) || failed(weight))
-    return failure();
-  if (*width != *weight)
-    return emitOpError() << "weight size " << *weight << " must equal x's width " << *width;
-  if (getEps().convertToFloat() <= 0.0f)
-    return emitOpError() << "eps must be positive";
-  return success();
+  return verifyNormWeight(*this, getX(), getW(), getEps());
 }
 
 LogicalResult LinearOp::verify() {
