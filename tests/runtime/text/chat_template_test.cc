@@ -1,6 +1,7 @@
 // Every real chat template in the shared assets, over a set of conversations, rendered exactly as
 // transformers' apply_chat_template(tokenize=False) renders them
 // (tests/data/chat_templates/render_goldens.json, from tools/goldens/make_chat_template_goldens.py).
+#include "tests/runtime/text/chat_template_test_util.h"
 #include <cctype>
 #include <filesystem>
 #include <fstream>
@@ -41,18 +42,7 @@ std::vector<std::string> templateIds() {
   return ids;
 }
 
-// The goldens' FIXED_NOW: Thursday 2024-09-26 10:30:00.
-std::tm fixedNow() {
-  std::tm t{};
-  t.tm_year = 2024 - 1900;
-  t.tm_mon = 8;
-  t.tm_mday = 26;
-  t.tm_hour = 10;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 269;
-  return t;
-}
+std::tm fixedNow() { return testing::goldenFixedNow(); }
 
 // The template source as the golden script read it: a .jinja file, or a tokenizer_config field.
 Result<std::string> loadTemplate(const std::string &id) {

@@ -1,6 +1,7 @@
 // The expression language, statements and whitespace rules, checked case by case against jinja2 as
 // transformers configures it (tests/data/chat_templates/expression_goldens.json, made by
 // tools/goldens/make_chat_template_goldens.py).
+#include "tests/runtime/text/chat_template_test_util.h"
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -15,18 +16,7 @@ namespace {
 
 using Json = nlohmann::ordered_json;
 
-// The goldens' FIXED_NOW: Thursday 2024-09-26 10:30:00.
-std::tm fixedNow() {
-  std::tm t{};
-  t.tm_year = 2024 - 1900;
-  t.tm_mon = 8;
-  t.tm_mday = 26;
-  t.tm_hour = 10;
-  t.tm_min = 30;
-  t.tm_wday = 4;
-  t.tm_yday = 269;
-  return t;
-}
+std::tm fixedNow() { return testing::goldenFixedNow(); }
 
 Json loadGoldens() {
   std::ifstream in(std::string(KILN_TEST_DATA_DIR) + "/chat_templates/expression_goldens.json");
