@@ -25,12 +25,14 @@ public:
   // Whether the collectives can read and write memory of a device of `kind`.
   virtual bool supports(DeviceKind kind) const = 0;
 
-  // Every rank passes its own `in` and `out` (`count` floats each); afterwards every rank's out
-  // holds in_0 + in_1 + ... summed in rank order (bit-identical on every rank).
-  virtual Status allReduceSum(int rank, const float *in, float *out, size_t count) = 0;
+  // Every rank passes its own `in` and `out` (`count` elements of `dtype` each: F32, F16 or
+  // BF16); afterwards every rank's out holds in_0 + in_1 + ... (bit-identical on every rank).
+  // The cpu communicator sums in rank order in fp32 and rounds half types once at the end.
+  virtual Status allReduceSum(int rank, const void *in, void *out, size_t count,
+                              schema::DType dtype) = 0;
   // out[i, r*inWidth + j] = in_r[i, j] for r*inWidth + j < outWidth, for i < rows.
-  virtual Status allGatherColumns(int rank, const float *in, float *out, size_t rows,
-                                  size_t inWidth, size_t outWidth) = 0;
+  virtual Status allGatherColumns(int rank, const void *in, void *out, size_t rows,
+                                  size_t inWidth, size_t outWidth, schema::DType dtype) = 0;
 
   // Fails every collective in flight and every later one until reset(): a rank that failed calls
   // it so its partners stop waiting at once. The first reason is kept (failure()).
@@ -41,7 +43,7 @@ public:
   virtual void reset() = 0;
 };
 
-// Ranks as threads of one process sharing host memory: each rank publishes its buffers, waits at
+// Ranks as threads of one process sharing host memory (F32, F16, BF16 buffers): each rank publishes its buffers, waits at
 // a barrier, does its share of the work reading every rank's buffers, and waits again (so no
 // rank reuses a buffer that a partner still reads).
 class CpuCommunicator final : public Communicator {
@@ -50,24 +52,28 @@ public:
 
   int worldSize() const override { return worldSize_; }
   bool supports(DeviceKind kind) const override { return kind == DeviceKind::kCpu; }
-  Status allReduceSum(int rank, const float *in, float *out, size_t count) override;
-  Status allGatherColumns(int rank, const float *in, float *out, size_t rows, size_t inWidth,
-                          size_t outWidth) override;
+  Status allReduceSum(int rank, const void *in, void *out, size_t count,
+                      schema::DType dtype) override;
+  Status allGatherColumns(int rank, const void *in, void *out, size_t rows, size_t inWidth,
+                          size_t outWidth, schema::DType dtype) override;
   void abort(int rank, const Status &reason) override;
   Status failure() const override;
   void reset() override;
 
 private:
   struct Slot {
-    const float *in = nullptr;
-    float *out = nullptr;
+    const void *in = nullptr;
+    void *out = nullptr;
     size_t rows = 0, inWidth = 0, outWidth = 0;
+    schema::DType dtype = schema::DType::F32;
   };
   Status checkRank(int rank, const char *what) const;
   // Publishes `slot` (when given) and waits until every rank arrived, the timeout passed or a
   // rank aborted. `what` names the collective in the timeout message.
   Status arrive(int rank, const Slot *slot, const char *what);
   Status checkSameShape(int rank, const char *what);
+  // Sums elements [begin, end) over every rank's input in rank order into every rank's output.
+  void sumChunk(size_t begin, size_t end);
 
   const int worldSize_;
   const std::chrono::milliseconds timeout_;

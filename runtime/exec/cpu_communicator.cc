@@ -1,9 +1,41 @@
 #include "runtime/exec/communicator.h"
 
+#include "runtime/base/half.h"
+
 #include <algorithm>
 #include <cstring>
 
 namespace kiln::rt {
+namespace {
+
+using schema::DType;
+
+size_t elementBytes(DType dtype) {
+  return dtype == DType::F32 ? 4 : 2;
+}
+
+float loadElement(const void *base, size_t i, DType dtype) {
+  if (dtype == DType::F32)
+    return static_cast<const float *>(base)[i];
+  uint16_t bits = static_cast<const uint16_t *>(base)[i];
+  return dtype == DType::BF16 ? bf16ToF32(bits) : f16ToF32(bits);
+}
+
+void storeElement(void *base, size_t i, float value, DType dtype) {
+  if (dtype == DType::F32)
+    static_cast<float *>(base)[i] = value;
+  else
+    static_cast<uint16_t *>(base)[i] = dtype == DType::BF16 ? f32ToBf16(value) : f32ToF16(value);
+}
+
+Status checkDtype(DType dtype, const char *what) {
+  if (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)
+    return okStatus();
+  return invalidArgument(std::string("tensor-parallel ") + what +
+                         ": buffers must be F32, F16 or BF16");
+}
+
+} // namespace
 
 CpuCommunicator::CpuCommunicator(int worldSize, std::chrono::milliseconds timeout)
     : worldSize_(worldSize), timeout_(timeout), slots_(std::max(worldSize, 1)),
@@ -53,7 +85,7 @@ Status CpuCommunicator::checkSameShape(int rank, const char *what) {
   for (int r = 0; r < worldSize_; ++r) {
     const Slot &other = slots_[r];
     if (other.rows != mine.rows || other.inWidth != mine.inWidth ||
-        other.outWidth != mine.outWidth) {
+        other.outWidth != mine.outWidth || other.dtype != mine.dtype) {
       Status status = internalError(
           "tensor-parallel " + std::string(what) + ": rank " + std::to_string(r) + " passed " +
           std::to_string(other.rows) + "x" + std::to_string(other.inWidth) + " but rank " +
@@ -66,46 +98,51 @@ Status CpuCommunicator::checkSameShape(int rank, const char *what) {
   return okStatus();
 }
 
-Status CpuCommunicator::allReduceSum(int rank, const float *in, float *out, size_t count) {
+void CpuCommunicator::sumChunk(size_t begin, size_t end) {
+  DType dtype = slots_[0].dtype;
+  for (size_t i = begin; i < end; ++i) {
+    float sum = loadElement(slots_[0].in, i, dtype);
+    for (int r = 1; r < worldSize_; ++r)
+      sum += loadElement(slots_[r].in, i, dtype);
+    for (int r = 0; r < worldSize_; ++r)
+      storeElement(slots_[r].out, i, sum, dtype);
+  }
+}
+
+Status CpuCommunicator::allReduceSum(int rank, const void *in, void *out, size_t count,
+                                     DType dtype) {
   KILN_RETURN_IF_ERROR(checkRank(rank, "all_reduce"));
-  Slot slot{in, out, 1, count, count};
+  KILN_RETURN_IF_ERROR(checkDtype(dtype, "all_reduce"));
+  Slot slot{in, out, 1, count, count, dtype};
   KILN_RETURN_IF_ERROR(arrive(rank, &slot, "all_reduce"));
   KILN_RETURN_IF_ERROR(checkSameShape(rank, "all_reduce"));
   // Rank r sums its chunk over every rank's input, in rank order, and writes it to every output.
-  size_t begin = count * rank / worldSize_, end = count * (rank + 1) / worldSize_;
-  if (end > begin) {
-    float *sum = slots_[0].out + begin;
-    const float *first = slots_[0].in + begin;
-    std::copy(first, first + (end - begin), sum);
-    for (int r = 1; r < worldSize_; ++r) {
-      const float *part = slots_[r].in + begin;
-      for (size_t i = 0; i < end - begin; ++i)
-        sum[i] += part[i];
-    }
-    for (int r = 1; r < worldSize_; ++r)
-      std::memcpy(slots_[r].out + begin, sum, (end - begin) * sizeof(float));
-  }
+  sumChunk(count * rank / worldSize_, count * (rank + 1) / worldSize_);
   return arrive(rank, nullptr, "all_reduce");
 }
 
-Status CpuCommunicator::allGatherColumns(int rank, const float *in, float *out, size_t rows,
-                                         size_t inWidth, size_t outWidth) {
+Status CpuCommunicator::allGatherColumns(int rank, const void *in, void *out, size_t rows,
+                                         size_t inWidth, size_t outWidth, DType dtype) {
   KILN_RETURN_IF_ERROR(checkRank(rank, "all_gather"));
+  KILN_RETURN_IF_ERROR(checkDtype(dtype, "all_gather"));
   if (outWidth > inWidth * worldSize_)
     return invalidArgument("tensor-parallel all_gather: output width " + std::to_string(outWidth) +
                            " exceeds " + std::to_string(worldSize_) + " ranks x " +
                            std::to_string(inWidth));
-  Slot slot{in, out, rows, inWidth, outWidth};
+  Slot slot{in, out, rows, inWidth, outWidth, dtype};
   KILN_RETURN_IF_ERROR(arrive(rank, &slot, "all_gather"));
   KILN_RETURN_IF_ERROR(checkSameShape(rank, "all_gather"));
   // Each rank fills its own output from every rank's shard.
+  size_t bytes = elementBytes(dtype);
+  auto *dst = static_cast<uint8_t *>(out);
   for (int r = 0; r < worldSize_; ++r) {
     size_t column = inWidth * r;
     if (column >= outWidth)
       break;
     size_t width = std::min(inWidth, outWidth - column);
+    const auto *src = static_cast<const uint8_t *>(slots_[r].in);
     for (size_t i = 0; i < rows; ++i)
-      std::memcpy(out + i * outWidth + column, slots_[r].in + i * inWidth, width * sizeof(float));
+      std::memcpy(dst + (i * outWidth + column) * bytes, src + i * inWidth * bytes, width * bytes);
   }
   return arrive(rank, nullptr, "all_gather");
 }

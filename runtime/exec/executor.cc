@@ -19,25 +19,6 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   return limits;
 }
 
-std::string joinTargets(const schema::Plan &plan) {
-  std::string joined;
-  if (plan.targets())
-    for (const auto *t : *plan.targets())
-      joined += (joined.empty() ? "" : ",") + t->str();
-  return joined.empty() ? "(none)" : joined;
-}
-
-Status checkTarget(const Artifact &artifact, const Device &device) {
-  const schema::Plan &plan = artifact.plan();
-  if (plan.targets())
-    for (const auto *t : *plan.targets())
-      if (t->str() == device.target())
-        return okStatus();
-  return failedPrecondition("artifact '" + artifact.directory() + "' was compiled for targets " +
-                            joinTargets(plan) + "; this device is '" + device.target() +
-                            "': recompile with --target " + device.target());
-}
-
 // Bytes per KV block over all layers (K and V), and the pool size the options ask for.
 Result<int32_t> kvBlockCount(const schema::KvCacheSpec &kv, const ExecutorOptions &options,
                              size_t blockBytes) {
@@ -99,7 +80,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Dev
     return invalidArgument("executor rank " + std::to_string(options.rank) + " is not a rank of '" +
                            artifact.directory() + "' whose weights were loaded (" +
                            std::to_string(artifact.numRanks()) + " rank(s))");
-  KILN_RETURN_IF_ERROR(checkTarget(artifact, device));
+  if (Status loaded = device.loadPlan(artifact.plan()); !loaded.isOk())
+    return loaded.withContext("artifact '" + artifact.directory() + "'");
   KILN_RETURN_IF_ERROR(checkCommunicator(artifact, device, options));
   std::unique_ptr<Executor> executor(new Executor(artifact, device, options.rank));
   executor->communicator_ = options.communicator;
@@ -175,8 +157,10 @@ Status Executor::bindProgram() {
       step.collective = op->params_type();
       step.in = buffers_[op->inputs()->Get(0)];
       step.out = buffers_[op->outputs()->Get(0)];
-      if (step.in.dtype != schema::DType::F32 || step.out.dtype != schema::DType::F32)
-        return unimplemented("op '" + op->name()->str() + "': collectives take F32 buffers");
+      if (step.in.dtype != step.out.dtype)
+        return invalidArgument("op '" + op->name()->str() + "': input " +
+                               dtypeName(step.in.dtype) + " and output " +
+                               dtypeName(step.out.dtype) + " dtypes differ");
       program_.push_back(std::move(step));
       continue;
     }
@@ -201,12 +185,11 @@ Status Executor::runCollective(const ProgramStep &step, const StepCounts &counts
   // The communicator reads what the device wrote: everything queued must have landed.
   KILN_RETURN_IF_ERROR(device_.synchronize());
   size_t rows = static_cast<size_t>(counts.rows(step.in.rows, step.in.fixedRows));
-  const float *in = static_cast<const float *>(step.in.data);
-  float *out = static_cast<float *>(step.out.data);
   if (step.collective == schema::OpParams::AllReduceParams)
-    return communicator_->allReduceSum(rank_.rank(), in, out, rows * step.in.width);
-  return communicator_->allGatherColumns(rank_.rank(), in, out, rows, step.in.width,
-                                         step.out.width);
+    return communicator_->allReduceSum(rank_.rank(), step.in.data, step.out.data,
+                                       rows * step.in.width, step.in.dtype);
+  return communicator_->allGatherColumns(rank_.rank(), step.in.data, step.out.data, rows,
+                                         step.in.width, step.out.width, step.in.dtype);
 }
 
 Result<StepOutput> Executor::execute(const StepBatch &batch) {

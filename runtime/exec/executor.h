@@ -22,6 +22,10 @@ struct ExecutorOptions {
   int rank = 0;                           // which rank of the plan this executor runs
   int32_t numKvBlocks = 0;                // 0: derive from kvCacheBytes
   size_t kvCacheBytes = size_t(64) << 20; // K and V of every layer, all blocks together
+  // In (0, 1]: after weights, arena and step inputs are allocated, the KV cache takes what keeps
+  // the device's used memory at or below this fraction of its total (--gpu-memory-utilization);
+  // numKvBlocks and kvCacheBytes are then ignored. 0: size from numKvBlocks / kvCacheBytes.
+  double memoryUtilization = 0.0;
   // Runs the plan's AllReduce/AllGather ops with the other ranks; required when the plan's tp > 1
   // (MultiRankRunner sets it), must outlive the executor.
   Communicator *communicator = nullptr;

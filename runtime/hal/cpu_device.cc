@@ -2,6 +2,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <unistd.h>
 
 namespace kiln::rt {
 namespace {
@@ -22,6 +23,15 @@ private:
 } // namespace
 
 CpuDevice::CpuDevice() = default;
+
+Result<DeviceMemoryInfo> CpuDevice::memoryInfo() const {
+  long pageSize = sysconf(_SC_PAGESIZE);
+  long pages = sysconf(_SC_PHYS_PAGES);
+  long available = sysconf(_SC_AVPHYS_PAGES);
+  if (pageSize <= 0 || pages <= 0 || available < 0)
+    return unavailable("cpu: the host's memory size is unknown (sysconf failed)");
+  return DeviceMemoryInfo{size_t(available) * size_t(pageSize), size_t(pages) * size_t(pageSize)};
+}
 
 Result<DeviceMemory> CpuDevice::allocate(size_t bytes, MemoryKind kind) {
   size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;

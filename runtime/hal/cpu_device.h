@@ -14,6 +14,7 @@ public:
   DeviceKind kind() const override { return DeviceKind::kCpu; }
   const std::string &target() const override { return name_; }
 
+  Result<DeviceMemoryInfo> memoryInfo() const override;
   Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override;
   void free(DeviceMemory &memory) override;
   Result<DeviceMemory> importWeights(std::span<const uint8_t> hostBytes) override;

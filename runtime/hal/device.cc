@@ -6,6 +6,27 @@
 #endif
 
 namespace kiln::rt {
+namespace {
+
+std::string joinTargets(const schema::Plan &plan) {
+  std::string joined;
+  if (plan.targets())
+    for (const auto *t : *plan.targets())
+      joined += (joined.empty() ? "" : ",") + t->str();
+  return joined.empty() ? "(none)" : joined;
+}
+
+} // namespace
+
+Status Device::loadPlan(const schema::Plan &plan) {
+  if (plan.targets())
+    for (const auto *t : *plan.targets())
+      if (t->str() == target())
+        return okStatus();
+  return failedPrecondition("compiled for targets " + joinTargets(plan) +
+                            "; this device is '" + target() + "': recompile with --target " +
+                            target());
+}
 
 Result<std::unique_ptr<Device>> createDevice(const std::string &name) {
   if (name == "cpu")

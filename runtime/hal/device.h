@@ -80,6 +80,12 @@ struct BoundOp {
   const KvCacheBinding *kvCache = nullptr; // must outlive the prepared op
 };
 
+// Memory of the device as its driver reports it (CPU: the host's physical memory).
+struct DeviceMemoryInfo {
+  size_t freeBytes = 0;
+  size_t totalBytes = 0;
+};
+
 // A backend's ready-to-run form of one op, made once at Executor::create.
 class PreparedOp {
 public:
@@ -94,6 +100,13 @@ public:
   virtual DeviceKind kind() const = 0;
   // The artifact target this device runs ("cpu", "sm_90a"): Plan.targets must list it.
   virtual const std::string &target() const = 0;
+
+  // Called once by Executor::create before any prepareOp: checks that the artifact can run here and
+  // loads what its ops need. The default accepts a plan whose targets list target() exactly; a
+  // GPU backend also accepts compatible targets and loads the plan's kernel module for its SM.
+  virtual Status loadPlan(const schema::Plan &plan);
+  // Free and total memory now; the executor sizes the KV cache from it (--gpu-memory-utilization).
+  virtual Result<DeviceMemoryInfo> memoryInfo() const = 0;
 
   virtual Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) = 0;
   // Releases `memory` (a no-op for borrowed memory) and clears it.

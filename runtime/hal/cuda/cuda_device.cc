@@ -167,6 +167,10 @@ Status CudaDevice::makeCurrent() const {
   return driver_->check(driver_->ctxSetCurrent(context_), "cuCtxSetCurrent");
 }
 
+Result<DeviceMemoryInfo> CudaDevice::memoryInfo() const {
+  return unimplemented("cuda backend: memoryInfo (cuMemGetInfo) is not wired yet");
+}
+
 Result<DeviceMemory> CudaDevice::allocate(size_t bytes, MemoryKind kind) {
   KILN_RETURN_IF_ERROR(makeCurrent());
   DeviceMemory memory;

@@ -48,6 +48,9 @@ public:
   DeviceKind kind() const override { return DeviceKind::kCuda; }
   const std::string &target() const override { return target_; }
 
+  // Checks the plan's kernel modules against this device's SM and loads one (loadKernelModules).
+  Status loadPlan(const schema::Plan &plan) override { return loadKernelModules(plan); }
+  Result<DeviceMemoryInfo> memoryInfo() const override;
   Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override;
   void free(DeviceMemory &memory) override;
   Result<DeviceMemory> importWeights(std::span<const uint8_t> hostBytes) override;
@@ -59,8 +62,8 @@ public:
   Status runOp(const PreparedOp &op, const StepCounts &counts) override;
   Status synchronize() override;
 
-  // Loads the plan's module for this device (selectKernelModule). The Device interface has no
-  // such hook yet: whoever creates the executor on a CudaDevice calls this first.
+  // Loads the plan's module for this device (selectKernelModule); Executor::create calls it
+  // through loadPlan.
   Status loadKernelModules(const schema::Plan &plan);
 
 private:

@@ -312,7 +312,7 @@ TEST_F(ExecutorTest, CreateRejectsBadRankAndForeignTarget) {
   ASSERT_FALSE(executor.isOk());
   EXPECT_EQ(executor.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(executor.status().message(), "artifact '" + dir +
-                                             "' was compiled for targets sm_90a,sm_80; this "
+                                             "': compiled for targets sm_90a,sm_80; this "
                                              "device is 'cpu': recompile with --target cpu");
 }
 

@@ -194,6 +194,7 @@ public:
   const std::string &name() const override { return cpu_.name(); }
   DeviceKind kind() const override { return cpu_.kind(); }
   const std::string &target() const override { return cpu_.target(); }
+  Result<DeviceMemoryInfo> memoryInfo() const override { return cpu_.memoryInfo(); }
   Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override {
     return cpu_.allocate(bytes, kind);
   }
@@ -327,14 +328,15 @@ public:
   explicit FailingGather(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
   int worldSize() const override { return inner_->worldSize(); }
   bool supports(DeviceKind kind) const override { return inner_->supports(kind); }
-  Status allReduceSum(int rank, const float *in, float *out, size_t count) override {
-    return inner_->allReduceSum(rank, in, out, count);
+  Status allReduceSum(int rank, const void *in, void *out, size_t count,
+                      schema::DType dtype) override {
+    return inner_->allReduceSum(rank, in, out, count, dtype);
   }
-  Status allGatherColumns(int rank, const float *in, float *out, size_t rows, size_t inWidth,
-                          size_t outWidth) override {
+  Status allGatherColumns(int rank, const void *in, void *out, size_t rows, size_t inWidth,
+                          size_t outWidth, schema::DType dtype) override {
     if (rank == 1 && fail)
       return unavailable("injected: link to rank 0 is down");
-    return inner_->allGatherColumns(rank, in, out, rows, inWidth, outWidth);
+    return inner_->allGatherColumns(rank, in, out, rows, inWidth, outWidth, dtype);
   }
   void abort(int rank, const Status &reason) override { inner_->abort(rank, reason); }
   Status failure() const override { return inner_->failure(); }
