@@ -34,12 +34,16 @@ Result<int64_t> parseInt(const std::string &value, const std::string &where, int
   return v;
 }
 
-// Where `model_id` points: kiln serves compiled artifacts from a local directory only.
+// Where `model_id` / `s3url` points: a local artifact directory, or an s3:// prefix that kiln
+// serve pulls into its cache before loading (a Hugging Face hub id is not a compiled artifact).
 Status applyModelId(const std::string &value, const std::string &where, ServeConfig &config) {
-  if (value.rfind("s3://", 0) == 0)
-    return unimplemented(where + " is '" + value +
-                         "': S3 model sources are not supported yet; download the artifact "
-                         "and point kiln serve at the directory");
+  if (value.rfind("s3://", 0) == 0) {
+    if (value.size() <= 5 || value[5] == '/')
+      return invalidArgument(where + " is '" + value + "': expected s3://bucket/prefix");
+    config.s3Source = value;
+    config.sources["model_dir"] = where;
+    return okStatus();
+  }
   if (std::filesystem::is_directory(value)) {
     config.modelDir = value;
     config.sources["model_dir"] = where;

@@ -23,6 +23,9 @@ inline constexpr int64_t kDefaultMaxWaiting = 1024;
 
 struct ServeConfig {
   std::string modelDir;            // the artifact directory
+  // An s3://bucket/prefix artifact named by option.s3url / option.model_id / HF_MODEL_ID: the
+  // serve command pulls it into the local cache and serves that directory (modelDir then).
+  std::string s3Source;
   bool sageMaker = false;          // started with no artifact argument
   std::string host = "0.0.0.0";
   int port = kDefaultPort;

@@ -105,26 +105,35 @@ Status applyFlags(const Args &args, rt::serve::ServeConfig &config) {
   return okStatus();
 }
 
+// Pulled once into a cache keyed by the manifest's hash; a second start reuses it.
+Result<std::string> pullArtifact(const std::string &s3Url) {
+#ifdef KILN_HAVE_STORE
+  rt::PullOptions pull;
+  pull.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
+  pull.client.log = pull.log;
+  return rt::pullToCache(s3Url, pull);
+#else
+  return unimplemented("serving from S3 (" + s3Url + ") needs a kiln built with "
+                       "libcurl and libarchive (the store layer)");
+#endif
+}
+
 Result<rt::serve::ServeConfig> buildConfig(const Args &args) {
   rt::serve::ServeConfig config;
   config.sageMaker = args.positionals().empty() || args.has("--sagemaker");
   config.modelDir = args.positionals().empty() ? rt::serve::kSageMakerModelDir
                                                : args.positionals()[0];
   if (config.modelDir.rfind("s3://", 0) == 0) {
-#ifdef KILN_HAVE_STORE
-    // Pulled once into a cache keyed by the manifest's hash; a second start reuses it.
-    rt::PullOptions pull;
-    pull.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
-    pull.client.log = pull.log;
-    KILN_ASSIGN_OR_RETURN(config.modelDir, rt::pullToCache(config.modelDir, pull));
-#else
-    return unimplemented("serving from S3 (" + config.modelDir + ") needs a kiln built with "
-                         "libcurl and libarchive (the store layer)");
-#endif
+    KILN_ASSIGN_OR_RETURN(config.modelDir, pullArtifact(config.modelDir));
   }
   if (config.sageMaker) {
     config.port = rt::serve::kSageMakerPort;
     KILN_RETURN_IF_ERROR(applySageMakerSources(config));
+    // option.s3url / model_id / HF_MODEL_ID naming an S3 prefix: serving.properties stays in
+    // the model directory, the artifact comes from the store.
+    if (!config.s3Source.empty()) {
+      KILN_ASSIGN_OR_RETURN(config.modelDir, pullArtifact(config.s3Source));
+    }
   }
   KILN_RETURN_IF_ERROR(applyFlags(args, config));
   if (!std::filesystem::is_directory(config.modelDir))

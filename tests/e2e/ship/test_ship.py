@@ -95,13 +95,26 @@ class ShipTest(unittest.TestCase):
         self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
         self.assertIn("using cached artifact", read(os.path.join(self.work, "serve.log"), "r"))
 
-    def serve_and_compare(self, dest, env=None):
+    def test_sagemaker_serving_properties_s3url_pulls_the_artifact(self):
+        # The LMI way: /opt/ml/model holds only serving.properties; option.s3url names the
+        # artifact in S3, which kiln pulls into its cache before serving.
+        self.push("models/sagemaker")
+        model_dir = self.dest("sagemaker-model")
+        os.makedirs(model_dir)
+        with open(os.path.join(model_dir, "serving.properties"), "w") as f:
+            f.write("engine=Python\noption.s3url=s3://kiln-test/models/sagemaker\n")
+        env = dict(MOTO.env, KILN_CACHE_DIR=self.dest("sagemaker-cache"))
+        self.serve_and_compare(model_dir, env=env, extra=["--sagemaker"])
+        logged = read(os.path.join(self.work, "serve.log"), "r")
+        self.assertIn("into the cache", logged)
+
+    def serve_and_compare(self, dest, env=None, extra=()):
         if kiln("serve", "--help").returncode != 0:
             self.skipTest("this kiln has no serve command")
         port = free_port()
         log = open(os.path.join(self.work, "serve.log"), "w")
-        proc = subprocess.Popen([ARGS.kiln, "serve", dest, "--host", "127.0.0.1", "--port",
-                                 str(port)], stdout=log, stderr=subprocess.STDOUT,
+        proc = subprocess.Popen([ARGS.kiln, "serve", dest, *extra, "--host", "127.0.0.1",
+                                 "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
                                 env=env or MOTO.env)
         try:
             body = None

@@ -53,9 +53,9 @@ TEST(ServeConfigTest, BadValuesAndSourcesAreRejectedClearly) {
   Status s = applyServingProperties({{"option.max_rolling_batch_size", "many"}}, "sp", config);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("option.max_rolling_batch_size=many in sp"), std::string::npos);
-  s = applyEnvironment({{"HF_MODEL_ID", "s3://bucket/model"}}, config);
-  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(s.message().find("S3"), std::string::npos);
+  s = applyEnvironment({{"HF_MODEL_ID", "s3://"}}, config);
+  EXPECT_EQ(s.message(), "environment variable HF_MODEL_ID=s3:// is 's3://': expected "
+                         "s3://bucket/prefix");
   s = applyEnvironment({{"HF_MODEL_ID", "meta-llama/Llama-3-8B"}}, config);
   ASSERT_FALSE(s.isOk());
   EXPECT_NE(s.message().find("kiln compile"), std::string::npos);
@@ -65,6 +65,20 @@ TEST(ServeConfigTest, BadValuesAndSourcesAreRejectedClearly) {
   std::string dir = std::filesystem::temp_directory_path().string();
   ASSERT_TRUE(applyEnvironment({{"HF_MODEL_ID", dir}}, config).isOk());
   EXPECT_EQ(config.modelDir, dir);
+}
+
+TEST(ServeConfigTest, S3SourcesAreRecordedForTheServeCommandToPull) {
+  ServeConfig config;
+  ASSERT_TRUE(
+      applyServingProperties({{"option.s3url", "s3://models/llama/v1"}}, "sp", config).isOk());
+  EXPECT_EQ(config.s3Source, "s3://models/llama/v1");
+  EXPECT_EQ(config.sources["model_dir"], "option.s3url=s3://models/llama/v1 in sp");
+  ServeConfig fromEnv;
+  ASSERT_TRUE(applyEnvironment({{"HF_MODEL_ID", "s3://b/p"}}, fromEnv).isOk());
+  EXPECT_EQ(fromEnv.s3Source, "s3://b/p");
+  ServeConfig bad;
+  Status s = applyServingProperties({{"option.model_id", "s3:///p"}}, "sp", bad);
+  EXPECT_EQ(s.message(), "option.model_id=s3:///p in sp is 's3:///p': expected s3://bucket/prefix");
 }
 
 TEST(ServeConfigTest, ContradictionsWithTheArtifactNameTheKey) {
