@@ -54,14 +54,30 @@ __device__ __forceinline__ void copyRow(const S *src, int64_t from, T *dst, int6
   storeRow<T, kVec>(v, dst + to * WIDTH + index * kVec);
 }
 
-// y[t] = table[tokenIds[t]]; the table's dtype W may differ from the activation dtype T.
+// Writes zeros to this thread's part of row `to` of dst.
+template <typename T, int WIDTH, int THREADS>
+__device__ __forceinline__ void zeroRow(T *dst, int64_t to) {
+  constexpr int kVec = rowVectorWidth<T, WIDTH>();
+  const int index = rowVectorIndex<WIDTH / kVec, THREADS>();
+  if (index < 0)
+    return;
+  float v[kVec] = {};
+  storeRow<T, kVec>(v, dst + to * WIDTH + index * kVec);
+}
+
+// y[t] = table[tokenIds[t] - vocabStart], zeros for ids outside this rank's rows; the table's
+// dtype W may differ from the activation dtype T.
 template <typename T, typename W, int HIDDEN, int THREADS>
 __device__ __forceinline__ void embedding(const EmbeddingParams &p) {
   const int t = blockIdx.x;
   if (t >= p.numTokens)
     return;
-  copyRow<T, W, HIDDEN, THREADS>(static_cast<const W *>(p.table), p.tokenIds[t],
-                                 static_cast<T *>(p.out), t);
+  const int64_t row = static_cast<int64_t>(p.tokenIds[t]) - p.vocabStart;
+  if (row < 0 || row >= p.vocabRows)
+    zeroRow<T, HIDDEN, THREADS>(static_cast<T *>(p.out), t);
+  else
+    copyRow<T, W, HIDDEN, THREADS>(static_cast<const W *>(p.table), row, static_cast<T *>(p.out),
+                                   t);
 }
 
 // y[i] = x[indices[i]]

@@ -37,12 +37,15 @@ KILN_HOST_DEVICE constexpr int32_t prefillBlockRows(int32_t headDim, int32_t ele
   return headDim * elementBytes > 512 ? 16 : 32;
 }
 
-// y[t] = table[tokenIds[t]]                      grid (numTokens, ceil(hidden / chunk))
+// y[t] = table[tokenIds[t] - vocabStart] for ids in [vocabStart, vocabStart + vocabRows), else
+// zeros (a vocab-parallel rank's shard)       grid (numTokens, ceil(hidden / chunk))
 struct EmbeddingParams {
   const int32_t *tokenIds;
-  const void *table; // [vocab, hidden], weight dtype
+  const void *table; // [vocabRows, hidden], weight dtype
   void *out;         // [numTokens, hidden]
   int32_t numTokens;
+  int32_t vocabStart; // the id of table row 0 (0 unless tensor-parallel)
+  int32_t vocabRows;  // rows of `table`
 };
 
 // out = RmsNorm(x) * weight                      grid (rows)

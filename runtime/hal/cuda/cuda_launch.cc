@@ -31,6 +31,12 @@ uint32_t ceilDiv(int64_t a, int64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
+// checkPlan keeps vocab_start below the model's vocab_size, which fits int32.
+int32_t embeddingVocabStart(const BoundOp &op) {
+  const auto *params = op.op->params_as_EmbeddingParams();
+  return params ? static_cast<int32_t>(params->vocab_start()) : 0;
+}
+
 template <typename Params> CudaLaunch launchWith(const Params &params, size_t kernel) {
   static_assert(sizeof(Params) <= sizeof(CudaLaunch::params), "params struct too large");
   CudaLaunch launch;
@@ -58,7 +64,8 @@ CudaLaunch rowOpLaunch(const BoundOp &op, const StepCounts &c) {
   switch (op.op->params_type()) {
   case OpParams::EmbeddingParams:
     return launchWith(kc::EmbeddingParams{static_cast<const int32_t *>(in[0].data), in[1].data,
-                                          out[0].data, c.numTokens},
+                                          out[0].data, c.numTokens, embeddingVocabStart(op),
+                                          static_cast<int32_t>(in[1].fixedRows)},
                       0);
   case OpParams::RmsNormParams:
     return launchWith(kc::RmsNormParams{in[0].data, in[1].data, out[0].data, rowsOf(in[0], c),

@@ -113,12 +113,26 @@ void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
   void *dt_ = gpu.upload(encode(table, dt)), *dids = gpu.uploadPod(ids);
   Launch embed = shapeOf(k[kEmbedding]);
   ASSERT_TRUE(gpu.launch(k[kEmbedding].symbol, 5, embed.gridY, 1, embed.threads,
-                         kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5})
+                         kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5, 0,
+                                             vocab})
                   .isOk());
   std::vector<float> embedded(5 * static_cast<size_t>(hidden));
   cpu::embedding(
       {ids.data(), 5, table.data(), cpu::WeightType::kF32, vocab, hidden, embedded.data()});
   EXPECT_EQ(decode(gpu.download(dy, embedded.size() * bytesOf(dt)), dt), embedded);
+
+  // A vocab-parallel shard holding ids [5, 15) as its table rows 0..9: ids 7, 7 and 12 read rows
+  // 2, 2 and 7; ids 49 and 0 belong to other ranks and give zero rows.
+  ASSERT_TRUE(gpu.launch(k[kEmbedding].symbol, 5, embed.gridY, 1, embed.threads,
+                         kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5, 5,
+                                             10})
+                  .isOk());
+  std::vector<float> sharded(embedded.size(), 0.0f);
+  for (size_t t = 0; t < ids.size(); ++t)
+    if (ids[t] >= 5 && ids[t] < 15)
+      std::copy_n(table.begin() + (ids[t] - 5) * static_cast<size_t>(hidden), hidden,
+                  sharded.begin() + t * hidden);
+  EXPECT_EQ(decode(gpu.download(dy, sharded.size() * bytesOf(dt)), dt), sharded);
 }
 
 void checkSiluMul(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInstance &k) {

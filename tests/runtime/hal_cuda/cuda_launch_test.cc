@@ -127,6 +127,27 @@ TEST_F(LaunchTest, AddRmsNormWritesTheSecondOutput) {
   EXPECT_EQ(p.rows, 5);
 }
 
+TEST_F(LaunchTest, EmbeddingPassesItsVocabShard) {
+  makeOp(
+      schema::OpParams::EmbeddingParams,
+      [](auto &fbb) { return schema::CreateEmbeddingParams(fbb, 16000).Union(); }, 2, 1,
+      "kiln_embedding");
+  op_.inputs = {stepInput(0x100, RowScale::Tokens, 256),
+                buffer(0x200, DType::BF16, RowScale::Fixed, 16000, 4096, schema::BufferKind::Weight)};
+  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  std::vector<CudaLaunch> launches = planLaunches(op_, {9, 2, 2, 9}, {});
+  ASSERT_EQ(launches.size(), 1u);
+  EXPECT_EQ(launches[0].grid[0], 9u);
+  auto p = paramsOf<kc::EmbeddingParams>(launches[0]);
+  EXPECT_EQ(p.tokenIds, fake(0x100));
+  EXPECT_EQ(p.table, fake(0x200));
+  EXPECT_EQ(p.out, fake(0x300));
+  EXPECT_EQ(p.numTokens, 9);
+  EXPECT_EQ(p.vocabStart, 16000); // rank 1 of a 2-way split of a 32000-token vocab
+  EXPECT_EQ(p.vocabRows, 16000);
+}
+
 TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
   makeOp(
       schema::OpParams::RopeKvWriteParams,
