@@ -1,13 +1,15 @@
 // Paged causal attention, prefill and decode mixed, one (token, query head) pair per work item.
 // Online softmax over the cache in chunks of at most kChunk positions: per thread the scratch is
-// headDim + kChunk floats, whatever the context length. A pair's result depends only on its own
-// query, position and sequence's blocks, so it is bit-identical however the batch is composed.
+// headDim + kChunk floats (plus, for half q or cache, the widened query and one chunk of keys and
+// values), whatever the context length. A pair's result depends only on its own query, position
+// and sequence's blocks, so it is bit-identical however the batch is composed. Half inputs are
+// widened and folded by the same fp32 code as fp32 inputs, so they give the same fp32 result.
+#include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -55,11 +57,28 @@ void foldChunk(const float *q, const float *keys, const float *values, int32_t n
   }
 }
 
+// Scratch floats per thread: acc and scores always; the widened query and one chunk of K and V
+// when q or the cache is half.
+int64_t scratchFloats(const AttentionArgs &args) {
+  const int64_t base = args.headDim + kChunk;
+  const bool widen = args.type != ElemType::kF32 || args.kvType != ElemType::kF32;
+  return widen ? base + args.headDim + 2 * int64_t(kChunk) * args.headDim : base;
+}
+
 void attendOne(const AttentionArgs &args, int32_t token, int32_t head, int32_t seq,
                float *scratch) {
   const int32_t headDim = args.headDim;
   const int64_t rowStride = static_cast<int64_t>(args.numHeads) * headDim;
-  const float *q = args.q + token * rowStride + head * headDim;
+  const int64_t qOffset = token * rowStride + head * headDim;
+  float *widened = scratch + headDim + kChunk; // [q | keys chunk | values chunk] when widening
+  const float *q = static_cast<const float *>(args.q) + qOffset;
+  if (args.type != ElemType::kF32) {
+    loadRun(args.q, args.type, qOffset, headDim, widened);
+    q = widened;
+  }
+  const bool halfCache = args.kvType != ElemType::kF32;
+  float *keyChunk = widened + headDim;
+  float *valueChunk = keyChunk + int64_t(kChunk) * headDim;
   const int32_t kvHead = head / (args.numHeads / args.numKvHeads);
   const int32_t *blockTable = args.blockTables + static_cast<int64_t>(seq) * args.maxBlocksPerSeq;
   const int64_t blockStride = static_cast<int64_t>(args.numKvHeads) * args.blockSize * headDim;
@@ -75,11 +94,20 @@ void attendOne(const AttentionArgs &args, int32_t token, int32_t head, int32_t s
     n = std::min({kChunk, args.blockSize - offset, length - start});
     const int64_t base = blockTable[start / args.blockSize] * blockStride + headOffset +
                          static_cast<int64_t>(offset) * headDim;
-    foldChunk(q, args.kCache + base, args.vCache + base, n, headDim, args.scale, scores, state);
+    const float *keys = static_cast<const float *>(args.kCache) + base;
+    const float *values = static_cast<const float *>(args.vCache) + base;
+    if (halfCache) { // the chunk's positions are contiguous in the block: one run each
+      loadRun(args.kCache, args.kvType, base, int64_t(n) * headDim, keyChunk);
+      loadRun(args.vCache, args.kvType, base, int64_t(n) * headDim, valueChunk);
+      keys = keyChunk;
+      values = valueChunk;
+    }
+    foldChunk(q, keys, values, n, headDim, args.scale, scores, state);
   }
-  float *out = args.out + token * rowStride + head * headDim;
+  // acc is dead after this: normalise in place, then store once in the output's type.
   for (int32_t d = 0; d < headDim; ++d)
-    out[d] = state.acc[d] / state.sum;
+    state.acc[d] = state.acc[d] / state.sum;
+  storeRun(state.acc, headDim, args.out, args.type, qOffset);
 }
 
 } // namespace
@@ -88,7 +116,7 @@ void attention(const AttentionArgs &args) {
   const int64_t pairs = static_cast<int64_t>(args.numTokens) * args.numHeads;
 #pragma omp parallel if (pairs > 1)
   {
-    std::vector<float> scratch(static_cast<size_t>(args.headDim) + kChunk);
+    float *scratch = threadScratch(static_cast<size_t>(scratchFloats(args)));
     // Work per pair grows with its position, so hand pairs out dynamically.
 #pragma omp for schedule(dynamic, 4)
     for (int64_t pair = 0; pair < pairs; ++pair) {
@@ -97,7 +125,7 @@ void attention(const AttentionArgs &args) {
       const int32_t *loc = args.queryStartLoc;
       const int32_t seq =
           static_cast<int32_t>(std::upper_bound(loc, loc + args.numSeqs + 1, token) - loc) - 1;
-      attendOne(args, token, head, seq, scratch.data());
+      attendOne(args, token, head, seq, scratch);
     }
   }
 }

@@ -1,5 +1,7 @@
+#include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -7,35 +9,86 @@ namespace kiln::kernels::cpu {
 namespace {
 // Below this many elements a parallel region costs more than it saves.
 constexpr int64_t kParallelElements = 32768;
-} // namespace
+// Half Add works through runs of this many elements (widen a and b, add, round once).
+constexpr int64_t kAddRun = 1024;
 
-void siluMul(const SiluMulArgs &args) {
+// torch's silu in fp32; exp(-x) overflowing to inf for x < -88 correctly gives -0.
+void siluMulRow(const float *gate, const float *up, float *out, int64_t intermediate) {
+  for (int64_t i = 0; i < intermediate; ++i) {
+    const float g = gate[i];
+    out[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void siluMulHalf(const SiluMulArgs &args) {
   const int64_t intermediate = args.intermediate;
-#pragma omp parallel for schedule(static) if (args.rows * intermediate > kParallelElements)
-  for (int32_t r = 0; r < args.rows; ++r) {
-    const float *gate = args.gateUp + r * 2 * intermediate;
-    const float *up = gate + intermediate;
-    float *out = args.out + r * intermediate;
-    for (int64_t i = 0; i < intermediate; ++i) {
-      // torch's silu in fp32; exp(-x) overflowing to inf for x < -88 correctly gives -0.
-      const float g = gate[i];
-      out[i] = g / (1.0f + std::exp(-g)) * up[i];
+#pragma omp parallel if (args.rows * intermediate > kParallelElements)
+  {
+    float *gateUp = threadScratch(3 * static_cast<size_t>(intermediate));
+    float *out = gateUp + 2 * intermediate;
+#pragma omp for schedule(static)
+    for (int32_t r = 0; r < args.rows; ++r) {
+      loadRun(args.gateUp, args.type, r * 2 * intermediate, 2 * intermediate, gateUp);
+      siluMulRow(gateUp, gateUp + intermediate, out, intermediate);
+      storeRun(out, intermediate, args.out, args.type, r * intermediate);
     }
   }
 }
 
+void addHalf(const AddArgs &args) {
+  const int64_t runs = (args.count + kAddRun - 1) / kAddRun;
+#pragma omp parallel if (args.count > kParallelElements)
+  {
+    float *a = threadScratch(2 * kAddRun);
+    float *b = a + kAddRun;
+#pragma omp for schedule(static)
+    for (int64_t run = 0; run < runs; ++run) {
+      const int64_t begin = run * kAddRun;
+      const int64_t n = std::min(kAddRun, args.count - begin);
+      loadRun(args.a, args.type, begin, n, a);
+      loadRun(args.b, args.type, begin, n, b);
+#pragma omp simd
+      for (int64_t i = 0; i < n; ++i)
+        a[i] += b[i];
+      storeRun(a, n, args.out, args.type, begin);
+    }
+  }
+}
+
+} // namespace
+
+void siluMul(const SiluMulArgs &args) {
+  if (args.type != ElemType::kF32)
+    return siluMulHalf(args);
+  const int64_t intermediate = args.intermediate;
+  const auto *gateUp = static_cast<const float *>(args.gateUp);
+  auto *out = static_cast<float *>(args.out);
+#pragma omp parallel for schedule(static) if (args.rows * intermediate > kParallelElements)
+  for (int32_t r = 0; r < args.rows; ++r) {
+    const float *gate = gateUp + r * 2 * intermediate;
+    siluMulRow(gate, gate + intermediate, out + r * intermediate, intermediate);
+  }
+}
+
 void add(const AddArgs &args) {
+  if (args.type != ElemType::kF32)
+    return addHalf(args);
+  const auto *a = static_cast<const float *>(args.a);
+  const auto *b = static_cast<const float *>(args.b);
+  auto *out = static_cast<float *>(args.out);
 #pragma omp parallel for simd schedule(static) if (args.count > kParallelElements)
   for (int64_t i = 0; i < args.count; ++i)
-    args.out[i] = args.a[i] + args.b[i];
+    out[i] = a[i] + b[i];
 }
 
 void gatherRows(const GatherRowsArgs &args) {
-  const int64_t width = args.width;
-#pragma omp parallel for schedule(static) if (args.numRows * width > kParallelElements)
+  const int64_t rowBytes = args.width * elemBytes(args.type);
+  const auto *x = static_cast<const uint8_t *>(args.x);
+  auto *out = static_cast<uint8_t *>(args.out);
+#pragma omp parallel for schedule(static) if (args.numRows * int64_t(args.width) >                 \
+                                              kParallelElements)
   for (int32_t i = 0; i < args.numRows; ++i)
-    std::memcpy(args.out + i * width, args.x + static_cast<int64_t>(args.indices[i]) * width,
-                width * sizeof(float));
+    std::memcpy(out + i * rowBytes, x + static_cast<int64_t>(args.indices[i]) * rowBytes, rowBytes);
 }
 
 } // namespace kiln::kernels::cpu

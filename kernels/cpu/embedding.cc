@@ -1,21 +1,33 @@
+#include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/weight_convert.h"
 
 #include <algorithm>
+#include <cstring>
 
 namespace kiln::kernels::cpu {
 
 void embedding(const EmbeddingArgs &args) {
   const int64_t hidden = args.hidden;
-#pragma omp parallel for schedule(static) if (args.numTokens * hidden > 16384)
-  for (int32_t t = 0; t < args.numTokens; ++t) {
-    // 64-bit: id - vocabStart must not wrap for ids far outside this shard.
-    const int64_t row = static_cast<int64_t>(args.tokenIds[t]) - args.vocabStart;
-    float *out = args.out + t * hidden;
-    if (row < 0 || row >= args.vocabSize)
-      std::fill(out, out + hidden, 0.0f);
-    else
-      weightRunToF32(args.table, args.tableType, row * hidden, hidden, out);
+  const int64_t outBytes = elemBytes(args.outType);
+#pragma omp parallel if (args.numTokens * hidden > 16384)
+  {
+    // A table of another type than the output goes through fp32 (one rounding at most).
+    float *row = args.tableType == args.outType || args.outType == ElemType::kF32
+                     ? nullptr
+                     : threadScratch(static_cast<size_t>(hidden));
+#pragma omp for schedule(static)
+    for (int32_t t = 0; t < args.numTokens; ++t) {
+      // 64-bit: id - vocabStart must not wrap for ids far outside this shard.
+      const int64_t id = static_cast<int64_t>(args.tokenIds[t]) - args.vocabStart;
+      if (id < 0 || id >= args.vocabSize) // +0.0 is all zero bits in every type
+        std::memset(static_cast<uint8_t *>(args.out) + t * hidden * outBytes, 0, hidden * outBytes);
+      else if (args.outType == ElemType::kF32)
+        weightRunToF32(args.table, args.tableType, id * hidden, hidden,
+                       static_cast<float *>(args.out) + t * hidden);
+      else
+        convertRun(args.table, args.tableType, id * hidden, args.out, args.outType, t * hidden,
+                   hidden, row);
+    }
   }
 }
 

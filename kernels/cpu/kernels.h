@@ -1,6 +1,10 @@
 // CPU reference kernels: what CI runs and what every GPU kernel is checked against.
-// FlashInfer-style: raw pointers and plain argument structs, no framework headers. Activations are
-// fp32, row-major, densely packed; accumulation is fp32. OpenMP parallelises over rows/heads.
+// FlashInfer-style: raw pointers and plain argument structs, no framework headers. Activations and
+// the KV cache are row-major, densely packed and stored as fp32, fp16 or bf16 (each struct names
+// the element type of its buffers; fp32 is the default, so an initialiser that names no type is
+// an all-fp32 call). Every kernel computes in fp32 and rounds each output element once to its
+// buffer's type (round to nearest even, as runtime/base/half.h). OpenMP parallelises over
+// rows/heads; a row's result never depends on the other rows of the batch.
 // Kernels trust their arguments: the executor validates counts, ids and block tables first.
 #pragma once
 
@@ -8,56 +12,64 @@
 
 namespace kiln::kernels::cpu {
 
-enum class WeightType : uint8_t { kF32, kF16, kBF16 };
+// Storage type of an activation, KV cache or weight buffer.
+enum class ElemType : uint8_t { kF32, kF16, kBF16 };
+using WeightType = ElemType;
 
 // out[t] = table[tokenIds[t] - vocabStart] for ids in [vocabStart, vocabStart + vocabSize), else
 // zeros: a vocab-parallel rank holds only its rows and an all_reduce sums the ranks' outputs.
 struct EmbeddingArgs {
   const int32_t *tokenIds;
   int32_t numTokens;
-  const void *table;  // [vocabSize, hidden]
+  const void *table; // [vocabSize, hidden]
   WeightType tableType;
   int32_t vocabSize;
   int32_t hidden;
-  float *out;         // [numTokens, hidden]
-  int32_t vocabStart = 0;  // the id of table row 0
+  void *out;              // [numTokens, hidden]
+  int32_t vocabStart = 0; // the id of table row 0
+  ElemType outType = ElemType::kF32;
 };
 void embedding(const EmbeddingArgs &args);
 
 // out = x / sqrt(mean(x^2) + eps) * weight  (computed as transformers does: fp32 variance)
 struct RmsNormArgs {
-  const float *x;
-  const float *weight;  // [hidden], fp32
-  float *out;
+  const void *x;
+  const float *weight; // [hidden], fp32
+  void *out;
   int32_t rows;
   int32_t hidden;
   float eps;
+  ElemType type = ElemType::kF32; // of x and out
 };
 void rmsNorm(const RmsNormArgs &args);
 
-// residual += x (in place); out = RmsNorm(residual) * weight
+// residual += x (in place, rounded to `type`); out = RmsNorm(residual as stored) * weight
 struct AddRmsNormArgs {
-  const float *x;
-  float *residual;
+  const void *x;
+  void *residual;
   const float *weight;
-  float *out;
+  void *out;
   int32_t rows;
   int32_t hidden;
   float eps;
+  ElemType type = ElemType::kF32; // of x, residual and out
 };
 void addRmsNorm(const AddRmsNormArgs &args);
 
-// out[r, o] = sum_i x[r, i] * weight[o, i] (+ bias[o])
+// out[r, o] = sum_i x[r, i] * weight[o, i] (+ bias[o]), fp32 accumulation, rounded once to outType
+// (the lm_head reads half activations and writes fp32 logits).
 // Batch invariant: a row's outputs are bit-identical whatever `rows` is and wherever the row sits.
 struct LinearArgs {
-  const float *x;       // [rows, inFeatures]
-  const void *weight;   // [outFeatures, inFeatures]
+  const void *x;      // [rows, inFeatures]
+  const void *weight; // [outFeatures, inFeatures]
   WeightType weightType;
-  const float *bias;    // [outFeatures] or nullptr
-  float *out;           // [rows, outFeatures]
+  const float *bias; // [outFeatures] or nullptr
+  void *out;         // [rows, outFeatures]
   int32_t rows;
   int32_t inFeatures;
   int32_t outFeatures;
+  ElemType xType = ElemType::kF32;
+  ElemType outType = ElemType::kF32;
 };
 void linear(const LinearArgs &args);
 
@@ -66,19 +78,21 @@ void linear(const LinearArgs &args);
 // (a padding token) rotates q and writes nothing to the cache.
 // Cache layout per layer: [numBlocks][numKvHeads][blockSize][headDim]; slot = block*blockSize+off.
 struct RopeKvWriteArgs {
-  const float *qkv;            // [numTokens, (numHeads + 2*numKvHeads) * headDim]
-  const int32_t *positions;    // [numTokens]
-  const int32_t *slotMapping;  // [numTokens]
-  const float *invFreq;        // [rotaryDim / 2]
-  float *q;                    // [numTokens, numHeads * headDim]
-  float *kCache;               // this layer's K blocks
-  float *vCache;               // this layer's V blocks
+  const void *qkv;            // [numTokens, (numHeads + 2*numKvHeads) * headDim]
+  const int32_t *positions;   // [numTokens]
+  const int32_t *slotMapping; // [numTokens]
+  const float *invFreq;       // [rotaryDim / 2]
+  void *q;                    // [numTokens, numHeads * headDim]
+  void *kCache;               // this layer's K blocks
+  void *vCache;               // this layer's V blocks
   int32_t numTokens;
   int32_t numHeads;
   int32_t numKvHeads;
   int32_t headDim;
   int32_t rotaryDim;
   int32_t blockSize;
+  ElemType type = ElemType::kF32;   // of qkv and q
+  ElemType kvType = ElemType::kF32; // of the cache
 };
 void ropeKvWrite(const RopeKvWriteArgs &args);
 
@@ -88,15 +102,15 @@ void ropeKvWrite(const RopeKvWriteArgs &args);
 // Query head h uses KV head h / (numHeads / numKvHeads). Batch invariant: a token's output is
 // bit-identical whatever else is in the batch. contextLens is not read (positions bound the range).
 struct AttentionArgs {
-  const float *q;                // [numTokens, numHeads * headDim]
-  const int32_t *positions;      // [numTokens]
-  const int32_t *queryStartLoc;  // [numSeqs + 1]
-  const int32_t *contextLens;    // [numSeqs]
-  const int32_t *blockTables;    // [numSeqs, maxBlocksPerSeq]
+  const void *q;                // [numTokens, numHeads * headDim]
+  const int32_t *positions;     // [numTokens]
+  const int32_t *queryStartLoc; // [numSeqs + 1]
+  const int32_t *contextLens;   // [numSeqs]
+  const int32_t *blockTables;   // [numSeqs, maxBlocksPerSeq]
   int32_t maxBlocksPerSeq;
-  const float *kCache;
-  const float *vCache;
-  float *out;                    // [numTokens, numHeads * headDim]
+  const void *kCache;
+  const void *vCache;
+  void *out; // [numTokens, numHeads * headDim]
   int32_t numSeqs;
   int32_t numTokens;
   int32_t numHeads;
@@ -104,33 +118,38 @@ struct AttentionArgs {
   int32_t headDim;
   int32_t blockSize;
   float scale;
+  ElemType type = ElemType::kF32;   // of q and out
+  ElemType kvType = ElemType::kF32; // of the cache
 };
 void attention(const AttentionArgs &args);
 
 // out[r, i] = silu(gu[r, i]) * gu[r, intermediate + i]
 struct SiluMulArgs {
-  const float *gateUp;  // [rows, 2 * intermediate]
-  float *out;           // [rows, intermediate]
+  const void *gateUp; // [rows, 2 * intermediate]
+  void *out;          // [rows, intermediate]
   int32_t rows;
   int32_t intermediate;
+  ElemType type = ElemType::kF32; // of gateUp and out
 };
 void siluMul(const SiluMulArgs &args);
 
 struct AddArgs {
-  const float *a;
-  const float *b;
-  float *out;
+  const void *a;
+  const void *b;
+  void *out;
   int64_t count;
+  ElemType type = ElemType::kF32; // of a, b and out
 };
 void add(const AddArgs &args);
 
 // out[i] = x[indices[i]]
 struct GatherRowsArgs {
-  const float *x;
+  const void *x;
   const int32_t *indices;
-  float *out;
+  void *out;
   int32_t numRows;
   int32_t width;
+  ElemType type = ElemType::kF32; // of x and out
 };
 void gatherRows(const GatherRowsArgs &args);
 

@@ -1,4 +1,4 @@
-// Linear: out = x W^T (+ b), W in fp32/fp16/bf16, fp32 accumulation.
+// Linear: out = x W^T (+ b); x, W and out each fp32/fp16/bf16, fp32 accumulation.
 //
 // Every output element is accumulated in exactly the same order whatever the row count, the tile
 // it falls in or the micro-kernel shape: lane l of a 4-wide accumulator sums the products with
@@ -6,8 +6,12 @@
 // row's result is bit-identical whether it is computed alone or inside a large batch, which the
 // engine's batch invariance relies on. Explicit lanes (GNU vector types) make that order part of
 // the code instead of a choice the auto-vectoriser may make differently per loop.
+//
+// Half activations are widened to fp32 a tile at a time (rows x k-chunk, once per tile and reused
+// by all its outputs) and then run through the very same fp32 micro-kernels, so a half row gives
+// exactly the sums its fp32 values would; the result is rounded once when stored.
+#include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/weight_convert.h"
 
 #include <algorithm>
 #include <cstring>
@@ -24,6 +28,11 @@ constexpr int32_t kOutTile = 16;
 constexpr int32_t kKBlock = 256; // a multiple of 4 so lanes line up across blocks
 // Up to this many rows a tile streams whole weight rows instead of blocking over k.
 constexpr int32_t kStreamingRows = 8;
+// Half x with few rows: k is cut into chunks this long (a multiple of 4), each widened once.
+constexpr int32_t kStreamChunk = 1024;
+constexpr int32_t kXTileFloats = kRowTile * kKBlock;
+constexpr int32_t kXStreamFloats = kStreamingRows * kStreamChunk;
+constexpr int32_t kXBufferFloats = std::max(kXTileFloats, kXStreamFloats);
 
 using AccTile = V4[kRowTile][kOutTile];
 
@@ -119,8 +128,8 @@ void dotRows(const float *x, int64_t xStride, const Source &w, int32_t n, int32_
 
 // Runs outputs [oBegin, oEnd) of the tile; `w` starts at weight row oBegin.
 template <class Source>
-void dotOutputs(const float *x, int64_t xStride, Source w, int32_t n, int32_t rows,
-                AccTile &acc, int32_t oBegin, int32_t oEnd) {
+void dotOutputs(const float *x, int64_t xStride, Source w, int32_t n, int32_t rows, AccTile &acc,
+                int32_t oBegin, int32_t oEnd) {
   int32_t o = oBegin;
   for (; o + 2 <= oEnd; o += 2, w.w += 2 * w.stride)
     dotRows<2>(x, xStride, w, n, rows, acc, o);
@@ -132,58 +141,97 @@ struct Tile {
   int32_t row0, rows, out0, outs;
 };
 
+// fp32 x of the tile's rows over k in [k0, k0 + n): row r at x + r * stride.
+struct XBlock {
+  const float *x;
+  int64_t stride;
+};
+
 // Accumulates outputs [oBegin, oEnd) of the tile over k in [k0, k0 + n). Half weights are either
 // widened as they are loaded (`widenInPlace`, when few rows use them) or widened once into
 // `weightBuffer` (kOutTile x kKBlock) and reused by every row of the tile.
-void accumulateBlock(const LinearArgs &args, const Tile &tile, int32_t oBegin, int32_t oEnd,
-                     int32_t k0, int32_t n, bool widenInPlace, AccTile &acc,
+void accumulateBlock(const LinearArgs &args, const Tile &tile, XBlock xb, int32_t oBegin,
+                     int32_t oEnd, int32_t k0, int32_t n, bool widenInPlace, AccTile &acc,
                      float *weightBuffer) {
   const int64_t in = args.inFeatures;
-  const float *x = args.x + tile.row0 * in + k0;
+  const float *x = xb.x;
+  const int64_t xStride = xb.stride;
   const int64_t first = (tile.out0 + oBegin) * in + k0;
   if (args.weightType == WeightType::kF32) {
     const F32Source w{static_cast<const float *>(args.weight) + first, in};
-    dotOutputs(x, in, w, n, tile.rows, acc, oBegin, oEnd);
+    dotOutputs(x, xStride, w, n, tile.rows, acc, oBegin, oEnd);
   } else if (widenInPlace) {
     const auto *halves = static_cast<const uint16_t *>(args.weight) + first;
     if (args.weightType == WeightType::kBF16)
-      dotOutputs(x, in, BF16Source{halves, in}, n, tile.rows, acc, oBegin, oEnd);
+      dotOutputs(x, xStride, BF16Source{halves, in}, n, tile.rows, acc, oBegin, oEnd);
     else
-      dotOutputs(x, in, F16Source{halves, in}, n, tile.rows, acc, oBegin, oEnd);
+      dotOutputs(x, xStride, F16Source{halves, in}, n, tile.rows, acc, oBegin, oEnd);
   } else {
     for (int32_t o = oBegin; o < oEnd; ++o)
       weightRunToF32(args.weight, args.weightType, (tile.out0 + o) * in + k0, n,
                      weightBuffer + (o - oBegin) * kKBlock);
-    dotOutputs(x, in, F32Source{weightBuffer, kKBlock}, n, tile.rows, acc, oBegin, oEnd);
+    dotOutputs(x, xStride, F32Source{weightBuffer, kKBlock}, n, tile.rows, acc, oBegin, oEnd);
   }
 }
 
-void linearTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *weightBuffer) {
-  const int32_t in = args.inFeatures;
+// The tile's x over k in [k0, k0 + n): fp32 x in place, half x widened into `xBuffer`.
+XBlock xBlockOf(const LinearArgs &args, const Tile &tile, int32_t k0, int32_t n, float *xBuffer) {
+  const int64_t in = args.inFeatures;
+  if (args.xType == ElemType::kF32)
+    return {static_cast<const float *>(args.x) + tile.row0 * in + k0, in};
   for (int32_t r = 0; r < tile.rows; ++r)
-    for (int32_t o = 0; o < tile.outs; ++o)
-      acc[r][o] = V4{0.0f, 0.0f, 0.0f, 0.0f};
-  if (tile.rows <= kStreamingRows) {
-    // Few rows: the weights are the traffic. Read two weight rows start to end so the hardware
-    // prefetcher sees long sequential streams; x (a few rows) stays in cache anyway.
+    loadRun(args.x, args.xType, (tile.row0 + r) * in + k0, n, xBuffer + r * int64_t(n));
+  return {xBuffer, n};
+}
+
+// Few rows: the weights are the traffic. Read two weight rows start to end so the hardware
+// prefetcher sees long sequential streams; x (a few rows) stays in cache anyway. Half x is
+// widened kStreamChunk columns at a time, which still leaves long weight runs.
+void streamTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *weightBuffer,
+                float *xBuffer) {
+  const int32_t in = args.inFeatures;
+  const int32_t chunk = args.xType == ElemType::kF32 ? std::max(in, 1) : kStreamChunk;
+  for (int32_t k0 = 0; k0 < in; k0 += chunk) {
+    const int32_t n = std::min(chunk, in - k0);
+    const XBlock xb = xBlockOf(args, tile, k0, n, xBuffer);
     for (int32_t o = 0; o < tile.outs; o += 2)
-      accumulateBlock(args, tile, o, std::min(o + 2, tile.outs), 0, in, true, acc, weightBuffer);
-  } else {
-    for (int32_t k0 = 0; k0 < in; k0 += kKBlock)
-      accumulateBlock(args, tile, 0, tile.outs, k0, std::min(kKBlock, in - k0), false, acc,
+      accumulateBlock(args, tile, xb, o, std::min(o + 2, tile.outs), k0, n, true, acc,
                       weightBuffer);
   }
+}
+
+// Sums the lanes (fixed tree), adds the bias and stores each output once in outType.
+void storeTile(const LinearArgs &args, const Tile &tile, const AccTile &acc) {
   const int64_t outStride = args.outFeatures;
+  float sums[kOutTile];
   for (int32_t r = 0; r < tile.rows; ++r) {
-    float *out = args.out + (tile.row0 + r) * outStride + tile.out0;
     for (int32_t o = 0; o < tile.outs; ++o) {
       const V4 a = acc[r][o];
       float sum = (a[0] + a[1]) + (a[2] + a[3]);
       if (args.bias)
         sum += args.bias[tile.out0 + o];
-      out[o] = sum;
+      sums[o] = sum;
+    }
+    storeRun(sums, tile.outs, args.out, args.outType, (tile.row0 + r) * outStride + tile.out0);
+  }
+}
+
+void linearTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *weightBuffer,
+                float *xBuffer) {
+  const int32_t in = args.inFeatures;
+  for (int32_t r = 0; r < tile.rows; ++r)
+    for (int32_t o = 0; o < tile.outs; ++o)
+      acc[r][o] = V4{0.0f, 0.0f, 0.0f, 0.0f};
+  if (tile.rows <= kStreamingRows) {
+    streamTile(args, tile, acc, weightBuffer, xBuffer);
+  } else {
+    for (int32_t k0 = 0; k0 < in; k0 += kKBlock) {
+      const int32_t n = std::min(kKBlock, in - k0);
+      const XBlock xb = xBlockOf(args, tile, k0, n, xBuffer);
+      accumulateBlock(args, tile, xb, 0, tile.outs, k0, n, false, acc, weightBuffer);
     }
   }
+  storeTile(args, tile, acc);
 }
 
 } // namespace
@@ -197,6 +245,7 @@ void linear(const LinearArgs &args) {
   {
     alignas(64) AccTile acc;
     alignas(64) float weightBuffer[kOutTile * kKBlock];
+    float *xBuffer = args.xType == ElemType::kF32 ? nullptr : threadScratch(kXBufferFloats);
     // Row tiles innermost, so a thread's consecutive tasks read the same weight rows (from L2
     // after the first); decode has one row tile and so splits purely over outputs.
 #pragma omp for schedule(static)
@@ -208,7 +257,7 @@ void linear(const LinearArgs &args) {
       tile.rows = std::min(kRowTile, args.rows - tile.row0);
       tile.out0 = outTile * kOutTile;
       tile.outs = std::min(kOutTile, args.outFeatures - tile.out0);
-      linearTile(args, tile, acc, weightBuffer);
+      linearTile(args, tile, acc, weightBuffer, xBuffer);
     }
   }
 }

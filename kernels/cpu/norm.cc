@@ -1,3 +1,4 @@
+#include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 
 #include <cmath>
@@ -21,25 +22,72 @@ void rmsNormRow(const float *x, const float *weight, float *out, int32_t hidden,
 
 constexpr int64_t kParallelElements = 16384;
 
+// Half rows: widen x, normalise in fp32 exactly as an fp32 row, round each output once.
+void rmsNormHalf(const RmsNormArgs &args) {
+  const int64_t hidden = args.hidden;
+#pragma omp parallel if (args.rows * hidden > kParallelElements)
+  {
+    float *x = threadScratch(2 * static_cast<size_t>(hidden));
+    float *y = x + hidden;
+#pragma omp for schedule(static)
+    for (int32_t r = 0; r < args.rows; ++r) {
+      loadRun(args.x, args.type, r * hidden, hidden, x);
+      rmsNormRow(x, args.weight, y, args.hidden, args.eps);
+      storeRun(y, hidden, args.out, args.type, r * hidden);
+    }
+  }
+}
+
+// Half rows: the residual sum is rounded once when stored (as transformers' half `residual + x`),
+// and the norm reads the residual as stored.
+void addRmsNormHalf(const AddRmsNormArgs &args) {
+  const int64_t hidden = args.hidden;
+#pragma omp parallel if (args.rows * hidden > kParallelElements)
+  {
+    float *sum = threadScratch(3 * static_cast<size_t>(hidden));
+    float *x = sum + hidden;
+    float *y = x + hidden;
+#pragma omp for schedule(static)
+    for (int32_t r = 0; r < args.rows; ++r) {
+      loadRun(args.residual, args.type, r * hidden, hidden, sum);
+      loadRun(args.x, args.type, r * hidden, hidden, x);
+#pragma omp simd
+      for (int64_t i = 0; i < hidden; ++i)
+        sum[i] += x[i];
+      storeRun(sum, hidden, args.residual, args.type, r * hidden);
+      loadRun(args.residual, args.type, r * hidden, hidden, sum);
+      rmsNormRow(sum, args.weight, y, args.hidden, args.eps);
+      storeRun(y, hidden, args.out, args.type, r * hidden);
+    }
+  }
+}
+
 } // namespace
 
 void rmsNorm(const RmsNormArgs &args) {
+  if (args.type != ElemType::kF32)
+    return rmsNormHalf(args);
   const int64_t hidden = args.hidden;
+  const auto *x = static_cast<const float *>(args.x);
+  auto *out = static_cast<float *>(args.out);
 #pragma omp parallel for schedule(static) if (args.rows * hidden > kParallelElements)
   for (int32_t r = 0; r < args.rows; ++r)
-    rmsNormRow(args.x + r * hidden, args.weight, args.out + r * hidden, args.hidden, args.eps);
+    rmsNormRow(x + r * hidden, args.weight, out + r * hidden, args.hidden, args.eps);
 }
 
 void addRmsNorm(const AddRmsNormArgs &args) {
+  if (args.type != ElemType::kF32)
+    return addRmsNormHalf(args);
   const int64_t hidden = args.hidden;
 #pragma omp parallel for schedule(static) if (args.rows * hidden > kParallelElements)
   for (int32_t r = 0; r < args.rows; ++r) {
-    float *residual = args.residual + r * hidden;
-    const float *x = args.x + r * hidden;
+    float *residual = static_cast<float *>(args.residual) + r * hidden;
+    const float *x = static_cast<const float *>(args.x) + r * hidden;
 #pragma omp simd
     for (int64_t i = 0; i < hidden; ++i)
       residual[i] += x[i];
-    rmsNormRow(residual, args.weight, args.out + r * hidden, args.hidden, args.eps);
+    rmsNormRow(residual, args.weight, static_cast<float *>(args.out) + r * hidden, args.hidden,
+               args.eps);
   }
 }
 
