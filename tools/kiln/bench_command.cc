@@ -1,7 +1,8 @@
 // `kiln bench ARTIFACT`: offline throughput of the serving engine. Random prompts of --input-len
 // ids each generate exactly --output-len tokens (ignore_eos); all are submitted at once and the
 // engine batches up to --batch. Reports requests/s, output and total tokens/s, TTFT and
-// inter-token latency (mean, p50, p99) and a batch-1 decode rate; --json prints one JSON object.
+// inter-token latency (mean, p50, p99) and a batch-1 decode rate; --ttft-len adds the time to first
+// token of one long prompt alone. --json prints one JSON object (fields: docs/benchmarks.md).
 #include "runtime/service/serving_model.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -14,6 +15,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -24,6 +26,9 @@ using Clock = std::chrono::steady_clock;
 
 // Each request gets a reader thread so token arrival times are taken when the engine emits them.
 constexpr int64_t kMaxPrompts = 1024;
+// Long-prompt seeds sit far from --seed and --seed + 1 (the throughput and batch-1 prompts): a
+// prompt drawn from the same seed would share their leading ids and hit the prefix cache.
+constexpr uint64_t kTtftSeedOffset = 1000003;
 
 const CommandSpec kBenchSpec = {
     "bench",
@@ -31,7 +36,10 @@ const CommandSpec kBenchSpec = {
     "Offline throughput: --num-prompts random prompts of --input-len token ids, each generating\n"
     "exactly --output-len tokens, submitted at once; the engine batches up to --batch. Reports\n"
     "requests/s, output and total tokens/s, TTFT and inter-token latency (mean/p50/p99, measured\n"
-    "as each token leaves the engine) and a batch-1 decode tokens/s figure. Progress on stderr.",
+    "as each token leaves the engine) and a batch-1 decode tokens/s figure. EOS never ends a\n"
+    "request early (ignore_eos is always on). --ttft-len N adds the time to first token of one\n"
+    "N-token prompt alone and the prefill tokens/s it implies. Progress on stderr; the --json\n"
+    "fields are documented in docs/benchmarks.md.",
     {
         {"--batch", "N", "max concurrent sequences (default: the compiled --max-batch)"},
         {"--input-len", "N", "prompt length in tokens (default 32)"},
@@ -42,6 +50,11 @@ const CommandSpec kBenchSpec = {
         {"--seed", "S", "seed of the random prompt ids (default 0)"},
         {"--no-batch1", "", "skip the batch-1 decode measurement"},
         {"--json", "", "print one JSON object instead of a table"},
+        {"--ignore-eos", "", "accepted for vLLM-style scripts; always on: every prompt generates "
+                             "exactly --output-len tokens"},
+        {"--ttft-len", "N", "also time the first token of one N-token prompt alone (default off)"},
+        {"--ttft-repeats", "R", "timed --ttft-len runs after one warm-up (default 5)"},
+        {"--no-verify-weights", "", "skip hashing every weight at load (large models)"},
     },
     1,
     1,
@@ -58,6 +71,9 @@ struct BenchConfig {
   uint64_t seed = 0;
   bool batch1 = true;
   bool json = false;
+  int32_t ttftLen = 0; // 0: no long-prompt TTFT
+  int32_t ttftRepeats = 0;
+  bool verifyWeights = true;
 };
 
 Result<BenchConfig> configFrom(const Args &args) {
@@ -78,6 +94,11 @@ Result<BenchConfig> configFrom(const Args &args) {
   c.seed = static_cast<uint64_t>(seed);
   c.batch1 = !args.has("--no-batch1");
   c.json = args.has("--json");
+  KILN_ASSIGN_OR_RETURN(int64_t ttftLen, args.getInt("--ttft-len", 0, 1, INT32_MAX));
+  KILN_ASSIGN_OR_RETURN(int64_t ttftRepeats, args.getInt("--ttft-repeats", 5, 1, 1000));
+  c.ttftLen = static_cast<int32_t>(ttftLen);
+  c.ttftRepeats = static_cast<int32_t>(ttftRepeats);
+  c.verifyWeights = !args.has("--no-verify-weights");
   return c;
 }
 
@@ -244,10 +265,66 @@ Result<double> measureBatch1Decode(rt::ServingModel &model, const BenchConfig &c
   return decodeSeconds > 0 ? stats.itl.size() / decodeSeconds : 0.0;
 }
 
+// One prompt of --ttft-len ids alone, generating one token, after one untimed run: the prefill
+// of the whole prompt (chunked by the compiled max tokens per step) plus one sampling step.
+Result<nlohmann::ordered_json> measureLongPromptTtft(rt::ServingModel &model,
+                                                     const BenchConfig &c) {
+  rt::Engine &engine = model.engine();
+  const int32_t vocab = engine.limits().vocabSize;
+  std::vector<double> ttft;
+  for (int32_t run = 0; run <= c.ttftRepeats; ++run) {
+    auto prompt = randomPrompts(1, c.ttftLen, vocab, c.seed + kTtftSeedOffset + run).front();
+    std::vector<rt::Request> one;
+    one.push_back(benchRequest(std::move(prompt), 1));
+    KILN_ASSIGN_OR_RETURN(RunStats stats, runRequests(engine, std::move(one), true));
+    if (run > 0)
+      ttft.push_back(stats.ttft.front());
+  }
+  const nlohmann::ordered_json latency = latencyJson(ttft);
+  const auto [least, most] = std::minmax_element(ttft.begin(), ttft.end());
+  return nlohmann::ordered_json{{"input_len", c.ttftLen},   {"repeats", c.ttftRepeats},
+                                {"mean", latency["mean"]}, {"p50", latency["p50"]},
+                                {"min", *least * 1e3},     {"max", *most * 1e3}};
+}
+
+// What the artifact holds: shapes for FLOP and byte counts (tools/bench/compare.py), the storage
+// dtype of the weights (the dtype holding most weight bytes) and the weight bytes of all ranks.
+nlohmann::ordered_json modelJson(const rt::Artifact &artifact) {
+  const schema::Plan &plan = artifact.plan();
+  const schema::ModelInfo &m = *plan.model();
+  uint64_t weightBytes = 0;
+  std::map<schema::DType, uint64_t> bytesByDtype;
+  for (int r = 0; r < artifact.numRanks(); ++r)
+    for (const schema::WeightEntry *w : *artifact.rank(r).weights()) {
+      weightBytes += w->size();
+      bytesByDtype[w->dtype()] += w->size();
+    }
+  auto largest = std::max_element(bytesByDtype.begin(), bytesByDtype.end(),
+                                  [](const auto &a, const auto &b) { return a.second < b.second; });
+  return {{"vocab_size", m.vocab_size()},
+          {"hidden_size", m.hidden_size()},
+          {"intermediate_size", m.intermediate_size()},
+          {"num_layers", m.num_layers()},
+          {"num_heads", m.num_heads()},
+          {"num_kv_heads", m.num_kv_heads()},
+          {"head_dim", m.head_dim()},
+          {"tie_word_embeddings", m.tie_word_embeddings()},
+          {"tp", plan.tp()},
+          {"weights_dtype", largest == bytesByDtype.end() ? "" : rt::dtypeName(largest->first)},
+          {"weight_bytes", weightBytes},
+          {"activation_dtype", rt::dtypeName(plan.activation_dtype())},
+          {"kv_dtype", rt::dtypeName(plan.kv_cache()->dtype())}};
+}
+
 Status checkLengths(const BenchConfig &c, const rt::EngineLimits &limits) {
   if (static_cast<int64_t>(c.inputLen) + c.outputLen > limits.maxSeqLen)
     return outOfRange("--input-len " + std::to_string(c.inputLen) + " + --output-len " +
                       std::to_string(c.outputLen) + " exceeds the max sequence length " +
+                      std::to_string(limits.maxSeqLen) +
+                      " (recompile with a larger --max-seq-len, or a larger --kv-cache-mb)");
+  if (static_cast<int64_t>(c.ttftLen) + 1 > limits.maxSeqLen)
+    return outOfRange("--ttft-len " + std::to_string(c.ttftLen) +
+                      " + 1 generated token exceeds the max sequence length " +
                       std::to_string(limits.maxSeqLen) +
                       " (recompile with a larger --max-seq-len, or a larger --kv-cache-mb)");
   return okStatus();
@@ -273,6 +350,13 @@ void printTable(const nlohmann::ordered_json &r) {
   std::printf("inter-token ms        %s\n", latency(r["itl_ms"]).c_str());
   if (r.contains("batch1_decode_tokens_per_s"))
     std::printf("batch-1 decode tok/s  %.1f\n", r["batch1_decode_tokens_per_s"].get<double>());
+  if (r.contains("long_prompt_ttft_ms")) {
+    const auto &t = r["long_prompt_ttft_ms"];
+    std::printf("long-prompt TTFT ms   %d tokens: mean %.2f  p50 %.2f  min %.2f (%.0f prefill "
+                "tok/s)\n",
+                t["input_len"].get<int>(), t["mean"].get<double>(), t["p50"].get<double>(),
+                t["min"].get<double>(), r["prefill_tokens_per_s"].get<double>());
+  }
   const auto &e = r["engine"];
   std::printf("engine                %llu steps, %.1f tokens/step, %llu preemptions\n",
               static_cast<unsigned long long>(e["steps"].get<uint64_t>()),
@@ -285,6 +369,7 @@ Result<nlohmann::ordered_json> runBench(const BenchConfig &c) {
   options.device = c.device;
   options.kvCacheBytes = c.kvCacheBytes;
   options.maxBatch = c.batch;
+  options.verifyWeights = c.verifyWeights;
   Result<std::unique_ptr<rt::ServingModel>> opened = rt::ServingModel::open(c.artifact, options);
   if (!opened.isOk() && c.batch > 0)
     return opened.status().withContext("--batch " + std::to_string(c.batch));
@@ -300,11 +385,20 @@ Result<nlohmann::ordered_json> runBench(const BenchConfig &c) {
   nlohmann::ordered_json r = {{"artifact", c.artifact},  {"device", c.device},
                               {"batch", limits.maxBatch}, {"input_len", c.inputLen},
                               {"output_len", c.outputLen}, {"num_prompts", numPrompts}};
+  r["ignore_eos"] = true; // benchRequest: every prompt generates exactly --output-len tokens
+  nlohmann::ordered_json modelInfo = modelJson(model->artifact());
+  r["weights_dtype"] = modelInfo["weights_dtype"];
+  r["model"] = std::move(modelInfo);
   KILN_ASSIGN_OR_RETURN(nlohmann::ordered_json throughput, measureThroughput(*model, c, numPrompts));
   r.update(throughput);
   if (c.batch1 && c.outputLen > 1) {
     KILN_ASSIGN_OR_RETURN(double decode, measureBatch1Decode(*model, c));
     r["batch1_decode_tokens_per_s"] = decode;
+  }
+  if (c.ttftLen > 0) {
+    KILN_ASSIGN_OR_RETURN(nlohmann::ordered_json ttft, measureLongPromptTtft(*model, c));
+    r["prefill_tokens_per_s"] = c.ttftLen / (ttft["mean"].get<double>() * 1e-3);
+    r["long_prompt_ttft_ms"] = std::move(ttft);
   }
   return r;
 }
