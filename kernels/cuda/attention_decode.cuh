@@ -5,7 +5,8 @@
 //
 // Grid rule (computed by the host from the step counts, not a plain GridRule):
 //   decode: grid (numSeqs, NUM_KV_HEADS, numSplits), block kAttentionThreads, where numSplits =
-//           min(kMaxDecodeSplits, ceil(maxContextLen / kMinDecodeSplitLen)), at least 1.
+//           decodeSplitsFor(maxContextLen) (params.h), or a larger fixed count in a CUDA graph:
+//           CTAs past a sequence's own split count exit without writing (decodeSplit).
 //   reduce: grid (numSeqs, NUM_HEADS), block kAttentionThreads; always launched after decode.
 // One CTA per (sequence, kv head, split) serves the H / KV query heads that share the kv head, so
 // each K/V row is read once for the whole group. A sequence's split count and split length
@@ -23,21 +24,7 @@
 
 namespace kiln::kernels::cuda {
 
-constexpr int kDecodeTile = 64;
-
-struct DecodeSplit {
-  int count;  // splits this sequence uses (<= numSplits)
-  int length; // tokens per split (a multiple of kDecodeTile), the last one may be shorter
-};
-
-__device__ __forceinline__ DecodeSplit decodeSplit(int contextLen, int numSplits) {
-  int count = ceilDiv(contextLen, kMinDecodeSplitLen);
-  count = count < kMaxDecodeSplits ? count : kMaxDecodeSplits;
-  count = count < numSplits ? count : numSplits;
-  count = count > 1 ? count : 1;
-  const int length = ceilDiv(ceilDiv(contextLen, count), kDecodeTile) * kDecodeTile;
-  return {ceilDiv(contextLen, length), length};
-}
+// kDecodeTile, DecodeSplit and decodeSplit() live in params.h, shared with the host.
 
 // Lanes that split one head's dims: the largest power of two <= 32 dividing HEAD_DIM / kWide,
 // so each lane reads whole 16-byte vectors.

@@ -32,6 +32,36 @@ constexpr int32_t kAttentionThreads = 128;
 // sequence's length, so results do not depend on the rest of the batch.
 constexpr int32_t kMaxDecodeSplits = 16;
 constexpr int32_t kMinDecodeSplitLen = 256;
+// Keys per tile of the decode kernel; a split's length is a whole number of tiles.
+constexpr int32_t kDecodeTile = 64;
+
+// The splits a context of `contextLen` tokens wants: ceil(contextLen / kMinDecodeSplitLen) in
+// [1, kMaxDecodeSplits]. The host launches numSplits = decodeSplitsFor(maxContextLen).
+KILN_HOST_DEVICE constexpr int32_t decodeSplitsFor(int32_t contextLen) {
+  const int32_t splits = (contextLen + kMinDecodeSplitLen - 1) / kMinDecodeSplitLen;
+  return splits < 1 ? 1 : splits > kMaxDecodeSplits ? kMaxDecodeSplits : splits;
+}
+
+// How one sequence is split when the launch has `numSplits` CTAs per (sequence, kv head): `count`
+// splits of `length` tokens (the last may be shorter); CTAs with blockIdx.z >= count exit at once
+// and write nothing, and the reduce kernel reads only `count` partial states. Invariants (checked
+// on the host by tests/runtime/hal_cuda/cuda_launch_test.cc):
+//   - every split i < count holds keys (i * length < contextLen), so no partial state is empty;
+//   - with numSplits >= decodeSplitsFor(contextLen), the split does not depend on numSplits. A
+//     step padded for a CUDA graph launches decodeSplitsFor(max_seq_len) splits whatever its
+//     lengths, and every sequence is split exactly as in an uncaptured step.
+struct DecodeSplit {
+  int32_t count;
+  int32_t length;
+};
+KILN_HOST_DEVICE constexpr DecodeSplit decodeSplit(int32_t contextLen, int32_t numSplits) {
+  int32_t count = decodeSplitsFor(contextLen);
+  count = count < numSplits ? count : numSplits;
+  count = count > 1 ? count : 1;
+  const int32_t perSplit = (contextLen + count - 1) / count;
+  const int32_t length = (perSplit + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
+  return {(contextLen + length - 1) / length, length};
+}
 // Query rows per prefill CTA: 32 unless the tiles of 32 rows do not fit in static shared memory.
 KILN_HOST_DEVICE constexpr int32_t prefillBlockRows(int32_t headDim, int32_t elementBytes) {
   return headDim * elementBytes > 512 ? 16 : 32;

@@ -5,6 +5,8 @@
 #include "runtime/hal/cuda/cuda_device.h"
 #endif
 
+#include <charconv>
+
 namespace kiln::rt {
 namespace {
 
@@ -28,17 +30,69 @@ Status Device::loadPlan(const schema::Plan &plan) {
                             target());
 }
 
-Result<std::unique_ptr<Device>> createDevice(const std::string &name) {
+Status Device::beginCapture() {
+  return unimplemented("device '" + name() + "' does not capture graphs");
+}
+
+Result<std::unique_ptr<CapturedProgram>> Device::endCapture() {
+  return unimplemented("device '" + name() + "' does not capture graphs");
+}
+
+Status Device::replay(const CapturedProgram &) {
+  return unimplemented("device '" + name() + "' does not replay graphs");
+}
+
+Result<DeviceName> parseDeviceName(const std::string &name) {
   if (name == "cpu")
+    return DeviceName{};
+  if (name == "cuda")
+    return DeviceName{DeviceKind::kCuda, 0, false};
+  const std::string kPrefix = "cuda:";
+  if (name.rfind(kPrefix, 0) == 0 && name.size() > kPrefix.size() &&
+      name.size() <= kPrefix.size() + 4) { // at most 9999: more GPUs than any machine has
+    int ordinal = 0;
+    const char *begin = name.data() + kPrefix.size(), *end = name.data() + name.size();
+    auto [ptr, error] = std::from_chars(begin, end, ordinal);
+    if (error == std::errc() && ptr == end && ordinal >= 0)
+      return DeviceName{DeviceKind::kCuda, ordinal, true};
+  }
+  return invalidArgument("unknown device '" + name + "': expected cpu, cuda or cuda:N");
+}
+
+CudaDeviceCount countCudaDevices(const std::string &driverLibrary) {
+#ifdef KILN_HAVE_CUDA_BACKEND
+  Result<std::shared_ptr<const CudaDriver>> driver = CudaDriver::load(driverLibrary);
+  if (!driver.isOk())
+    return {0, driver.status().message()};
+  CUresult rc = (*driver)->init(0);
+  if (rc != CUDA_SUCCESS)
+    return {0, "cuInit failed: " + (*driver)->describe(rc) + " (driver " + driverLibrary + ")"};
+  int count = 0;
+  rc = (*driver)->deviceGetCount(&count);
+  if (rc != CUDA_SUCCESS)
+    return {0, "cuDeviceGetCount failed: " + (*driver)->describe(rc)};
+  if (count == 0)
+    return {0, "the driver (" + driverLibrary + ") sees no GPU"};
+  return {count, ""};
+#else
+  (void)driverLibrary;
+  return {0, "this kiln was built without the CUDA backend (-DKILN_ENABLE_CUDA=ON)"};
+#endif
+}
+
+Result<std::unique_ptr<Device>> createDevice(const std::string &name) {
+  KILN_ASSIGN_OR_RETURN(DeviceName parsed, parseDeviceName(name));
+  if (parsed.kind == DeviceKind::kCpu)
     return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
 #ifdef KILN_HAVE_CUDA_BACKEND
-  if (name == "cuda")
-    return createCudaDevice();
+  CudaDeviceOptions options;
+  options.ordinal = parsed.ordinal;
+  return createCudaDevice(options);
+#else
+  return unimplemented("device '" + name +
+                       "': this kiln was built without the CUDA backend (use "
+                       "--device cpu, or a kiln built with -DKILN_ENABLE_CUDA=ON)");
 #endif
-  if (name == "cuda")
-    return unimplemented("device 'cuda': this kiln was built without the CUDA backend (use "
-                         "--device cpu, or a kiln built with -DKILN_ENABLE_CUDA=ON)");
-  return invalidArgument("unknown device '" + name + "': expected 'cpu' or 'cuda'");
 }
 
 } // namespace kiln::rt

@@ -36,7 +36,10 @@ struct StepCounts {
   int32_t numTokens = 0;
   int32_t numSeqs = 0;
   int32_t numLogits = 0;
-  int32_t maxContextLen = 0; // longest context of the step (GPU grid rules, split-K attention)
+  // Longest context of the step (GPU grid rules, split-K attention); an upper bound is allowed:
+  // a decode step padded for a captured graph passes the compiled max_seq_len, so its grids do
+  // not depend on the step's lengths.
+  int32_t maxContextLen = 0;
 
   // Rows of a buffer with `rule` this step; `fixedRows` is its recorded shape[0].
   int64_t rows(schema::RowScale rule, int64_t fixedRows) const {
@@ -92,6 +95,12 @@ public:
   virtual ~PreparedOp() = default;
 };
 
+// A recorded sequence of ops a device replays as one unit (a CUDA graph); opaque to the executor.
+class CapturedProgram {
+public:
+  virtual ~CapturedProgram() = default;
+};
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -123,9 +132,37 @@ public:
   virtual Status runOp(const PreparedOp &op, const StepCounts &counts) = 0;
   // Waits for every queued op and copy.
   virtual Status synchronize() = 0;
+
+  // Graphs (DESIGN.md "The step program"). Between beginCapture() and endCapture() the runOp
+  // calls are recorded, not run; replay() runs the recording with the pointers and counts it was
+  // captured with (kernels read step inputs through pointers, so new inputs copied in before a
+  // replay are seen). No allocation, copy or synchronize() may happen while capturing. The
+  // defaults mean "no graphs": the executor then runs every op itself.
+  virtual bool supportsGraphs() const { return false; }
+  virtual Status beginCapture();
+  // Ends the capture begun by beginCapture() (also after a failed runOp, to leave capture mode).
+  virtual Result<std::unique_ptr<CapturedProgram>> endCapture();
+  virtual Status replay(const CapturedProgram &program);
 };
 
-// "cpu" -> the reference backend. "cuda" -> an error in builds without the CUDA backend.
+// "cpu" -> the reference backend. "cuda" (GPU 0) or "cuda:N" -> the CUDA backend on GPU N; an
+// error in builds without it. Other names: "unknown device 'x': expected cpu, cuda or cuda:N".
 Result<std::unique_ptr<Device>> createDevice(const std::string &name);
+
+// A device name taken apart: "cpu", "cuda" (ordinal 0) or "cuda:N".
+struct DeviceName {
+  DeviceKind kind = DeviceKind::kCpu;
+  int ordinal = 0;
+  bool explicitOrdinal = false; // "cuda:N" rather than "cuda"
+};
+Result<DeviceName> parseDeviceName(const std::string &name);
+
+// The CUDA devices the driver reports. 0 with `reason` ("no CUDA driver found ...", "cuInit
+// failed: ...", or a kiln built without the CUDA backend) when none can be used.
+struct CudaDeviceCount {
+  int count = 0;
+  std::string reason;
+};
+CudaDeviceCount countCudaDevices(const std::string &driverLibrary = "libcuda.so.1");
 
 } // namespace kiln::rt

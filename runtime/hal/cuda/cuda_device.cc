@@ -41,8 +41,27 @@ class CudaPreparedOp final : public PreparedOp {
 public:
   CudaPreparedOp(BoundOp bound, std::vector<CUfunction> functions)
       : bound_(std::move(bound)), functions_(std::move(functions)) {}
+  explicit CudaPreparedOp(std::unique_ptr<PreparedOp> linear) : linear_(std::move(linear)) {}
   BoundOp bound_;
-  std::vector<CUfunction> functions_; // indexed like kernelSymbols(op)
+  std::vector<CUfunction> functions_;  // indexed like kernelSymbols(op)
+  std::unique_ptr<PreparedOp> linear_; // a Linear: CudaLinear runs it
+};
+
+// An instantiated CUDA graph. Destroyed before its device (the executor owns both in that order).
+class CudaCapturedProgram final : public CapturedProgram {
+public:
+  CudaCapturedProgram(std::shared_ptr<const CudaDriver> driver, CUcontext context, CUgraphExec exec)
+      : driver_(std::move(driver)), context_(context), exec_(exec) {}
+  ~CudaCapturedProgram() override {
+    if (driver_->ctxSetCurrent(context_) == CUDA_SUCCESS)
+      driver_->graphExecDestroy(exec_);
+  }
+  CUgraphExec exec() const { return exec_; }
+
+private:
+  std::shared_ptr<const CudaDriver> driver_;
+  CUcontext context_ = nullptr;
+  CUgraphExec exec_ = nullptr;
 };
 
 // Split-K scratch carved from one fp32 buffer: partial outputs, then maxima, then sums.
@@ -119,6 +138,7 @@ Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &option
     return invalidArgument("CUDA device " + std::to_string(options.ordinal) +
                            " requested; this machine has " + std::to_string(count));
   std::unique_ptr<CudaDevice> device(new CudaDevice(std::move(driver)));
+  device->cublasLtLibraries_ = options.cublasLtLibraries;
   KILN_RETURN_IF_ERROR(device->open(options.ordinal));
   return std::unique_ptr<Device>(std::move(device));
 }
@@ -154,6 +174,8 @@ CudaDevice::~CudaDevice() {
   (void)makeCurrent();
   if (stream_)
     driver_->streamSynchronize(stream_);
+  linear_.reset(); // its cuBLASLt handle, while the context lives
+  free(linearWorkspace_);
   free(attentionScratch_);
   if (module_)
     driver_->moduleUnload(module_);
@@ -168,7 +190,11 @@ Status CudaDevice::makeCurrent() const {
 }
 
 Result<DeviceMemoryInfo> CudaDevice::memoryInfo() const {
-  return unimplemented("cuda backend: memoryInfo (cuMemGetInfo) is not wired yet");
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  DeviceMemoryInfo info;
+  KILN_RETURN_IF_ERROR(
+      driver_->check(driver_->memGetInfo(&info.freeBytes, &info.totalBytes), "cuMemGetInfo"));
+  return info;
 }
 
 Result<DeviceMemory> CudaDevice::allocate(size_t bytes, MemoryKind kind) {
@@ -290,7 +316,23 @@ Status CudaDevice::ensureAttentionScratch(size_t bytes) {
   return okStatus();
 }
 
+Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op) {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  if (!linear_) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const CublasLt> lt, CublasLt::load(cublasLtLibraries_));
+    if (!linearWorkspace_.data) {
+      KILN_ASSIGN_OR_RETURN(linearWorkspace_, allocate(kLinearWorkspaceBytes, MemoryKind::kDevice));
+    }
+    KILN_ASSIGN_OR_RETURN(
+        linear_, CudaLinear::create(std::move(lt), linearWorkspace_.data, linearWorkspace_.bytes));
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(op));
+  return std::unique_ptr<PreparedOp>(std::make_unique<CudaPreparedOp>(std::move(linear)));
+}
+
 Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareOp(const BoundOp &op) {
+  if (op.op && op.op->params_type() == schema::OpParams::LinearParams)
+    return prepareLinear(op);
   KILN_RETURN_IF_ERROR(checkCudaOp(op));
   if (!module_)
     return failedPrecondition("cuda backend: no kernel module loaded on " + name_ +
@@ -311,6 +353,8 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
   // Only this device prepares the ops it runs, so the downcast is safe.
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
   KILN_RETURN_IF_ERROR(makeCurrent());
+  if (op.linear_)
+    return linear_->run(*op.linear_, counts, stream_);
   const AttentionScratch scratch = carveScratch(op.bound_, attentionScratch_.data);
   for (CudaLaunch &launch : planLaunches(op.bound_, counts, scratch)) {
     void *args[] = {launch.params.data()};
@@ -323,6 +367,35 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
                            "' failed: " + driver_->describe(rc));
   }
   return okStatus();
+}
+
+Status CudaDevice::beginCapture() {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  // Thread-local: only this thread's unsafe calls (allocation, synchronous copies) are refused
+  // while capturing; other devices' threads keep working.
+  return driver_->check(driver_->streamBeginCapture(stream_, CU_STREAM_CAPTURE_MODE_THREAD_LOCAL),
+                        "cuStreamBeginCapture on " + name_);
+}
+
+Result<std::unique_ptr<CapturedProgram>> CudaDevice::endCapture() {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  CUgraph graph = nullptr;
+  KILN_RETURN_IF_ERROR(
+      driver_->check(driver_->streamEndCapture(stream_, &graph), "cuStreamEndCapture on " + name_));
+  CUgraphExec exec = nullptr;
+  CUresult rc = driver_->graphInstantiate(&exec, graph, 0);
+  // The executable graph is independent of the graph it was made from.
+  driver_->graphDestroy(graph);
+  KILN_RETURN_IF_ERROR(driver_->check(rc, "cuGraphInstantiate on " + name_));
+  return std::unique_ptr<CapturedProgram>(
+      std::make_unique<CudaCapturedProgram>(driver_, context_, exec));
+}
+
+Status CudaDevice::replay(const CapturedProgram &program) {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  // Only endCapture makes the programs handed back here.
+  const auto &graph = static_cast<const CudaCapturedProgram &>(program);
+  return driver_->check(driver_->graphLaunch(graph.exec(), stream_), "cuGraphLaunch on " + name_);
 }
 
 } // namespace kiln::rt

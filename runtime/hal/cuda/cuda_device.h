@@ -7,8 +7,10 @@
 // Linear (cuBLASLt), CUDA graphs per batch bucket, multi-GPU (NCCL).
 #pragma once
 
+#include "runtime/hal/cuda/cublaslt_library.h"
 #include "runtime/hal/cuda/cuda_driver.h"
 #include "runtime/hal/cuda/cuda_launch.h"
+#include "runtime/hal/cuda/cuda_linear.h"
 #include "runtime/hal/device.h"
 
 #include <map>
@@ -21,6 +23,8 @@ namespace kiln::rt {
 struct CudaDeviceOptions {
   std::string driverLibrary = "libcuda.so.1";
   int ordinal = 0;
+  // Tried in order when the first Linear op is prepared (a missing cuBLASLt fails there).
+  std::vector<std::string> cublasLtLibraries = defaultCublasLtLibraries();
 };
 
 // Errors: "no CUDA driver found (libcuda.so.1): ...", "cuInit failed: ...", "no CUDA device".
@@ -57,14 +61,31 @@ public:
   Status copyToDevice(void *deviceDst, const void *hostSrc, size_t bytes) override;
   Status copyToHost(void *hostDst, const void *deviceSrc, size_t bytes) override;
 
-  // Needs loadKernelModules() first: ops launch kernels by symbol.
+  // Kernel ops need loadKernelModules() first (they launch kernels by symbol). Linear ops run
+  // on cuBLASLt, loaded, with its 32 MiB workspace, when the first one is prepared.
   Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override;
   Status runOp(const PreparedOp &op, const StepCounts &counts) override;
   Status synchronize() override;
 
+  // CUDA graphs of the device's stream (cuStreamBeginCapture in thread-local mode, instantiated
+  // by endCapture, launched on the stream by replay).
+  bool supportsGraphs() const override { return true; }
+  Status beginCapture() override;
+  Result<std::unique_ptr<CapturedProgram>> endCapture() override;
+  Status replay(const CapturedProgram &program) override;
+
   // Loads the plan's module for this device (selectKernelModule); Executor::create calls it
   // through loadPlan.
   Status loadKernelModules(const schema::Plan &plan);
+
+  // For a library that works on this device's queue (NCCL collectives): the driver table, the
+  // primary context to make current on the calling thread, and the stream every op goes to.
+  struct NativeHandles {
+    std::shared_ptr<const CudaDriver> driver;
+    CUcontext context = nullptr;
+    CUstream stream = nullptr;
+  };
+  NativeHandles nativeHandles() const { return {driver_, context_, stream_}; }
 
 private:
   friend Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &options);
@@ -73,6 +94,7 @@ private:
   Status makeCurrent() const;
   Result<CUfunction> function(const std::string &symbol) const;
   Status ensureAttentionScratch(size_t bytes);
+  Result<std::unique_ptr<PreparedOp>> prepareLinear(const BoundOp &op);
 
   std::shared_ptr<const CudaDriver> driver_;
   CUdevice device_ = 0;
@@ -82,6 +104,9 @@ private:
   std::string moduleTarget_;
   std::map<std::string, CUfunction> functions_;
   DeviceMemory attentionScratch_;
+  std::vector<std::string> cublasLtLibraries_;
+  DeviceMemory linearWorkspace_;
+  std::unique_ptr<CudaLinear> linear_; // made by the first prepareLinear
   std::string name_ = "cuda";
   std::string target_;
 };

@@ -30,6 +30,7 @@ namespace kiln::rt {
   X(streamCreate, "cuStreamCreate", cuStreamCreate)                                                \
   X(streamDestroy, "cuStreamDestroy_v2", cuStreamDestroy)                                          \
   X(streamSynchronize, "cuStreamSynchronize", cuStreamSynchronize)                                 \
+  X(streamQuery, "cuStreamQuery", cuStreamQuery)                                                   \
   X(memGetInfo, "cuMemGetInfo_v2", cuMemGetInfo)                                                   \
   X(memAlloc, "cuMemAlloc_v2", cuMemAlloc)                                                         \
   X(memFree, "cuMemFree_v2", cuMemFree)                                                            \
@@ -41,10 +42,17 @@ namespace kiln::rt {
   X(memcpyHtoDAsync, "cuMemcpyHtoDAsync_v2", cuMemcpyHtoDAsync)                                    \
   X(memcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", cuMemcpyDtoHAsync)                                    \
   X(memsetD8Async, "cuMemsetD8Async", cuMemsetD8Async)                                             \
+  X(memcpy2DAsync, "cuMemcpy2DAsync_v2", cuMemcpy2DAsync)                                          \
   X(moduleLoadDataEx, "cuModuleLoadDataEx", cuModuleLoadDataEx)                                    \
   X(moduleUnload, "cuModuleUnload", cuModuleUnload)                                                \
   X(moduleGetFunction, "cuModuleGetFunction", cuModuleGetFunction)                                 \
-  X(launchKernel, "cuLaunchKernel", cuLaunchKernel)
+  X(launchKernel, "cuLaunchKernel", cuLaunchKernel)                                                \
+  X(streamBeginCapture, "cuStreamBeginCapture_v2", cuStreamBeginCapture)                           \
+  X(streamEndCapture, "cuStreamEndCapture", cuStreamEndCapture)                                    \
+  X(graphInstantiate, "cuGraphInstantiateWithFlags", cuGraphInstantiate)                           \
+  X(graphLaunch, "cuGraphLaunch", cuGraphLaunch)                                                   \
+  X(graphExecDestroy, "cuGraphExecDestroy", cuGraphExecDestroy)                                    \
+  X(graphDestroy, "cuGraphDestroy", cuGraphDestroy)
 
 // The resolved entry points. One per process is enough; it is never unloaded while a device
 // built on it is alive (devices hold a shared_ptr).

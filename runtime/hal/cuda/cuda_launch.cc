@@ -129,8 +129,7 @@ std::vector<CudaLaunch> attentionLaunches(const BoundOp &op, const StepCounts &c
     prefill.block = block;
     return {prefill};
   }
-  params.numSplits = static_cast<int32_t>(std::clamp<int64_t>(
-      ceilDiv(std::max(c.maxContextLen, 1), kc::kMinDecodeSplitLen), 1, kc::kMaxDecodeSplits));
+  params.numSplits = kc::decodeSplitsFor(std::max(c.maxContextLen, 1));
   CudaLaunch decode = launchWith(params, 1);
   decode.grid[0] = static_cast<uint32_t>(c.numSeqs);
   decode.grid[1] = p->num_kv_heads();
@@ -200,8 +199,8 @@ size_t attentionScratchBytes(const BoundOp &op) {
 Result<std::vector<std::string>> kernelSymbols(const BoundOp &op) {
   const std::string kernel = op.op->kernel() ? op.op->kernel()->str() : std::string();
   if (op.op->params_type() == OpParams::LinearParams)
-    return unimplemented("cuda backend: " + opLabel(op) +
-                         ": Linear runs on cuBLASLt, which this backend does not have yet");
+    return invalidArgument("cuda backend: " + opLabel(op) +
+                           ": Linear runs on cuBLASLt (cuda_linear.h), not as a kernel launch");
   std::vector<std::string> symbols;
   for (size_t start = 0; start <= kernel.size();) {
     size_t comma = std::min(kernel.find(',', start), kernel.size());

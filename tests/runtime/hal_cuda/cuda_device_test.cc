@@ -43,6 +43,11 @@ TEST(CudaDevice, StubDriverResolvesEveryEntryPointThenCuInitFails) {
   EXPECT_NE((*driver)->memAlloc, nullptr);                // cuMemAlloc_v2
   EXPECT_NE((*driver)->devicePrimaryCtxRelease, nullptr); // cuDevicePrimaryCtxRelease_v2
   EXPECT_NE((*driver)->launchKernel, nullptr);
+  EXPECT_NE((*driver)->streamBeginCapture, nullptr); // cuStreamBeginCapture_v2
+  EXPECT_NE((*driver)->graphInstantiate, nullptr);   // cuGraphInstantiateWithFlags
+  EXPECT_NE((*driver)->graphLaunch, nullptr);
+  EXPECT_NE((*driver)->graphExecDestroy, nullptr);
+  EXPECT_NE((*driver)->memGetInfo, nullptr); // cuMemGetInfo_v2: CudaDevice::memoryInfo
 
   auto device = createCudaDevice({KILN_CUDA_STUB_DRIVER, 0});
   ASSERT_FALSE(device.isOk());

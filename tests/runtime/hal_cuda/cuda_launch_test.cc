@@ -132,8 +132,9 @@ TEST_F(LaunchTest, EmbeddingPassesItsVocabShard) {
       schema::OpParams::EmbeddingParams,
       [](auto &fbb) { return schema::CreateEmbeddingParams(fbb, 16000).Union(); }, 2, 1,
       "kiln_embedding");
-  op_.inputs = {stepInput(0x100, RowScale::Tokens, 256),
-                buffer(0x200, DType::BF16, RowScale::Fixed, 16000, 4096, schema::BufferKind::Weight)};
+  op_.inputs = {
+      stepInput(0x100, RowScale::Tokens, 256),
+      buffer(0x200, DType::BF16, RowScale::Fixed, 16000, 4096, schema::BufferKind::Weight)};
   op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   std::vector<CudaLaunch> launches = planLaunches(op_, {9, 2, 2, 9}, {});
@@ -208,6 +209,48 @@ TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   EXPECT_EQ(attentionScratchBytes(op_), 64u * 32 * 16 * 130 * 4);
 }
 
+// The split-K invariants a fixed split count in a CUDA graph relies on (kernels/cuda/params.h).
+TEST(DecodeSplit, EverySplitHasKeysAndExtraSplitsChangeNothing) {
+  for (int32_t context = 1; context <= 70000; context += context < 2000 ? 1 : 37) {
+    const int32_t wanted = kc::decodeSplitsFor(context);
+    ASSERT_GE(wanted, 1);
+    ASSERT_LE(wanted, kc::kMaxDecodeSplits);
+    const kc::DecodeSplit own = kc::decodeSplit(context, wanted);
+    for (int32_t launched = 1; launched <= kc::kMaxDecodeSplits; ++launched) {
+      const kc::DecodeSplit split = kc::decodeSplit(context, launched);
+      ASSERT_GE(split.count, 1) << context << " " << launched;
+      ASSERT_LE(split.count, launched) << context << " " << launched;
+      ASSERT_EQ(split.length % kc::kDecodeTile, 0) << context << " " << launched;
+      // The last split starts inside the context and the splits cover all of it.
+      ASSERT_LT(int64_t(split.count - 1) * split.length, context) << context << " " << launched;
+      ASSERT_GE(int64_t(split.count) * split.length, context) << context << " " << launched;
+      if (launched >= wanted) {
+        ASSERT_EQ(split.count, own.count) << context << " " << launched;
+        ASSERT_EQ(split.length, own.length) << context << " " << launched;
+      }
+    }
+  }
+  EXPECT_EQ(kc::decodeSplitsFor(1), 1);
+  EXPECT_EQ(kc::decodeSplitsFor(256), 1);
+  EXPECT_EQ(kc::decodeSplitsFor(257), 2);
+  EXPECT_EQ(kc::decodeSplitsFor(1000000), kc::kMaxDecodeSplits);
+}
+
+// A decode step padded for a graph passes maxContextLen = max_seq_len: the grid is fixed.
+TEST_F(LaunchTest, PaddedDecodeStepsLaunchTheSplitsOfTheCompiledMaximum) {
+  bindAttention(DType::F16, 64);
+  for (int32_t seqs : {1, 4, 16})
+    for (int32_t maxSeqLen : {100, 1000, 4096, 32768}) {
+      std::vector<CudaLaunch> launches =
+          planLaunches(op_, {seqs, seqs, seqs, maxSeqLen}, AttentionScratch{});
+      ASSERT_EQ(launches.size(), 2u);
+      EXPECT_EQ(launches[0].grid[0], uint32_t(seqs));
+      EXPECT_EQ(launches[0].grid[2], uint32_t(kc::decodeSplitsFor(maxSeqLen)));
+      EXPECT_EQ(paramsOf<kc::AttentionParams>(launches[1]).numSplits,
+                kc::decodeSplitsFor(maxSeqLen));
+    }
+}
+
 TEST_F(LaunchTest, PrefillTilesCoverEveryRowTileOfEverySequence) {
   bindAttention(DType::BF16, 128);
   std::vector<CudaLaunch> launches = planLaunches(op_, {100, 3, 3, 90}, {});
@@ -238,8 +281,10 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
                 buffer(0x200, DType::BF16, RowScale::Fixed, 64, 64, schema::BufferKind::Weight)};
   op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
   Status linear = checkCudaOp(op_);
-  EXPECT_EQ(linear.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(linear.message().find("Linear runs on cuBLASLt"), std::string::npos);
+  EXPECT_EQ(linear.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(linear.message().find("Linear runs on cuBLASLt (cuda_linear.h), not as a kernel"),
+            std::string::npos)
+      << linear.message();
 
   makeOp(
       schema::OpParams::AddParams, [](auto &fbb) { return schema::CreateAddParams(fbb).Union(); },

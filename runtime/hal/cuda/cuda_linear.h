@@ -1,0 +1,106 @@
+// Linear (plan.fbs: y[rows, out] = x[rows, in] W[out, in]^T (+ bias[out]), fp32 accumulation) on
+// cuBLASLt. describeLinear() turns a bound op into the column-major GEMM cuBLASLt solves; it and
+// the descriptors built from it are host-only, so CI checks them without a GPU. CudaLinear (one
+// per device) picks algorithms once at prepare time, per bucket of row counts, and runs a step
+// with one cublasLtMatmul on the device's stream (capturable into a CUDA graph: no allocation,
+// no synchronization, the workspace is shared and allocated once).
+#pragma once
+
+#include "runtime/hal/cuda/cublaslt_library.h"
+#include "runtime/hal/device.h"
+
+#include <cuda.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace kiln::rt {
+
+// Workspace shared by every Linear op of a device (they run one at a time on its stream).
+constexpr size_t kLinearWorkspaceBytes = size_t(32) << 20;
+
+// The column-major problem D[m, n] = op(A)[m, k] op(B)[k, n] (+ bias[m]) with C = D, beta = 0.
+// A = W, B = x, D = y; n is the step's row count (at most maxN). See cuda_linear.cc for why.
+struct GemmDesc {
+  uint64_t m = 0;    // out features (W rows)
+  uint64_t k = 0;    // in features
+  uint64_t maxN = 0; // rows at the compiled maxima (x's shape[0])
+  int64_t lda = 0;   // A (W) as stored: k x m column-major
+  int64_t ldb = 0;   // B (x) as stored: k x n column-major
+  int64_t ldc = 0;   // C = D (y): m x n column-major
+  cublasOperation_t transA = CUBLAS_OP_T;
+  cublasOperation_t transB = CUBLAS_OP_N;
+  cudaDataType_t aType = CUDA_R_32F; // W
+  cudaDataType_t bType = CUDA_R_32F; // x
+  cudaDataType_t cType = CUDA_R_32F; // y (C and D)
+  cudaDataType_t scaleType = CUDA_R_32F;
+  cublasComputeType_t computeType = CUBLAS_COMPUTE_32F;
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  cudaDataType_t biasType = CUDA_R_32F; // meaningful with CUBLASLT_EPILOGUE_BIAS only
+};
+
+// Checks the op (arity, shapes, dtypes) and describes its GEMM. Supported: x and W of one dtype
+// (F32, F16, BF16), y of that dtype or F32, bias of y's dtype. Errors name the op and the dtypes.
+Result<GemmDesc> describeLinear(const BoundOp &op);
+
+// Row-count buckets an algorithm is chosen for: 1, 2, 4, ... below maxRows, then maxRows.
+std::vector<uint64_t> linearRowBuckets(uint64_t maxRows);
+// Index of the smallest bucket >= rows (rows in 1..buckets.back()).
+size_t linearRowBucket(const std::vector<uint64_t> &buckets, uint64_t rows);
+// The largest power of two <= 256 dividing the address (what cuBLASLt's alignment hints take).
+uint32_t pointerAlignment(const void *p);
+
+// The cuBLASLt descriptors of one Linear op. Host objects: made without a GPU.
+class LinearDescriptors {
+public:
+  static Result<std::unique_ptr<LinearDescriptors>> make(std::shared_ptr<const CublasLt> lt,
+                                                         const GemmDesc &gemm, const void *bias);
+  ~LinearDescriptors();
+  LinearDescriptors(const LinearDescriptors &) = delete;
+  LinearDescriptors &operator=(const LinearDescriptors &) = delete;
+
+  // Sets n, the step's row count, on B and D (a no-op when unchanged).
+  Status setRows(uint64_t n);
+
+  cublasLtMatmulDesc_t matmul = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+
+private:
+  explicit LinearDescriptors(std::shared_ptr<const CublasLt> lt) : lt_(std::move(lt)) {}
+  std::shared_ptr<const CublasLt> lt_;
+  uint64_t rows_ = 0;
+};
+
+// One device's cuBLASLt: handle, shared workspace, algorithm cache. Needs the device's context
+// current when created and used.
+class CudaLinear {
+public:
+  static Result<std::unique_ptr<CudaLinear>> create(std::shared_ptr<const CublasLt> lt,
+                                                    void *workspace, size_t workspaceBytes);
+  ~CudaLinear();
+  CudaLinear(const CudaLinear &) = delete;
+  CudaLinear &operator=(const CudaLinear &) = delete;
+
+  // describeLinear + descriptors + one algorithm per row bucket (cached across ops of one shape).
+  Result<std::unique_ptr<PreparedOp>> prepare(const BoundOp &op);
+  // One cublasLtMatmul for this step's rows on `stream`; nothing when the step has no rows.
+  Status run(const PreparedOp &op, const StepCounts &counts, CUstream stream) const;
+
+private:
+  CudaLinear(std::shared_ptr<const CublasLt> lt, void *workspace, size_t workspaceBytes)
+      : lt_(std::move(lt)), workspace_(workspace), workspaceBytes_(workspaceBytes) {}
+  Result<cublasLtMatmulAlgo_t> chooseAlgorithm(const BoundOp &op, const GemmDesc &gemm,
+                                               LinearDescriptors &descriptors, uint64_t lowRows,
+                                               uint64_t highRows);
+
+  std::shared_ptr<const CublasLt> lt_;
+  cublasLtHandle_t handle_ = nullptr;
+  void *workspace_ = nullptr;
+  size_t workspaceBytes_ = 0;
+  std::map<std::string, cublasLtMatmulAlgo_t> algorithms_;
+};
+
+} // namespace kiln::rt
