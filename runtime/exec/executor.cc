@@ -3,7 +3,10 @@
 #include "runtime/exec/communicator.h"
 
 #include <algorithm>
+#include <cmath>
+#include <cstdio>
 #include <limits>
+#include <optional>
 
 namespace kiln::rt {
 namespace {
@@ -69,6 +72,7 @@ Executor::Executor(const Artifact &artifact, Device &device, int rank)
       limits_(limitsOf(artifact.plan())), hostInputs_(limits_) {}
 
 Executor::~Executor() {
+  graphs_.clear();
   program_.clear();
   for (DeviceMemory &memory : memory_)
     device_.free(memory);
@@ -87,6 +91,17 @@ Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Dev
   executor->communicator_ = options.communicator;
   KILN_RETURN_IF_ERROR(executor->allocate(options));
   KILN_RETURN_IF_ERROR(executor->bindProgram());
+  // Last, so that a cache sized from free memory sees everything else already allocated
+  // (including what ops allocate when prepared: cuBLASLt workspace, attention scratch).
+  KILN_RETURN_IF_ERROR(executor->allocateKvCache(options));
+  // Collectives run on the host between device ops, so a tp > 1 step cannot be one graph.
+  executor->captureGraphs_ = options.decodeBuckets == DecodeBuckets::kAuto &&
+                             device.supportsGraphs() && artifact.plan().tp() == 1 &&
+                             !options.communicator;
+  if (executor->captureGraphs_ || options.decodeBuckets == DecodeBuckets::kPadOnly)
+    executor->decodeBuckets_ = decodeBatchBuckets(executor->limits_);
+  if (executor->captureGraphs_)
+    executor->graphs_.resize(executor->decodeBuckets_.size());
   return executor;
 }
 
@@ -98,27 +113,19 @@ Result<DeviceMemory> Executor::track(Result<DeviceMemory> memory) {
 
 Status Executor::allocate(const ExecutorOptions &options) {
   const schema::KvCacheSpec &kv = *artifact_.plan().kv_cache();
-  size_t layerBlockBytes =
-      size_t(kv.num_kv_heads()) * kv.block_size() * kv.head_dim() * dtypeSize(kv.dtype());
-  kvBlockBytes_ = 2 * size_t(kv.num_layers()) * layerBlockBytes;
-  KILN_ASSIGN_OR_RETURN(limits_.numKvBlocks, kvBlockCount(kv, options, kvBlockBytes_));
+  kvBlockBytes_ = 2 * size_t(kv.num_layers()) * kv.num_kv_heads() * kv.block_size() *
+                  kv.head_dim() * dtypeSize(kv.dtype());
   KILN_ASSIGN_OR_RETURN(DeviceMemory weights,
                         track(device_.importWeights(artifact_.weightsFile(options.rank))));
   KILN_ASSIGN_OR_RETURN(DeviceMemory arena,
                         track(device_.allocate(rank_.arena_bytes(), MemoryKind::kDevice)));
-  KILN_ASSIGN_OR_RETURN(
-      DeviceMemory cache,
-      track(device_.allocate(kvBlockBytes_ * limits_.numKvBlocks, MemoryKind::kDevice)));
   weights_ = weights.data;
   arena_ = arena.data;
-  kvCache_.numBlocks = limits_.numKvBlocks;
+  // Ops are prepared before the cache exists: they keep &kvCache_ and read its pointers per step.
   kvCache_.blockSize = limits_.blockSize;
   kvCache_.dtype = kv.dtype();
-  size_t layerBytes = layerBlockBytes * limits_.numKvBlocks;
-  for (uint32_t l = 0; l < kv.num_layers(); ++l) {
-    kvCache_.keys.push_back(static_cast<uint8_t *>(cache.data) + (2 * l) * layerBytes);
-    kvCache_.values.push_back(static_cast<uint8_t *>(cache.data) + (2 * l + 1) * layerBytes);
-  }
+  kvCache_.keys.assign(kv.num_layers(), nullptr);
+  kvCache_.values.assign(kv.num_layers(), nullptr);
   for (const schema::Buffer *b : *rank_.buffers()) {
     BoundBuffer bound;
     bound.dtype = b->dtype();
@@ -142,6 +149,54 @@ Status Executor::allocate(const ExecutorOptions &options) {
   return okStatus();
 }
 
+// --gpu-memory-utilization: the cache takes what keeps the device's used memory at or below
+// `utilization` of its total, after everything else is allocated.
+Result<int32_t> Executor::kvBlocksForUtilization(double utilization) {
+  char fraction[32];
+  std::snprintf(fraction, sizeof(fraction), "%.2f", utilization);
+  if (!(utilization > 0.0 && utilization <= 1.0))
+    return invalidArgument(std::string("--gpu-memory-utilization is ") + fraction +
+                           "; it must be in (0, 1]");
+  KILN_ASSIGN_OR_RETURN(DeviceMemoryInfo info, device_.memoryInfo());
+  const size_t used = info.totalBytes - std::min(info.freeBytes, info.totalBytes);
+  const double limit = std::floor(utilization * static_cast<double>(info.totalBytes));
+  const double budget = limit - static_cast<double>(used);
+  if (budget < static_cast<double>(kvBlockBytes_))
+    return resourceExhausted(
+        std::string("--gpu-memory-utilization ") + fraction +
+        " leaves no room for the KV cache on " + device_.name() + ": " + std::to_string(used) +
+        " of " + std::to_string(info.totalBytes) + " bytes are in use after loading the weights (" +
+        std::to_string(artifact_.weightsFile(rank_.rank()).size()) +
+        " bytes) and the activation arena (" + std::to_string(rank_.arena_bytes()) +
+        " bytes), the limit is " + std::to_string(static_cast<size_t>(limit)) +
+        " bytes, and one KV block (all layers, K and V) needs " + std::to_string(kvBlockBytes_) +
+        " bytes; raise --gpu-memory-utilization or free device memory");
+  return static_cast<int32_t>(
+      std::min<double>(std::floor(budget / kvBlockBytes_), std::numeric_limits<int32_t>::max()));
+}
+
+Status Executor::allocateKvCache(const ExecutorOptions &options) {
+  const schema::KvCacheSpec &kv = *artifact_.plan().kv_cache();
+  int32_t blocks = 0;
+  if (options.memoryUtilization != 0.0) {
+    KILN_ASSIGN_OR_RETURN(blocks, kvBlocksForUtilization(options.memoryUtilization));
+  } else {
+    KILN_ASSIGN_OR_RETURN(blocks, kvBlockCount(kv, options, kvBlockBytes_));
+  }
+  // Slots (block * block_size + offset) are int32 step inputs.
+  blocks = std::min<int32_t>(blocks, std::numeric_limits<int32_t>::max() / kv.block_size());
+  KILN_ASSIGN_OR_RETURN(DeviceMemory cache,
+                        track(device_.allocate(kvBlockBytes_ * blocks, MemoryKind::kDevice)));
+  limits_.numKvBlocks = blocks;
+  kvCache_.numBlocks = blocks;
+  const size_t layerBytes = kvBlockBytes_ / (2 * size_t(kv.num_layers())) * blocks;
+  for (uint32_t l = 0; l < kv.num_layers(); ++l) {
+    kvCache_.keys[l] = static_cast<uint8_t *>(cache.data) + (2 * l) * layerBytes;
+    kvCache_.values[l] = static_cast<uint8_t *>(cache.data) + (2 * l + 1) * layerBytes;
+  }
+  return okStatus();
+}
+
 Status Executor::bindProgram() {
   const schema::Buffer &logits = *rank_.buffers()->Get(rank_.logits());
   if (logits.dtype() != schema::DType::F32)
@@ -158,9 +213,8 @@ Status Executor::bindProgram() {
       step.in = buffers_[op->inputs()->Get(0)];
       step.out = buffers_[op->outputs()->Get(0)];
       if (step.in.dtype != step.out.dtype)
-        return invalidArgument("op '" + op->name()->str() + "': input " +
-                               dtypeName(step.in.dtype) + " and output " +
-                               dtypeName(step.out.dtype) + " dtypes differ");
+        return invalidArgument("op '" + op->name()->str() + "': input " + dtypeName(step.in.dtype) +
+                               " and output " + dtypeName(step.out.dtype) + " dtypes differ");
       program_.push_back(std::move(step));
       continue;
     }
@@ -192,21 +246,59 @@ Status Executor::runCollective(const ProgramStep &step, const StepCounts &counts
                                          step.in.width, step.out.width, step.in.dtype);
 }
 
-Result<StepOutput> Executor::execute(const StepBatch &batch) {
-  KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
-  StepOutput out;
-  StepCounts counts = fillStepInputs(batch, limits_, hostInputs_, out);
-  for (const StepInputBuffer &input : stepInputs_) {
-    std::span<const int32_t> values = hostInputs_.filled(input.kind, counts);
-    KILN_RETURN_IF_ERROR(device_.copyToDevice(input.data, values.data(), values.size_bytes()));
-  }
+Status Executor::runProgram(const StepCounts &counts) {
   for (const ProgramStep &step : program_) {
     if (step.prepared)
       KILN_RETURN_IF_ERROR(device_.runOp(*step.prepared, counts));
     else
       KILN_RETURN_IF_ERROR(runCollective(step, counts));
   }
+  return okStatus();
+}
+
+// The first step of a bucket runs uncaptured, so lazily loaded kernels and cuBLASLt's first-call
+// setup happen outside a capture; the bucket is then captured (recording runs nothing) and every
+// later step of it is one replay.
+Status Executor::runDecodeGraph(size_t bucket, const StepCounts &counts) {
+  std::unique_ptr<CapturedProgram> &graph = graphs_[bucket];
+  if (graph)
+    return device_.replay(*graph);
+  KILN_RETURN_IF_ERROR(runProgram(counts));
+  KILN_RETURN_IF_ERROR(device_.beginCapture());
+  Status recorded = runProgram(counts);
+  Result<std::unique_ptr<CapturedProgram>> captured = device_.endCapture();
+  const std::string what =
+      "capturing the decode graph of batch bucket " + std::to_string(decodeBuckets_[bucket]);
+  if (!recorded.isOk())
+    return recorded.withContext(what);
+  if (!captured.isOk())
+    return captured.status().withContext(what);
+  graph = std::move(captured).value();
+  return okStatus();
+}
+
+Result<StepOutput> Executor::execute(const StepBatch &batch) {
+  KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
+  StepOutput out;
+  const StepCounts counts = fillStepInputs(batch, limits_, hostInputs_, out);
+  StepCounts run = counts;
+  std::optional<size_t> bucket;
+  if (!decodeBuckets_.empty() && isDecodeOnly(counts)) {
+    bucket = static_cast<size_t>(
+        std::lower_bound(decodeBuckets_.begin(), decodeBuckets_.end(), counts.numSeqs) -
+        decodeBuckets_.begin());
+    run = padDecodeStep(counts, decodeBuckets_[*bucket], limits_, hostInputs_);
+  }
+  for (const StepInputBuffer &input : stepInputs_) {
+    std::span<const int32_t> values = hostInputs_.filled(input.kind, run);
+    KILN_RETURN_IF_ERROR(device_.copyToDevice(input.data, values.data(), values.size_bytes()));
+  }
+  if (bucket && captureGraphs_)
+    KILN_RETURN_IF_ERROR(runDecodeGraph(*bucket, run));
+  else
+    KILN_RETURN_IF_ERROR(runProgram(run));
   KILN_RETURN_IF_ERROR(device_.synchronize());
+  // Real logits rows come first; a padded step's extra rows are dropped here.
   out.vocabSize = limits_.vocabSize;
   out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.vocabSize);
   KILN_RETURN_IF_ERROR(

@@ -1,7 +1,8 @@
 // Runs one engine step of a loaded artifact's plan on a Device (DESIGN.md "The step program").
-// Everything is allocated at create (weights, activation arena, paged KV cache, step inputs at
-// the compiled maxima) and the program is resolved into prepared ops, so execute() allocates
-// only the logits it returns and dispatches each op with one indirect call.
+// Everything is allocated at create (weights, activation arena, step inputs at the compiled
+// maxima, then the paged KV cache, last so it can take what memory is left) and the program is
+// resolved into prepared ops, so execute() allocates only the logits it returns and dispatches
+// each op with one indirect call, or replays one captured graph for a padded decode step.
 #pragma once
 
 #include "runtime/artifact/artifact.h"
@@ -18,17 +19,29 @@ namespace kiln::rt {
 
 class Communicator;
 
+// Decode-only steps (every sequence has one new token) padded to a batch-size bucket (1, 2, 4,
+// ..., max batch) and captured as one device graph per bucket (DESIGN.md "The step program").
+enum class DecodeBuckets : uint8_t {
+  kAuto,    // pad and capture on devices that support graphs, for plans with tp 1 (collectives
+            // run on the host between ops, so a tp > 1 step cannot be one graph); else neither
+  kOff,     // every step runs as it is, op by op
+  kPadOnly, // pad decode steps but never capture: checks the padding on any device (tests)
+};
+
 struct ExecutorOptions {
   int rank = 0;                           // which rank of the plan this executor runs
   int32_t numKvBlocks = 0;                // 0: derive from kvCacheBytes
   size_t kvCacheBytes = size_t(64) << 20; // K and V of every layer, all blocks together
-  // In (0, 1]: after weights, arena and step inputs are allocated, the KV cache takes what keeps
-  // the device's used memory at or below this fraction of its total (--gpu-memory-utilization);
-  // numKvBlocks and kvCacheBytes are then ignored. 0: size from numKvBlocks / kvCacheBytes.
+  // In (0, 1]: once weights, arena, step inputs and what the prepared ops allocate (cuBLASLt
+  // workspace, attention scratch) are in place, the KV cache takes what keeps the device's used
+  // memory (Device::memoryInfo) at or below this fraction of its total
+  // (--gpu-memory-utilization); numKvBlocks and kvCacheBytes are then ignored. An error names the
+  // flag and the bytes when not one block fits. 0: size from numKvBlocks / kvCacheBytes.
   double memoryUtilization = 0.0;
   // Runs the plan's AllReduce/AllGather ops with the other ranks; required when the plan's tp > 1
   // (MultiRankRunner sets it), must outlive the executor.
   Communicator *communicator = nullptr;
+  DecodeBuckets decodeBuckets = DecodeBuckets::kAuto;
 };
 
 class Executor final : public ModelRunner {
@@ -45,6 +58,10 @@ public:
 
   // Bytes of one KV block over all layers, K and V (what numKvBlocks is derived from).
   size_t kvBlockBytes() const { return kvBlockBytes_; }
+  // The batch sizes decode steps are padded to; empty when they are not padded.
+  const std::vector<int32_t> &decodeBuckets() const { return decodeBuckets_; }
+  // Whether padded decode steps are captured and replayed as device graphs.
+  bool capturesDecodeGraphs() const { return captureGraphs_; }
 
 private:
   struct StepInputBuffer {
@@ -61,6 +78,10 @@ private:
   Executor(const Artifact &artifact, Device &device, int rank);
   Status allocate(const ExecutorOptions &options);
   Status bindProgram();
+  Status allocateKvCache(const ExecutorOptions &options);
+  Result<int32_t> kvBlocksForUtilization(double utilization);
+  Status runProgram(const StepCounts &counts);
+  Status runDecodeGraph(size_t bucket, const StepCounts &counts);
   Status runCollective(const ProgramStep &step, const StepCounts &counts);
   Result<DeviceMemory> track(Result<DeviceMemory> memory);
 
@@ -79,6 +100,9 @@ private:
   Communicator *communicator_ = nullptr;
   const void *logits_ = nullptr;
   HostStepInputs hostInputs_;
+  std::vector<int32_t> decodeBuckets_; // empty: decode steps are not padded
+  bool captureGraphs_ = false;
+  std::vector<std::unique_ptr<CapturedProgram>> graphs_; // per bucket, captured at first use
 };
 
 } // namespace kiln::rt

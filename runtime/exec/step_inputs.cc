@@ -140,4 +140,34 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
   return counts;
 }
 
+std::vector<int32_t> decodeBatchBuckets(const RunnerLimits &limits) {
+  const int32_t largest = std::max(1, std::min(limits.maxBatch, limits.maxTokensPerStep));
+  std::vector<int32_t> buckets;
+  for (int32_t b = 1; b < largest; b *= 2)
+    buckets.push_back(b);
+  buckets.push_back(largest);
+  return buckets;
+}
+
+StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerLimits &limits,
+                         HostStepInputs &inputs) {
+  for (int32_t i = counts.numSeqs; i < bucket; ++i) {
+    inputs.tokenIds[i] = 0;
+    inputs.positions[i] = 0;
+    inputs.slotMapping[i] = -1;
+    inputs.queryStartLoc[i + 1] = i + 1;
+    inputs.contextLens[i] = 1;
+    int32_t *row = inputs.blockTables.data() + static_cast<size_t>(i) * limits.maxBlocksPerSeq;
+    std::fill(row, row + limits.maxBlocksPerSeq, 0);
+  }
+  std::fill(inputs.logitsIndices.begin() + counts.numLogits, inputs.logitsIndices.begin() + bucket,
+            0);
+  StepCounts padded;
+  padded.numSeqs = bucket;
+  padded.numTokens = bucket;
+  padded.numLogits = bucket;
+  padded.maxContextLen = limits.maxSeqLen;
+  return padded;
+}
+
 } // namespace kiln::rt

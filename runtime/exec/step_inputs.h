@@ -36,4 +36,26 @@ private:
 StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
                           HostStepInputs &inputs, StepOutput &out);
 
+// Batch sizes a decode step is padded to: 1, 2, 4, ... below the largest, then the largest,
+// min(maxBatch, maxTokensPerStep) (a padded step has one token per sequence).
+std::vector<int32_t> decodeBatchBuckets(const RunnerLimits &limits);
+
+// Every sequence of the step has exactly one new token (each has at least one).
+inline bool isDecodeOnly(const StepCounts &counts) {
+  return counts.numSeqs > 0 && counts.numTokens == counts.numSeqs;
+}
+
+// Pads a decode-only step filled by fillStepInputs to `bucket` sequences (numSeqs <= bucket <=
+// the largest decodeBatchBuckets), in place. Padding sequence i (numSeqs <= i < bucket) is:
+//   token i: id 0, position 0, slot -1 (a negative slot writes nothing to the KV cache);
+//   queryStartLoc[i + 1] = i + 1 (one token), contextLens[i] = 1;
+//   block-table row i: all block 0, which always exists, so the attention of the padding row
+//   reads one valid cache position; its output is never used.
+// Logits indices [numLogits, bucket) are 0 (the first real token): padding logits rows come after
+// the real ones and are dropped. Returns the counts the padded step runs with: bucket tokens,
+// sequences and logits, and maxContextLen = limits.maxSeqLen so no kernel grid depends on the
+// step's lengths (a captured graph serves every step of its bucket).
+StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerLimits &limits,
+                         HostStepInputs &inputs);
+
 } // namespace kiln::rt
