@@ -74,6 +74,10 @@ RowScale expectedRows(StepInputKind kind) {
   }
 }
 
+bool isFloatDType(schema::DType dtype) {
+  return dtype == schema::DType::F32 || dtype == schema::DType::F16 || dtype == schema::DType::BF16;
+}
+
 std::string str(const flatbuffers::String *s) {
   return s ? s->str() : std::string();
 }
@@ -88,6 +92,7 @@ private:
   Status checkHeader();
   Status checkCollectivesMatch();
   Status checkRank(const schema::Rank &rank);
+  Status checkActivationDtypes(const schema::Rank &rank);
   Status checkWeights(const schema::Rank &rank);
   Status checkBuffer(const schema::Rank &rank, uint32_t index);
   Status checkOp(const schema::Rank &rank, uint32_t index);
@@ -159,6 +164,11 @@ Status PlanChecker::checkHeader() {
   if (kv.num_layers() == 0 || kv.num_kv_heads() == 0 || kv.head_dim() == 0 ||
       kv.block_size() == 0 || dtypeSize(kv.dtype()) == 0)
     return error("kv_cache spec has a zero field or an unknown dtype");
+  if (!isFloatDType(kv.dtype()))
+    return error("kv_cache.dtype is " + dtypeName(kv.dtype()) + "; it must be F32, F16 or BF16");
+  if (!isFloatDType(plan_.activation_dtype()))
+    return error("activation_dtype is " + dtypeName(plan_.activation_dtype()) +
+                 "; it must be F32, F16 or BF16");
   if (uint64_t(l.max_blocks_per_seq()) * kv.block_size() < l.max_seq_len())
     return error("limits.max_blocks_per_seq " + std::to_string(l.max_blocks_per_seq()) +
                  " x kv block_size " + std::to_string(kv.block_size()) +
@@ -187,6 +197,35 @@ Status PlanChecker::checkRank(const schema::Rank &rank) {
     return error("logits buffer " + std::to_string(rank.logits()) + " '" + str(logits.name()) +
                  "' must be an activation of [Logits rows, vocab_size " +
                  std::to_string(plan_.model()->vocab_size()) + "]");
+  return checkActivationDtypes(rank);
+}
+
+// plan.fbs "dtype": every activation is stored in activation_dtype except the logits (and, at
+// tp > 1, the lm_head shard their AllGather gathers), which are F32 for sampling.
+Status PlanChecker::checkActivationDtypes(const schema::Rank &rank) {
+  std::vector<bool> logitsPath(rank.buffers()->size(), false);
+  logitsPath[rank.logits()] = true;
+  for (const schema::Op *op : *rank.program())
+    if (op->params_type() == schema::OpParams::AllGatherParams &&
+        op->outputs()->Get(0) == rank.logits())
+      logitsPath[op->inputs()->Get(0)] = true;
+  const schema::DType activations = plan_.activation_dtype();
+  for (uint32_t i = 0; i < rank.buffers()->size(); ++i) {
+    const schema::Buffer &b = *rank.buffers()->Get(i);
+    if (b.kind() != BufferKind::Activation)
+      continue;
+    std::string name = "buffer " + std::to_string(i) + " '" + str(b.name()) + "'";
+    if (logitsPath[i] && b.dtype() != schema::DType::F32)
+      return error(name + " holds logits but has dtype " + dtypeName(b.dtype()) +
+                   "; logits are F32 whatever activation_dtype is");
+    if (!logitsPath[i] && b.dtype() != activations)
+      return error(name + " has dtype " + dtypeName(b.dtype()) +
+                   " but the plan's activation_dtype "
+                   "is " +
+                   dtypeName(activations) +
+                   "; every activation but the logits is "
+                   "stored in activation_dtype");
+  }
   return okStatus();
 }
 

@@ -6,6 +6,8 @@
 
 #include "kernels/cpu/kernels.h"
 
+#include <optional>
+
 namespace kiln::rt {
 namespace {
 
@@ -13,8 +15,8 @@ namespace kc = kiln::kernels::cpu;
 using schema::DType;
 using schema::OpParams;
 
-float *f32(const BoundBuffer &b) {
-  return static_cast<float *>(b.data);
+const float *f32(const BoundBuffer &b) {
+  return static_cast<const float *>(b.data);
 }
 const int32_t *i32(const BoundBuffer &b) {
   return static_cast<const int32_t *>(b.data);
@@ -25,10 +27,14 @@ int32_t rowsOf(const BoundBuffer &b, const StepCounts &c) {
 int32_t widthOf(const BoundBuffer &b) {
   return static_cast<int32_t>(b.width);
 }
-kc::WeightType weightType(DType dtype) {
-  return dtype == DType::BF16  ? kc::WeightType::kBF16
-         : dtype == DType::F16 ? kc::WeightType::kF16
-                               : kc::WeightType::kF32;
+// checkCpuDtypes admitted only F32/F16/BF16 where this is called.
+kc::ElemType elemType(DType dtype) {
+  return dtype == DType::BF16  ? kc::ElemType::kBF16
+         : dtype == DType::F16 ? kc::ElemType::kF16
+                               : kc::ElemType::kF32;
+}
+kc::ElemType elemType(const BoundBuffer &b) {
+  return elemType(b.dtype);
 }
 
 // checkPlan keeps vocab_start below the model's vocab_size, which fits int32.
@@ -39,67 +45,68 @@ int32_t vocabStartOf(const BoundOp &op) {
 
 void runEmbedding(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &table = op.inputs[1];
-  kc::embedding({i32(op.inputs[0]), c.numTokens, table.data, weightType(table.dtype),
-                 static_cast<int32_t>(table.fixedRows), widthOf(table), f32(op.outputs[0]),
-                 vocabStartOf(op)});
+  const BoundBuffer &y = op.outputs[0];
+  kc::embedding({i32(op.inputs[0]), c.numTokens, table.data, elemType(table),
+                 static_cast<int32_t>(table.fixedRows), widthOf(table), y.data, vocabStartOf(op),
+                 elemType(y)});
 }
 
 void runRmsNorm(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &x = op.inputs[0];
-  kc::rmsNorm({f32(x), f32(op.inputs[1]), f32(op.outputs[0]), rowsOf(x, c), widthOf(x),
-               op.op->params_as_RmsNormParams()->eps()});
+  kc::rmsNorm({x.data, f32(op.inputs[1]), op.outputs[0].data, rowsOf(x, c), widthOf(x),
+               op.op->params_as_RmsNormParams()->eps(), elemType(x)});
 }
 
 void runAddRmsNorm(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &x = op.inputs[0];
-  kc::addRmsNorm({f32(x), f32(op.inputs[1]), f32(op.inputs[2]), f32(op.outputs[1]), rowsOf(x, c),
-                  widthOf(x), op.op->params_as_AddRmsNormParams()->eps()});
+  kc::addRmsNorm({x.data, op.inputs[1].data, f32(op.inputs[2]), op.outputs[1].data, rowsOf(x, c),
+                  widthOf(x), op.op->params_as_AddRmsNormParams()->eps(), elemType(x)});
 }
 
 void runLinear(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &x = op.inputs[0];
   const BoundBuffer &w = op.inputs[1];
+  const BoundBuffer &y = op.outputs[0];
   const float *bias = op.inputs.size() == 3 ? f32(op.inputs[2]) : nullptr;
-  kc::linear({f32(x), w.data, weightType(w.dtype), bias, f32(op.outputs[0]), rowsOf(x, c),
-              widthOf(w), static_cast<int32_t>(w.fixedRows)});
+  kc::linear({x.data, w.data, elemType(w), bias, y.data, rowsOf(x, c), widthOf(w),
+              static_cast<int32_t>(w.fixedRows), elemType(x), elemType(y)});
 }
 
 void runRopeKvWrite(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_RopeKvWriteParams();
   const KvCacheBinding &kv = *op.kvCache;
-  kc::ropeKvWrite({f32(op.inputs[0]), i32(op.inputs[1]), i32(op.inputs[2]), f32(op.inputs[3]),
-                   f32(op.outputs[0]), static_cast<float *>(kv.keys[p->layer()]),
-                   static_cast<float *>(kv.values[p->layer()]), c.numTokens,
+  kc::ropeKvWrite({op.inputs[0].data, i32(op.inputs[1]), i32(op.inputs[2]), f32(op.inputs[3]),
+                   op.outputs[0].data, kv.keys[p->layer()], kv.values[p->layer()], c.numTokens,
                    static_cast<int32_t>(p->num_heads()), static_cast<int32_t>(p->num_kv_heads()),
                    static_cast<int32_t>(p->head_dim()), static_cast<int32_t>(p->rotary_dim()),
-                   kv.blockSize});
+                   kv.blockSize, elemType(op.inputs[0]), elemType(kv.dtype)});
 }
 
 void runAttention(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_AttentionParams();
   const KvCacheBinding &kv = *op.kvCache;
   const BoundBuffer &blockTables = op.inputs[4];
-  kc::attention(
-      {f32(op.inputs[0]), i32(op.inputs[1]), i32(op.inputs[2]), i32(op.inputs[3]), i32(blockTables),
-       widthOf(blockTables), static_cast<const float *>(kv.keys[p->layer()]),
-       static_cast<const float *>(kv.values[p->layer()]), f32(op.outputs[0]), c.numSeqs,
-       c.numTokens, static_cast<int32_t>(p->num_heads()), static_cast<int32_t>(p->num_kv_heads()),
-       static_cast<int32_t>(p->head_dim()), kv.blockSize, p->scale()});
+  kc::attention({op.inputs[0].data, i32(op.inputs[1]), i32(op.inputs[2]), i32(op.inputs[3]),
+                 i32(blockTables), widthOf(blockTables), kv.keys[p->layer()], kv.values[p->layer()],
+                 op.outputs[0].data, c.numSeqs, c.numTokens, static_cast<int32_t>(p->num_heads()),
+                 static_cast<int32_t>(p->num_kv_heads()), static_cast<int32_t>(p->head_dim()),
+                 kv.blockSize, p->scale(), elemType(op.inputs[0]), elemType(kv.dtype)});
 }
 
 void runSiluMul(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &y = op.outputs[0];
-  kc::siluMul({f32(op.inputs[0]), f32(y), rowsOf(y, c), widthOf(y)});
+  kc::siluMul({op.inputs[0].data, y.data, rowsOf(y, c), widthOf(y), elemType(y)});
 }
 
 void runAdd(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &y = op.outputs[0];
-  kc::add({f32(op.inputs[0]), f32(op.inputs[1]), f32(y), rowsOf(y, c) * y.width});
+  kc::add({op.inputs[0].data, op.inputs[1].data, y.data, rowsOf(y, c) * y.width, elemType(y)});
 }
 
 void runGatherRows(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &y = op.outputs[0];
-  kc::gatherRows({f32(op.inputs[0]), i32(op.inputs[1]), f32(y), c.numLogits, widthOf(y)});
+  kc::gatherRows(
+      {op.inputs[0].data, i32(op.inputs[1]), y.data, c.numLogits, widthOf(y), elemType(y)});
 }
 
 std::string opLabel(const BoundOp &op) {
@@ -107,28 +114,54 @@ std::string opLabel(const BoundOp &op) {
          opKindName(op.op->params_type()) + ")";
 }
 
-// The cpu kernels compute in fp32: activations, norm weights, biases and inv_freq are F32;
-// only the big matrices (embedding table, Linear W) may be F16/BF16.
-Status checkCpuDtypes(const BoundOp &op) {
+bool isFloat(DType dtype) {
+  return dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16;
+}
+
+// The cpu kernels take F32, F16 or BF16 activations and KV cache and compute in fp32. One op's
+// activations share one dtype, except a Linear's output (the lm_head writes F32 logits from half
+// activations). Of the weights only the big matrices (embedding table, Linear W) may be half;
+// norm weights, biases and inv_freq are read as F32.
+Status checkCpuBuffer(const BoundOp &op, const BoundBuffer &b, bool isIn, size_t index,
+                      std::optional<DType> &activation) {
   OpParams kind = op.op->params_type();
-  for (size_t i = 0; i < op.inputs.size() + op.outputs.size(); ++i) {
-    bool isIn = i < op.inputs.size();
-    const BoundBuffer &b = isIn ? op.inputs[i] : op.outputs[i - op.inputs.size()];
-    bool halfOk =
-        isIn && i == 1 && (kind == OpParams::EmbeddingParams || kind == OpParams::LinearParams);
-    bool ok = b.kind == schema::BufferKind::StepInput
-                  ? b.dtype == DType::I32
-                  : b.dtype == DType::F32 ||
-                        (halfOk && (b.dtype == DType::F16 || b.dtype == DType::BF16));
-    if (!ok)
-      return unimplemented("cpu backend: " + opLabel(op) + ": " + (isIn ? "input " : "output ") +
-                           std::to_string(isIn ? i : i - op.inputs.size()) + " has dtype " +
-                           dtypeName(b.dtype) +
-                           "; the cpu kernels take F32 activations (F16/BF16 only for weights)");
+  std::string role = (isIn ? "input " : "output ") + std::to_string(index);
+  auto refuse = [&](const std::string &why) {
+    return unimplemented("cpu backend: " + opLabel(op) + ": " + role + " has dtype " +
+                         dtypeName(b.dtype) + "; " + why);
+  };
+  if (b.kind == schema::BufferKind::StepInput)
+    return b.dtype == DType::I32 ? okStatus() : refuse("step inputs are I32");
+  if (b.kind == schema::BufferKind::Weight) {
+    bool matrix =
+        isIn && index == 1 && (kind == OpParams::EmbeddingParams || kind == OpParams::LinearParams);
+    if (matrix ? isFloat(b.dtype) : b.dtype == DType::F32)
+      return okStatus();
+    return refuse(matrix ? "weights are F32, F16 or BF16"
+                         : "norm weights, biases and inv_freq are read as F32");
   }
+  if (!isFloat(b.dtype))
+    return refuse("the cpu kernels take F32, F16 or BF16 activations");
+  if (!isIn && kind == OpParams::LinearParams)
+    return okStatus();
+  if (activation && *activation != b.dtype)
+    return refuse("the op's other activations are " + dtypeName(*activation) +
+                  " (one op's activations share one dtype; only a Linear's output may differ)");
+  activation = b.dtype;
+  return okStatus();
+}
+
+Status checkCpuDtypes(const BoundOp &op) {
+  std::optional<DType> activation;
+  for (size_t i = 0; i < op.inputs.size(); ++i)
+    KILN_RETURN_IF_ERROR(checkCpuBuffer(op, op.inputs[i], true, i, activation));
+  for (size_t i = 0; i < op.outputs.size(); ++i)
+    KILN_RETURN_IF_ERROR(checkCpuBuffer(op, op.outputs[i], false, i, activation));
+  OpParams kind = op.op->params_type();
   bool usesKv = kind == OpParams::RopeKvWriteParams || kind == OpParams::AttentionParams;
-  if (usesKv && (!op.kvCache || op.kvCache->dtype != DType::F32))
-    return unimplemented("cpu backend: " + opLabel(op) + ": needs an F32 KV cache, the plan's is " +
+  if (usesKv && (!op.kvCache || !isFloat(op.kvCache->dtype)))
+    return unimplemented("cpu backend: " + opLabel(op) +
+                         ": needs an F32, F16 or BF16 KV cache, the plan's is " +
                          (op.kvCache ? dtypeName(op.kvCache->dtype) : std::string("missing")));
   return okStatus();
 }

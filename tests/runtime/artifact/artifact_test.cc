@@ -315,6 +315,54 @@ TEST_F(ArtifactTest, ActivationBeyondArena) {
       << message;
 }
 
+// --dtype bf16 (plan.fbs "Dtypes"): every activation but the logits in activation_dtype, the logits
+// F32, the KV cache in a float type.
+void makeBf16(schema::PlanT &plan) {
+  plan.activation_dtype = schema::DType::BF16;
+  plan.kv_cache->dtype = schema::DType::BF16;
+  for (auto &b : plan.ranks[0]->buffers)
+    if (b->kind == BufferKind::Activation && b->name != "logits")
+      b->dtype = schema::DType::BF16;
+}
+
+TEST_F(ArtifactTest, HalfActivationPlanLoads) {
+  auto artifact = Artifact::load(write(makeBf16));
+  ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
+  EXPECT_EQ((*artifact)->plan().activation_dtype(), schema::DType::BF16);
+  EXPECT_EQ((*artifact)->rank(0).buffers()->Get(5)->dtype(), schema::DType::BF16);
+  EXPECT_EQ((*artifact)->rank(0).buffers()->Get(6)->dtype(), schema::DType::F32);
+}
+
+TEST_F(ArtifactTest, ActivationDtypeMustBeThePlans) {
+  std::string dir = write([](schema::PlanT &plan) {
+    makeBf16(plan);
+    plan.ranks[0]->buffers[5]->dtype = schema::DType::F32;
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: buffer 5 'gathered' has dtype F32 but the plan's "
+                            "activation_dtype is BF16; every activation but the logits is stored "
+                            "in activation_dtype");
+  dir = write([](schema::PlanT &plan) { plan.ranks[0]->buffers[4]->dtype = schema::DType::F16; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: buffer 4 'hidden' has dtype F16 but the plan's "
+                            "activation_dtype is F32; every activation but the logits is stored "
+                            "in activation_dtype");
+}
+
+TEST_F(ArtifactTest, LogitsMustBeF32) {
+  std::string dir = write([](schema::PlanT &plan) {
+    makeBf16(plan);
+    plan.ranks[0]->buffers[6]->dtype = schema::DType::BF16;
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: buffer 6 'logits' holds logits but has dtype "
+                            "BF16; logits are F32 whatever activation_dtype is");
+}
+
+TEST_F(ArtifactTest, KvAndActivationDtypesMustBeFloat) {
+  std::string dir = write([](schema::PlanT &plan) { plan.kv_cache->dtype = schema::DType::I32; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: kv_cache.dtype is I32; it must be F32, F16 or BF16");
+  dir = write([](schema::PlanT &plan) { plan.activation_dtype = schema::DType::U8; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: activation_dtype is U8; it must be F32, F16 or BF16");
+}
+
 // A tp 1 plan's embedding holds the whole table, so a vocab_start (a shard's first id) is refused.
 TEST_F(ArtifactTest, EmbeddingVocabStartNeedsTensorParallelism) {
   std::string dir = write([](schema::PlanT &plan) {

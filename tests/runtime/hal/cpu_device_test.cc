@@ -33,7 +33,7 @@ TEST(CreateDeviceTest, CpuAndErrors) {
   auto tpu = createDevice("tpu");
   ASSERT_FALSE(tpu.isOk());
   EXPECT_EQ(tpu.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(tpu.status().message(), "unknown device 'tpu': expected 'cpu' or 'cuda'");
+  EXPECT_EQ(tpu.status().message(), "unknown device 'tpu': expected cpu, cuda or cuda:N");
 }
 
 TEST(CpuDeviceTest, AllocateCopyFree) {
@@ -109,20 +109,76 @@ TEST_F(CpuLinearTest, RunsThroughTheDispatchTable) {
   EXPECT_EQ(y_[4], 99.0f);
 }
 
+// Half activations run too: x in BF16 (every value exact), y in F32 (the lm_head's fp32 logits)
+// or BF16 (a hidden state, the exact results rounded to themselves).
+TEST_F(CpuLinearTest, RunsHalfActivations) {
+  auto device = std::move(createDevice("cpu")).value();
+  uint16_t xHalf[12] = {};
+  for (int i = 0; i < 12; ++i)
+    xHalf[i] = f32ToBf16(x_[i]);
+  op_.inputs[0] = bound(xHalf, schema::DType::BF16, schema::RowScale::Tokens, 4, 3);
+  StepCounts counts;
+  counts.numTokens = 2;
+  auto toF32 = device->prepareOp(op_);
+  ASSERT_TRUE(toF32.isOk()) << toF32.status().toString();
+  ASSERT_TRUE(device->runOp(**toF32, counts).isOk());
+  EXPECT_EQ(std::vector<float>(y_, y_ + 4), (std::vector<float>{4.0f, -7.5f, 6.875f, -12.875f}));
+
+  uint16_t yHalf[8] = {};
+  op_.outputs[0] = bound(yHalf, schema::DType::BF16, schema::RowScale::Tokens, 4, 2);
+  auto toBf16 = device->prepareOp(op_);
+  ASSERT_TRUE(toBf16.isOk()) << toBf16.status().toString();
+  ASSERT_TRUE(device->runOp(**toBf16, counts).isOk());
+  EXPECT_EQ(std::vector<uint16_t>(yHalf, yHalf + 4),
+            (std::vector<uint16_t>{f32ToBf16(4.0f), f32ToBf16(-7.5f), f32ToBf16(6.875f),
+                                   f32ToBf16(-12.875f)}));
+}
+
 TEST_F(CpuLinearTest, RejectsUnsupportedDtypesAndBadBindings) {
   auto device = std::move(createDevice("cpu")).value();
-  op_.inputs[0].dtype = schema::DType::F16;
-  auto halfActivation = device->prepareOp(op_);
-  ASSERT_FALSE(halfActivation.isOk());
-  EXPECT_EQ(halfActivation.status().message(),
-            "cpu backend: op 'proj' (Linear): input 0 has dtype F16; the cpu kernels take F32 "
-            "activations (F16/BF16 only for weights)");
+  op_.inputs[0].dtype = schema::DType::I32;
+  auto intActivation = device->prepareOp(op_);
+  ASSERT_FALSE(intActivation.isOk());
+  EXPECT_EQ(intActivation.status().message(),
+            "cpu backend: op 'proj' (Linear): input 0 has dtype I32; the cpu kernels take F32, "
+            "F16 or BF16 activations");
   op_.inputs[0].dtype = schema::DType::F32;
+  op_.inputs[1].dtype = schema::DType::U8;
+  auto byteWeights = device->prepareOp(op_);
+  ASSERT_FALSE(byteWeights.isOk());
+  EXPECT_EQ(byteWeights.status().message(),
+            "cpu backend: op 'proj' (Linear): input 1 has dtype U8; weights are F32, F16 or BF16");
+  op_.inputs[1].dtype = schema::DType::BF16;
   op_.inputs.pop_back();
   auto missing = device->prepareOp(op_);
   ASSERT_FALSE(missing.isOk());
   EXPECT_EQ(missing.status().message(),
             "cpu backend: op 'proj' (Linear): bound 1/1 buffers, the op has 2/1");
+}
+
+// One op's activations share a dtype (a Linear's output excepted): an Add over BF16 and F32
+// inputs is refused, naming the input and the dtype it met.
+TEST(CpuOpsTest, RejectsMixedActivationDtypesOutsideLinear) {
+  flatbuffers::FlatBufferBuilder fbb;
+  auto params = schema::CreateAddParams(fbb);
+  std::vector<uint32_t> inputs = {0, 1}, outputs = {2};
+  fbb.Finish(schema::CreateOpDirect(fbb, "residual", schema::OpParams::AddParams, params.Union(),
+                                    &inputs, &outputs));
+  BoundOp op;
+  op.op = flatbuffers::GetRoot<schema::Op>(fbb.GetBufferPointer());
+  op.inputs.resize(2);
+  op.outputs.resize(1);
+  op.inputs[0].dtype = schema::DType::BF16;
+  op.inputs[1].dtype = schema::DType::F32;
+  op.outputs[0].dtype = schema::DType::BF16;
+  auto device = std::move(createDevice("cpu")).value();
+  auto mixed = device->prepareOp(op);
+  ASSERT_FALSE(mixed.isOk());
+  EXPECT_EQ(mixed.status().message(),
+            "cpu backend: op 'residual' (Add): input 1 has dtype F32; the op's other activations "
+            "are BF16 (one op's activations share one dtype; only a Linear's output may differ)");
+  op.inputs[1].dtype = schema::DType::BF16;
+  EXPECT_TRUE(device->prepareOp(op).isOk());
 }
 
 } // namespace
