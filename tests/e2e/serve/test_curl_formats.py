@@ -133,12 +133,16 @@ class CurlFormatsTest(unittest.TestCase):
         self.assertIn("option.tensor_parallel_degree=2", out.stderr)
         self.assertIn("--tp 1", out.stderr)
         d = sagemaker_dir(self.artifact, "")
-        out = subprocess.run([h.ARGS.kiln, "serve", d, "--sagemaker", "--port",
-                              str(h.free_port()), "--host", "127.0.0.1"],
-                             env=dict(os.environ, HF_MODEL_ID="s3://bucket/model"),
-                             capture_output=True, text=True, timeout=120)
+        # An s3:// model id is pulled at start (tests/e2e/ship); with no credentials anywhere it
+        # fails at once, saying so.
+        with tempfile.TemporaryDirectory() as home:
+            env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+            env.update(HF_MODEL_ID="s3://bucket/model", HOME=home)
+            out = subprocess.run([h.ARGS.kiln, "serve", d, "--sagemaker", "--port",
+                                  str(h.free_port()), "--host", "127.0.0.1"],
+                                 env=env, capture_output=True, text=True, timeout=120)
         self.assertNotEqual(out.returncode, 0)
-        self.assertIn("S3", out.stderr)
+        self.assertIn("AWS credentials", out.stderr)
         out = subprocess.run([h.ARGS.kiln, "serve", self.artifact, "--max-batch", "64",
                               "--port", str(h.free_port()), "--host", "127.0.0.1"],
                              capture_output=True, text=True, timeout=120)
