@@ -29,13 +29,30 @@ std::optional<ApiError> encodePrompt(const PromptInput &prompt, const ServeModel
   return std::nullopt;
 }
 
-std::optional<ApiError> checkLengths(const GenerationRequest &request, const EngineLimits &limits,
-                                     Request &out) {
+// "the prompt" for a request's only prompt; "prompt[2]" for one of a batch.
+std::string promptName(const PromptInput &prompt) {
+  return prompt.field.find('[') == std::string::npos ? "the prompt" : prompt.field;
+}
+
+// Checked here rather than left to Engine::submit so a batch fails before any prompt runs.
+std::optional<ApiError> checkVocabulary(const PromptInput &prompt, const std::vector<int32_t> &ids,
+                                        const EngineLimits &limits) {
+  for (int32_t id : ids)
+    if (id < 0 || id >= limits.vocabSize)
+      return badRequest(prompt.field, "field '" + prompt.field + "' holds token id " +
+                                          std::to_string(id) + ", outside the vocabulary [0, " +
+                                          std::to_string(limits.vocabSize) + ")");
+  return std::nullopt;
+}
+
+std::optional<ApiError> checkLengths(const GenerationRequest &request, const PromptInput &prompt,
+                                     const EngineLimits &limits, Request &out) {
   int64_t promptLen = static_cast<int64_t>(out.promptIds.size());
   int64_t maxSeqLen = limits.maxSeqLen;
+  std::string name = promptName(prompt);
   if (promptLen >= maxSeqLen)
-    return badRequest(request.prompt.field,
-                      "the prompt has " + std::to_string(promptLen) +
+    return badRequest(prompt.field,
+                      name + " has " + std::to_string(promptLen) +
                           " tokens; the model's maximum sequence length is " +
                           std::to_string(maxSeqLen) + " (room for the prompt plus at least one "
                                                       "generated token)");
@@ -43,7 +60,7 @@ std::optional<ApiError> checkLengths(const GenerationRequest &request, const Eng
   if (out.sampling.maxTokens && *out.sampling.maxTokens > room)
     return badRequest(request.maxTokensField,
                       "field '" + request.maxTokensField + "' is " +
-                          std::to_string(*out.sampling.maxTokens) + " but the prompt has " +
+                          std::to_string(*out.sampling.maxTokens) + " but " + name + " has " +
                           std::to_string(promptLen) + " tokens and the model's maximum sequence "
                                                       "length is " +
                           std::to_string(maxSeqLen) + ": at most " + std::to_string(room) +
@@ -54,14 +71,15 @@ std::optional<ApiError> checkLengths(const GenerationRequest &request, const Eng
   if (out.sampling.minTokens > room)
     return badRequest("min_tokens", "field 'min_tokens' is " +
                                         std::to_string(out.sampling.minTokens) + "; at most " +
-                                        std::to_string(room) + " tokens fit after the prompt");
+                                        std::to_string(room) + " tokens fit after " + name);
   return std::nullopt;
 }
 
 } // namespace
 
 std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
-                                           ServeModel &model, Request &out) {
+                                           const PromptInput &prompt, ServeModel &model,
+                                           Request &out) {
   if (!request.model.empty() && request.model != model.name()) {
     ApiError error;
     error.httpStatus = 404;
@@ -73,18 +91,26 @@ std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
     return error;
   }
   out.sampling = request.sampling;
-  if (auto error = encodePrompt(request.prompt, model, out.promptIds))
+  if (auto error = encodePrompt(prompt, model, out.promptIds))
     return error;
-  return checkLengths(request, model.engine().limits(), out);
+  const EngineLimits &limits = model.engine().limits();
+  if (auto error = checkVocabulary(prompt, out.promptIds, limits))
+    return error;
+  return checkLengths(request, prompt, limits, out);
 }
 
-std::optional<Admission::Ticket> Admission::tryEnter() {
-  int64_t now = inFlight_.fetch_add(1) + 1;
+std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
+                                           ServeModel &model, Request &out) {
+  return buildEngineRequest(request, request.prompt, model, out);
+}
+
+std::optional<Admission::Ticket> Admission::tryEnter(int64_t count) {
+  int64_t now = inFlight_.fetch_add(count) + count;
   if (now > limit_) {
-    inFlight_.fetch_sub(1);
+    inFlight_.fetch_sub(count);
     return std::nullopt;
   }
-  return Ticket(this);
+  return Ticket(this, count);
 }
 
 void applyOutput(GenerationResult &result, const RequestOutput &output) {
@@ -104,13 +130,49 @@ void applyOutput(GenerationResult &result, const RequestOutput &output) {
   }
 }
 
-GenerationResult collectAll(OutputStream &stream, std::vector<int32_t> promptIds, int32_t n) {
-  GenerationResult result;
-  result.promptIds = std::move(promptIds);
-  result.samples.resize(std::max(n, 1));
-  while (std::optional<RequestOutput> output = stream.next())
-    applyOutput(result, *output);
-  return result;
+Usage totalUsage(const std::vector<GenerationResult> &results) {
+  Usage total;
+  for (const GenerationResult &r : results) {
+    total.promptTokens += r.usage.promptTokens;
+    total.completionTokens += r.usage.completionTokens;
+    total.cachedPromptTokens += r.usage.cachedPromptTokens;
+  }
+  return total;
+}
+
+bool OutputMerger::finished() const {
+  return std::all_of(streams_.begin(), streams_.end(),
+                     [](const auto &stream) { return stream->finished(); });
+}
+
+std::optional<OutputMerger::Item> OutputMerger::nextFor(std::chrono::milliseconds timeout) {
+  // OutputStream has no shared wake-up, so a batch waits on one unfinished stream in short slices
+  // and scans them all in between. The prompts of a batch run in the same engine steps, so their
+  // outputs arrive together: a slice of a few ms costs the others little.
+  constexpr auto kSlice = std::chrono::milliseconds(2);
+  auto deadline = std::chrono::steady_clock::now() + timeout;
+  const size_t count = streams_.size();
+  for (;;) {
+    std::optional<size_t> waitOn;
+    for (size_t k = 0; k < count; ++k) {
+      size_t i = (cursor_ + k) % count;
+      if (std::optional<RequestOutput> out = streams_[i]->tryNext()) {
+        cursor_ = (i + 1) % count;
+        return Item{i, std::move(*out)};
+      }
+      if (!waitOn && !streams_[i]->finished())
+        waitOn = i;
+    }
+    if (!waitOn)
+      return std::nullopt;
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      return std::nullopt;
+    auto slice = count == 1 ? left : std::min(left, kSlice);
+    if (std::optional<RequestOutput> out = streams_[*waitOn]->nextFor(slice))
+      return Item{*waitOn, std::move(*out)};
+  }
 }
 
 const char *tgiFinishReason(const SampleResult &sample, const std::vector<int32_t> &eosIds,

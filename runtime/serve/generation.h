@@ -17,9 +17,14 @@
 
 namespace kiln::rt::serve {
 
-// Encodes the prompt and fills the engine request. Errors: a "model" that is not the served one
-// (404), a prompt with no room for one generated token (400 naming both numbers), an explicit max
-// tokens that does not fit (400 naming the field), encoding failures (400).
+// Encodes `prompt` (one of the request's prompts) and fills the engine request. Errors: a "model"
+// that is not the served one (404), token ids outside the vocabulary (400), a prompt with no room
+// for one generated token (400 naming both numbers), an explicit max tokens that does not fit (400
+// naming the field), encoding failures (400). Errors about a batch's prompt name it ("prompt[2]").
+std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
+                                           const PromptInput &prompt, ServeModel &model,
+                                           Request &out);
+// The same for the request's first (usually only) prompt.
 std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
                                            ServeModel &model, Request &out);
 
@@ -29,24 +34,28 @@ class Admission {
 public:
   explicit Admission(int64_t limit) : limit_(limit) {}
 
-  // Releases its slot when destroyed.
+  // Releases its slots when destroyed.
   class Ticket {
   public:
-    explicit Ticket(Admission *owner) : owner_(owner) {}
-    Ticket(Ticket &&other) noexcept : owner_(other.owner_) { other.owner_ = nullptr; }
+    Ticket(Admission *owner, int64_t count) : owner_(owner), count_(count) {}
+    Ticket(Ticket &&other) noexcept : owner_(other.owner_), count_(other.count_) {
+      other.owner_ = nullptr;
+    }
     Ticket(const Ticket &) = delete;
     Ticket &operator=(const Ticket &) = delete;
     Ticket &operator=(Ticket &&) = delete;
     ~Ticket() {
       if (owner_)
-        owner_->inFlight_.fetch_sub(1);
+        owner_->inFlight_.fetch_sub(count_);
     }
 
   private:
     Admission *owner_;
+    int64_t count_;
   };
 
-  std::optional<Ticket> tryEnter();
+  // `count` slots at once (a batch of prompts counts as that many requests), or none.
+  std::optional<Ticket> tryEnter(int64_t count = 1);
   int64_t inFlight() const { return inFlight_.load(); }
   int64_t limit() const { return limit_; }
 
@@ -62,6 +71,7 @@ struct SampleResult {
   FinishReason finishReason = FinishReason::kNone;
 };
 
+// One engine request's outcome: one prompt and its n samples.
 struct GenerationResult {
   std::vector<int32_t> promptIds;
   std::vector<SampleResult> samples;
@@ -73,8 +83,29 @@ struct GenerationResult {
 // Folds one engine output into `result` (grows samples as indices appear).
 void applyOutput(GenerationResult &result, const RequestOutput &output);
 
-// Blocks until the request finishes.
-GenerationResult collectAll(OutputStream &stream, std::vector<int32_t> promptIds, int32_t n);
+// Usage summed over a batch's prompts: each prompt's tokens counted once, as vLLM does.
+Usage totalUsage(const std::vector<GenerationResult> &results);
+
+// The outputs of a batch's engine requests (one per prompt) as one sequence, in arrival order.
+// HTTP threads wait on it; the streams are only read, never the engine's state.
+class OutputMerger {
+public:
+  struct Item {
+    size_t prompt = 0;
+    RequestOutput output;
+  };
+  explicit OutputMerger(std::vector<std::shared_ptr<OutputStream>> streams)
+      : streams_(std::move(streams)) {}
+
+  // The next output of any prompt, waiting up to `timeout`; nullopt on timeout or once every
+  // stream is finished (tell them apart with finished()).
+  std::optional<Item> nextFor(std::chrono::milliseconds timeout);
+  bool finished() const;
+
+private:
+  std::vector<std::shared_ptr<OutputStream>> streams_;
+  size_t cursor_ = 0; // where the next scan starts, so no prompt starves the others
+};
 
 // TGI's finish reasons: "length", "eos_token" (an eos or stop id ended it), "stop_sequence".
 const char *tgiFinishReason(const SampleResult &sample, const std::vector<int32_t> &eosIds,

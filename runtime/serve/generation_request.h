@@ -27,6 +27,9 @@ struct PromptInput {
 
 struct GenerationRequest {
   PromptInput prompt;
+  // /v1/completions' batch form ("prompt": an array of prompts): prompts 1..P-1, each run as its
+  // own engine request with the same settings. `prompt` is prompt 0.
+  std::vector<PromptInput> extraPrompts;
   SamplingParams sampling;
   std::string maxTokensField = "max_tokens"; // named by the context-length error
   // Used when the client gave no max tokens, clamped to the room the prompt leaves (an explicit
@@ -41,6 +44,9 @@ struct GenerationRequest {
   bool returnTokenIds = false; // vLLM extension: token_ids / prompt_token_ids in the response
   bool details = false;        // TGI: the details object
   bool returnFullText = false; // TGI: prepend the prompt text
+
+  size_t promptCount() const { return 1 + extraPrompts.size(); }
+  const PromptInput &promptAt(size_t i) const { return i == 0 ? prompt : extraPrompts.at(i - 1); }
 };
 
 } // namespace kiln::rt::serve

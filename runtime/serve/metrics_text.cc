@@ -94,6 +94,8 @@ void writeServer(Writer &w, const ServerMetricsSnapshot &s) {
              ",status=\"" + std::to_string(status) + "\"");
   w.gauge("kiln:server_requests_in_flight", static_cast<double>(s.inFlight),
           "Generation requests admitted by the HTTP server and not yet finished.");
+  w.counter("kiln:requests_cancelled_total", static_cast<double>(s.cancelled),
+            "Generation requests cancelled because their client disconnected.");
 }
 
 const char *const kReasons[5] = {"none", "stop", "length", "abort", "error"};
@@ -122,6 +124,7 @@ ServerMetricsSnapshot ServerMetrics::snapshot() const {
     s.responsesByStatus = responses_;
   }
   s.inFlight = inFlight_.load();
+  s.cancelled = cancelled_.load();
   return s;
 }
 

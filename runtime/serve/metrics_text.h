@@ -18,6 +18,7 @@ struct ServerMetricsSnapshot {
   std::map<std::string, uint64_t> finishedByReason; // "stop", "length", "abort", "error"
   std::map<int, uint64_t> responsesByStatus;
   int64_t inFlight = 0;
+  uint64_t cancelled = 0; // engine requests cancelled because their client went away
 };
 
 class ServerMetrics {
@@ -26,6 +27,8 @@ public:
   // A request that reached the engine ended; `reason` is its first sample's finish reason.
   void observeRequest(FinishReason reason, double e2eSeconds);
   void countResponse(int httpStatus);
+  // Engine requests cancelled because their client disconnected (streaming or not).
+  void countCancelled(int64_t requests) { cancelled_.fetch_add(static_cast<uint64_t>(requests)); }
   void setInFlight(int64_t inFlight) { inFlight_.store(inFlight); }
   ServerMetricsSnapshot snapshot() const;
 
@@ -35,6 +38,7 @@ private:
   mutable std::mutex mutex_;
   std::map<int, uint64_t> responses_;
   std::atomic<int64_t> inFlight_{0};
+  std::atomic<uint64_t> cancelled_{0};
 };
 
 // Escapes a label value (\\, \", \n) as the exposition format requires.

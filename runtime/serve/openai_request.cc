@@ -113,50 +113,84 @@ void readOpenAiSampling(JsonFields &f, GenerationRequest &out) {
 
 namespace {
 
-// "prompt": a string, an array of token ids, or a one-element array of either. Batches of several
-// prompts in one request are rejected: clients send one request per prompt.
-void readPrompt(JsonFields &f, PromptInput &prompt) {
+// One prompt: a non-empty string or a non-empty array of token ids. `field` names it in errors:
+// "prompt", or "prompt[2]" inside a batch.
+void readOnePrompt(JsonFields &f, const nlohmann::json &value, const std::string &field,
+                   PromptInput &prompt) {
+  prompt.field = field;
+  if (value.is_string()) {
+    prompt.kind = PromptInput::Kind::kText;
+    prompt.text = value.get<std::string>();
+    if (prompt.text.empty())
+      f.fail(field, "field '" + field + "' is empty");
+    return;
+  }
+  if (value.is_array()) {
+    nlohmann::json holder = {{field, value}};
+    JsonFields ids(holder, f.path(""));
+    if (!ids.readIntList(field.c_str(), 0, kInt32Max, prompt.ids)) {
+      f.fail(field, ids.error()->message);
+      return;
+    }
+    prompt.kind = PromptInput::Kind::kIds;
+    if (prompt.ids.empty())
+      f.fail(field, "field '" + field + "' is empty");
+    return;
+  }
+  f.fail(field, "field '" + field + "' must be a string or an array of token ids, got " +
+                    jsonTypeName(value));
+}
+
+// A batch: every item the same kind as the first (all strings or all id arrays), at most
+// kMaxPrompts of them.
+void readPromptBatch(JsonFields &f, const nlohmann::json &items, GenerationRequest &out) {
+  if (items.size() > kMaxPrompts) {
+    f.fail("prompt", "field 'prompt' holds " + std::to_string(items.size()) +
+                         " prompts; at most " + std::to_string(kMaxPrompts) +
+                         " are allowed in one request");
+    return;
+  }
+  for (size_t i = 1; i < items.size(); ++i) {
+    if (items[i].type() != items[0].type()) {
+      f.fail("prompt", "field 'prompt' mixes kinds of prompts: prompt[0] is " +
+                           std::string(jsonTypeName(items[0])) + " but prompt[" +
+                           std::to_string(i) + "] is " + jsonTypeName(items[i]) +
+                           "; send only strings or only arrays of token ids");
+      return;
+    }
+  }
+  // A one-prompt batch answers exactly like the bare prompt, errors included.
+  bool single = items.size() == 1;
+  out.extraPrompts.resize(items.size() - 1);
+  for (size_t i = 0; i < items.size() && f.ok(); ++i)
+    readOnePrompt(f, items[i], single ? "prompt" : "prompt[" + std::to_string(i) + "]",
+                  i == 0 ? out.prompt : out.extraPrompts[i - 1]);
+}
+
+// "prompt": a string, an array of token ids, or an array of either (a batch: OpenAI's and vLLM's
+// several prompts in one request, each answered with `n` choices).
+void readPrompt(JsonFields &f, GenerationRequest &out) {
   const nlohmann::json *p = f.get("prompt");
   if (!p) {
     f.fail("prompt", "field 'prompt' is required");
     return;
   }
-  const nlohmann::json *one = p;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
-    one = &(*p)[0];
-  else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array())) {
-    f.fail("prompt", "field 'prompt' holds " + std::to_string(p->size()) +
-                         " prompts; send one prompt per request");
+  if (p->is_array() && p->empty()) {
+    f.fail("prompt", "field 'prompt' is an empty array; send a string, an array of token ids, "
+                     "or a non-empty array of either");
     return;
   }
-  if (one->is_string()) {
-    prompt.kind = PromptInput::Kind::kText;
-    prompt.text = one->get<std::string>();
-    if (prompt.text.empty())
-      f.fail("prompt", "field 'prompt' is empty");
-    return;
-  }
-  if (one->is_array()) {
-    nlohmann::json holder = {{"prompt", *one}};
-    JsonFields ids(holder, f.path(""));
-    if (!ids.readIntList("prompt", 0, kInt32Max, prompt.ids)) {
-      f.fail("prompt", ids.error()->message);
-      return;
-    }
-    prompt.kind = PromptInput::Kind::kIds;
-    if (prompt.ids.empty())
-      f.fail("prompt", "field 'prompt' is empty");
-    return;
-  }
-  f.fail("prompt", std::string("field 'prompt' must be a string or an array of token ids, got ") +
-                       jsonTypeName(*one));
+  if (p->is_array() && ((*p)[0].is_string() || (*p)[0].is_array()))
+    readPromptBatch(f, *p, out);
+  else
+    readOnePrompt(f, *p, "prompt", out.prompt);
 }
 
 } // namespace
 
 std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out) {
   JsonFields f(body);
-  readPrompt(f, out.prompt);
+  readPrompt(f, out);
   readOpenAiSampling(f, out);
   std::optional<int64_t> maxTokens, logprobs;
   f.readInt("max_tokens", 1, kInt32Max, maxTokens);

@@ -17,10 +17,13 @@ namespace kiln::rt::serve {
 inline constexpr int32_t kMaxTopLogprobs = 20;
 inline constexpr int32_t kMaxSamples = 128;
 inline constexpr size_t kMaxStopStrings = 16;
+// The most prompts one /v1/completions request may carry (its batch form).
+inline constexpr size_t kMaxPrompts = 256;
 // OpenAI's legacy completions default.
 inline constexpr int32_t kDefaultCompletionMaxTokens = 16;
 
-// POST /v1/completions. Returns the first error found.
+// POST /v1/completions. Returns the first error found. A batch of P prompts fills `prompt` and
+// `extraPrompts` (their fields then name "prompt[i]").
 std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out);
 // POST /v1/chat/completions. `orderedMessages` is the body's "messages" with key order kept (chat
 // templates print keys in the client's order); callers parse the body a second time for it.

@@ -80,34 +80,47 @@ nlohmann::json chatLogprobsJson(std::span<const int32_t> ids,
   return {{"content", content}};
 }
 
-std::string echoText(const GenerationRequest &request, const GenerationResult &result,
+std::string echoText(const PromptInput &prompt, const GenerationResult &result,
                      const ServeModel &model) {
-  if (request.prompt.kind == PromptInput::Kind::kText)
-    return request.prompt.text;
+  if (prompt.kind == PromptInput::Kind::kText)
+    return prompt.text;
   return model.decode(result.promptIds);
 }
 
-nlohmann::json completionResponse(const ResponseHeader &header, const GenerationRequest &request,
-                                  const GenerationResult &result, const ServeModel &model) {
-  nlohmann::json choices = nlohmann::json::array();
-  std::string echo = request.echo ? echoText(request, result, model) : "";
-  for (size_t i = 0; i < result.samples.size(); ++i) {
-    const SampleResult &s = result.samples[i];
-    nlohmann::json choice = {{"index", i},
+namespace {
+
+void appendCompletionChoices(const GenerationRequest &request, size_t promptIndex,
+                             const GenerationResult &result, const ServeModel &model,
+                             nlohmann::json &choices) {
+  std::string echo = request.echo ? echoText(request.promptAt(promptIndex), result, model) : "";
+  for (const SampleResult &s : result.samples) {
+    nlohmann::json choice = {{"index", choices.size()},
                              {"text", sanitizeUtf8(echo + s.text)},
                              {"logprobs", nullptr},
                              {"finish_reason", finishReasonJson(s.finishReason)}};
     if (request.logprobs)
       choice["logprobs"] = completionLogprobsJson(s.tokenIds, s.logprobs, true, echo.size(), model);
-    if (request.returnTokenIds)
+    if (request.returnTokenIds) {
+      choice["prompt_token_ids"] = result.promptIds; // vLLM's place: which prompt this answers
       choice["token_ids"] = tokenIdsOrNull(request, s.tokenIds);
+    }
     choices.push_back(std::move(choice));
   }
+}
+
+} // namespace
+
+nlohmann::json completionResponse(const ResponseHeader &header, const GenerationRequest &request,
+                                  const std::vector<GenerationResult> &results,
+                                  const ServeModel &model) {
+  nlohmann::json choices = nlohmann::json::array();
+  for (size_t p = 0; p < results.size(); ++p)
+    appendCompletionChoices(request, p, results[p], model, choices);
   nlohmann::json body = {{"id", header.id},       {"object", "text_completion"},
                          {"created", header.created}, {"model", header.model},
-                         {"choices", choices},    {"usage", usageJson(result.usage)}};
-  if (request.returnTokenIds)
-    body["prompt_token_ids"] = result.promptIds;
+                         {"choices", choices},    {"usage", usageJson(totalUsage(results))}};
+  if (request.returnTokenIds && results.size() == 1)
+    body["prompt_token_ids"] = results[0].promptIds;
   return body;
 }
 

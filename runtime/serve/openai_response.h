@@ -33,12 +33,14 @@ nlohmann::json completionLogprobsJson(std::span<const int32_t> ids,
 nlohmann::json chatLogprobsJson(std::span<const int32_t> ids,
                                 std::span<const TokenLogprobs> logprobs, const ServeModel &model);
 
-// The prompt text a completion echoes.
-std::string echoText(const GenerationRequest &request, const GenerationResult &result,
+// The prompt text a completion echoes (`prompt` is the one `result` answered).
+std::string echoText(const PromptInput &prompt, const GenerationResult &result,
                      const ServeModel &model);
 
+// One result per prompt: choice prompt * n + j is sample j of prompt `prompt`; usage sums them.
 nlohmann::json completionResponse(const ResponseHeader &header, const GenerationRequest &request,
-                                  const GenerationResult &result, const ServeModel &model);
+                                  const std::vector<GenerationResult> &results,
+                                  const ServeModel &model);
 nlohmann::json chatResponse(const ResponseHeader &header, const GenerationRequest &request,
                             const GenerationResult &result, const ServeModel &model);
 

@@ -15,14 +15,18 @@ const char *contentTypeOf(Framing framing) {
 }
 
 // A request whose every sample failed answers with the error instead of a 200 body.
-bool sendIfFailed(const GenerationResult &result, httplib::Response &res) {
-  if (result.error.isOk())
-    return false;
-  for (const SampleResult &s : result.samples)
-    if (s.finishReason != FinishReason::kError)
-      return false;
-  sendError(res, errorFromStatus(result.error), ErrorStyle::kOpenAi);
-  return true;
+std::optional<ApiError> everySampleFailed(const std::vector<GenerationResult> &results) {
+  const Status *first = nullptr;
+  for (const GenerationResult &result : results) {
+    for (const SampleResult &s : result.samples)
+      if (s.finishReason != FinishReason::kError)
+        return std::nullopt;
+    if (!first && !result.error.isOk())
+      first = &result.error;
+  }
+  if (!first)
+    return std::nullopt;
+  return errorFromStatus(*first);
 }
 
 } // namespace
@@ -41,9 +45,12 @@ void runCompletion(RouteContext &ctx, ServeModel &model,
                 contentTypeOf(framing));
     return;
   }
-  GenerationResult result = finishBlocking(ctx, *submitted, request->sampling.n);
-  if (!sendIfFailed(result, res))
-    sendJson(res, completionResponse(header, *request, result, model));
+  auto answer = [header, request, &model](const std::vector<GenerationResult> &results) {
+    if (auto error = everySampleFailed(results))
+      return WholeAnswer{error, nullptr};
+    return WholeAnswer{std::nullopt, completionResponse(header, *request, results, model)};
+  };
+  answerWhole(ctx, res, std::move(*submitted), request, ErrorStyle::kOpenAi, std::move(answer));
 }
 
 void runChat(RouteContext &ctx, ServeModel &model, std::shared_ptr<GenerationRequest> request,
@@ -59,9 +66,12 @@ void runChat(RouteContext &ctx, ServeModel &model, std::shared_ptr<GenerationReq
                 contentTypeOf(framing));
     return;
   }
-  GenerationResult result = finishBlocking(ctx, *submitted, request->sampling.n);
-  if (!sendIfFailed(result, res))
-    sendJson(res, chatResponse(header, *request, result, model));
+  auto answer = [header, request, &model](const std::vector<GenerationResult> &results) {
+    if (auto error = everySampleFailed(results))
+      return WholeAnswer{error, nullptr};
+    return WholeAnswer{std::nullopt, chatResponse(header, *request, results.at(0), model)};
+  };
+  answerWhole(ctx, res, std::move(*submitted), request, ErrorStyle::kOpenAi, std::move(answer));
 }
 
 void handleCompletions(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {

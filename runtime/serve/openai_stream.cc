@@ -11,10 +11,10 @@ public:
   explicit OpenAiStreamBase(OpenAiStreamContext context, const char *object)
       : c_(std::move(context)), object_(object) {}
 
-  std::string end(const GenerationResult &result) override {
+  std::string end(const std::vector<GenerationResult> &results) override {
     std::string out;
     if (c_.request->includeUsage)
-      out += frame(usageChunk(c_.header, object_, result.usage));
+      out += frame(usageChunk(c_.header, object_, totalUsage(results)));
     return out + doneMarker(c_.framing);
   }
 
@@ -39,26 +39,33 @@ public:
   explicit CompletionStream(OpenAiStreamContext context)
       : OpenAiStreamBase(std::move(context), "text_completion") {}
 
-  std::string output(const RequestOutput &out, const GenerationResult &soFar) override {
+  // A batch's choices interleave; each chunk's index is prompt * n + sample.
+  std::string output(size_t prompt, const RequestOutput &out,
+                     const GenerationResult &soFar) override {
     if (out.finishReason == FinishReason::kError)
       return errorEvent(out);
     const SampleResult &sample = soFar.samples[out.index];
+    bool first = sample.tokenIds.size() == out.tokenIds.size(); // this sample's first chunk
     std::string text = out.text;
     size_t offset = sample.text.size() - out.text.size();
     if (c_.request->echo) {
-      std::string echo = echoText(*c_.request, soFar, *c_.model);
+      std::string echo = echoText(c_.request->promptAt(prompt), soFar, *c_.model);
       offset += echo.size();
-      if (sample.tokenIds.size() == out.tokenIds.size())
-        text = echo + text; // this sample's first chunk
+      if (first)
+        text = echo + text;
     }
-    nlohmann::json choice = {{"index", out.index},
+    int64_t n = std::max(c_.request->sampling.n, 1);
+    nlohmann::json choice = {{"index", static_cast<int64_t>(prompt) * n + out.index},
                              {"text", sanitizeUtf8(text)},
                              {"logprobs", nullptr},
                              {"finish_reason", finishReasonJson(out.finishReason)}};
     if (c_.request->logprobs)
       choice["logprobs"] = completionLogprobsJson(out.tokenIds, out.logprobs, true, offset, *c_.model);
-    if (c_.request->returnTokenIds)
+    if (c_.request->returnTokenIds) {
+      if (first)
+        choice["prompt_token_ids"] = soFar.promptIds;
       choice["token_ids"] = out.tokenIds;
+    }
     return frame(completionChunk(c_.header, std::move(choice)));
   }
 };
@@ -79,7 +86,7 @@ public:
     return out;
   }
 
-  std::string output(const RequestOutput &out, const GenerationResult &) override {
+  std::string output(size_t, const RequestOutput &out, const GenerationResult &) override {
     if (out.finishReason == FinishReason::kError)
       return errorEvent(out);
     bool finishing = out.finishReason != FinishReason::kNone;

@@ -50,34 +50,73 @@ bool readJsonBody(RouteContext &ctx, const httplib::Request &req, httplib::Respo
   return true;
 }
 
+namespace {
+
+ApiError queueFull(const Admission &admission, size_t prompts) {
+  ApiError error;
+  error.httpStatus = 503;
+  error.type = "service_unavailable_error";
+  error.code = "queue_full";
+  std::string limit = std::to_string(admission.limit());
+  error.message =
+      prompts == 1
+          ? "the server has " + limit +
+                " requests in flight, its limit (--max-batch plus --max-waiting); retry later"
+          : "this request's " + std::to_string(prompts) + " prompts count as " +
+                std::to_string(prompts) + " requests and the server has " +
+                std::to_string(admission.inFlight()) + " in flight; its limit is " + limit +
+                " (--max-batch plus --max-waiting); retry later";
+  return error;
+}
+
+// A batch that could never be admitted is the client's to fix, not a reason to retry.
+ApiError batchOverLimit(const Admission &admission, size_t prompts) {
+  std::string limit = std::to_string(admission.limit());
+  return badRequest("prompt", "field 'prompt' holds " + std::to_string(prompts) +
+                                  " prompts but the server admits at most " + limit +
+                                  " requests at once (--max-batch plus --max-waiting); send at "
+                                  "most " +
+                                  limit + " prompts per request");
+}
+
+} // namespace
+
 std::optional<Submitted> submitGeneration(RouteContext &ctx, ServeModel &model,
                                           const GenerationRequest &request,
                                           httplib::Response &res, ErrorStyle style) {
   auto start = std::chrono::steady_clock::now();
-  Request engineRequest;
-  if (auto error = buildEngineRequest(request, model, engineRequest)) {
-    sendError(res, *error, style);
+  const size_t count = request.promptCount();
+  std::vector<Request> engineRequests(count);
+  for (size_t p = 0; p < count; ++p) {
+    if (auto error = buildEngineRequest(request, request.promptAt(p), model, engineRequests[p])) {
+      sendError(res, *error, style);
+      return std::nullopt;
+    }
+  }
+  if (count > 1 && static_cast<int64_t>(count) > ctx.admission->limit()) {
+    sendError(res, batchOverLimit(*ctx.admission, count), style);
     return std::nullopt;
   }
-  std::optional<Admission::Ticket> ticket = ctx.admission->tryEnter();
+  std::optional<Admission::Ticket> ticket = ctx.admission->tryEnter(static_cast<int64_t>(count));
   if (!ticket) {
-    ApiError error;
-    error.httpStatus = 503;
-    error.type = "service_unavailable_error";
-    error.code = "queue_full";
-    error.message = "the server has " + std::to_string(ctx.admission->limit()) +
-                    " requests in flight, its limit (--max-batch plus --max-waiting); retry later";
-    sendError(res, error, style);
+    sendError(res, queueFull(*ctx.admission, count), style);
     return std::nullopt;
   }
-  std::vector<int32_t> promptIds = engineRequest.promptIds;
-  Result<RequestHandle> handle = model.engine().submit(std::move(engineRequest));
-  if (!handle.isOk()) {
-    sendError(res, errorFromStatus(handle.status()), style);
-    return std::nullopt;
+  Submitted out{&model.engine(), {}, std::move(*ticket), {}, start};
+  for (Request &engineRequest : engineRequests) {
+    std::vector<int32_t> promptIds = engineRequest.promptIds;
+    Result<RequestHandle> handle = model.engine().submit(std::move(engineRequest));
+    if (!handle.isOk()) {
+      // Only a shutdown that began meanwhile gets here (everything else was checked above).
+      for (const RequestHandle &submitted : out.handles)
+        (void)model.engine().cancel(submitted.id);
+      sendError(res, errorFromStatus(handle.status()), style);
+      return std::nullopt;
+    }
+    out.handles.push_back(std::move(handle).value());
+    out.promptIds.push_back(std::move(promptIds));
   }
-  return Submitted{&model.engine(), std::move(handle).value(), std::move(*ticket),
-                   std::move(promptIds), start};
+  return out;
 }
 
 namespace {
@@ -90,23 +129,94 @@ FinishReason firstReason(const GenerationResult &result) {
   return result.samples.empty() ? FinishReason::kNone : result.samples[0].finishReason;
 }
 
-} // namespace
-
-GenerationResult finishBlocking(RouteContext &ctx, Submitted &submitted, int32_t n) {
-  GenerationResult result = collectAll(*submitted.handle.stream, submitted.promptIds, n);
-  ctx.metrics.observeRequest(firstReason(result), secondsSince(submitted.start));
-  return result;
+// The session over a submitted request, reporting each prompt's engine request to the metrics.
+std::unique_ptr<StreamSession> makeSession(RouteContext &ctx, Submitted &submitted,
+                                           std::unique_ptr<StreamFormatter> formatter, int32_t n) {
+  auto session = std::make_unique<StreamSession>(*submitted.engine, std::move(submitted.handles),
+                                                 std::move(formatter),
+                                                 std::move(submitted.promptIds), n);
+  auto start = submitted.start;
+  session->setOnFinished([&ctx, start](const std::vector<GenerationResult> &results, bool,
+                                       int32_t cancelled) {
+    double seconds = secondsSince(start);
+    for (const GenerationResult &result : results)
+      ctx.metrics.observeRequest(firstReason(result), seconds);
+    ctx.metrics.countCancelled(cancelled);
+  });
+  return session;
 }
 
-namespace {
-
-// What the chunked provider keeps alive for the whole stream.
-struct StreamState {
+// What the chunked provider keeps alive for the whole response.
+struct ChunkedState {
   std::shared_ptr<const GenerationRequest> request;
   // Released when the request ends, before the last bytes go out, so a client that sends its
   // next request right after reading the end finds the slot free.
   std::optional<Admission::Ticket> ticket;
   std::unique_ptr<StreamSession> session;
+  std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
+};
+
+// Pumps the session into the sink; with `heartbeat`, writes a space when nothing was written for
+// kHeartbeatInterval. Returns what httplib's chunked provider returns.
+bool pumpChunked(ChunkedState &state, httplib::DataSink &sink, bool heartbeat) {
+  auto write = [&sink, &state](std::string_view bytes) {
+    state.lastWrite = std::chrono::steady_clock::now();
+    return sink.write(bytes.data(), bytes.size());
+  };
+  auto alive = [&sink] { return sink.is_writable(); };
+  switch (state.session->pump(write, alive, [&state] { state.ticket.reset(); })) {
+  case StreamSession::Pump::kMore:
+    if (!heartbeat || std::chrono::steady_clock::now() - state.lastWrite < kHeartbeatInterval ||
+        write(" "))
+      return true;
+    // A closed connection often takes the first write quietly and fails the next: that is when
+    // the requests get cancelled, about two heartbeats after the client left.
+    state.session->abandon();
+    state.ticket.reset();
+    return false;
+  case StreamSession::Pump::kDone:
+    sink.done();
+    return true;
+  case StreamSession::Pump::kClientGone:
+    state.ticket.reset();
+    return false;
+  }
+  return false;
+}
+
+void provideChunked(httplib::Response &res, std::shared_ptr<ChunkedState> state,
+                    const char *contentType, bool heartbeat) {
+  res.set_chunked_content_provider(
+      contentType,
+      [state, heartbeat](size_t, httplib::DataSink &sink) {
+        return pumpChunked(*state, sink, heartbeat);
+      },
+      [state](bool) {
+        state->session.reset(); // cancels requests the client abandoned before their end
+      });
+}
+
+// Renders the whole body once every prompt has ended, keeping the error for the status line.
+class WholeBodyFormatter : public StreamFormatter {
+public:
+  WholeBodyFormatter(WholeAnswerFn answer, ErrorStyle style)
+      : answer_(std::move(answer)), style_(style) {}
+  std::string output(size_t, const RequestOutput &, const GenerationResult &) override {
+    return {};
+  }
+  std::string end(const std::vector<GenerationResult> &results) override {
+    WholeAnswer answer = answer_(results);
+    error_ = answer.error;
+    if (!error_)
+      return dumpJson(answer.body);
+    return style_ == ErrorStyle::kTgi ? tgiErrorBody(*error_) : openAiErrorBody(*error_);
+  }
+  const std::optional<ApiError> &error() const { return error_; }
+
+private:
+  WholeAnswerFn answer_;
+  ErrorStyle style_;
+  std::optional<ApiError> error_;
 };
 
 } // namespace
@@ -115,36 +225,43 @@ void startStream(RouteContext &ctx, httplib::Response &res, Submitted submitted,
                  std::shared_ptr<const GenerationRequest> request,
                  std::unique_ptr<StreamFormatter> formatter, const char *contentType) {
   int32_t n = request->sampling.n;
-  auto session = std::make_unique<StreamSession>(*submitted.engine, std::move(submitted.handle),
-                                                 std::move(formatter),
-                                                 std::move(submitted.promptIds), n);
-  auto start = submitted.start;
-  session->setOnFinished([&ctx, start](const GenerationResult &result, bool) {
-    ctx.metrics.observeRequest(firstReason(result), secondsSince(start));
-  });
-  auto state = std::make_shared<StreamState>(
-      StreamState{std::move(request), std::move(submitted.ticket), std::move(session)});
+  auto session = makeSession(ctx, submitted, std::move(formatter), n);
+  auto state = std::make_shared<ChunkedState>(
+      ChunkedState{std::move(request), std::move(submitted.ticket), std::move(session)});
   res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      contentType,
-      [state](size_t, httplib::DataSink &sink) {
-        auto write = [&sink](std::string_view bytes) { return sink.write(bytes.data(), bytes.size()); };
-        auto alive = [&sink] { return sink.is_writable(); };
-        switch (state->session->pump(write, alive, [&state] { state->ticket.reset(); })) {
-        case StreamSession::Pump::kMore:
-          return true;
-        case StreamSession::Pump::kDone:
-          sink.done();
-          return true;
-        case StreamSession::Pump::kClientGone:
-          state->ticket.reset();
-          return false;
-        }
-        return false;
-      },
-      [state](bool) {
-        state->session.reset(); // cancels a request the client abandoned before its end
-      });
+  provideChunked(res, std::move(state), contentType, /*heartbeat=*/false);
+}
+
+void answerWhole(RouteContext &ctx, httplib::Response &res, Submitted submitted,
+                 std::shared_ptr<const GenerationRequest> request, ErrorStyle style,
+                 WholeAnswerFn answer) {
+  auto formatter = std::make_unique<WholeBodyFormatter>(std::move(answer), style);
+  WholeBodyFormatter *whole = formatter.get();
+  auto session = makeSession(ctx, submitted, std::move(formatter), request->sampling.n);
+  std::optional<Admission::Ticket> ticket(std::move(submitted.ticket));
+  std::string body;
+  auto collect = [&body](std::string_view bytes) {
+    body.append(bytes);
+    return true;
+  };
+  auto deadline = std::chrono::steady_clock::now() + kHeartbeatInterval;
+  while (!session->done()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0)
+      break;
+    session->pump(collect, [] { return true; }, nullptr,
+                  std::min(left, std::chrono::milliseconds(50)));
+  }
+  if (session->done()) {
+    if (whole->error())
+      return sendError(res, *whole->error(), style);
+    res.set_content(body, "application/json");
+    return;
+  }
+  auto state = std::make_shared<ChunkedState>(
+      ChunkedState{std::move(request), std::move(ticket), std::move(session)});
+  provideChunked(res, std::move(state), "application/json", /*heartbeat=*/true);
 }
 
 } // namespace kiln::rt::serve

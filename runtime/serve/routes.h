@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -39,25 +40,44 @@ ServeModel *modelOrError(RouteContext &ctx, httplib::Response &res, ErrorStyle s
 bool readJsonBody(RouteContext &ctx, const httplib::Request &req, httplib::Response &res,
                   ErrorStyle style, nlohmann::json &body);
 
-// A request admitted and submitted to the engine.
+// A request admitted and submitted to the engine: one engine request per prompt.
 struct Submitted {
   Engine *engine = nullptr;
-  RequestHandle handle;
-  Admission::Ticket ticket;
-  std::vector<int32_t> promptIds;
+  std::vector<RequestHandle> handles;
+  Admission::Ticket ticket; // one slot per prompt
+  std::vector<std::vector<int32_t>> promptIds;
   std::chrono::steady_clock::time_point start;
 };
-// Builds the engine request, takes an admission slot (503 + Retry-After when full) and submits.
+// Builds every prompt's engine request (all are checked before any is submitted, so a bad prompt
+// in a batch runs none), takes an admission slot per prompt (503 + Retry-After when full) and
+// submits them.
 std::optional<Submitted> submitGeneration(RouteContext &ctx, ServeModel &model,
                                           const GenerationRequest &request,
                                           httplib::Response &res, ErrorStyle style);
-// Blocks until the request finishes and records its metrics.
-GenerationResult finishBlocking(RouteContext &ctx, Submitted &submitted, int32_t n);
-// Hands the stream to httplib's chunked provider: the session, request and admission slot live
+// Hands the stream to httplib's chunked provider: the session, request and admission slots live
 // until the last chunk (or the client's disconnect).
 void startStream(RouteContext &ctx, httplib::Response &res, Submitted submitted,
                  std::shared_ptr<const GenerationRequest> request,
                  std::unique_ptr<StreamFormatter> formatter, const char *contentType);
+
+// A non-streaming route's answer once every prompt has ended: an error (status and body in the
+// route's style) or a 200 JSON body.
+struct WholeAnswer {
+  std::optional<ApiError> error;
+  nlohmann::json body;
+};
+using WholeAnswerFn = std::function<WholeAnswer(const std::vector<GenerationResult> &)>;
+// How long a non-streaming request may run before its response turns into heartbeats.
+inline constexpr std::chrono::milliseconds kHeartbeatInterval{1000};
+// Answers a non-streaming request. One that ends within kHeartbeatInterval gets a plain response
+// (Content-Length, any status). A longer one is answered chunked: 200 and Content-Type at once,
+// then a space every kHeartbeatInterval while it runs (JSON allows leading whitespace), then the
+// body. httplib 0.11.4 gives a handler no way to see a closed connection except a failed write,
+// so the heartbeats are what notices a client that went away: its requests are then cancelled.
+// An error after the first heartbeat can only be reported in the body (the status is sent).
+void answerWhole(RouteContext &ctx, httplib::Response &res, Submitted submitted,
+                 std::shared_ptr<const GenerationRequest> request, ErrorStyle style,
+                 WholeAnswerFn answer);
 void sendJson(httplib::Response &res, const nlohmann::json &body);
 
 void handleCompletions(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);

@@ -1,20 +1,31 @@
 #include "runtime/serve/stream_session.h"
 
 namespace kiln::rt::serve {
+namespace {
 
-StreamSession::StreamSession(Engine &engine, RequestHandle handle,
+std::vector<std::shared_ptr<OutputStream>> streamsOf(const std::vector<RequestHandle> &handles) {
+  std::vector<std::shared_ptr<OutputStream>> streams;
+  for (const RequestHandle &h : handles)
+    streams.push_back(h.stream);
+  return streams;
+}
+
+} // namespace
+
+StreamSession::StreamSession(Engine &engine, std::vector<RequestHandle> handles,
                              std::unique_ptr<StreamFormatter> formatter,
-                             std::vector<int32_t> promptIds, int32_t n)
-    : engine_(engine), handle_(std::move(handle)), formatter_(std::move(formatter)) {
-  result_.promptIds = std::move(promptIds);
-  result_.samples.resize(std::max(n, 1));
+                             std::vector<std::vector<int32_t>> promptIds, int32_t n)
+    : engine_(engine), handles_(std::move(handles)), outputs_(streamsOf(handles_)),
+      formatter_(std::move(formatter)), results_(handles_.size()), unfinished_(handles_.size()) {
+  for (size_t p = 0; p < results_.size(); ++p) {
+    results_[p].promptIds = p < promptIds.size() ? std::move(promptIds[p]) : std::vector<int32_t>{};
+    results_[p].samples.resize(std::max(n, 1));
+  }
 }
 
 StreamSession::~StreamSession() {
-  if (!done_) {
-    (void)engine_.cancel(handle_.id);
-    finish();
-  }
+  if (!done_)
+    (void)cancelAll();
 }
 
 void StreamSession::finish() {
@@ -22,18 +33,37 @@ void StreamSession::finish() {
     return;
   done_ = true;
   if (onFinished_)
-    onFinished_(result_, clientGone_);
+    onFinished_(results_, clientGone_, cancelled_);
 }
 
-StreamSession::Pump StreamSession::clientGone() {
+StreamSession::Pump StreamSession::cancelAll() {
+  if (done_)
+    return clientGone_ ? Pump::kClientGone : Pump::kDone;
   clientGone_ = true;
-  // NOT_FOUND just means the request finished meanwhile; either way nothing is left to free.
-  (void)engine_.cancel(handle_.id);
-  for (SampleResult &sample : result_.samples)
-    if (sample.finishReason == FinishReason::kNone)
-      sample.finishReason = FinishReason::kAbort;
+  for (size_t p = 0; p < handles_.size(); ++p) {
+    if (results_[p].finished)
+      continue;
+    // NOT_FOUND just means the request finished meanwhile; either way nothing is left to free.
+    if (engine_.cancel(handles_[p].id).isOk())
+      ++cancelled_;
+    for (SampleResult &sample : results_[p].samples)
+      if (sample.finishReason == FinishReason::kNone)
+        sample.finishReason = FinishReason::kAbort;
+  }
   finish();
   return Pump::kClientGone;
+}
+
+StreamSession::Pump StreamSession::end(std::string chunk, const StreamWriter &write,
+                                       const std::function<void()> &beforeLastWrite) {
+  chunk += formatter_->end(results_);
+  if (beforeLastWrite)
+    beforeLastWrite();
+  // An empty write would end a chunked response early (a zero-length chunk is its terminator).
+  if (!chunk.empty() && !write(chunk))
+    return cancelAll();
+  finish();
+  return Pump::kDone;
 }
 
 StreamSession::Pump StreamSession::pump(const StreamWriter &write, const LivenessCheck &alive,
@@ -46,34 +76,22 @@ StreamSession::Pump StreamSession::pump(const StreamWriter &write, const Livenes
     begun_ = true;
     chunk = formatter_->begin();
   }
-  std::optional<RequestOutput> output = handle_.stream->nextFor(poll);
-  if (!output) {
+  std::optional<OutputMerger::Item> item = outputs_.nextFor(poll);
+  if (!item) {
+    // Closed without a final output (the engine stopped): end the response well-formed anyway.
+    if (outputs_.finished())
+      return end(std::move(chunk), write, beforeLastWrite);
     if (!chunk.empty() && !write(chunk))
-      return clientGone();
-    if (handle_.stream->finished()) {
-      // Closed without a final output (the engine stopped): end the stream well-formed anyway.
-      if (beforeLastWrite)
-        beforeLastWrite();
-      if (!write(formatter_->end(result_)))
-        return clientGone();
-      finish();
-      return Pump::kDone;
-    }
-    return alive() ? Pump::kMore : clientGone();
+      return cancelAll();
+    return alive() ? Pump::kMore : cancelAll();
   }
-  applyOutput(result_, *output);
-  chunk += formatter_->output(*output, result_);
-  if (output->requestFinished) {
-    chunk += formatter_->end(result_);
-    if (beforeLastWrite)
-      beforeLastWrite();
-  }
+  GenerationResult &result = results_[item->prompt];
+  applyOutput(result, item->output);
+  chunk += formatter_->output(item->prompt, item->output, result);
+  if (item->output.requestFinished && --unfinished_ == 0)
+    return end(std::move(chunk), write, beforeLastWrite);
   if (!chunk.empty() && !write(chunk))
-    return clientGone();
-  if (output->requestFinished) {
-    finish();
-    return Pump::kDone;
-  }
+    return cancelAll();
   return Pump::kMore;
 }
 

@@ -18,10 +18,13 @@ void runTgi(RouteContext &ctx, ServeModel &model, std::shared_ptr<GenerationRequ
                 lmiJsonLines ? "application/jsonlines" : "text/event-stream");
     return;
   }
-  GenerationResult result = finishBlocking(ctx, *submitted, 1);
-  if (!result.error.isOk())
-    return sendError(res, errorFromStatus(result.error), ErrorStyle::kTgi);
-  sendJson(res, tgiGenerateResponse(context, result));
+  auto answer = [context](const std::vector<GenerationResult> &results) {
+    const GenerationResult &result = results.at(0);
+    if (!result.error.isOk())
+      return WholeAnswer{errorFromStatus(result.error), nullptr};
+    return WholeAnswer{std::nullopt, tgiGenerateResponse(context, result)};
+  };
+  answerWhole(ctx, res, std::move(*submitted), request, ErrorStyle::kTgi, std::move(answer));
 }
 
 namespace {

@@ -9,7 +9,7 @@ class TgiStream : public StreamFormatter {
 public:
   TgiStream(TgiContext context, TgiStreamStyle style) : c_(std::move(context)), style_(style) {}
 
-  std::string output(const RequestOutput &out, const GenerationResult &soFar) override {
+  std::string output(size_t, const RequestOutput &out, const GenerationResult &soFar) override {
     if (out.finishReason == FinishReason::kError) {
       ApiError error = errorFromStatus(out.error.isOk() ? internalError("generation failed")
                                                         : out.error);
@@ -30,7 +30,7 @@ public:
     return events;
   }
 
-  std::string end(const GenerationResult &) override { return {}; }
+  std::string end(const std::vector<GenerationResult> &) override { return {}; }
 
 private:
   nlohmann::json event(int32_t id, const std::string &text, const TokenLogprobs *lp,

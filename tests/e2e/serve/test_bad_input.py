@@ -1,4 +1,4 @@
-"""Table-driven bad input over HTTP (37 cases): each gets the expected status and names the
+"""Table-driven bad input over HTTP (44 cases): each gets the expected status and names the
 offending field in the API's error shape; the server answers a normal request afterwards."""
 import json
 import unittest
@@ -17,8 +17,13 @@ CASES = [
     ("/v1/completions", b'{"prompt": "\xed\xa0\x80"}', 400, None),
     ("/v1/completions", {}, 400, "prompt"),
     ("/v1/completions", {"prompt": 12}, 400, "prompt"),
-    ("/v1/completions", {"prompt": ["a", "b"]}, 400, "prompt"),
-    ("/v1/completions", {"prompt": [1, 99999]}, 400, None),
+    ("/v1/completions", {"prompt": ["a", [1]]}, 400, "prompt"),
+    ("/v1/completions", {"prompt": []}, 400, "prompt"),
+    ("/v1/completions", {"prompt": ["a", ""]}, 400, "prompt[1]"),
+    ("/v1/completions", {"prompt": ["a", "b", LONG]}, 400, "prompt[2]"),
+    ("/v1/completions", {"prompt": [[1], [2, 99999]]}, 400, "prompt[1]"),
+    ("/v1/completions", {"prompt": ["a"] * 257}, 400, "prompt"),
+    ("/v1/completions", {"prompt": [1, 99999]}, 400, "prompt"),
     ("/v1/completions", {"prompt": LONG}, 400, "prompt"),
     ("/v1/completions", {"prompt": "a", "max_tokens": "ten"}, 400, "max_tokens"),
     ("/v1/completions", {"prompt": "a", "max_tokens": -1}, 400, "max_tokens"),

@@ -3,15 +3,10 @@
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/json_text.h"
 #include "runtime/serve/sse.h"
-#include "tests/runtime/serve/fake_serve_model.h"
+#include "tests/runtime/serve/server_fixture.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <thread>
 
@@ -19,66 +14,12 @@ namespace kiln::rt::serve {
 namespace {
 
 using nlohmann::json;
+using testing::engineIdle;
 using testing::FakeModelOptions;
 using testing::FakeServeModel;
-
-class ServerFixture {
-public:
-  explicit ServerFixture(HttpServerConfig config = {}, FakeModelOptions options = {},
-                         bool setModel = true)
-      : model(options), server(config) {
-    port = server.bind().value();
-    thread = std::thread([this] { EXPECT_TRUE(server.serve().isOk()); });
-    if (setModel)
-      server.setModel(&model);
-  }
-  ~ServerFixture() {
-    server.drain();
-    thread.join();
-  }
-  httplib::Client client() {
-    httplib::Client c("127.0.0.1", port);
-    c.set_read_timeout(20, 0);
-    return c;
-  }
-  httplib::Result post(const std::string &path, const std::string &body,
-                       httplib::Headers headers = {}) {
-    return client().Post(path.c_str(), headers, body, "application/json");
-  }
-
-  FakeServeModel model;
-  HttpServer server;
-  int port = 0;
-  std::thread thread;
-};
-
-std::vector<json> sseJson(const std::string &body, bool expectDone = true) {
-  std::vector<std::string> events;
-  std::string error;
-  EXPECT_TRUE(parseSseEvents(body, events, error)) << error << "\n" << body;
-  std::vector<json> out;
-  for (size_t i = 0; i < events.size(); ++i) {
-    if (events[i] == "[DONE]") {
-      EXPECT_EQ(i + 1, events.size()) << "[DONE] must come last";
-      continue;
-    }
-    out.push_back(json::parse(events[i]));
-  }
-  if (expectDone)
-    EXPECT_EQ(events.empty() ? "" : events.back(), "[DONE]");
-  return out;
-}
-
-// Polls until the engine holds no request and no KV block (or 5 s pass).
-bool engineIdle(FakeServeModel &model) {
-  for (int i = 0; i < 500; ++i) {
-    MetricsSnapshot m = model.engine().metrics();
-    if (m.numRunning == 0 && m.numWaiting == 0 && m.kvBlocksUsed == 0)
-      return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  return false;
-}
+using testing::postThenHangUp;
+using testing::ServerFixture;
+using testing::sseJson;
 
 TEST(HttpServerTest, PingIs503UntilTheModelIsSet) {
   ServerFixture f({}, {}, /*setModel=*/false);
@@ -258,37 +199,15 @@ TEST(HttpServerTest, LimitsAnswerWithClearErrors) {
   EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
 }
 
-// A raw client that sends a streaming request, reads until `bytes` arrived, and hangs up.
-void streamThenHangUp(int port, const std::string &body, size_t bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&addr), sizeof(addr)), 0);
-  std::string request = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: "
-                        "application/json\r\nContent-Length: " +
-                        std::to_string(body.size()) + "\r\n\r\n" + body;
-  ASSERT_EQ(::send(fd, request.data(), request.size(), 0), static_cast<ssize_t>(request.size()));
-  std::string got;
-  char buffer[512];
-  while (got.size() < bytes) {
-    ssize_t n = ::recv(fd, buffer, sizeof(buffer), 0);
-    ASSERT_GT(n, 0);
-    got.append(buffer, static_cast<size_t>(n));
-  }
-  ::close(fd);
-}
-
 TEST(HttpServerTest, ClientDisconnectCancelsAndFreesBlocks) {
   ServerFixture f;
   f.model.runner().setFailureHook([](const StepBatch &) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
     return okStatus();
   });
-  streamThenHangUp(f.port, R"({"prompt": "abc", "max_tokens": 120, "ignore_eos": true,
-      "stream": true})",
-                   600);
+  postThenHangUp(f.port, "/v1/completions", R"({"prompt": "abc", "max_tokens": 120,
+      "ignore_eos": true, "stream": true})",
+                 600);
   EXPECT_TRUE(engineIdle(f.model));
   EXPECT_EQ(f.model.engine().metrics().requestsAborted, 1u);
 }

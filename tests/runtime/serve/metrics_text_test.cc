@@ -47,6 +47,7 @@ TEST(MetricsTextTest, EngineAndServerMetricsInPrometheusFormat) {
   server.countResponse(200);
   server.countResponse(400);
   server.countResponse(400);
+  server.countCancelled(2);
   std::string text = renderPrometheus(engine, server.snapshot(), "tiny\"model");
   expectWellFormed(text);
   const char *expected[] = {
@@ -72,6 +73,8 @@ TEST(MetricsTextTest, EngineAndServerMetricsInPrometheusFormat) {
       "kiln:request_success_total{model_name=\"tiny\\\"model\",finished_reason=\"length\"} 2\n",
       "kiln:request_success_total{model_name=\"tiny\\\"model\",finished_reason=\"stop\"} 1\n",
       "kiln:http_responses_total{model_name=\"tiny\\\"model\",status=\"400\"} 2\n",
+      "# TYPE kiln:requests_cancelled_total counter\n",
+      "kiln:requests_cancelled_total{model_name=\"tiny\\\"model\"} 2\n",
   };
   for (const char *line : expected)
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;

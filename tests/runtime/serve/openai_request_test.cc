@@ -34,7 +34,6 @@ TEST(OpenAiRequestTest, BadCompletionBodiesNameTheField) {
       {R"({})", "prompt", "required"},
       {R"({"prompt": 5})", "prompt", "must be a string or an array of token ids"},
       {R"({"prompt": ""})", "prompt", "empty"},
-      {R"({"prompt": ["a", "b"]})", "prompt", "2 prompts"},
       {R"({"prompt": [1, "x"]})", "prompt", "array of integers"},
       {R"({"prompt": [1, -4]})", "prompt", "items must be in"},
       {R"({"prompt": "a", "max_tokens": "x"})", "max_tokens", "must be an integer, got a string"},
@@ -184,6 +183,110 @@ TEST(OpenAiRequestTest, CompletionDefaults) {
   EXPECT_FALSE(r.sampling.seed.has_value());
   EXPECT_FALSE(r.sampling.logprobs.has_value());
   EXPECT_FALSE(r.stream);
+}
+
+// Every shape "prompt" takes: one prompt (bare or as a one-element array) keeps the field name
+// "prompt"; a batch names each item by its index.
+TEST(OpenAiRequestTest, PromptShapes) {
+  struct Shape {
+    const char *prompt;
+    std::vector<PromptInput::Kind> kinds;
+    std::vector<std::string> texts;
+    std::vector<std::vector<int32_t>> ids;
+    std::vector<std::string> fields;
+  };
+  using K = PromptInput::Kind;
+  const Shape shapes[] = {
+      {R"("abc")", {K::kText}, {"abc"}, {{}}, {"prompt"}},
+      {R"([1, 2, 3])", {K::kIds}, {""}, {{1, 2, 3}}, {"prompt"}},
+      {R"(["abc"])", {K::kText}, {"abc"}, {{}}, {"prompt"}},
+      {R"([[7, 8]])", {K::kIds}, {""}, {{7, 8}}, {"prompt"}},
+      {R"(["a", "bc", "d"])",
+       {K::kText, K::kText, K::kText},
+       {"a", "bc", "d"},
+       {{}, {}, {}},
+       {"prompt[0]", "prompt[1]", "prompt[2]"}},
+      {R"([[1], [2, 3]])", {K::kIds, K::kIds}, {"", ""}, {{1}, {2, 3}}, {"prompt[0]", "prompt[1]"}},
+  };
+  for (const Shape &shape : shapes) {
+    GenerationRequest r;
+    std::string body = std::string(R"({"prompt": )") + shape.prompt + "}";
+    ASSERT_FALSE(parseCompletion(body, r)) << body;
+    ASSERT_EQ(r.promptCount(), shape.kinds.size()) << body;
+    for (size_t i = 0; i < r.promptCount(); ++i) {
+      const PromptInput &p = r.promptAt(i);
+      EXPECT_EQ(p.kind, shape.kinds[i]) << body << " prompt " << i;
+      EXPECT_EQ(p.text, shape.texts[i]) << body << " prompt " << i;
+      EXPECT_EQ(p.ids, shape.ids[i]) << body << " prompt " << i;
+      EXPECT_EQ(p.field, shape.fields[i]) << body << " prompt " << i;
+    }
+  }
+}
+
+TEST(OpenAiRequestTest, BatchOfTheMostPromptsAndSharedSettings) {
+  nlohmann::json body = {{"prompt", std::vector<std::string>(kMaxPrompts, "x")},
+                         {"n", 2},
+                         {"seed", 9},
+                         {"max_tokens", 4}};
+  GenerationRequest r;
+  ASSERT_FALSE(parseCompletionRequest(body, r));
+  EXPECT_EQ(r.promptCount(), kMaxPrompts);
+  EXPECT_EQ(r.promptAt(kMaxPrompts - 1).field, "prompt[255]");
+  EXPECT_EQ(r.sampling.n, 2);
+  EXPECT_EQ(r.sampling.seed, 9u);
+  EXPECT_EQ(r.sampling.maxTokens, 4);
+}
+
+// Each bad batch fails as a whole with the exact message, naming the item where there is one.
+TEST(OpenAiRequestTest, BadBatchesFailWithExactMessages) {
+  struct Case {
+    std::string prompt;
+    std::string param;
+    std::string message;
+  };
+  std::string tooMany = "[";
+  for (size_t i = 0; i <= kMaxPrompts; ++i)
+    tooMany += i ? ", \"x\"" : "\"x\"";
+  tooMany += "]";
+  const Case cases[] = {
+      {"[]", "prompt",
+       "field 'prompt' is an empty array; send a string, an array of token ids, or a non-empty "
+       "array of either"},
+      {R"(["a", [1]])", "prompt",
+       "field 'prompt' mixes kinds of prompts: prompt[0] is a string but prompt[1] is an array; "
+       "send only strings or only arrays of token ids"},
+      {R"([[1], "a"])", "prompt",
+       "field 'prompt' mixes kinds of prompts: prompt[0] is an array but prompt[1] is a string; "
+       "send only strings or only arrays of token ids"},
+      {R"(["a", "b", 5])", "prompt",
+       "field 'prompt' mixes kinds of prompts: prompt[0] is a string but prompt[2] is an "
+       "integer; send only strings or only arrays of token ids"},
+      {R"(["a", null])", "prompt",
+       "field 'prompt' mixes kinds of prompts: prompt[0] is a string but prompt[1] is null; "
+       "send only strings or only arrays of token ids"},
+      {R"(["a", ""])", "prompt[1]", "field 'prompt[1]' is empty"},
+      {R"([[1], []])", "prompt[1]", "field 'prompt[1]' is empty"},
+      {R"([[1], [2, -1]])", "prompt[1]",
+       "field 'prompt[1]' has -1; items must be in [0, 2147483647]"},
+      {R"([[1], [2, "x"]])", "prompt[1]",
+       "field 'prompt[1]' must be an array of integers, got an array"},
+      {R"([[1], [[2]]])", "prompt[1]",
+       "field 'prompt[1]' must be an array of integers, got an array"},
+      {R"([""])", "prompt", "field 'prompt' is empty"},
+      {R"([[]])", "prompt", "field 'prompt' is empty"},
+      {tooMany, "prompt", "field 'prompt' holds 257 prompts; at most 256 are allowed in one request"},
+      {"5", "prompt", "field 'prompt' must be a string or an array of token ids, got an integer"},
+      {"{}", "prompt", "field 'prompt' must be a string or an array of token ids, got an object"},
+  };
+  for (const Case &c : cases) {
+    GenerationRequest r;
+    std::string body = R"({"prompt": )" + c.prompt + "}";
+    std::optional<ApiError> error = parseCompletion(body, r);
+    ASSERT_TRUE(error.has_value()) << body;
+    EXPECT_EQ(error->httpStatus, 400) << body;
+    EXPECT_EQ(error->param, c.param) << body;
+    EXPECT_EQ(error->message, c.message) << body;
+  }
 }
 
 TEST(OpenAiRequestTest, ChatFieldsAndKeyOrder) {
