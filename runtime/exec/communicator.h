@@ -1,8 +1,9 @@
 // Collectives between the tensor-parallel ranks of one step (plan.fbs AllReduce / AllGather),
 // behind one interface: CpuCommunicator for ranks that are threads of this process on cpu
-// devices; an NCCL one for GPUs is future work. Every call can fail, never hangs: a rank that does
-// not arrive within the timeout, or that aborts after a failure of its own, fails the collective
-// on every rank with a message naming the rank.
+// devices, StagedCommunicator (staged_communicator.h) for ranks on any devices through host
+// copies, NcclCommunicator (nccl_communicator.h) for ranks on distinct GPUs. Every call can fail,
+// never hangs: a rank that does not arrive within the timeout, or that aborts after a failure of
+// its own, fails the collective on every rank with a message naming the rank.
 #pragma once
 
 #include "runtime/base/status.h"
@@ -42,6 +43,14 @@ public:
   // Makes a failed communicator usable again. Only between steps, while no rank is inside a call.
   virtual void reset() = 0;
 };
+
+// The largest collective input and output of any rank's program, in bytes at the compiled
+// maxima: what a communicator that stages buffers allocates once at load.
+struct CollectiveSizes {
+  size_t maxInputBytes = 0;
+  size_t maxOutputBytes = 0;
+};
+CollectiveSizes collectiveSizes(const schema::Plan &plan);
 
 // Ranks as threads of one process sharing host memory (F32, F16, BF16 buffers): each rank publishes its buffers, waits at
 // a barrier, does its share of the work reading every rank's buffers, and waits again (so no

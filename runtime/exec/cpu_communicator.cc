@@ -37,6 +37,23 @@ Status checkDtype(DType dtype, const char *what) {
 
 } // namespace
 
+CollectiveSizes collectiveSizes(const schema::Plan &plan) {
+  CollectiveSizes sizes;
+  for (const schema::Rank *rank : *plan.ranks()) {
+    for (const schema::Op *op : *rank->program()) {
+      if (op->params_type() != schema::OpParams::AllReduceParams &&
+          op->params_type() != schema::OpParams::AllGatherParams)
+        continue;
+      // Artifact::load verified every index against the buffer table.
+      const schema::Buffer *in = rank->buffers()->Get(op->inputs()->Get(0));
+      const schema::Buffer *out = rank->buffers()->Get(op->outputs()->Get(0));
+      sizes.maxInputBytes = std::max<size_t>(sizes.maxInputBytes, in->size_bytes());
+      sizes.maxOutputBytes = std::max<size_t>(sizes.maxOutputBytes, out->size_bytes());
+    }
+  }
+  return sizes;
+}
+
 CpuCommunicator::CpuCommunicator(int worldSize, std::chrono::milliseconds timeout)
     : worldSize_(worldSize), timeout_(timeout), slots_(std::max(worldSize, 1)),
       present_(std::max(worldSize, 1), false) {}

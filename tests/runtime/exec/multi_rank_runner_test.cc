@@ -1,7 +1,8 @@
 // MultiRankRunner on a hand-built 2-rank plan (no compiler needed): a column-parallel linear, a
 // row-parallel linear + AllReduce and a vocab-parallel lm_head + AllGather must equal the dense
 // computation; a rank that fails or stalls fails the step naming the rank, and the runner steps
-// normally afterwards.
+// normally afterwards, with the cpu and the staged communicators alike; the staged one's logits
+// equal the cpu one's bit for bit; which communicator runs is logged in one line.
 #include "runtime/artifact/artifact_writer.h"
 #include "runtime/exec/multi_rank_runner.h"
 #include "runtime/hal/cpu_device.h"
@@ -241,11 +242,12 @@ protected:
     artifact_ = std::move(*artifact);
   }
   // Rank 1 gets a FaultyDevice; rank 0 a plain cpu device.
-  MultiRankOptions faultyOptions(std::chrono::milliseconds sleep,
-                                 std::chrono::milliseconds timeout) {
+  MultiRankOptions faultyOptions(std::chrono::milliseconds sleep, std::chrono::milliseconds timeout,
+                                 CollectiveBackend collectives = CollectiveBackend::kAuto) {
     MultiRankOptions options;
     options.executor.numKvBlocks = 4;
     options.collectiveTimeout = timeout;
+    options.collectives = collectives;
     options.deviceFactory = [this, sleep](int rank) -> Result<std::unique_ptr<Device>> {
       if (rank == 1)
         return std::unique_ptr<Device>(std::make_unique<FaultyDevice>("up", sleep, armed_));
@@ -285,9 +287,14 @@ TEST_F(MultiRankRunnerTest, OneExecutorAloneIsRejectedWithAClearError) {
       << executor.status().message();
 }
 
-TEST_F(MultiRankRunnerTest, AFailingRankFailsTheStepPromptlyAndTheNextStepWorks) {
-  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(0ms, 30000ms));
+// The staged communicator runs the cpu one's barrier: the same failures give the same errors.
+class MultiRankFailureTest : public MultiRankRunnerTest,
+                             public ::testing::WithParamInterface<CollectiveBackend> {};
+
+TEST_P(MultiRankFailureTest, AFailingRankFailsTheStepPromptlyAndTheNextStepWorks) {
+  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(0ms, 30000ms, GetParam()));
   ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  EXPECT_EQ((*runner)->collectives(), GetParam());
   armed_ = true;
   auto begin = std::chrono::steady_clock::now();
   auto failed = (*runner)->execute(toyBatch());
@@ -298,8 +305,8 @@ TEST_F(MultiRankRunnerTest, AFailingRankFailsTheStepPromptlyAndTheNextStepWorks)
   expectReference(model_, (*runner)->execute(toyBatch()));
 }
 
-TEST_F(MultiRankRunnerTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
-  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(1500ms, 150ms));
+TEST_P(MultiRankFailureTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
+  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(1500ms, 150ms, GetParam()));
   ASSERT_TRUE(runner.isOk()) << runner.status().toString();
   armed_ = true;
   auto begin = std::chrono::steady_clock::now();
@@ -321,6 +328,12 @@ TEST_F(MultiRankRunnerTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
   std::this_thread::sleep_for(1600ms);
   expectReference(model_, (*runner)->execute(toyBatch()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Collectives, MultiRankFailureTest,
+                         ::testing::Values(CollectiveBackend::kCpu, CollectiveBackend::kStaged),
+                         [](const auto &info) {
+                           return info.param == CollectiveBackend::kCpu ? "Cpu" : "Staged";
+                         });
 
 // Fails rank 1's all_gather, as a broken link would.
 class FailingGather final : public Communicator {
@@ -359,6 +372,66 @@ TEST_F(MultiRankRunnerTest, ACommunicatorFailureFailsTheStepNamingTheRank) {
   EXPECT_EQ(failed.status().message(), "rank 1: injected: link to rank 0 is down");
   comm->fail = false;
   expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+// The staged communicator stages through host buffers but does the cpu communicator's math:
+// the logits are bit-identical, step after step.
+TEST_F(MultiRankRunnerTest, StagedCollectivesGiveTheCpuCommunicatorsLogitsBitForBit) {
+  std::vector<std::vector<float>> logits;
+  for (CollectiveBackend backend : {CollectiveBackend::kCpu, CollectiveBackend::kStaged}) {
+    MultiRankOptions options;
+    options.executor.numKvBlocks = 4;
+    options.collectives = backend;
+    auto runner = MultiRankRunner::create(*artifact_, options);
+    ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+    EXPECT_EQ((*runner)->collectives(), backend);
+    for (int step = 0; step < 2; ++step) {
+      auto out = (*runner)->execute(toyBatch());
+      expectReference(model_, out);
+      if (step == 1)
+        logits.push_back(out->logits);
+    }
+  }
+  ASSERT_EQ(logits.size(), 2u);
+  EXPECT_EQ(logits[0], logits[1]);
+}
+
+TEST_F(MultiRankRunnerTest, AutoPicksTheCpuCommunicatorAndSaysSoInOneLine) {
+  std::vector<std::string> lines;
+  MultiRankOptions options;
+  options.executor.numKvBlocks = 4;
+  options.log = [&](const std::string &line) { lines.push_back(line); };
+  auto runner = MultiRankRunner::create(*artifact_, options);
+  ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  EXPECT_EQ((*runner)->collectives(), CollectiveBackend::kCpu);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0], "tensor parallelism: 2 ranks on cpu, cpu; collectives: cpu (shared host "
+                      "memory), every rank is on the cpu");
+}
+
+TEST_F(MultiRankRunnerTest, NcclOnCpuDevicesFailsNamingTheRank) {
+  MultiRankOptions options;
+  options.executor.numKvBlocks = 4;
+  options.collectives = CollectiveBackend::kNccl;
+  auto runner = MultiRankRunner::create(*artifact_, options);
+  ASSERT_FALSE(runner.isOk());
+  EXPECT_EQ(runner.status().code(), StatusCode::kUnavailable);
+#ifdef KILN_HAVE_CUDA_BACKEND
+  EXPECT_EQ(runner.status().message(),
+            "NCCL unavailable: rank 0 is on device 'cpu', not a CUDA GPU");
+#else
+  EXPECT_EQ(runner.status().message(), "NCCL unavailable: this kiln was built without the CUDA "
+                                       "backend (-DKILN_ENABLE_CUDA=ON)");
+#endif
+}
+
+TEST_F(MultiRankRunnerTest, GpuOrdinalsOnCpuAreRejected) {
+  MultiRankOptions options;
+  options.executor.numKvBlocks = 4;
+  options.devices = {0, 1};
+  auto runner = MultiRankRunner::create(*artifact_, options);
+  ASSERT_FALSE(runner.isOk());
+  EXPECT_EQ(runner.status().message(), "MultiRankOptions.devices lists GPUs but the device is cpu");
 }
 
 } // namespace
