@@ -1,6 +1,7 @@
 # The MLIR part of the compiler: kiln dialect, model builders (models/), passes, plan emission and
 # the compileModel() driver. MLIR is found here only so no MLIR target is visible to the runtime
-# (TOOLCHAIN.md). Link the shared libMLIR/libLLVM: the static archives take minutes to link.
+# (TOOLCHAIN.md). Link the shared libMLIR/libLLVM (unless KILN_STATIC_MLIR, below): the static
+# archives take minutes to link.
 find_package(MLIR 19.1 REQUIRED CONFIG)
 list(APPEND CMAKE_MODULE_PATH ${MLIR_CMAKE_DIR} ${LLVM_CMAKE_DIR})
 include(TableGen)
@@ -21,6 +22,52 @@ mlir_tablegen(dialect/kiln_enums.h.inc -gen-enum-decls)
 mlir_tablegen(dialect/kiln_enums.cc.inc -gen-enum-defs)
 add_public_tablegen_target(kiln_dialect_gen)
 
+# KILN_STATIC_MLIR: link the static libMLIR*.a / libLLVM*.a archives instead, so the binaries need
+# neither libMLIR.so (66 MB) nor libLLVM.so at run time (the GPU kit carries them to a machine
+# without our build deps; scripts/gpu-kit.sh). Off by default: static links take much longer.
+option(KILN_STATIC_MLIR "Link MLIR/LLVM statically (self-contained binaries for the GPU kit)" OFF)
+
+# Links `target` PUBLIC with the static archives behind the imported MLIR targets `roots` and
+# everything their link interfaces reach. Debian exports them with LLVM_LINK_LLVM_DYLIB=ON, so
+# each interface names the shared `LLVM` target: it is replaced by LLVM's component archives
+# (Support pulls Demangle). libz3 is dropped: only LLVM's SMT solver uses it, which kiln never
+# references, so no archive member that needs it is pulled in.
+function(kiln_static_mlir_link target)
+  set(pending ${ARGN})
+  set(seen "")
+  set(archives "")
+  set(others "")
+  while(pending)
+    list(POP_FRONT pending item)
+    if(item IN_LIST seen)
+      continue()
+    endif()
+    list(APPEND seen ${item})
+    if(item STREQUAL "LLVM" OR item STREQUAL "MLIR")
+      list(APPEND pending LLVMSupport)
+    elseif(item MATCHES "libz3")
+    elseif(TARGET ${item} AND item MATCHES "^(MLIR|LLVM)")
+      get_target_property(type ${item} TYPE)
+      if(NOT type STREQUAL "STATIC_LIBRARY")
+        message(FATAL_ERROR "KILN_STATIC_MLIR: ${item} is ${type}, not a static archive")
+      endif()
+      get_target_property(location ${item} LOCATION)
+      list(APPEND archives ${location})
+      get_target_property(deps ${item} INTERFACE_LINK_LIBRARIES)
+      if(deps)
+        list(APPEND pending ${deps})
+      endif()
+    else()
+      list(APPEND others ${item})
+    endif()
+  endwhile()
+  list(LENGTH archives count)
+  message(STATUS "KILN_STATIC_MLIR: ${count} static MLIR/LLVM archives; also links: ${others}")
+  # The archives depend on each other in cycles: one rescanned group resolves them in any order.
+  string(REPLACE ";" "," group "${archives}")
+  target_link_libraries(${target} PUBLIC "$<LINK_GROUP:RESCAN,${group}>" ${others})
+endfunction()
+
 # Consumers outside compiler/ (tests) see MLIR's headers through these targets.
 set(KILN_MLIR_INCLUDES ${LLVM_INCLUDE_DIRS} ${MLIR_INCLUDE_DIRS})
 
@@ -29,7 +76,12 @@ add_library(kiln_dialect ${KILN_DIALECT_SOURCES})
 add_dependencies(kiln_dialect kiln_dialect_gen)
 target_include_directories(kiln_dialect SYSTEM PUBLIC ${KILN_MLIR_INCLUDES})
 target_include_directories(kiln_dialect PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR})
-target_link_libraries(kiln_dialect PUBLIC MLIR LLVM)
+if(KILN_STATIC_MLIR)
+  kiln_static_mlir_link(kiln_dialect MLIRFuncDialect MLIRIR MLIRParser MLIRPass MLIRTransforms
+                        MLIRTransformUtils MLIRSideEffectInterfaces MLIRSupport)
+else()
+  target_link_libraries(kiln_dialect PUBLIC MLIR LLVM)
+endif()
 
 file(GLOB KILN_MODEL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/models/*.cc)
 add_library(kiln_models ${KILN_MODEL_SOURCES})
