@@ -2,6 +2,7 @@
 #include "runtime/hal/cuda/cuda_device.h"
 
 #include "kernels/cuda/params.h"
+#include "runtime/base/half.h"
 
 #include <algorithm>
 #include <charconv>
@@ -176,6 +177,8 @@ CudaDevice::~CudaDevice() {
     driver_->streamSynchronize(stream_);
   linear_.reset(); // its cuBLASLt handle, while the context lives
   free(linearWorkspace_);
+  for (DeviceMemory &bias : convertedBiases_)
+    free(bias);
   free(attentionScratch_);
   if (module_)
     driver_->moduleUnload(module_);
@@ -326,8 +329,31 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
     KILN_ASSIGN_OR_RETURN(
         linear_, CudaLinear::create(std::move(lt), linearWorkspace_.data, linearWorkspace_.bytes));
   }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(op));
+  KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(op));
+  BoundOp bound = op;
+  if (gemm.convertBias) {
+    KILN_ASSIGN_OR_RETURN(bound.inputs[2], convertBias(op.inputs[2], op.outputs[0].dtype));
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(bound));
   return std::unique_ptr<PreparedOp>(std::make_unique<CudaPreparedOp>(std::move(linear)));
+}
+
+// An F32 bias as `dtype` in device memory the device keeps (GemmDesc::convertBias).
+Result<BoundBuffer> CudaDevice::convertBias(const BoundBuffer &bias, schema::DType dtype) {
+  const size_t count = static_cast<size_t>(bias.fixedRows * bias.width);
+  std::vector<float> values(count);
+  KILN_RETURN_IF_ERROR(copyToHost(values.data(), bias.data, count * sizeof(float)));
+  std::vector<uint16_t> converted(count);
+  for (size_t i = 0; i < count; ++i)
+    converted[i] = dtype == schema::DType::BF16 ? f32ToBf16(values[i]) : f32ToF16(values[i]);
+  KILN_ASSIGN_OR_RETURN(DeviceMemory memory,
+                        allocate(count * sizeof(uint16_t), MemoryKind::kDevice));
+  convertedBiases_.push_back(memory);
+  KILN_RETURN_IF_ERROR(copyToDevice(memory.data, converted.data(), memory.bytes));
+  BoundBuffer out = bias;
+  out.data = memory.data;
+  out.dtype = dtype;
+  return out;
 }
 
 Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareOp(const BoundOp &op) {

@@ -2,9 +2,17 @@
 // primary context, one stream for every copy and launch, kernels from the artifact's kernel
 // modules (CUBIN for the device's SM, else PTX JIT-compiled by the driver).
 //
-// NEVER RUN ON A GPU so far: written and compiled on a machine without one. What CI checks is
-// the no-driver path, module selection and launch planning (cuda_launch.h). Not implemented yet:
-// Linear (cuBLASLt), CUDA graphs per batch bucket, multi-GPU (NCCL).
+// Implemented: kernel ops (cuda_launch.h); Linear on cuBLASLt, also loaded at run time
+// (cublaslt_library.h, cuda_linear.h: algorithms chosen at prepare per row bucket, one 32 MiB
+// workspace); memoryInfo (cuMemGetInfo, for --gpu-memory-utilization); CUDA graphs of the stream
+// (beginCapture/endCapture/replay), which the executor uses for padded decode steps per batch
+// bucket. Multi-GPU collectives (NCCL) live in runtime/exec, outside this device.
+//
+// NEVER RUN ON A GPU so far: written and compiled on machines without one (2026-11-22). What CI
+// checks without a GPU: the no-driver path, the driver and cuBLASLt tables, module selection,
+// launch planning, the GEMM description of every Linear dtype combination and its cuBLASLt
+// descriptors, the decode split invariants. Written for a GPU and not yet run:
+// tests/runtime/hal_cuda/cuda_{device,linear,executor}_gpu.cc and tests/kernels/cuda.
 #pragma once
 
 #include "runtime/hal/cuda/cublaslt_library.h"
@@ -95,6 +103,7 @@ private:
   Result<CUfunction> function(const std::string &symbol) const;
   Status ensureAttentionScratch(size_t bytes);
   Result<std::unique_ptr<PreparedOp>> prepareLinear(const BoundOp &op);
+  Result<BoundBuffer> convertBias(const BoundBuffer &bias, schema::DType dtype);
 
   std::shared_ptr<const CudaDriver> driver_;
   CUdevice device_ = 0;
@@ -106,7 +115,8 @@ private:
   DeviceMemory attentionScratch_;
   std::vector<std::string> cublasLtLibraries_;
   DeviceMemory linearWorkspace_;
-  std::unique_ptr<CudaLinear> linear_; // made by the first prepareLinear
+  std::vector<DeviceMemory> convertedBiases_; // F32 biases of half Linears, in y's dtype
+  std::unique_ptr<CudaLinear> linear_;        // made by the first prepareLinear
   std::string name_ = "cuda";
   std::string target_;
 };

@@ -75,13 +75,13 @@ Status checkLinearDtypes(const BoundOp &op, bool hasBias) {
                          "BF16, and y of that dtype or F32); recompile with --dtype " +
                          dtypeFlag(isFloat(w) ? w : DType::F32) +
                          " so activations and weights share a dtype");
-  if (hasBias && op.inputs[2].dtype != y)
-    return unimplemented("cuda backend: " + opLabel(op) + ": bias " +
-                         dtypeName(op.inputs[2].dtype) + " with y " + dtypeName(y) +
-                         " is not supported: cuBLASLt's bias epilogue reads a bias of the "
-                         "output's dtype, so the plan must store this bias as " +
-                         dtypeName(y) + " (recompile with --dtype " + dtypeFlag(x) +
-                         " using a kiln that does)");
+  const DType bias = hasBias ? op.inputs[2].dtype : y;
+  if (bias != y && bias != DType::F32)
+    return unimplemented("cuda backend: " + opLabel(op) + ": bias " + dtypeName(bias) + " with y " +
+                         dtypeName(y) +
+                         " is not supported (biases are F32 or y's dtype); recompile with "
+                         "--dtype " +
+                         dtypeFlag(x));
   return okStatus();
 }
 
@@ -185,6 +185,7 @@ Result<GemmDesc> describeLinear(const BoundOp &op) {
   g.scaleType = CUDA_R_32F;
   g.epilogue = hasBias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   g.biasType = g.cType;
+  g.convertBias = hasBias && op.inputs[2].dtype != y.dtype;
   return g;
 }
 
@@ -317,6 +318,10 @@ Result<cublasLtMatmulAlgo_t> CudaLinear::chooseAlgorithm(const BoundOp &op, cons
 
 Result<std::unique_ptr<PreparedOp>> CudaLinear::prepare(const BoundOp &op) {
   KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(op));
+  if (gemm.convertBias)
+    return failedPrecondition("cuda backend: " + opLabel(op) +
+                              ": its F32 bias must be converted "
+                              "to y's dtype before CudaLinear::prepare (CudaDevice does)");
   auto prepared = std::make_unique<CudaLinearOp>();
   prepared->label = opLabel(op);
   prepared->gemm = gemm;

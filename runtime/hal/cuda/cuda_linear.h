@@ -40,10 +40,15 @@ struct GemmDesc {
   cublasComputeType_t computeType = CUBLAS_COMPUTE_32F;
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   cudaDataType_t biasType = CUDA_R_32F; // meaningful with CUBLASLT_EPILOGUE_BIAS only
+  // The plan's bias is F32 but y is F16/BF16: cuBLASLt's bias epilogue reads a bias of the
+  // output's dtype (cublasLt.h, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE), so the bias is converted
+  // to it once at prepare. y = round(x W^T + round(b)) then, where the cpu backend rounds once.
+  bool convertBias = false;
 };
 
 // Checks the op (arity, shapes, dtypes) and describes its GEMM. Supported: x and W of one dtype
-// (F32, F16, BF16), y of that dtype or F32, bias of y's dtype. Errors name the op and the dtypes.
+// (F32, F16, BF16), y of that dtype or F32, bias F32 or of y's dtype. Errors name the op and the
+// dtypes.
 Result<GemmDesc> describeLinear(const BoundOp &op);
 
 // Row-count buckets an algorithm is chosen for: 1, 2, 4, ... below maxRows, then maxRows.
@@ -85,6 +90,7 @@ public:
   CudaLinear &operator=(const CudaLinear &) = delete;
 
   // describeLinear + descriptors + one algorithm per row bucket (cached across ops of one shape).
+  // A bias that needs converting (GemmDesc::convertBias) must already be bound converted.
   Result<std::unique_ptr<PreparedOp>> prepare(const BoundOp &op);
   // One cublasLtMatmul for this step's rows on `stream`; nothing when the step has no rows.
   Status run(const PreparedOp &op, const StepCounts &counts, CUstream stream) const;

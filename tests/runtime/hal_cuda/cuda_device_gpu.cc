@@ -1,5 +1,6 @@
-// CudaDevice on a real GPU (label gpu): memory, copies, weights import, module loading errors.
-// Skips with "no CUDA device: ..." without one. Kernel numerics are tests/kernels/cuda's job.
+// CudaDevice on a real GPU (label gpu): memory, copies, weights import, memoryInfo, graph capture
+// and replay. Skips with "no CUDA device: ..." without one. Kernel numerics are
+// tests/kernels/cuda's job, Linear's cuda_linear_gpu.cc's.
 #include "runtime/hal/cuda/cuda_device.h"
 
 #include <gtest/gtest.h>
@@ -50,6 +51,83 @@ TEST(CudaDeviceGpu, MemoryCopiesAndWeights) {
   EXPECT_EQ(copy, weights);
   device->free(*imported);
   EXPECT_TRUE(device->synchronize().isOk());
+}
+
+TEST(CudaDeviceGpu, MemoryInfoFollowsAllocations) {
+  std::string why;
+  std::unique_ptr<Device> device = openOrNull(why);
+  if (!device)
+    GTEST_SKIP() << "no CUDA device: " << why;
+  auto before = device->memoryInfo();
+  ASSERT_TRUE(before.isOk()) << before.status().toString();
+  EXPECT_GT(before->totalBytes, size_t(1) << 30);
+  EXPECT_LE(before->freeBytes, before->totalBytes);
+  constexpr size_t kBytes = size_t(512) << 20;
+  auto memory = device->allocate(kBytes, MemoryKind::kDevice);
+  ASSERT_TRUE(memory.isOk()) << memory.status().toString();
+  auto during = device->memoryInfo();
+  ASSERT_TRUE(during.isOk());
+  EXPECT_EQ(during->totalBytes, before->totalBytes);
+  // The driver rounds allocations up (2 MiB pages); other processes may allocate meanwhile.
+  EXPECT_GE(before->freeBytes - during->freeBytes, kBytes)
+      << before->freeBytes << " -> " << during->freeBytes;
+  device->free(*memory);
+  auto after = device->memoryInfo();
+  ASSERT_TRUE(after.isOk());
+  EXPECT_GE(after->freeBytes + (size_t(64) << 20), before->freeBytes);
+}
+
+// The recorded ops replay with the inputs of the moment: a graph of one copy-free program (a
+// Linear) captured once, replayed after the input changed, gives the new result.
+TEST(CudaDeviceGpu, CapturedGraphsReplayWithNewInputs) {
+  std::string why;
+  std::unique_ptr<Device> device = openOrNull(why);
+  if (!device)
+    GTEST_SKIP() << "no CUDA device: " << why;
+  ASSERT_TRUE(device->supportsGraphs());
+  flatbuffers::FlatBufferBuilder fbb;
+  std::vector<uint32_t> inputs = {0, 1}, outputs = {2};
+  fbb.Finish(schema::CreateOpDirect(fbb, "linear", schema::OpParams::LinearParams,
+                                    schema::CreateLinearParams(fbb, false).Union(), &inputs,
+                                    &outputs, ""));
+  auto alloc = [&](size_t bytes) {
+    auto m = device->allocate(bytes, MemoryKind::kDevice);
+    EXPECT_TRUE(m.isOk());
+    return m.isOk() ? *m : DeviceMemory();
+  };
+  DeviceMemory x = alloc(4 * 4), w = alloc(4 * 4), y = alloc(4 * 4);
+  BoundOp op;
+  op.op = flatbuffers::GetRoot<schema::Op>(fbb.GetBufferPointer());
+  BoundBuffer bx{
+      x.data, schema::DType::F32, schema::RowScale::Tokens, schema::BufferKind::Activation, 1, 4};
+  BoundBuffer bw{w.data, schema::DType::F32, schema::RowScale::Fixed, schema::BufferKind::Weight, 1,
+                 4};
+  BoundBuffer by{
+      y.data, schema::DType::F32, schema::RowScale::Tokens, schema::BufferKind::Activation, 1, 1};
+  op.inputs = {bx, bw};
+  op.outputs = {by};
+  const float weights[4] = {1, 2, 3, 4};
+  ASSERT_TRUE(device->copyToDevice(w.data, weights, sizeof(weights)).isOk());
+  auto prepared = device->prepareOp(op);
+  ASSERT_TRUE(prepared.isOk()) << prepared.status().toString();
+  const StepCounts counts{1, 1, 1, 1};
+  const float first[4] = {1, 1, 1, 1};
+  ASSERT_TRUE(device->copyToDevice(x.data, first, sizeof(first)).isOk());
+  ASSERT_TRUE(device->runOp(**prepared, counts).isOk()); // warm-up outside the capture
+  ASSERT_TRUE(device->beginCapture().isOk());
+  ASSERT_TRUE(device->runOp(**prepared, counts).isOk());
+  auto graph = device->endCapture();
+  ASSERT_TRUE(graph.isOk()) << graph.status().toString();
+  const float second[4] = {1, 0, 0, 2};
+  ASSERT_TRUE(device->copyToDevice(x.data, second, sizeof(second)).isOk());
+  ASSERT_TRUE(device->replay(**graph).isOk());
+  float result = 0;
+  ASSERT_TRUE(device->copyToHost(&result, y.data, sizeof(result)).isOk());
+  EXPECT_EQ(result, 9.0f); // 1*1 + 2*4, not the captured-time 10
+  graph->reset();
+  prepared->reset();
+  for (DeviceMemory *m : {&x, &w, &y})
+    device->free(*m);
 }
 
 } // namespace

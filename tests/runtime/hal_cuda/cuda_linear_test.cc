@@ -124,13 +124,31 @@ TEST_F(LinearTest, MixedDtypesNameTheOpTheDtypesAndTheFlag) {
   EXPECT_NE(describeError().message().find("x I32, W I32, y I32 is not supported"),
             std::string::npos);
 
-  bind(DType::BF16, DType::BF16, DType::BF16, true, DType::F32);
+  bind(DType::BF16, DType::BF16, DType::F32, true, DType::BF16);
   Status bias = describeError();
   EXPECT_EQ(bias.code(), StatusCode::kUnimplemented);
   EXPECT_EQ(bias.message(),
-            "cuda backend: op 'layers.0.attn.qkv' (Linear): bias F32 with y BF16 is not "
-            "supported: cuBLASLt's bias epilogue reads a bias of the output's dtype, so the plan "
-            "must store this bias as BF16 (recompile with --dtype bf16 using a kiln that does)");
+            "cuda backend: op 'layers.0.attn.qkv' (Linear): bias BF16 with y F32 is not "
+            "supported (biases are F32 or y's dtype); recompile with --dtype bf16");
+  bind(DType::F16, DType::F16, DType::F16, true, DType::BF16);
+  EXPECT_NE(describeError().message().find("bias BF16 with y F16 is not supported"),
+            std::string::npos);
+}
+
+// Plans keep biases F32 (plan.fbs); a half y gets its bias converted to y's dtype once.
+TEST_F(LinearTest, AnF32BiasOfAHalfOutputIsConvertedOnce) {
+  for (DType t : {DType::F16, DType::BF16}) {
+    bind(t, t, t, true, DType::F32);
+    auto gemm = describeLinear(op_);
+    ASSERT_TRUE(gemm.isOk()) << gemm.status().toString();
+    EXPECT_TRUE(gemm->convertBias);
+    EXPECT_EQ(gemm->epilogue, CUBLASLT_EPILOGUE_BIAS);
+    EXPECT_EQ(gemm->biasType, cudaTypeOf(t)); // what the converted copy holds
+  }
+  bind(DType::BF16, DType::BF16, DType::F32, true, DType::F32); // lm_head-like: F32 y, F32 bias
+  EXPECT_FALSE(describeLinear(op_)->convertBias);
+  bind(DType::BF16, DType::BF16, DType::BF16, true, DType::BF16);
+  EXPECT_FALSE(describeLinear(op_)->convertBias);
 }
 
 TEST_F(LinearTest, ShapeAndArityErrors) {
