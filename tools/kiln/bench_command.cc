@@ -50,8 +50,9 @@ const CommandSpec kBenchSpec = {
         {"--seed", "S", "seed of the random prompt ids (default 0)"},
         {"--no-batch1", "", "skip the batch-1 decode measurement"},
         {"--json", "", "print one JSON object instead of a table"},
-        {"--ignore-eos", "", "accepted for vLLM-style scripts; always on: every prompt generates "
-                             "exactly --output-len tokens"},
+        {"--ignore-eos", "",
+         "accepted for vLLM-style scripts; always on: every prompt generates "
+         "exactly --output-len tokens"},
         {"--ttft-len", "N", "also time the first token of one N-token prompt alone (default off)"},
         {"--ttft-repeats", "R", "timed --ttft-len runs after one warm-up (default 5)"},
         {"--no-verify-weights", "", "skip hashing every weight at load (large models)"},
@@ -282,7 +283,7 @@ Result<nlohmann::ordered_json> measureLongPromptTtft(rt::ServingModel &model,
   }
   const nlohmann::ordered_json latency = latencyJson(ttft);
   const auto [least, most] = std::minmax_element(ttft.begin(), ttft.end());
-  return nlohmann::ordered_json{{"input_len", c.ttftLen},   {"repeats", c.ttftRepeats},
+  return nlohmann::ordered_json{{"input_len", c.ttftLen},  {"repeats", c.ttftRepeats},
                                 {"mean", latency["mean"]}, {"p50", latency["p50"]},
                                 {"min", *least * 1e3},     {"max", *most * 1e3}};
 }

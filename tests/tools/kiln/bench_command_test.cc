@@ -1,5 +1,5 @@
-// `kiln bench --json` through the binary on the tiny-llama fixture compiled with --dtype bf16: every
-// documented field is present (docs/benchmarks.md), the rates are exactly the counts over the
+// `kiln bench --json` through the binary on the tiny-llama fixture compiled with --dtype bf16:
+// every documented field is present (docs/benchmarks.md), the rates are exactly the counts over the
 // elapsed time, the model section matches the artifact, and --ttft-len reports a consistent
 // long-prompt TTFT. Timings are never compared with a threshold.
 #include <gtest/gtest.h>
@@ -57,10 +57,10 @@ const std::string &fixtureArtifact() {
   static const std::string dir = [] {
     EXPECT_FALSE(temp.path.empty()) << "mkdtemp failed";
     const std::string out = temp.path + "/tiny-llama.kiln";
-    CommandResult r = runCommand(kKiln + " compile " + KILN_TEST_DATA_DIR +
-                                     "/models/tiny-llama -o " + out +
-                                     " --dtype bf16 --max-batch 4 --max-seq-len 160 --quiet",
-                                 true);
+    CommandResult r =
+        runCommand(kKiln + " compile " + KILN_TEST_DATA_DIR + "/models/tiny-llama -o " + out +
+                       " --dtype bf16 --max-batch 4 --max-seq-len 160 --quiet",
+                   true);
     EXPECT_EQ(r.exitCode, 0) << r.output;
     return out;
   }();
@@ -68,8 +68,8 @@ const std::string &fixtureArtifact() {
 }
 
 nlohmann::json benchJson(const std::string &flags) {
-  CommandResult r = runCommand(kKiln + " bench " + fixtureArtifact() + " " + flags + " --json",
-                               false);
+  CommandResult r =
+      runCommand(kKiln + " bench " + fixtureArtifact() + " " + flags + " --json", false);
   EXPECT_EQ(r.exitCode, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
   EXPECT_FALSE(j.is_discarded()) << r.output;
