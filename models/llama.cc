@@ -3,6 +3,8 @@
 // gate/up stay separate linears + silu + mul, so the fusion passes have real work to do.
 #include "models/builders.h"
 
+#include "compiler/emit/activation_dtype.h"
+
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -134,6 +136,9 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> LlamaBuilder::build() {
   const HfModelConfig &c = config_;
   mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc("model"));
   module->getOperation()->setAttr("kiln.model_type", b_.getStringAttr(c.modelType));
+  // --dtype stores the activations (and so the KV cache) in the weights' type: one compute dtype
+  // for the whole step, as transformers runs a model loaded with that torch_dtype.
+  module->getOperation()->setAttr(kActivationDtypeAttr, mlir::TypeAttr::get(options_.weightType));
   b_.setInsertionPointToEnd(module->getBody());
   auto funcType = b_.getFunctionType({}, {activation(c.vocabSize)});
   auto func = b_.create<mlir::func::FuncOp>(loc("step"), "step", funcType);

@@ -74,13 +74,41 @@ int weightInputOf(const std::string &kernelOp) {
   return kernelOp == "add_rms_norm" ? 2 : -1;
 }
 
+// The kernels are instantiated for the plan's activation dtype, which is also its KV cache's and
+// that of every non-weight buffer a kernel op touches (the fp32 logits are only ever written by
+// the lm_head Linear, a library op); --dtype is what set it, so the two must agree.
+Result<std::string> activationKernelDType(const CompileOptions &options,
+                                          const schema::PlanT &plan) {
+  const std::string fromFlag = options.dtype == "fp32"   ? "f32"
+                               : options.dtype == "fp16" ? "f16"
+                                                         : "bf16";
+  const std::string fromPlan = kernelDType(plan.activation_dtype);
+  if (fromPlan != fromFlag || !plan.kv_cache || kernelDType(plan.kv_cache->dtype) != fromPlan)
+    return internalError("--dtype " + options.dtype + ": the plan's activation dtype is " +
+                         schema::EnumNameDType(plan.activation_dtype) + " and its KV cache's " +
+                         (plan.kv_cache ? schema::EnumNameDType(plan.kv_cache->dtype) : "missing") +
+                         "; the GPU kernels need them to agree");
+  for (const auto &op : plan.ranks.at(0)->program)
+    for (const auto *list : {&op->inputs, &op->outputs})
+      for (uint32_t index : *list) {
+        const schema::BufferT &b = *plan.ranks.at(0)->buffers.at(index);
+        bool kernelOp = kernelOpOf(op->params.type) || op->params.type == OpParams::AttentionParams;
+        if (kernelOp && b.kind == schema::BufferKind::Activation &&
+            kernelDType(b.dtype) != fromPlan)
+          return internalError("op '" + op->name + "' runs a " + fromPlan + " kernel on buffer '" +
+                               b.name + "' of dtype " + schema::EnumNameDType(b.dtype));
+      }
+  return fromPlan;
+}
+
 Result<LlamaKernelParams> paramsFromPlan(const CompileOptions &options, const HfModelConfig &config,
-                                         const schema::RankT &rank) {
+                                         const schema::PlanT &plan) {
+  const schema::RankT &rank = *plan.ranks.at(0);
   LlamaKernelParams params;
   params.hidden = config.hiddenSize;
   params.intermediate = config.intermediateSize / options.tp;
   params.blockSize = options.kvBlockSize;
-  params.dtype = options.dtype == "fp32" ? "f32" : options.dtype == "fp16" ? "f16" : "bf16";
+  KILN_ASSIGN_OR_RETURN(params.dtype, activationKernelDType(options, plan));
   for (const auto &op : rank.program) {
     if (const auto *rope = op->params.AsRopeKvWriteParams())
       params.rotaryDim = rope->rotary_dim;
@@ -169,7 +197,7 @@ Status attachGpuKernels(const CompileOptions &options, const HfModelConfig &conf
   if (smTargets.empty() || plan.ranks.empty())
     return okStatus();
   auto start = std::chrono::steady_clock::now();
-  KILN_ASSIGN_OR_RETURN(LlamaKernelParams params, paramsFromPlan(options, config, *plan.ranks[0]));
+  KILN_ASSIGN_OR_RETURN(LlamaKernelParams params, paramsFromPlan(options, config, plan));
   std::vector<KernelInstance> instances = kernelsForLlama(params);
   matchWeightDTypes(*plan.ranks[0], instances);
   std::string names;

@@ -3,6 +3,7 @@
 #include "compiler/emit/plan_emitter.h"
 
 #include "compiler/dialect/kiln_dialect.h"
+#include "compiler/emit/activation_dtype.h"
 #include "compiler/emit/plan_header.h"
 #include "compiler/emit/weight_sources.h"
 #include "compiler/transforms/passes.h"
@@ -156,12 +157,15 @@ LogicalResult StepEmitter::defineActivation(mlir::Operation *op, unsigned result
   if (buffer->name.empty())
     buffer->name = op->getName().stripDialect().str() + "." + std::to_string(rank_->buffers.size());
   buffer->kind = schema::BufferKind::Activation;
-  buffer->dtype = schema::DType::F32;
+  // The same rule plan-memory sized the arena range with.
+  mlir::Type storage = activationStorageType(result);
+  buffer->dtype = storedDType(storage);
   buffer->rows = toRowScale(rowsOf(result));
   buffer->shape = {static_cast<uint64_t>(options_.maxTokensPerStep),
                    static_cast<uint64_t>(type.getDimSize(1))};
   buffer->arena_offset = static_cast<uint64_t>(offsets[resultIndex]);
-  buffer->size_bytes = buffer->shape[0] * buffer->shape[1] * sizeof(float);
+  buffer->size_bytes =
+      buffer->shape[0] * buffer->shape[1] * static_cast<uint64_t>(storageBytes(storage));
   bufferOf_[result] = addBuffer(std::move(buffer));
   return success();
 }

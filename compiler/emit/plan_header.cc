@@ -4,6 +4,7 @@
 
 #include "compiler/dialect/kiln_dialect.h"
 #include "compiler/dialect/source_slice.h"
+#include "compiler/emit/activation_dtype.h"
 #include "compiler/emit/weight_sources.h"
 #include "runtime/base/file.h"
 #include "schema/version.h"
@@ -107,9 +108,11 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   plan.kv_cache->num_kv_heads = static_cast<uint32_t>(config.numKvHeads / options.tp);
   plan.kv_cache->head_dim = static_cast<uint32_t>(config.headDim);
   plan.kv_cache->block_size = static_cast<uint32_t>(options.kvBlockSize);
-  plan.kv_cache->dtype = schema::DType::F32;
+  // --dtype: the cache holds k and v as the activations they are copied from (plan.fbs "dtype").
+  schema::DType activations = storedDType(moduleActivationType(module));
+  plan.kv_cache->dtype = activations;
 
-  plan.activation_dtype = schema::DType::F32;
+  plan.activation_dtype = activations;
   plan.tp = static_cast<uint32_t>(options.tp);
   plan.targets = options.targets;
   return mlir::success();

@@ -3,7 +3,10 @@
 // logits), live from its defining op to its last reader (the returned logits to the end), and
 // placed first-fit in 256-byte aligned ranges freed by dead values. An op's outputs never share
 // bytes with its inputs, except add_rms_norm's updated residual, which IS its residual operand.
+// Sizes use each value's storage type (compiler/emit/activation_dtype.h): --dtype bf16 halves every
+// activation but the fp32 logits.
 #include "compiler/dialect/kiln_dialect.h"
+#include "compiler/emit/activation_dtype.h"
 #include "compiler/transforms/passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -119,7 +122,7 @@ mlir::LogicalResult PlanMemoryPass::computeLiveRanges(mlir::func::FuncOp step) {
       }
       auto type = mlir::cast<mlir::RankedTensorType>(result.getType());
       int64_t bytes = static_cast<int64_t>(maxTokensPerStep) * type.getDimSize(1) *
-                      static_cast<int64_t>(type.getElementTypeBitWidth() / 8);
+                      storageBytes(activationStorageType(result));
       rangeOf_[result] = ranges_.size();
       ranges_.push_back({alignUp(bytes), i, i, -1});
     }
@@ -136,6 +139,12 @@ void PlanMemoryPass::runOnOperation() {
   if (maxTokensPerStep <= 0) {
     step.emitError() << "plan-memory needs max-tokens-per-step > 0, got "
                      << static_cast<int64_t>(maxTokensPerStep);
+    return signalPassFailure();
+  }
+  mlir::Type storage = moduleActivationType(getOperation());
+  if (!storage.isF32() && !storage.isF16() && !storage.isBF16()) {
+    getOperation().emitError() << kActivationDtypeAttr << " must be f32, f16 or bf16, got "
+                               << storage;
     return signalPassFailure();
   }
   if (failed(computeLiveRanges(step)))

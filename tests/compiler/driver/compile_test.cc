@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <sstream>
 
 namespace kiln::compiler {
@@ -246,6 +247,68 @@ TEST_F(CompileTest, StoresWeightsInTheRequestedDtype) {
   }
   EXPECT_EQ(artifact->plan().model()->rope_scaling()->str(), "llama3");
   EXPECT_EQ(artifact->plan().model()->source_dtype(), schema::DType::F16);
+}
+
+// The activations' dtypes of `rank`: {non-logits activation dtypes} and the logits-path ones
+// (Rank.logits and, at tp > 1, the lm_head shard its AllGather gathers).
+struct ActivationDtypes {
+  std::set<schema::DType> hidden, logits;
+};
+ActivationDtypes activationDtypes(const schema::Rank &rank) {
+  std::set<uint32_t> logitsPath = {rank.logits()};
+  for (const schema::Op *op : *rank.program())
+    if (op->params_type() == OpParams::AllGatherParams && op->outputs()->Get(0) == rank.logits())
+      logitsPath.insert(op->inputs()->Get(0));
+  ActivationDtypes dtypes;
+  for (uint32_t i = 0; i < rank.buffers()->size(); ++i) {
+    const schema::Buffer *b = rank.buffers()->Get(i);
+    if (b->kind() == schema::BufferKind::Activation)
+      (logitsPath.count(i) ? dtypes.logits : dtypes.hidden).insert(b->dtype());
+  }
+  return dtypes;
+}
+
+// --dtype bf16|fp16 (plan.fbs "Dtypes") on the tiny-llama fixture at 256 tokens per step: the
+// plan's activation and KV dtypes, every activation but the fp32 logits in the dtype, and at
+// --tp 2 the lm_head shard that the AllGather gathers is fp32 too. Each artifact passes the
+// loader's plan checks. With vocab 512 over hidden 64 the arena's peak is at the lm_head: the
+// fp32 logits (256 x 512 x 4 = 524288 bytes) plus its input rows (256 x 64 x 4 = 65536 in fp32,
+// half that in bf16/fp16); at --tp 2 also the fp32 shard (256 x 256 x 4 = 262144).
+TEST_F(CompileTest, HalfDtypesStoreActivationsAndKvCacheInTheDtype) {
+  std::string model = fixtureModel("tiny-llama");
+  if (!fs::exists(model))
+    GTEST_SKIP() << "fixture absent: " << model;
+  struct Case {
+    std::string dtype;
+    int64_t tp;
+    schema::DType expected;
+    uint64_t arenaBytes;
+  };
+  for (const Case &c : {Case{"fp32", 1, schema::DType::F32, 524288 + 65536},
+                        Case{"bf16", 1, schema::DType::BF16, 524288 + 32768},
+                        Case{"fp16", 1, schema::DType::F16, 524288 + 32768},
+                        Case{"bf16", 2, schema::DType::BF16, 262144 + 524288 + 32768}}) {
+    SCOPED_TRACE(c.dtype + " tp " + std::to_string(c.tp));
+    fs::remove_all(outDir_);
+    CompileOptions o = options(model);
+    o.dtype = c.dtype;
+    o.tp = c.tp;
+    o.maxBatch = 4;
+    o.maxSeqLen = 64;
+    ASSERT_TRUE(compileModel(o).isOk()) << log_.str();
+    auto artifact = load();
+    ASSERT_TRUE(artifact);
+    const schema::Plan &plan = artifact->plan();
+    EXPECT_EQ(plan.activation_dtype(), c.expected);
+    EXPECT_EQ(plan.kv_cache()->dtype(), c.expected);
+    for (int r = 0; r < c.tp; ++r) {
+      const schema::Rank &rank = artifact->rank(r);
+      ActivationDtypes dtypes = activationDtypes(rank);
+      EXPECT_EQ(dtypes.hidden, std::set<schema::DType>{c.expected});
+      EXPECT_EQ(dtypes.logits, std::set<schema::DType>{schema::DType::F32});
+      EXPECT_EQ(rank.arena_bytes(), c.arenaBytes);
+    }
+  }
 }
 
 TEST_F(CompileTest, TiedBf16FixtureCompilesWithOneTable) {

@@ -135,6 +135,30 @@ TEST_F(GpuKernelsTest, Bf16UsesHalfActivationsAndStoredWeightDtypes) {
     kernels.insert(name->str());
   EXPECT_TRUE(kernels.count("kiln_rms_norm_bf16_64_32_f32")) << *kernels.begin();
   EXPECT_TRUE(kernels.count("kiln_embedding_bf16_64_32_bf16"));
+  // The bf16 kernels run on what the plan describes: bf16 activations and KV cache, so every
+  // kernel op's non-weight buffers share one dtype (the cuda backend's launch rule). Only the
+  // lm_head, a library op, touches the fp32 logits.
+  EXPECT_EQ(plan.activation_dtype(), schema::DType::BF16);
+  EXPECT_EQ(plan.kv_cache()->dtype(), schema::DType::BF16);
+  const schema::Rank &rank = *plan.ranks()->Get(0);
+  int kernelOps = 0;
+  for (const schema::Op *op : *rank.program()) {
+    bool library = !op->kernel() || op->kernel()->size() == 0;
+    kernelOps += !library;
+    for (const auto *list : {op->inputs(), op->outputs()})
+      for (uint32_t index : *list) {
+        const schema::Buffer *b = rank.buffers()->Get(index);
+        if (b->kind() != schema::BufferKind::Activation)
+          continue;
+        bool logits = index == rank.logits();
+        EXPECT_EQ(b->dtype(), logits ? schema::DType::F32 : schema::DType::BF16)
+            << op->name()->str() << " " << b->name()->str();
+        if (logits)
+          EXPECT_TRUE(library && op->name()->str() == "lm_head") << op->name()->str();
+      }
+  }
+  // embed; per layer the two norms, rope_kv_write, attention and silu_mul; final norm, gather.
+  EXPECT_EQ(kernelOps, 1 + 2 * 5 + 2);
 }
 
 TEST_F(GpuKernelsTest, UnknownTargetsNameTheFlag) {

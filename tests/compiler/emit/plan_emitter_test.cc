@@ -253,6 +253,57 @@ TEST_F(PlanEmitterTest, WeightSourcesConcatenateAndConvert) {
   }
 }
 
+// --dtype bf16/fp16 (plan.fbs "Dtypes"): activation_dtype, the KV cache and every activation but
+// the logits in that dtype, sized at 2 bytes an element; the logits stay F32 at 4. Weights follow
+// --dtype for the matrices only.
+TEST_F(PlanEmitterTest, HalfDtypeStoresActivationsAndKvInItWithFp32Logits) {
+  auto f32 = emit();
+  ASSERT_TRUE(succeeded(f32)) << errors_;
+  EXPECT_EQ(f32->plan.activation_dtype, schema::DType::F32);
+  EXPECT_EQ(f32->plan.kv_cache->dtype, schema::DType::F32);
+  const uint64_t f32Arena = f32->plan.ranks[0]->arena_bytes;
+  const std::pair<mlir::Type, schema::DType> halves[] = {
+      {mlir::BFloat16Type::get(&context_), schema::DType::BF16},
+      {mlir::Float16Type::get(&context_), schema::DType::F16}};
+  for (auto [type, dtype] : halves) {
+    SCOPED_TRACE(schema::EnumNameDType(dtype));
+    auto contents = emit(type);
+    ASSERT_TRUE(succeeded(contents)) << errors_;
+    const schema::PlanT &plan = contents->plan;
+    const schema::RankT &rank = *plan.ranks.at(0);
+    EXPECT_EQ(plan.activation_dtype, dtype);
+    EXPECT_EQ(plan.kv_cache->dtype, dtype);
+    int halfActivations = 0;
+    for (size_t i = 0; i < rank.buffers.size(); ++i) {
+      const schema::BufferT &b = *rank.buffers[i];
+      if (b.kind != BufferKind::Activation)
+        continue;
+      const bool logits = i == rank.logits;
+      EXPECT_EQ(b.dtype, logits ? schema::DType::F32 : dtype) << b.name;
+      EXPECT_EQ(b.size_bytes, b.shape[0] * b.shape[1] * (logits ? 4 : 2)) << b.name;
+      EXPECT_EQ(b.arena_offset % 256, 0u) << b.name;
+      EXPECT_LE(b.arena_offset + b.size_bytes, rank.arena_bytes) << b.name;
+      halfActivations += !logits;
+    }
+    // embed; per layer norm, qkv, q, attention, o, mlp_norm y, gate_up, silu_mul, down; the
+    // final norm's y and the gathered rows (the residual is updated in place: no buffer).
+    EXPECT_EQ(halfActivations, 1 + 2 * 9 + 2);
+    const schema::OpT *head = findOp(rank, "lm_head");
+    ASSERT_TRUE(head);
+    EXPECT_EQ(rank.buffers[head->inputs[0]]->dtype, dtype);          // reads half rows
+    EXPECT_EQ(rank.buffers[head->inputs[1]]->dtype, dtype);          // the tied table
+    EXPECT_EQ(rank.buffers[head->outputs[0]]->dtype, schema::DType::F32);  // writes fp32 logits
+    for (const auto &b : rank.buffers)
+      if (b->name == "final_norm.weight" || b->name == "rope.inv_freq")
+        EXPECT_EQ(b->dtype, schema::DType::F32) << b->name;
+    // The peak is in the MLP (residual, normed rows, gate_up and silu_mul outputs at 32 rows),
+    // all of it halved; the fp32 logits (32 x 100 x 4 = 12800 bytes) fit into ranges freed by
+    // then in both layouts, so the arena is exactly half.
+    EXPECT_EQ(f32Arena, 49152u);
+    EXPECT_EQ(rank.arena_bytes, 24576u);
+  }
+}
+
 TEST_F(PlanEmitterTest, RefusesUnfusedOrUnplannedModules) {
   auto unfused = emit(/*weightType=*/{}, /*fuse=*/false);
   EXPECT_TRUE(failed(unfused));

@@ -1,6 +1,7 @@
 // plan-memory: recompute every activation's live range independently and check the assigned
 // arena ranges: no two values live at the same time share a byte, offsets are 256-aligned,
 // add_rms_norm updates its residual in place, and reuse makes the arena smaller than the sum.
+#include "compiler/emit/activation_dtype.h"
 #include "tests/compiler/transforms/small_llama.h"
 
 #include <algorithm>
@@ -21,7 +22,8 @@ struct Placed {
 constexpr int64_t kRows = 64;
 
 // One entry per buffer: an updated residual extends its operand's entry instead of adding one.
-std::vector<Placed> placedBuffers(mlir::func::FuncOp step) {
+// Activations take `elementBytes` (the module's --dtype), the returned logits always 4 (fp32).
+std::vector<Placed> placedBuffers(mlir::func::FuncOp step, int64_t elementBytes = 4) {
   std::vector<mlir::Operation *> ops;
   for (mlir::Operation &op : step.getBody().front())
     ops.push_back(&op);
@@ -46,17 +48,21 @@ std::vector<Placed> placedBuffers(mlir::func::FuncOp step) {
         continue;
       }
       int64_t width = mlir::cast<mlir::RankedTensorType>(result.getType()).getDimSize(1);
+      bool returned = llvm::any_of(result.getUsers(), [](mlir::Operation *user) {
+        return mlir::isa<mlir::func::ReturnOp>(user);
+      });
       entryOf[result] = placed.size();
-      placed.push_back({opName(ops[i]), offsets[r], kRows * width * 4, i, i});
+      placed.push_back(
+          {opName(ops[i]), offsets[r], kRows * width * (returned ? 4 : elementBytes), i, i});
     }
   }
   return placed;
 }
 
-void checkPlan(mlir::ModuleOp module) {
+void checkPlan(mlir::ModuleOp module, int64_t elementBytes = 4) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   int64_t arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr).getInt();
-  std::vector<Placed> placed = placedBuffers(step);
+  std::vector<Placed> placed = placedBuffers(step, elementBytes);
   ASSERT_FALSE(placed.empty());
   int64_t sum = 0;
   for (const Placed &p : placed) {
@@ -111,6 +117,44 @@ TEST(PlanMemoryTest, LogitsStayLiveToTheEnd) {
   ASSERT_NE(logits, placed.end());
   EXPECT_EQ(logits->bytes, kRows * 100 * 4);
   EXPECT_EQ(logits->last, step.getBody().front().getOperations().size());
+}
+
+int64_t arenaOf(mlir::ModuleOp module) {
+  auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
+  return step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr).getInt();
+}
+
+// --dtype bf16/fp16: the builder marks the module (kiln.activation_dtype) and every activation but
+// the fp32 logits is planned at 2 bytes an element; with the same liveness the arena shrinks.
+TEST(PlanMemoryTest, HalfActivationsArePlannedAtTheirSize) {
+  mlir::MLIRContext context;
+  auto f32 = buildSmallLlama(context, smallLlamaConfig());
+  ASSERT_EQ(runPasses(*f32, createFuseQkvPass(), createFuseGateUpPass(),
+                      createFuseAddRmsNormPass(), createPlanMemoryPass(kRows)),
+            "");
+  for (mlir::Type type : {mlir::Type(mlir::BFloat16Type::get(&context)),
+                          mlir::Type(mlir::Float16Type::get(&context))}) {
+    auto half = buildSmallLlama(context, smallLlamaConfig(), type);
+    ASSERT_EQ(half->getOperation()->getAttrOfType<mlir::TypeAttr>(kActivationDtypeAttr).getValue(),
+              type);
+    ASSERT_EQ(runPasses(*half, createFuseQkvPass(), createFuseGateUpPass(),
+                        createFuseAddRmsNormPass(), createPlanMemoryPass(kRows)),
+              "");
+    checkPlan(*half, 2);
+    // The peak is in the MLP, where no logits are live: every byte of it halves.
+    EXPECT_EQ(arenaOf(*half) * 2, arenaOf(*f32));
+  }
+}
+
+TEST(PlanMemoryTest, RejectsANonFloatActivationDtype) {
+  mlir::MLIRContext context;
+  auto module = buildSmallLlama(context, smallLlamaConfig());
+  module->getOperation()->setAttr(kActivationDtypeAttr,
+                                  mlir::TypeAttr::get(mlir::IntegerType::get(&context, 8)));
+  std::string errors = runPasses(*module, createPlanMemoryPass(kRows));
+  EXPECT_NE(errors.find("kiln.activation_dtype must be f32, f16 or bf16, got 'i8'"),
+            std::string::npos)
+      << errors;
 }
 
 TEST(PlanMemoryTest, RejectsMissingMaxima) {
