@@ -78,6 +78,7 @@ struct GenerationResult {
   Usage usage;
   Status error; // the first sample error (finish reason error)
   bool finished = false;
+  bool cancelled = false; // cancelled because the client went away before it finished
 };
 
 // Folds one engine output into `result` (grows samples as indices appear).

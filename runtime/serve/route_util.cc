@@ -107,7 +107,8 @@ std::optional<Submitted> submitGeneration(RouteContext &ctx, ServeModel &model,
     std::vector<int32_t> promptIds = engineRequest.promptIds;
     Result<RequestHandle> handle = model.engine().submit(std::move(engineRequest));
     if (!handle.isOk()) {
-      // Only a shutdown that began meanwhile gets here (everything else was checked above).
+      // Settings the engine rejects fail the first prompt, before anything ran; a later prompt
+      // fails only when a shutdown began meanwhile: take back the ones already submitted.
       for (const RequestHandle &submitted : out.handles)
         (void)model.engine().cancel(submitted.id);
       sendError(res, errorFromStatus(handle.status()), style);
@@ -136,12 +137,14 @@ std::unique_ptr<StreamSession> makeSession(RouteContext &ctx, Submitted &submitt
                                                  std::move(formatter),
                                                  std::move(submitted.promptIds), n);
   auto start = submitted.start;
-  session->setOnFinished([&ctx, start](const std::vector<GenerationResult> &results, bool,
-                                       int32_t cancelled) {
+  session->setOnFinished([&ctx, start](const std::vector<GenerationResult> &results, bool) {
     double seconds = secondsSince(start);
-    for (const GenerationResult &result : results)
-      ctx.metrics.observeRequest(firstReason(result), seconds);
-    ctx.metrics.countCancelled(cancelled);
+    for (const GenerationResult &result : results) {
+      // A cancelled request ends as abort even if some of its samples had already finished.
+      ctx.metrics.observeRequest(result.cancelled ? FinishReason::kAbort : firstReason(result),
+                                 seconds);
+      ctx.metrics.countCancelled(result.cancelled ? 1 : 0);
+    }
   });
   return session;
 }
@@ -154,7 +157,12 @@ struct ChunkedState {
   std::optional<Admission::Ticket> ticket;
   std::unique_ptr<StreamSession> session;
   std::chrono::steady_clock::time_point lastWrite = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point lastCheck = lastWrite;
 };
+
+// How often a whole answer in progress checks its connection while outputs keep arriving (the
+// session checks only when none came within its poll).
+constexpr std::chrono::milliseconds kLivenessInterval{100};
 
 // Pumps the session into the sink; with `heartbeat`, writes a space when nothing was written for
 // kHeartbeatInterval. Returns what httplib's chunked provider returns.
@@ -165,15 +173,24 @@ bool pumpChunked(ChunkedState &state, httplib::DataSink &sink, bool heartbeat) {
   };
   auto alive = [&sink] { return sink.is_writable(); };
   switch (state.session->pump(write, alive, [&state] { state.ticket.reset(); })) {
-  case StreamSession::Pump::kMore:
-    if (!heartbeat || std::chrono::steady_clock::now() - state.lastWrite < kHeartbeatInterval ||
-        write(" "))
+  case StreamSession::Pump::kMore: {
+    if (!heartbeat)
       return true;
-    // A closed connection often takes the first write quietly and fails the next: that is when
-    // the requests get cancelled, about two heartbeats after the client left.
+    // httplib's is_writable peeks the socket, so a client's FIN shows here without a write. A
+    // peer gone without one shows when a heartbeat write fails (the first write after it left
+    // often succeeds and draws the reset; the next one fails).
+    auto now = std::chrono::steady_clock::now();
+    bool connected = true;
+    if (now - state.lastCheck >= kLivenessInterval) {
+      state.lastCheck = now;
+      connected = sink.is_writable();
+    }
+    if (connected && (now - state.lastWrite < kHeartbeatInterval || write(" ")))
+      return true;
     state.session->abandon();
     state.ticket.reset();
     return false;
+  }
   case StreamSession::Pump::kDone:
     sink.done();
     return true;

@@ -33,7 +33,7 @@ void StreamSession::finish() {
     return;
   done_ = true;
   if (onFinished_)
-    onFinished_(results_, clientGone_, cancelled_);
+    onFinished_(results_, clientGone_);
 }
 
 StreamSession::Pump StreamSession::cancelAll() {
@@ -41,12 +41,17 @@ StreamSession::Pump StreamSession::cancelAll() {
     return clientGone_ ? Pump::kClientGone : Pump::kDone;
   clientGone_ = true;
   for (size_t p = 0; p < handles_.size(); ++p) {
-    if (results_[p].finished)
+    GenerationResult &result = results_[p];
+    if (result.finished)
       continue;
-    // NOT_FOUND just means the request finished meanwhile; either way nothing is left to free.
-    if (engine_.cancel(handles_[p].id).isOk())
-      ++cancelled_;
-    for (SampleResult &sample : results_[p].samples)
+    if (engine_.cancel(handles_[p].id).isOk()) {
+      result.cancelled = true;
+    } else {
+      // NOT_FOUND: it finished meanwhile; its last outputs are in the stream (or about to be).
+      while (std::optional<RequestOutput> out = handles_[p].stream->tryNext())
+        applyOutput(result, *out);
+    }
+    for (SampleResult &sample : result.samples)
       if (sample.finishReason == FinishReason::kNone)
         sample.finishReason = FinishReason::kAbort;
   }

@@ -60,10 +60,9 @@ public:
   const std::vector<GenerationResult> &results() const { return results_; }
   bool done() const { return done_; }
   bool clientGone() const { return clientGone_; }
-  // Called once when the response ends (finished or cancelled), for metrics. `cancelled` counts
-  // the engine requests the disconnect cancelled before they finished.
-  using FinishedCallback = std::function<void(const std::vector<GenerationResult> &,
-                                              bool clientGone, int32_t cancelled)>;
+  // Called once when the response ends (finished or cancelled), for metrics.
+  using FinishedCallback =
+      std::function<void(const std::vector<GenerationResult> &, bool clientGone)>;
   void setOnFinished(FinishedCallback callback) { onFinished_ = std::move(callback); }
 
 private:
@@ -79,7 +78,6 @@ private:
   std::unique_ptr<StreamFormatter> formatter_;
   std::vector<GenerationResult> results_;
   size_t unfinished_ = 0;
-  int32_t cancelled_ = 0;
   bool begun_ = false;
   bool done_ = false;
   bool clientGone_ = false;
