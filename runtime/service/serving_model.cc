@@ -7,6 +7,7 @@
 #include "runtime/service/text_hooks.h"
 
 #include <filesystem>
+#include <sstream>
 
 namespace kiln::rt {
 namespace {
@@ -51,6 +52,69 @@ Result<ChatSpecialTokens> loadSpecialTokens(const Artifact &artifact) {
   return specialTokensFromTokenizerConfig(config);
 }
 
+std::string formatFraction(double value) {
+  std::ostringstream text;
+  text << value;
+  return text.str();
+}
+
+// The KV cache knobs for `kind`: --kv-cache-mb on cpu, --gpu-memory-utilization (default 0.9)
+// or --kv-cache-mb on cuda.
+Result<ExecutorOptions> kvCacheOptions(const ServingOptions &options, DeviceKind kind) {
+  const double fraction = options.gpuMemoryUtilization;
+  if (!(fraction >= 0 && fraction <= 1)) // also NaN
+    return outOfRange("--gpu-memory-utilization " + formatFraction(fraction) +
+                      " is outside (0, 1]");
+  ExecutorOptions executor;
+  if (kind == DeviceKind::kCpu) {
+    if (fraction > 0)
+      return invalidArgument("--gpu-memory-utilization applies to CUDA devices; on cpu the KV "
+                             "cache size is --kv-cache-mb");
+    executor.kvCacheBytes = options.kvCacheBytes ? options.kvCacheBytes : kDefaultCpuKvCacheBytes;
+    return executor;
+  }
+  if (fraction > 0 && options.kvCacheBytes)
+    return invalidArgument("--kv-cache-mb and --gpu-memory-utilization both size the KV cache: "
+                           "give one of them");
+  if (options.kvCacheBytes)
+    executor.kvCacheBytes = options.kvCacheBytes;
+  else
+    executor.memoryUtilization = fraction > 0 ? fraction : kDefaultGpuMemoryUtilization;
+  return executor;
+}
+
+// Places the artifact's ranks (--device, --devices) and builds its runner: one executor for
+// tp 1, a MultiRankRunner otherwise.
+Status createRunner(const Artifact &artifact, const ServingOptions &options,
+                    ExecutorOptions executorOptions, std::unique_ptr<Device> &device,
+                    std::unique_ptr<ModelRunner> &runner) {
+  RankPlacementRequest request;
+  request.artifactDir = artifact.directory();
+  request.tp = static_cast<int>(artifact.plan().tp());
+  request.device = options.device;
+  request.devices = options.devices;
+  KILN_ASSIGN_OR_RETURN(DeviceName name, parseDeviceName(options.device));
+  if (name.kind == DeviceKind::kCuda)
+    request.visible = countCudaDevices();
+  KILN_ASSIGN_OR_RETURN(RankPlacement placement, placeRanks(request));
+  if (request.tp == 1) {
+    KILN_ASSIGN_OR_RETURN(device, createDevice(placement.deviceName(0)));
+    KILN_ASSIGN_OR_RETURN(runner, Executor::create(artifact, *device, executorOptions));
+    return okStatus();
+  }
+  // One device and executor per rank; on cpu the ranks share the host's memory, so the default
+  // cache is split between them (same block count as tp 1: each holds 1/tp of a block).
+  if (!options.kvCacheBytes && placement.kind == DeviceKind::kCpu)
+    executorOptions.kvCacheBytes /= request.tp;
+  MultiRankOptions multiRank;
+  multiRank.device = placement.kind == DeviceKind::kCpu ? "cpu" : "cuda";
+  multiRank.devices = placement.ordinals;
+  multiRank.executor = executorOptions;
+  multiRank.log = options.log;
+  KILN_ASSIGN_OR_RETURN(runner, MultiRankRunner::create(artifact, multiRank));
+  return okStatus();
+}
+
 } // namespace
 
 struct ServingModel::TextHooks {
@@ -64,28 +128,14 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
                                                          const ServingOptions &options) {
   std::unique_ptr<ServingModel> model(new ServingModel());
   model->modelName_ = modelNameOf(artifactDir);
+  // Flag errors that need no artifact come before the (possibly long) weight verification.
+  KILN_ASSIGN_OR_RETURN(DeviceName deviceName, parseDeviceName(options.device));
+  KILN_ASSIGN_OR_RETURN(ExecutorOptions executorOptions, kvCacheOptions(options, deviceName.kind));
   LoadOptions loadOptions;
   loadOptions.verifyWeights = options.verifyWeights;
   KILN_ASSIGN_OR_RETURN(model->artifact_, Artifact::load(artifactDir, loadOptions));
-  ExecutorOptions executorOptions;
-  executorOptions.kvCacheBytes = options.kvCacheBytes ? options.kvCacheBytes
-                                                      : kDefaultCpuKvCacheBytes;
-  uint32_t tp = model->artifact_->plan().tp();
-  if (tp > 1) {
-    // One device and executor per rank; on cpu the ranks share the host's memory, so the
-    // default cache is split between them (same block count as tp 1: each holds 1/tp of a block).
-    if (!options.kvCacheBytes && options.device == "cpu")
-      executorOptions.kvCacheBytes /= tp;
-    MultiRankOptions multiRank;
-    multiRank.device = options.device;
-    multiRank.executor = executorOptions;
-    KILN_ASSIGN_OR_RETURN(model->executor_,
-                          MultiRankRunner::create(*model->artifact_, multiRank));
-  } else {
-    KILN_ASSIGN_OR_RETURN(model->device_, createDevice(options.device));
-    KILN_ASSIGN_OR_RETURN(model->executor_,
-                          Executor::create(*model->artifact_, *model->device_, executorOptions));
-  }
+  KILN_RETURN_IF_ERROR(
+      createRunner(*model->artifact_, options, executorOptions, model->device_, model->executor_));
 
   EngineConfig config;
   config.runner = model->executor_.get();

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,9 +19,17 @@
 
 namespace kiln::rt {
 
+inline constexpr double kDefaultGpuMemoryUtilization = 0.9;
+
 struct ServingOptions {
-  std::string device = "cpu";
-  size_t kvCacheBytes = 0;       // 0: 256 MiB on cpu
+  std::string device = "cpu"; // cpu, cuda (GPU 0) or cuda:N
+  // --devices: rank r of a tensor-parallel artifact runs on CUDA GPU devices[r]; repeated
+  // ordinals share a GPU (the staged communicator then). Empty: GPU r. CUDA only.
+  std::vector<int> devices;
+  size_t kvCacheBytes = 0; // 0: 256 MiB on cpu; on cuda, the utilization decides
+  // --gpu-memory-utilization, in (0, 1]: the KV cache takes what keeps each GPU's used memory at
+  // or below this fraction. 0: 0.9 on cuda unless kvCacheBytes is given; an error on cpu.
+  double gpuMemoryUtilization = 0;
   int32_t maxBatch = 0;          // 0: the compiled maximum; above it is an error naming the flag
   int32_t maxTokensPerStep = 0;  // 0: the compiled maximum
   int32_t maxSeqLen = 0;         // 0: the compiled maximum
@@ -28,6 +37,9 @@ struct ServingOptions {
   bool verifyWeights = true;
   std::optional<uint64_t> seed;  // for unseeded requests
   std::string chatTemplate;      // Jinja source overriding the artifact's template (--chat-template)
+  // Receives one-line notes made while loading (which collectives a tp artifact uses); null:
+  // none.
+  std::function<void(const std::string &)> log;
 };
 
 class ServingModel {

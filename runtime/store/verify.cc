@@ -2,6 +2,7 @@
 
 #include "runtime/artifact/artifact.h"
 #include "runtime/exec/executor.h"
+#include "runtime/exec/multi_rank_runner.h"
 #include "runtime/hal/device.h"
 #include "schema/version.h"
 
@@ -16,11 +17,13 @@ namespace {
 
 struct Loaded {
   std::unique_ptr<Artifact> artifact;
-  std::unique_ptr<Device> device;
-  std::unique_ptr<Executor> executor;
+  std::unique_ptr<Device> device; // tp 1
+  std::unique_ptr<ModelRunner> runner;
 };
 
-Result<Loaded> load(const std::string &dir, const std::string &deviceName, int32_t longest) {
+// One executor for tp 1, every rank (MultiRankRunner) otherwise, placed by --device/--devices.
+Result<Loaded> load(const std::string &dir, const std::string &deviceName,
+                    const std::vector<int> &devices, int32_t longest) {
   Loaded loaded;
   KILN_ASSIGN_OR_RETURN(loaded.artifact, Artifact::load(dir));
   const schema::CompiledLimits &limits = *loaded.artifact->plan().limits();
@@ -28,12 +31,29 @@ Result<Loaded> load(const std::string &dir, const std::string &deviceName, int32
     return outOfRange("a verify case has " + std::to_string(longest) +
                       " tokens (prompt + expected ids); the artifact's compiled max_seq_len is " +
                       std::to_string(limits.max_seq_len()) + " (recompile with --max-seq-len)");
-  KILN_ASSIGN_OR_RETURN(loaded.device, createDevice(deviceName));
+  RankPlacementRequest request;
+  request.artifactDir = dir;
+  request.tp = static_cast<int>(loaded.artifact->plan().tp());
+  request.device = deviceName;
+  request.devices = devices;
+  KILN_ASSIGN_OR_RETURN(DeviceName name, parseDeviceName(deviceName));
+  if (name.kind == DeviceKind::kCuda)
+    request.visible = countCudaDevices();
+  KILN_ASSIGN_OR_RETURN(RankPlacement placement, placeRanks(request));
   int32_t blockSize = int32_t(loaded.artifact->plan().kv_cache()->block_size());
   ExecutorOptions options;
   options.numKvBlocks = std::max(1, (longest + blockSize - 1) / blockSize);
-  KILN_ASSIGN_OR_RETURN(loaded.executor,
-                        Executor::create(*loaded.artifact, *loaded.device, options));
+  if (request.tp == 1) {
+    KILN_ASSIGN_OR_RETURN(loaded.device, createDevice(placement.deviceName(0)));
+    KILN_ASSIGN_OR_RETURN(loaded.runner,
+                          Executor::create(*loaded.artifact, *loaded.device, options));
+    return loaded;
+  }
+  MultiRankOptions multiRank;
+  multiRank.device = placement.kind == DeviceKind::kCpu ? "cpu" : "cuda";
+  multiRank.devices = placement.ordinals;
+  multiRank.executor = options;
+  KILN_ASSIGN_OR_RETURN(loaded.runner, MultiRankRunner::create(*loaded.artifact, multiRank));
   return loaded;
 }
 
@@ -43,7 +63,7 @@ int32_t argmax(const float *row, int32_t size) {
 
 // Logits of every position of `tokens` (rows [0, tokens.size())), fed as prompt chunks of at most
 // max_tokens_per_step and then the rest one token at a time, as decode steps.
-Result<std::vector<float>> teacherForced(Executor &executor, const std::vector<int32_t> &tokens,
+Result<std::vector<float>> teacherForced(ModelRunner &executor, const std::vector<int32_t> &tokens,
                                          size_t promptLength) {
   const RunnerLimits &limits = executor.limits();
   SequenceStep step;
@@ -162,8 +182,8 @@ Result<VerifyReport> verifyArtifact(const std::string &artifactDir, const Verify
   int32_t longest = 0;
   for (const GoldenCase &c : golden.cases)
     longest = std::max(longest, int32_t(c.promptIds.size() + c.expectedIds.size()));
-  KILN_ASSIGN_OR_RETURN(Loaded loaded, load(artifactDir, options.device, longest));
-  int32_t vocab = loaded.executor->limits().vocabSize;
+  KILN_ASSIGN_OR_RETURN(Loaded loaded, load(artifactDir, options.device, options.devices, longest));
+  int32_t vocab = loaded.runner->limits().vocabSize;
   if (vocab != golden.vocabSize)
     return invalidArgument("the golden's vocab_size is " + std::to_string(golden.vocabSize) +
                            " but the artifact's is " + std::to_string(vocab) +
@@ -174,7 +194,7 @@ Result<VerifyReport> verifyArtifact(const std::string &artifactDir, const Verify
     std::vector<int32_t> tokens = c.promptIds;
     tokens.insert(tokens.end(), c.expectedIds.begin(), c.expectedIds.end());
     KILN_ASSIGN_OR_RETURN(std::vector<float> logits,
-                          teacherForced(*loaded.executor, tokens, c.promptIds.size()));
+                          teacherForced(*loaded.runner, tokens, c.promptIds.size()));
     report.cases.push_back(compareCase(c, logits, vocab, golden.logitsTolerance));
   }
   return report;
@@ -202,7 +222,7 @@ GoldenRow topKRow(const float *row, int32_t vocab, int32_t position, int32_t top
 }
 
 // Greedy decoding of one prompt, recording the ids and each predicting row.
-Result<GoldenCase> recordCase(Executor &executor, const std::vector<int32_t> &prompt,
+Result<GoldenCase> recordCase(ModelRunner &executor, const std::vector<int32_t> &prompt,
                               const RecordOptions &options) {
   const RunnerLimits &limits = executor.limits();
   GoldenCase c;
@@ -250,11 +270,11 @@ Result<VerifyGolden> recordGolden(const std::string &artifactDir, const RecordOp
       return invalidArgument("a prompt to record is empty");
     longest = std::max(longest, int32_t(p.size()) + options.maxTokens);
   }
-  KILN_ASSIGN_OR_RETURN(Loaded loaded, load(artifactDir, options.device, longest));
+  KILN_ASSIGN_OR_RETURN(Loaded loaded, load(artifactDir, options.device, options.devices, longest));
   const schema::ModelInfo &model = *loaded.artifact->plan().model();
   if (prompts.empty())
     prompts.push_back({model.bos_token_id() >= 0 ? model.bos_token_id() : 0});
-  int32_t vocab = loaded.executor->limits().vocabSize;
+  int32_t vocab = loaded.runner->limits().vocabSize;
   VerifyGolden golden;
   std::filesystem::path dir(artifactDir);
   golden.model = (dir.has_filename() ? dir : dir.parent_path()).stem().string();
@@ -268,7 +288,7 @@ Result<VerifyGolden> recordGolden(const std::string &artifactDir, const RecordOp
       if (id < 0 || id >= vocab)
         return invalidArgument("prompt " + std::to_string(i) + ": token id " + std::to_string(id) +
                                " is outside the vocabulary [0, " + std::to_string(vocab) + ")");
-    KILN_ASSIGN_OR_RETURN(GoldenCase c, recordCase(*loaded.executor, prompts[i], options));
+    KILN_ASSIGN_OR_RETURN(GoldenCase c, recordCase(*loaded.runner, prompts[i], options));
     c.name = "case" + std::to_string(i);
     golden.cases.push_back(std::move(c));
   }

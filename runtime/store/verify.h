@@ -13,7 +13,8 @@
 namespace kiln::rt {
 
 struct VerifyOptions {
-  std::string device = "cpu";
+  std::string device = "cpu"; // cpu, cuda or cuda:N
+  std::vector<int> devices;   // a tp artifact's ranks on these CUDA GPUs (--devices)
 };
 
 struct CaseVerdict {
@@ -52,6 +53,7 @@ struct RecordOptions {
   int32_t topK = 16;                         // logits kept per row; 0 keeps whole rows
   float tolerance = 1e-4f;
   std::string device = "cpu";
+  std::vector<int> devices;
 };
 
 // Greedy-decodes every prompt with the artifact and records the ids and logits as a golden.

@@ -108,6 +108,19 @@ Result<double> Args::getDouble(const std::string &flag, double fallback, double 
   return value;
 }
 
+Result<double> Args::getFraction(const std::string &flag) const {
+  std::optional<std::string> text = get(flag);
+  if (!text)
+    return 0.0;
+  char *end = nullptr;
+  double value = std::strtod(text->c_str(), &end);
+  if (text->empty() || end != text->c_str() + text->size() || !std::isfinite(value))
+    return invalidArgument(flag + " expects a number in (0, 1], got '" + *text + "'");
+  if (value <= 0 || value > 1)
+    return outOfRange(flag + " " + *text + " is outside (0, 1]");
+  return value;
+}
+
 std::string formatHelp(const CommandSpec &spec) {
   std::ostringstream out;
   out << "usage: kiln " << spec.name << " " << spec.usage << "\n\n" << spec.summary << "\n";
@@ -149,6 +162,31 @@ Result<std::vector<int32_t>> parseIdList(const std::string &text, const std::str
   if (ids.empty())
     return invalidArgument(flag + " is empty: give at least one token id");
   return ids;
+}
+
+Result<std::vector<int>> parseDeviceList(const std::string &text, const std::string &flag) {
+  std::vector<int> ordinals;
+  size_t i = 0;
+  while (i < text.size()) {
+    if (text[i] == ',' || text[i] == ' ') {
+      ++i;
+      continue;
+    }
+    size_t j = text.find_first_of(", ", i);
+    if (j == std::string::npos)
+      j = text.size();
+    int value = 0;
+    auto [ptr, ec] = std::from_chars(text.data() + i, text.data() + j, value);
+    if (ec != std::errc() || ptr != text.data() + j || value < 0 || value > 9999)
+      return invalidArgument(flag + ": '" + text.substr(i, j - i) +
+                             "' is not a CUDA device ordinal (a non-negative integer)");
+    ordinals.push_back(value);
+    i = j;
+  }
+  if (ordinals.empty())
+    return invalidArgument(flag + " is empty: give one CUDA device ordinal per rank (e.g. " + flag +
+                           " 0,1)");
+  return ordinals;
 }
 
 } // namespace kiln::tools

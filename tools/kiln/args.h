@@ -41,6 +41,8 @@ public:
                          int64_t max) const;
   Result<double> getDouble(const std::string &flag, double fallback, double min,
                            double max) const;
+  // A fraction in (0, 1] ("--gpu-memory-utilization 0.85"); 0 when absent.
+  Result<double> getFraction(const std::string &flag) const;
   const std::vector<std::string> &positionals() const { return positionals_; }
 
 private:
@@ -53,5 +55,9 @@ std::string formatHelp(const CommandSpec &spec);
 
 // Parses "1 2 3" (spaces or commas) into ids; names `flag` in errors.
 Result<std::vector<int32_t>> parseIdList(const std::string &text, const std::string &flag);
+
+// Parses "0,1,1" into CUDA device ordinals, one per rank (repeats allowed); names `flag` in
+// errors.
+Result<std::vector<int>> parseDeviceList(const std::string &text, const std::string &flag);
 
 } // namespace kiln::tools

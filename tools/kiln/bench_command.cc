@@ -45,8 +45,12 @@ const CommandSpec kBenchSpec = {
         {"--input-len", "N", "prompt length in tokens (default 32)"},
         {"--output-len", "N", "generated tokens per prompt (default 64)"},
         {"--num-prompts", "N", "prompts submitted at once (default 4 x batch, at most 1024)"},
-        {"--device", "cpu|cuda", "device to run on (default cpu)"},
-        {"--kv-cache-mb", "N", "KV cache size in MiB (default 256)"},
+        {"--device", "cpu|cuda|cuda:N", "device to run on (default cpu; cuda is cuda:0)"},
+        {"--devices", "0,1,...",
+         "CUDA GPU of each tensor-parallel rank (default 0..tp-1); a repeated GPU is shared"},
+        {"--kv-cache-mb", "N", "KV cache size in MiB (default 256 on cpu)"},
+        {"--gpu-memory-utilization", "F",
+         "on cuda, the KV cache fills each GPU up to this fraction, in (0, 1] (default 0.9)"},
         {"--seed", "S", "seed of the random prompt ids (default 0)"},
         {"--no-batch1", "", "skip the batch-1 decode measurement"},
         {"--json", "", "print one JSON object instead of a table"},
@@ -64,6 +68,8 @@ const CommandSpec kBenchSpec = {
 struct BenchConfig {
   std::string artifact;
   std::string device;
+  std::vector<int> devices;        // --devices; empty: GPU r for rank r
+  double gpuMemoryUtilization = 0; // 0: the default on cuda
   int32_t batch = 0;
   int32_t inputLen = 0;
   int32_t outputLen = 0;
@@ -80,12 +86,17 @@ struct BenchConfig {
 Result<BenchConfig> configFrom(const Args &args) {
   BenchConfig c;
   c.artifact = args.positionals()[0];
-  c.device = args.getOr("--device", "cpu");
+  c.device = args.getOr("--device", args.has("--devices") ? "cuda" : "cpu");
+  if (auto devices = args.get("--devices")) {
+    KILN_ASSIGN_OR_RETURN(c.devices, parseDeviceList(*devices, "--devices"));
+  }
+  KILN_ASSIGN_OR_RETURN(c.gpuMemoryUtilization, args.getFraction("--gpu-memory-utilization"));
   KILN_ASSIGN_OR_RETURN(int64_t batch, args.getInt("--batch", 0, 1, INT32_MAX));
   KILN_ASSIGN_OR_RETURN(int64_t inputLen, args.getInt("--input-len", 32, 1, INT32_MAX));
   KILN_ASSIGN_OR_RETURN(int64_t outputLen, args.getInt("--output-len", 64, 1, INT32_MAX));
   KILN_ASSIGN_OR_RETURN(int64_t numPrompts, args.getInt("--num-prompts", 0, 1, kMaxPrompts));
-  KILN_ASSIGN_OR_RETURN(int64_t kvMiB, args.getInt("--kv-cache-mb", 256, 1, 1 << 30));
+  // 0 when absent: ServingModel picks 256 MiB on cpu, --gpu-memory-utilization on cuda.
+  KILN_ASSIGN_OR_RETURN(int64_t kvMiB, args.getInt("--kv-cache-mb", 0, 1, 1 << 30));
   KILN_ASSIGN_OR_RETURN(int64_t seed, args.getInt("--seed", 0, 0, INT64_MAX));
   c.batch = static_cast<int32_t>(batch);
   c.inputLen = static_cast<int32_t>(inputLen);
@@ -368,7 +379,10 @@ void printTable(const nlohmann::ordered_json &r) {
 Result<nlohmann::ordered_json> runBench(const BenchConfig &c) {
   rt::ServingOptions options;
   options.device = c.device;
+  options.devices = c.devices;
+  options.gpuMemoryUtilization = c.gpuMemoryUtilization;
   options.kvCacheBytes = c.kvCacheBytes;
+  options.log = [](const std::string &line) { std::cerr << "kiln bench: " << line << "\n"; };
   options.maxBatch = c.batch;
   options.verifyWeights = c.verifyWeights;
   Result<std::unique_ptr<rt::ServingModel>> opened = rt::ServingModel::open(c.artifact, options);

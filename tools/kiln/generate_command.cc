@@ -34,8 +34,12 @@ const CommandSpec kGenerateSpec = {
         {"--seed", "S", "per-request random seed (reproducible whatever else runs)"},
         {"--stop", "TEXT", "a stop string (not included in the output)"},
         {"--ignore-eos", "", "keep generating after an eos token"},
-        {"--device", "cpu|cuda", "device to run on (default cpu)"},
-        {"--kv-cache-mb", "N", "KV cache size in MiB (default 256)"},
+        {"--device", "cpu|cuda|cuda:N", "device to run on (default cpu; cuda is cuda:0)"},
+        {"--devices", "0,1,...",
+         "CUDA GPU of each tensor-parallel rank (default 0..tp-1); a repeated GPU is shared"},
+        {"--kv-cache-mb", "N", "KV cache size in MiB (default 256 on cpu)"},
+        {"--gpu-memory-utilization", "F",
+         "on cuda, the KV cache fills each GPU up to this fraction, in (0, 1] (default 0.9)"},
         {"--chat-template", "FILE", "Jinja chat template overriding the artifact's"},
         {"--output", "FILE", "write the JSON lines to FILE instead of stdout"},
     },
@@ -150,9 +154,15 @@ nlohmann::ordered_json collect(Submitted &submitted, int64_t &generatedTokens) {
 
 Result<rt::ServingOptions> servingOptionsFrom(const Args &args) {
   rt::ServingOptions options;
-  options.device = args.getOr("--device", "cpu");
-  KILN_ASSIGN_OR_RETURN(int64_t kvMiB, args.getInt("--kv-cache-mb", 256, 1, 1 << 30));
+  options.device = args.getOr("--device", args.has("--devices") ? "cuda" : "cpu");
+  if (auto devices = args.get("--devices")) {
+    KILN_ASSIGN_OR_RETURN(options.devices, parseDeviceList(*devices, "--devices"));
+  }
+  // 0 when absent: ServingModel picks 256 MiB on cpu, --gpu-memory-utilization on cuda.
+  KILN_ASSIGN_OR_RETURN(int64_t kvMiB, args.getInt("--kv-cache-mb", 0, 1, 1 << 30));
   options.kvCacheBytes = static_cast<size_t>(kvMiB) << 20;
+  KILN_ASSIGN_OR_RETURN(options.gpuMemoryUtilization, args.getFraction("--gpu-memory-utilization"));
+  options.log = [](const std::string &line) { std::cerr << "kiln generate: " << line << "\n"; };
   if (auto path = args.get("--chat-template")) {
     std::ifstream file(*path);
     if (!file)

@@ -33,7 +33,11 @@ const CommandSpec kServeSpec = {
         {"--host", "H", "address to listen on (default 0.0.0.0)"},
         {"--port", "P", "port (default 8000; 8080 the SageMaker way; 0 picks a free one)"},
         {"--api-key", "K", "require 'Authorization: Bearer K' (except /ping and /health)"},
-        {"--device", "cpu|cuda", "device to run on (default cpu)"},
+        {"--device", "cpu|cuda|cuda:N", "device to run on (default cpu; cuda is cuda:0)"},
+        {"--devices", "0,1,...",
+         "CUDA GPU of each tensor-parallel rank (default 0..tp-1); a repeated GPU is shared"},
+        {"--gpu-memory-utilization", "F",
+         "on cuda, the KV cache fills each GPU up to this fraction, in (0, 1] (default 0.9)"},
         {"--max-batch", "N", "most sequences running at once (default: the compiled maximum)"},
         {"--max-model-len", "N", "longest sequence (default: the compiled max sequence length)"},
         {"--max-waiting", "N", "requests queued beyond the running batch before 503 (default 512)"},
@@ -76,7 +80,8 @@ Status applyFlags(const Args &args, rt::serve::ServeConfig &config) {
   config.host = args.getOr("--host", config.host);
   KILN_RETURN_IF_ERROR(applyIntFlag(args, "--port", 0, 65535, "port", config, config.port));
   config.apiKey = args.getOr("--api-key", config.apiKey);
-  config.device = args.getOr("--device", config.device);
+  // --devices alone means CUDA: the list names GPUs.
+  config.device = args.getOr("--device", args.has("--devices") ? "cuda" : config.device);
   KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-batch", 1, 1 << 20, "max_batch", config,
                                     config.maxBatch));
   KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-model-len", 1, 1 << 30, "max_model_len", config,
@@ -152,9 +157,28 @@ const char *dtypeName(schema::DType dtype) {
   }
 }
 
-Result<rt::ServingOptions> servingOptions(const rt::serve::ServeConfig &config) {
+// --devices and --gpu-memory-utilization (flags only; serving.properties has no such keys yet).
+struct DeviceFlags {
+  std::vector<int> devices;
+  double gpuMemoryUtilization = 0;
+};
+
+Result<DeviceFlags> deviceFlags(const Args &args) {
+  DeviceFlags flags;
+  if (auto devices = args.get("--devices")) {
+    KILN_ASSIGN_OR_RETURN(flags.devices, parseDeviceList(*devices, "--devices"));
+  }
+  KILN_ASSIGN_OR_RETURN(flags.gpuMemoryUtilization, args.getFraction("--gpu-memory-utilization"));
+  return flags;
+}
+
+Result<rt::ServingOptions> servingOptions(const rt::serve::ServeConfig &config,
+                                          const DeviceFlags &flags) {
   rt::ServingOptions options;
   options.device = config.device;
+  options.devices = flags.devices;
+  options.gpuMemoryUtilization = flags.gpuMemoryUtilization;
+  options.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   options.kvCacheBytes = static_cast<size_t>(config.kvCacheMb) << 20;
   options.maxBatch = config.maxBatch;
   options.maxSeqLen = config.maxModelLen;
@@ -169,8 +193,8 @@ Result<rt::ServingOptions> servingOptions(const rt::serve::ServeConfig &config) 
 }
 
 Result<std::unique_ptr<rt::serve::ServingModelAdapter>>
-loadModel(const rt::serve::ServeConfig &config, bool verifyWeights) {
-  KILN_ASSIGN_OR_RETURN(rt::ServingOptions options, servingOptions(config));
+loadModel(const rt::serve::ServeConfig &config, const DeviceFlags &flags, bool verifyWeights) {
+  KILN_ASSIGN_OR_RETURN(rt::ServingOptions options, servingOptions(config, flags));
   options.verifyWeights = verifyWeights;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<rt::ServingModel> model,
                         rt::ServingModel::open(config.modelDir, options));
@@ -227,6 +251,9 @@ int serve(const Args &args) {
   Result<rt::serve::ServeConfig> config = buildConfig(args);
   if (!config.isOk())
     return reportError("serve", config.status());
+  Result<DeviceFlags> flags = deviceFlags(args);
+  if (!flags.isOk())
+    return reportError("serve", flags.status());
   for (const std::string &warning : config->warnings)
     std::cerr << "kiln serve: warning: " << warning << "\n";
   rt::serve::HttpServer server(httpConfig(*config));
@@ -239,7 +266,7 @@ int serve(const Args &args) {
   }
   Status served;
   std::thread httpThread([&] { served = server.serve(); });
-  auto model = loadModel(*config, !args.has("--no-verify-weights"));
+  auto model = loadModel(*config, *flags, !args.has("--no-verify-weights"));
   if (!model.isOk()) {
     server.drain();
     httpThread.join();

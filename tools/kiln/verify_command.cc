@@ -30,7 +30,10 @@ const CommandSpec kVerifySpec = {
         {"--max-tokens", "N", "--write: greedy ids recorded per prompt (default 16)"},
         {"--top-k", "K", "--write: logits kept per position, 0 = all (default 16)"},
         {"--tolerance", "T", "--write: max |logit difference| allowed (default 1e-4)"},
-        {"--device", "cpu|cuda", "device to run on (default cpu)"},
+        {"--device", "cpu|cuda|cuda:N", "device to run on (default cpu; cuda is cuda:0)"},
+        {"--devices", "0,1,...",
+         "CUDA GPU of each tensor-parallel rank (default 0..tp-1); "
+         "a repeated GPU is shared"},
     },
     1,
     1,
@@ -76,6 +79,15 @@ Result<std::vector<std::vector<int32_t>>> promptsFromFlags(const Args &args) {
   return prompts;
 }
 
+// --device and --devices (which alone means cuda).
+Status placementFromFlags(const Args &args, std::string &device, std::vector<int> &devices) {
+  device = args.getOr("--device", args.has("--devices") ? "cuda" : "cpu");
+  if (auto list = args.get("--devices")) {
+    KILN_ASSIGN_OR_RETURN(devices, parseDeviceList(*list, "--devices"));
+  }
+  return okStatus();
+}
+
 int writeGoldenFile(const Args &args, const std::string &artifact, const std::string &out) {
   rt::RecordOptions options;
   Result<std::vector<std::vector<int32_t>>> prompts = promptsFromFlags(args);
@@ -91,7 +103,9 @@ int writeGoldenFile(const Args &args, const std::string &artifact, const std::st
   options.maxTokens = int32_t(*maxTokens);
   options.topK = int32_t(*topK);
   options.tolerance = float(*tolerance);
-  options.device = args.getOr("--device", "cpu");
+  Status placed = placementFromFlags(args, options.device, options.devices);
+  if (!placed.isOk())
+    return reportError("verify", placed);
   Result<rt::VerifyGolden> golden = rt::recordGolden(artifact, options);
   if (!golden.isOk())
     return reportError("verify", golden.status());
@@ -123,7 +137,9 @@ int runVerify(const CommandArgs &argv) {
   if (!golden.isOk())
     return reportError("verify", golden.status());
   rt::VerifyOptions options;
-  options.device = args->getOr("--device", "cpu");
+  Status placed = placementFromFlags(*args, options.device, options.devices);
+  if (!placed.isOk())
+    return reportError("verify", placed);
   Result<rt::VerifyReport> report = rt::verifyArtifact(artifact, *golden, options);
   if (!report.isOk())
     return reportError("verify", report.status());
