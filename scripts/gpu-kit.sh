@@ -46,9 +46,11 @@ exclude_kit() {
 
 build_binaries() {
   export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$(dirname "$root")} CCACHE_NOHASHDIR=true
+  mkdir -p "$build"
   cmake -S "$root" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKILN_ENABLE_CUDA=ON \
     -DKILN_BUILD_COMPILER=ON -DKILN_STATIC_MLIR=ON -DCMAKE_PREFIX_PATH=/usr/lib/llvm-19 "$@" \
-    >"$build.configure.log" 2>&1 || { tail -30 "$build.configure.log"; die "configure failed"; }
+    >"$build/gpukit-configure.log" 2>&1 ||
+    { tail -30 "$build/gpukit-configure.log"; die "configure failed"; }
   ninja -C "$build" -j "${KILN_JOBS:-2}" kiln kiln_roofline kiln_gpu_tests ||
     die "build failed (ninja -C $build kiln kiln_roofline kiln_gpu_tests)"
 }
