@@ -82,7 +82,8 @@ using Clock = std::chrono::steady_clock;
 class NcclLibrary {
 public:
   static Result<std::shared_ptr<const NcclLibrary>> load(const std::string &library) {
-    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
+    // RTLD_NODELETE: threads NCCL starts may outlive ncclCommDestroy; its code must stay mapped.
+    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
     if (!handle)
       return unavailable("NCCL unavailable: cannot load " + library + " (dlopen: " + dlerror() +
                          ")");
