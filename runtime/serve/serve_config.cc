@@ -98,6 +98,15 @@ Status applyOption(const std::string &key, const std::string &value, const std::
     config.chatTemplatePath = value;
     return okStatus();
   }
+  if (key == "gpu_memory_utilization") {
+    char *end = nullptr;
+    double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || end != value.c_str() + value.size() || !(v > 0 && v <= 1))
+      return invalidArgument(where + " must be a number in (0, 1], got '" + value + "'");
+    config.gpuMemoryUtilization = v;
+    config.sources["gpu_memory_utilization"] = where;
+    return okStatus();
+  }
   if (key == "seed") {
     KILN_ASSIGN_OR_RETURN(int64_t v, parseInt(value, where, 0, INT64_MAX));
     config.seed = static_cast<uint64_t>(v);

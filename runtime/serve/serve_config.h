@@ -36,6 +36,7 @@ struct ServeConfig {
   int64_t maxWaiting = kDefaultMaxWaiting; // requests queued beyond the running batch
   int64_t maxConcurrentRequests = 0; // TGI's MAX_CONCURRENT_REQUESTS; 0: max batch + max waiting
   int64_t kvCacheMb = 0;           // 0: the device default
+  double gpuMemoryUtilization = 0; // option.gpu_memory_utilization; 0: unset (the flag or default)
   std::string chatTemplatePath;
   std::string servedModelName;
   Framing sageMakerStreamFormat = Framing::kJsonLines;

@@ -157,7 +157,8 @@ const char *dtypeName(schema::DType dtype) {
   }
 }
 
-// --devices and --gpu-memory-utilization (flags only; serving.properties has no such keys yet).
+// --devices and --gpu-memory-utilization (the latter also option.gpu_memory_utilization /
+// OPTION_GPU_MEMORY_UTILIZATION; the flag wins).
 struct DeviceFlags {
   std::vector<int> devices;
   double gpuMemoryUtilization = 0;
@@ -177,8 +178,16 @@ Result<rt::ServingOptions> servingOptions(const rt::serve::ServeConfig &config,
   rt::ServingOptions options;
   options.device = config.device;
   options.devices = flags.devices;
-  options.gpuMemoryUtilization = flags.gpuMemoryUtilization;
   options.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
+  options.gpuMemoryUtilization = flags.gpuMemoryUtilization;
+  // A SageMaker container's settings may carry the GPU fraction onto a cpu instance: ignore it
+  // there (the flag itself stays an error on cpu).
+  if (flags.gpuMemoryUtilization == 0 && config.gpuMemoryUtilization > 0) {
+    if (config.device == "cpu")
+      options.log(config.sources.at("gpu_memory_utilization") + " has no effect on cpu");
+    else
+      options.gpuMemoryUtilization = config.gpuMemoryUtilization;
+  }
   options.kvCacheBytes = static_cast<size_t>(config.kvCacheMb) << 20;
   options.maxBatch = config.maxBatch;
   options.maxSeqLen = config.maxModelLen;

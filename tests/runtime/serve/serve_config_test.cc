@@ -26,6 +26,7 @@ TEST(ServeConfigTest, OptionsFromPropertiesThenEnvironment) {
                                       {"option.max_model_len", "64"},
                                       {"option.output_formatter", "sse"},
                                       {"option.gpu_memory_utilization", "0.9"},
+                                      {"option.rolling_batch", "lmi-dist"},
                                       {"engine", "Python"}},
                                      "serving.properties", config)
                   .isOk());
@@ -33,7 +34,8 @@ TEST(ServeConfigTest, OptionsFromPropertiesThenEnvironment) {
   EXPECT_EQ(config.maxModelLen, 64);
   EXPECT_EQ(config.sageMakerStreamFormat, Framing::kSse);
   ASSERT_EQ(config.warnings.size(), 1u);
-  EXPECT_NE(config.warnings[0].find("option.gpu_memory_utilization"), std::string::npos);
+  EXPECT_NE(config.warnings[0].find("option.rolling_batch"), std::string::npos);
+  EXPECT_DOUBLE_EQ(config.gpuMemoryUtilization, 0.9);
   // The environment overrides the file, as LMI does.
   ASSERT_TRUE(applyEnvironment({{"OPTION_MAX_ROLLING_BATCH_SIZE", "4"},
                                 {"MAX_CONCURRENT_REQUESTS", "77"},
@@ -79,6 +81,21 @@ TEST(ServeConfigTest, S3SourcesAreRecordedForTheServeCommandToPull) {
   ServeConfig bad;
   Status s = applyServingProperties({{"option.model_id", "s3:///p"}}, "sp", bad);
   EXPECT_EQ(s.message(), "option.model_id=s3:///p in sp is 's3:///p': expected s3://bucket/prefix");
+}
+
+TEST(ServeConfigTest, GpuMemoryUtilizationFromPropertiesAndEnvironment) {
+  ServeConfig config;
+  ASSERT_TRUE(
+      applyServingProperties({{"option.gpu_memory_utilization", "0.85"}}, "sp", config).isOk());
+  EXPECT_DOUBLE_EQ(config.gpuMemoryUtilization, 0.85);
+  ASSERT_TRUE(applyEnvironment({{"OPTION_GPU_MEMORY_UTILIZATION", "0.5"}}, config).isOk());
+  EXPECT_DOUBLE_EQ(config.gpuMemoryUtilization, 0.5);
+  Status s = applyServingProperties({{"option.gpu_memory_utilization", "1.5"}}, "sp", config);
+  EXPECT_EQ(s.message(),
+            "option.gpu_memory_utilization=1.5 in sp must be a number in (0, 1], got '1.5'");
+  s = applyEnvironment({{"OPTION_GPU_MEMORY_UTILIZATION", "most"}}, config);
+  EXPECT_EQ(s.message(), "environment variable OPTION_GPU_MEMORY_UTILIZATION=most must be a "
+                         "number in (0, 1], got 'most'");
 }
 
 TEST(ServeConfigTest, ContradictionsWithTheArtifactNameTheKey) {
