@@ -36,8 +36,9 @@ budget_s=${KILN_KIT_BUDGET_S:-540}
 mkdir -p "$OUT" "$work/results" "$work/logs"
 summary=$OUT/summary.txt
 envlog=$OUT/env.txt
-: >"$summary"
-: >"$envlog"
+for f in summary.txt env.txt tests.log sanitizer.log e2e.log bench.log; do
+  : >"$OUT/$f"
+done
 declare -A counts=()
 
 note() { echo "$*" | tee -a "$summary"; }
@@ -572,7 +573,10 @@ main() {
   case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
-  all) run_tests && run_bench ;;
+  all)
+    run_tests
+    run_bench
+    ;;
   esac
   finish
 }
