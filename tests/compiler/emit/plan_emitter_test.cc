@@ -67,7 +67,10 @@ void writeCheckpoint(const fs::path &dir, const HfModelConfig &c) {
 class PlanEmitterTest : public ::testing::Test {
 protected:
   void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) / "kiln_plan_emitter_test";
+    // One directory per test: ctest -j runs this binary's tests in parallel processes.
+    dir_ = fs::path(::testing::TempDir()) /
+           ("kiln_plan_emitter_test_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(dir_);
     fs::create_directories(dir_);
     writeCheckpoint(dir_, config_);
