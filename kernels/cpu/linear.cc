@@ -131,6 +131,11 @@ template <class Source>
 void dotOutputs(const float *x, int64_t xStride, Source w, int32_t n, int32_t rows, AccTile &acc,
                 int32_t oBegin, int32_t oEnd) {
   int32_t o = oBegin;
+  // One or two rows (decode) leave too few independent accumulator chains at two outputs: the
+  // adds' latency, not memory, bounds them. Four outputs give four to eight chains.
+  if (rows <= 2)
+    for (; o + 4 <= oEnd; o += 4, w.w += 4 * w.stride)
+      dotRows<4>(x, xStride, w, n, rows, acc, o);
   for (; o + 2 <= oEnd; o += 2, w.w += 2 * w.stride)
     dotRows<2>(x, xStride, w, n, rows, acc, o);
   if (o < oEnd)
@@ -184,9 +189,9 @@ XBlock xBlockOf(const LinearArgs &args, const Tile &tile, int32_t k0, int32_t n,
   return {xBuffer, n};
 }
 
-// Few rows: the weights are the traffic. Read two weight rows start to end so the hardware
-// prefetcher sees long sequential streams; x (a few rows) stays in cache anyway. Half x is
-// widened kStreamChunk columns at a time, which still leaves long weight runs.
+// Few rows: the weights are the traffic. Read two (one or two rows: four) weight rows start to
+// end so the hardware prefetcher sees long sequential streams; x (a few rows) stays in cache
+// anyway. Half x is widened kStreamChunk columns at a time, which still leaves long weight runs.
 void streamTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *weightBuffer,
                 float *xBuffer) {
   const int32_t in = args.inFeatures;
@@ -194,8 +199,9 @@ void streamTile(const LinearArgs &args, const Tile &tile, AccTile &acc, float *w
   for (int32_t k0 = 0; k0 < in; k0 += chunk) {
     const int32_t n = std::min(chunk, in - k0);
     const XBlock xb = xBlockOf(args, tile, k0, n, xBuffer);
-    for (int32_t o = 0; o < tile.outs; o += 2)
-      accumulateBlock(args, tile, xb, o, std::min(o + 2, tile.outs), k0, n, true, acc,
+    const int32_t group = tile.rows <= 2 ? 4 : 2; // weight rows streamed side by side
+    for (int32_t o = 0; o < tile.outs; o += group)
+      accumulateBlock(args, tile, xb, o, std::min(o + group, tile.outs), k0, n, true, acc,
                       weightBuffer);
   }
 }
