@@ -21,7 +21,7 @@ const CommandSpec kCompileSpec = {
         {"--max-seq-len", "N", "max tokens per sequence (default min(max_position_embeddings, 4096))"},
         {"--max-tokens-per-step", "N", "max tokens in one step (default max(max-batch, 2048))"},
         {"--tp", "N", "tensor-parallel degree (default 1)"},
-        {"--dtype", "fp32|fp16|bf16", "storage of linear and embedding weights (default fp32)"},
+        {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
         {"--target", "LIST", "comma-separated targets (default cpu)"},
         {"--kv-block-size", "N", "tokens per KV cache block, a power of two (default 16)"},
         {"--dump-ir", "", "print the kiln MLIR module after each pass to stderr"},
