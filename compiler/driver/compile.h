@@ -19,7 +19,7 @@ struct CompileOptions {
   int64_t maxTokensPerStep = 0;  // 0: max(max_batch, min(2048, max_batch * max_seq_len))
   int64_t tp = 1;
   int64_t kvBlockSize = 16;
-  std::string dtype = "fp32";    // fp32 | fp16 | bf16: storage of linear/embedding weights
+  std::string dtype = "fp32";    // fp32 | fp16 | bf16: matrices, activations and KV cache (logits F32)
   std::vector<std::string> targets = {"cpu"};
   bool dumpIr = false;           // print the module after building and after each pass to `log`
   std::ostream *log = nullptr;   // progress lines; nullptr: silent
