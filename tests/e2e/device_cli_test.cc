@@ -14,18 +14,6 @@ namespace {
 
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/tools/kiln/kiln";
 
-std::pair<int, std::string> run(const std::string &command) {
-  std::string output;
-  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe)
-    return {-1, ""};
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 class DeviceCli : public ::testing::Test {
 protected:
   static void SetUpTestSuite() {
@@ -45,7 +33,8 @@ protected:
   // exactly `error` (one line).
   static void expectGenerateError(const std::string &artifact, const std::string &flags,
                                   const std::string &error) {
-    auto [code, output] = run(kKiln + " generate " + artifact + " --prompt-ids \"1 5 9\" " + flags);
+    auto [code, output] =
+        runCommand(kKiln + " generate " + artifact + " --prompt-ids \"1 5 9\" " + flags);
     EXPECT_NE(code, 0) << flags;
     EXPECT_EQ(output, "kiln generate: error: " + error + "\n") << flags;
   }
@@ -59,12 +48,13 @@ TEST_F(DeviceCli, CudaWithoutAGpuSaysSoCleanly) {
   if (visible.count > 0)
     GTEST_SKIP() << visible.count << " CUDA device(s) visible: the no-GPU answer cannot be seen";
   for (const std::string flags : {"--device cuda", "--device cuda:1"}) {
-    auto [code, output] = run(kKiln + " generate " + *tp1_ + " --prompt-ids \"1 5\" " + flags);
+    auto [code, output] =
+        runCommand(kKiln + " generate " + *tp1_ + " --prompt-ids \"1 5\" " + flags);
     EXPECT_EQ(code, 1) << output;
     EXPECT_EQ(output, "kiln generate: error: " + flags + ": no CUDA device is visible (" +
                           visible.reason + ")\n");
   }
-  auto [code, output] = run(kKiln + " generate " + *tp2_ + " --prompt-ids 1 --devices 0,1");
+  auto [code, output] = runCommand(kKiln + " generate " + *tp2_ + " --prompt-ids 1 --devices 0,1");
   EXPECT_EQ(code, 1) << output;
   EXPECT_EQ(output, "kiln generate: error: --devices 0,1: no CUDA device is visible (" +
                         visible.reason + ")\n");
@@ -110,21 +100,22 @@ TEST_F(DeviceCli, GpuMemoryUtilizationIsAFractionOnCudaOnly) {
 }
 
 TEST_F(DeviceCli, BenchServeAndVerifyTakeTheSameFlags) {
-  auto [code, output] = run(kKiln + " bench " + *tp2_ + " --devices 0,0,1 --json");
+  auto [code, output] = runCommand(kKiln + " bench " + *tp2_ + " --devices 0,0,1 --json");
   EXPECT_NE(code, 0);
-  EXPECT_EQ(output, "kiln bench: error: artifact '" + *tp2_ +
-                        "' has tp 2; --devices lists 3 devices\n");
+  EXPECT_EQ(output,
+            "kiln bench: error: artifact '" + *tp2_ + "' has tp 2; --devices lists 3 devices\n");
   std::tie(code, output) =
-      run(kKiln + " verify " + *tp2_ + " --write /dev/null --devices 0,0,1");
+      runCommand(kKiln + " verify " + *tp2_ + " --write /dev/null --devices 0,0,1");
   EXPECT_NE(code, 0);
-  EXPECT_EQ(output, "kiln verify: error: artifact '" + *tp2_ +
-                        "' has tp 2; --devices lists 3 devices\n");
-  std::tie(code, output) = run(kKiln + " serve " + *tp1_ + " --port 0 --gpu-memory-utilization 2");
+  EXPECT_EQ(output,
+            "kiln verify: error: artifact '" + *tp2_ + "' has tp 2; --devices lists 3 devices\n");
+  std::tie(code, output) =
+      runCommand(kKiln + " serve " + *tp1_ + " --port 0 --gpu-memory-utilization 2");
   EXPECT_NE(code, 0);
   EXPECT_EQ(output, "kiln serve: error: --gpu-memory-utilization 2 is outside (0, 1]\n");
   // Placement errors come while loading, after the port opened: the server exits with them.
   std::tie(code, output) =
-      run(kKiln + " serve " + *tp2_ + " --host 127.0.0.1 --port 0 --devices 0,0,1");
+      runCommand(kKiln + " serve " + *tp2_ + " --host 127.0.0.1 --port 0 --devices 0,0,1");
   EXPECT_NE(code, 0);
   EXPECT_NE(output.find("kiln serve: error: loading " + *tp2_ + ": artifact '" + *tp2_ +
                         "' has tp 2; --devices lists 3 devices\n"),
@@ -134,10 +125,10 @@ TEST_F(DeviceCli, BenchServeAndVerifyTakeTheSameFlags) {
 
 TEST_F(DeviceCli, VerifyRunsEveryRankOfATp2Artifact) {
   const std::string golden = ::testing::TempDir() + "/device-cli-tp1.json";
-  auto [code, output] = run(kKiln + " verify " + *tp1_ + " --write " + golden +
-                            " --prompt-ids \"1 5 9; 7 3\" --max-tokens 6");
+  auto [code, output] = runCommand(kKiln + " verify " + *tp1_ + " --write " + golden +
+                                   " --prompt-ids \"1 5 9; 7 3\" --max-tokens 6");
   ASSERT_EQ(code, 0) << output;
-  std::tie(code, output) = run(kKiln + " verify " + *tp2_ + " --golden " + golden);
+  std::tie(code, output) = runCommand(kKiln + " verify " + *tp2_ + " --golden " + golden);
   EXPECT_EQ(code, 0) << output;
   EXPECT_NE(output.find("verify: PASS (2 cases)"), std::string::npos) << output;
 }

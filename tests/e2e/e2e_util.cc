@@ -6,9 +6,12 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sys/wait.h>
 
 namespace kiln::e2e {
 namespace fs = std::filesystem;
@@ -109,6 +112,18 @@ LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks) 
   if (executor.isOk())
     loaded.executor = std::move(*executor);
   return loaded;
+}
+
+std::pair<int, std::string> runCommand(const std::string &command) {
+  std::string output;
+  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
+  if (!pipe)
+    return {-1, ""};
+  std::array<char, 4096> buffer;
+  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
+    output.append(buffer.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
 }
 
 float maxAbsDiff(const float *a, const float *b, size_t count) {

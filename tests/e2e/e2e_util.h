@@ -11,6 +11,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace kiln::e2e {
@@ -18,13 +19,13 @@ namespace kiln::e2e {
 struct GoldenCase {
   std::vector<int32_t> promptIds;
   std::vector<int32_t> greedyIds;
-  std::vector<float> logits;  // [rows, vocab]: row r = logits after token r of prompt + greedy
+  std::vector<float> logits; // [rows, vocab]: row r = logits after token r of prompt + greedy
   int32_t rows = 0;
 };
 
 struct Golden {
   std::string model;
-  std::string modelDir;  // resolved path
+  std::string modelDir; // resolved path
   int32_t vocabSize = 0;
   float tolerance = 0;
   std::vector<GoldenCase> cases;
@@ -48,6 +49,10 @@ struct LoadedArtifact {
 LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks);
 
 // Max |a - b| over `count` floats.
+// Runs `command` in a shell with stderr merged into stdout: {exit code (-1 if it did not exit),
+// output}.
+std::pair<int, std::string> runCommand(const std::string &command);
+
 float maxAbsDiff(const float *a, const float *b, size_t count);
 int32_t argmax(const float *row, int32_t size);
 

@@ -160,18 +160,6 @@ TEST(HalfDtypeEngine, Tp2Bf16AgreesWithTp1) {
             << "/" << rows << " rows\n";
 }
 
-std::pair<int, std::string> run(const std::string &command) {
-  std::string output;
-  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe)
-    return {-1, ""};
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 // tiny-llama3 bf16: kiln's argmax equals transformers' greedy id at all 16 steps of every golden
 // case (half_dtype_golden_test), so free-running greedy generation through the engine must print
 // exactly those ids.
@@ -184,8 +172,8 @@ TEST(HalfDtypeEngine, GenerateOnABf16ArtifactPrintsTheGoldenIds) {
     std::string prompt;
     for (int32_t id : gc.promptIds)
       prompt += (prompt.empty() ? "" : " ") + std::to_string(id);
-    auto [code, output] = run(kKiln + " generate " + artifact + " --prompt-ids \"" + prompt +
-                              "\" --max-tokens 16 --ignore-eos");
+    auto [code, output] = runCommand(kKiln + " generate " + artifact + " --prompt-ids \"" + prompt +
+                                     "\" --max-tokens 16 --ignore-eos");
     ASSERT_EQ(code, 0) << output;
     auto line = nlohmann::json::parse(output.substr(output.rfind("{\"prompt_ids\"")));
     EXPECT_EQ(line["output_ids"].get<std::vector<int32_t>>(), gc.greedyIds) << prompt;

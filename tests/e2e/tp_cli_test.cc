@@ -13,18 +13,6 @@ namespace {
 
 const std::string kKiln = std::string(KILN_BINARY_DIR) + "/tools/kiln/kiln";
 
-std::pair<int, std::string> run(const std::string &command) {
-  std::string output;
-  FILE *pipe = popen((command + " 2>&1").c_str(), "r");
-  if (!pipe)
-    return {-1, ""};
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    output.append(buffer.data(), n);
-  int status = pclose(pipe);
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, output};
-}
-
 std::string compileTinyLlama(int64_t tp) {
   compiler::CompileOptions options;
   options.tp = tp;
@@ -43,7 +31,7 @@ nlohmann::json weightNamed(const nlohmann::json &rank, const std::string &name) 
 
 TEST(TpCli, InspectShowsPerRankShapesAndBytes) {
   std::string artifact = compileTinyLlama(2);
-  auto [code, output] = run(kKiln + " inspect " + artifact + " --summary");
+  auto [code, output] = runCommand(kKiln + " inspect " + artifact + " --summary");
   ASSERT_EQ(code, 0) << output;
   nlohmann::json j = nlohmann::json::parse(output);
   EXPECT_EQ(j["tp"], 2);
@@ -62,7 +50,7 @@ TEST(TpCli, InspectShowsPerRankShapesAndBytes) {
     EXPECT_EQ(weightNamed(rank, "lm_head.weight")["bytes"], 256 * 64 * 4);
     EXPECT_EQ(weightNamed(rank, "embed.weight")["shape"], nlohmann::json({256, 64})); // vocab shard
   }
-  std::tie(code, output) = run(kKiln + " inspect " + artifact);
+  std::tie(code, output) = runCommand(kKiln + " inspect " + artifact);
   ASSERT_EQ(code, 0) << output;
   j = nlohmann::json::parse(output);
   int reduces = 0, gathers = 0;
@@ -79,7 +67,7 @@ TEST(TpCli, GenerateOnTp2EqualsTp1) {
   auto generate = [&](const std::string &artifact) {
     std::string c = command;
     c.replace(c.find("{}"), 2, artifact);
-    return run(kKiln + c);
+    return runCommand(kKiln + c);
   };
   auto [code1, out1] = generate(compileTinyLlama(1));
   auto [code2, out2] = generate(compileTinyLlama(2));
