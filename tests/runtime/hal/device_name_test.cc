@@ -54,11 +54,12 @@ TEST(CountCudaDevices, NoDriverLibraryMeansZeroWithTheReason) {
 #endif
 }
 
-TEST(CountCudaDevices, AGpuCountComesWithNoReason) {
+// Zero devices come with the reason (what CI checks); a GPU count comes with none.
+TEST(CountCudaDevices, ACountComesWithAReasonExactlyWhenItIsZero) {
   CudaDeviceCount visible = countCudaDevices();
   if (visible.count == 0) {
     EXPECT_FALSE(visible.reason.empty());
-    GTEST_SKIP() << "no CUDA device here: " << visible.reason;
+    return;
   }
   EXPECT_TRUE(visible.reason.empty()) << visible.reason;
   EXPECT_GE(visible.count, 1);

@@ -5,6 +5,7 @@
 
 #include <array>
 #include <cstdio>
+#include <iostream>
 #include <string>
 #include <sys/wait.h>
 
@@ -41,7 +42,9 @@ TEST(RooflineCli, MeasuresOrSaysNoGpu) {
     EXPECT_TRUE(j["hbm_bytes_per_s"].is_null());
     ASSERT_EQ(j["errors"].size(), 1u);
     EXPECT_EQ(j["errors"][0].get<std::string>().rfind("no GPU: ", 0), 0u) << j["errors"][0];
-    GTEST_SKIP() << "no CUDA device: " << j["errors"][0].get<std::string>();
+    // Without a GPU the clean "no GPU" report is the behaviour under test.
+    std::cout << "no CUDA device (checked the no-GPU report): " << j["errors"][0] << "\n";
+    return;
   }
   EXPECT_TRUE(j["errors"].empty()) << j["errors"];
   EXPECT_EQ(j["gemm_mnk"], nlohmann::json::array({2048, 2048, 2048}));
