@@ -18,20 +18,52 @@ const char *finishReasonName(FinishReason reason) {
   return "";
 }
 
+void OutputSignal::notify() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++generation_;
+  }
+  changed_.notify_all();
+}
+
+uint64_t OutputSignal::generation() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return generation_;
+}
+
+void OutputSignal::waitChanged(uint64_t seen,
+                               std::chrono::steady_clock::time_point deadline) const {
+  std::unique_lock<std::mutex> lock(mutex_);
+  changed_.wait_until(lock, deadline, [&] { return generation_ != seen; });
+}
+
 void OutputStream::push(RequestOutput output) {
+  std::shared_ptr<OutputSignal> signal;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     queue_.push_back(std::move(output));
+    signal = signal_;
   }
   ready_.notify_all();
+  if (signal)
+    signal->notify();
 }
 
 void OutputStream::close() {
+  std::shared_ptr<OutputSignal> signal;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     closed_ = true;
+    signal = signal_;
   }
   ready_.notify_all();
+  if (signal)
+    signal->notify();
+}
+
+void OutputStream::setSignal(std::shared_ptr<OutputSignal> signal) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  signal_ = std::move(signal);
 }
 
 std::optional<RequestOutput> OutputStream::popLocked() {

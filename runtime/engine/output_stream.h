@@ -6,12 +6,30 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <deque>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <vector>
 
 namespace kiln::rt {
+
+// A wake-up shared by several streams, so one reader can wait for whichever of them gets an
+// output first (the prompts of a batched request) without polling. Read generation(), check the
+// streams, then waitChanged(generation): a push between the two is never missed.
+class OutputSignal {
+public:
+  void notify();
+  uint64_t generation() const;
+  // Returns when generation() differs from `seen` or at `deadline`, whichever comes first.
+  void waitChanged(uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
+
+private:
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  uint64_t generation_ = 0;
+};
 
 class OutputStream {
 public:
@@ -27,6 +45,8 @@ public:
   std::vector<RequestOutput> drainAll();
   // Closed and nothing left to read.
   bool finished() const;
+  // Also notifies `signal` on every push and on close (one signal per stream at most).
+  void setSignal(std::shared_ptr<OutputSignal> signal);
 
 private:
   std::optional<RequestOutput> popLocked();
@@ -35,6 +55,7 @@ private:
   std::condition_variable ready_;
   std::deque<RequestOutput> queue_;
   bool closed_ = false;
+  std::shared_ptr<OutputSignal> signal_;
 };
 
 } // namespace kiln::rt

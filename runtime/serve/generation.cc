@@ -145,33 +145,30 @@ bool OutputMerger::finished() const {
                      [](const auto &stream) { return stream->finished(); });
 }
 
+OutputMerger::OutputMerger(std::vector<std::shared_ptr<OutputStream>> streams)
+    : streams_(std::move(streams)), signal_(std::make_shared<OutputSignal>()) {
+  for (const auto &stream : streams_)
+    stream->setSignal(signal_);
+}
+
 std::optional<OutputMerger::Item> OutputMerger::nextFor(std::chrono::milliseconds timeout) {
-  // OutputStream has no shared wake-up, so a batch waits on one unfinished stream in short slices
-  // and scans them all in between. The prompts of a batch run in the same engine steps, so their
-  // outputs arrive together: a slice of a few ms costs the others little.
-  constexpr auto kSlice = std::chrono::milliseconds(2);
   auto deadline = std::chrono::steady_clock::now() + timeout;
   const size_t count = streams_.size();
   for (;;) {
-    std::optional<size_t> waitOn;
+    // Read the generation before scanning: an output pushed after the scan changes it.
+    uint64_t seen = signal_->generation();
+    bool open = false;
     for (size_t k = 0; k < count; ++k) {
       size_t i = (cursor_ + k) % count;
       if (std::optional<RequestOutput> out = streams_[i]->tryNext()) {
         cursor_ = (i + 1) % count;
         return Item{i, std::move(*out)};
       }
-      if (!waitOn && !streams_[i]->finished())
-        waitOn = i;
+      open = open || !streams_[i]->finished();
     }
-    if (!waitOn)
+    if (!open || std::chrono::steady_clock::now() >= deadline)
       return std::nullopt;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-        deadline - std::chrono::steady_clock::now());
-    if (left.count() <= 0)
-      return std::nullopt;
-    auto slice = count == 1 ? left : std::min(left, kSlice);
-    if (std::optional<RequestOutput> out = streams_[*waitOn]->nextFor(slice))
-      return Item{*waitOn, std::move(*out)};
+    signal_->waitChanged(seen, deadline);
   }
 }
 

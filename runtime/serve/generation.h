@@ -95,8 +95,7 @@ public:
     size_t prompt = 0;
     RequestOutput output;
   };
-  explicit OutputMerger(std::vector<std::shared_ptr<OutputStream>> streams)
-      : streams_(std::move(streams)) {}
+  explicit OutputMerger(std::vector<std::shared_ptr<OutputStream>> streams);
 
   // The next output of any prompt, waiting up to `timeout`; nullopt on timeout or once every
   // stream is finished (tell them apart with finished()).
@@ -105,6 +104,7 @@ public:
 
 private:
   std::vector<std::shared_ptr<OutputStream>> streams_;
+  std::shared_ptr<OutputSignal> signal_; // notified by every stream's push and close
   size_t cursor_ = 0; // where the next scan starts, so no prompt starves the others
 };
 
