@@ -1,8 +1,8 @@
 // The hardware abstraction the executor runs a plan on. A backend allocates memory, copies to and
-// from it, and runs one plan op at a time on buffers the executor bound at create. The interface
-// is shaped for a CUDA backend too (device memory + host-visible staging, ops prepared once so a
-// launch is a table lookup, synchronize() at the end of a step so launches can be asynchronous and
-// captured into CUDA graphs per batch bucket); only the cpu backend exists today.
+// from it, and runs one plan op at a time on buffers the executor bound at create. Two backends:
+// cpu (cpu_device.h, the reference) and cuda (cuda/cuda_device.h: device memory + host-visible
+// staging, ops prepared once so a launch is a table lookup, synchronize() at the end of a step so
+// launches are asynchronous, and decode steps captured into CUDA graphs per batch bucket).
 #pragma once
 
 #include "runtime/base/status.h"
