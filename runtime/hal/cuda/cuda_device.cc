@@ -232,12 +232,16 @@ Result<DeviceMemory> CudaDevice::importWeights(std::span<const uint8_t> hostByte
   KILN_ASSIGN_OR_RETURN(DeviceMemory memory, allocate(hostBytes.size(), MemoryKind::kDevice));
   if (hostBytes.empty())
     return memory;
-  Status copied = driver_->check(
-      driver_->memcpyHtoD(devicePtr(memory.data), hostBytes.data(), hostBytes.size()),
-      "cuMemcpyHtoD(weights, " + std::to_string(hostBytes.size()) + " bytes)");
+  // On the device's stream, not cuMemcpyHtoD: that runs on the legacy default stream, which a
+  // CU_STREAM_NON_BLOCKING stream does not wait for, so allocate()'s zeroing could land after the
+  // weights and kernels could read them before they arrived. Synchronized so a failure is
+  // reported here, at load.
+  Status copied = copyToDevice(memory.data, hostBytes.data(), hostBytes.size());
+  if (copied.isOk())
+    copied = synchronize();
   if (!copied.isOk()) {
     free(memory);
-    return copied;
+    return copied.withContext("copying " + std::to_string(hostBytes.size()) + " bytes of weights");
   }
   return memory;
 }
