@@ -262,6 +262,34 @@ TEST_F(LaunchTest, PrefillTilesCoverEveryRowTileOfEverySequence) {
   EXPECT_EQ(planLaunches(op_, {100, 3, 3, 90}, {})[0].grid[0], 7u + 3u);
 }
 
+// GatherRows reads its indices (input 1) and runs over the step's logits rows; SiluMul's rows
+// are its output's.
+TEST_F(LaunchTest, GatherRowsAndSiluMulFillTheirParams) {
+  makeOp(
+      schema::OpParams::GatherRowsParams,
+      [](auto &fbb) { return schema::CreateGatherRowsParams(fbb).Union(); }, 2, 1, "kiln_gather");
+  op_.inputs = {buffer(0x100, DType::F16, RowScale::Tokens, 64, 512),
+                stepInput(0x200, RowScale::Logits, 64)};
+  op_.outputs = {buffer(0x300, DType::F16, RowScale::Logits, 64, 512)};
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  auto gather = paramsOf<kc::GatherRowsParams>(planLaunches(op_, {9, 4, 3, 20}, {})[0]);
+  EXPECT_EQ(gather.x, fake(0x100));
+  EXPECT_EQ(gather.indices, fake(0x200));
+  EXPECT_EQ(gather.out, fake(0x300));
+  EXPECT_EQ(gather.numRows, 3);
+
+  makeOp(
+      schema::OpParams::SiluMulParams,
+      [](auto &fbb) { return schema::CreateSiluMulParams(fbb).Union(); }, 1, 1, "kiln_silu_mul");
+  op_.inputs = {buffer(0x400, DType::BF16, RowScale::Tokens, 64, 2 * 1024)};
+  op_.outputs = {buffer(0x500, DType::BF16, RowScale::Tokens, 64, 1024)};
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  auto silu = paramsOf<kc::SiluMulParams>(planLaunches(op_, {9, 4, 3, 20}, {})[0]);
+  EXPECT_EQ(silu.gateUp, fake(0x400));
+  EXPECT_EQ(silu.out, fake(0x500));
+  EXPECT_EQ(silu.rows, 9);
+}
+
 TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
   bindAttention(DType::BF16, 128);
   makeOp(
