@@ -258,22 +258,28 @@ Status Executor::runProgram(const StepCounts &counts) {
 
 // The first step of a bucket runs uncaptured, so lazily loaded kernels and cuBLASLt's first-call
 // setup happen outside a capture; the bucket is then captured (recording runs nothing) and every
-// later step of it is one replay.
+// later step of it is one replay. A bucket whose capture fails keeps running uncaptured: the
+// uncaptured run already produced this step's outputs, and graphFailure() says why.
 Status Executor::runDecodeGraph(size_t bucket, const StepCounts &counts) {
+  if (eagerBuckets_.size() != graphs_.size())
+    eagerBuckets_.assign(graphs_.size(), false);
   std::unique_ptr<CapturedProgram> &graph = graphs_[bucket];
   if (graph)
     return device_.replay(*graph);
   KILN_RETURN_IF_ERROR(runProgram(counts));
+  if (eagerBuckets_[bucket])
+    return okStatus();
   KILN_RETURN_IF_ERROR(device_.beginCapture());
   Status recorded = runProgram(counts);
   Result<std::unique_ptr<CapturedProgram>> captured = device_.endCapture();
   const std::string what =
       "capturing the decode graph of batch bucket " + std::to_string(decodeBuckets_[bucket]);
-  if (!recorded.isOk())
-    return recorded.withContext(what);
-  if (!captured.isOk())
-    return captured.status().withContext(what);
-  graph = std::move(captured).value();
+  if (recorded.isOk() && captured.isOk()) {
+    graph = std::move(captured).value();
+    return okStatus();
+  }
+  eagerBuckets_[bucket] = true;
+  graphFailure_ = (recorded.isOk() ? captured.status() : recorded).withContext(what);
   return okStatus();
 }
 

@@ -62,6 +62,9 @@ public:
   const std::vector<int32_t> &decodeBuckets() const { return decodeBuckets_; }
   // Whether padded decode steps are captured and replayed as device graphs.
   bool capturesDecodeGraphs() const { return captureGraphs_; }
+  // Why the last bucket whose capture failed runs without a graph (ok when none failed). A failed
+  // capture never fails the step: its uncaptured run already produced the outputs.
+  const Status &graphFailure() const { return graphFailure_; }
 
 private:
   struct StepInputBuffer {
@@ -103,6 +106,8 @@ private:
   std::vector<int32_t> decodeBuckets_; // empty: decode steps are not padded
   bool captureGraphs_ = false;
   std::vector<std::unique_ptr<CapturedProgram>> graphs_; // per bucket, captured at first use
+  std::vector<bool> eagerBuckets_;                       // per bucket: its capture failed
+  Status graphFailure_;
 };
 
 } // namespace kiln::rt

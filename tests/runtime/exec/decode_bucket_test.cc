@@ -124,6 +124,10 @@ public:
   Result<std::unique_ptr<CapturedProgram>> endCapture() override {
     if (!recording_)
       return failedPrecondition("no capture begun");
+    if (failCaptures) {
+      recording_.reset();
+      return internalError("injected: graph instantiation failed");
+    }
     return std::unique_ptr<CapturedProgram>(std::move(recording_));
   }
   Status replay(const CapturedProgram &program) override {
@@ -157,6 +161,7 @@ public:
   }
 
   int captures = 0, replays = 0, violations = 0;
+  bool failCaptures = false;
 
 private:
   Status refuseWhileCapturing(const char *what) {
@@ -311,6 +316,24 @@ TEST_F(DecodeBucketTest, EachBucketIsCapturedOnceThenReplayed) {
     EXPECT_EQ(device.replays, expectedReplays);
   }
   EXPECT_EQ(device.violations, 0); // no copy, allocation or synchronize while capturing
+}
+
+TEST_F(DecodeBucketTest, AFailedCaptureKeepsTheBucketRunningWithoutAGraph) {
+  RecordingGraphDevice device(*cpu_);
+  device.failCaptures = true;
+  std::unique_ptr<Executor> graphs = makeExecutor(device, DecodeBuckets::kAuto);
+  std::unique_ptr<Executor> plain = makeExecutor(*cpu_, DecodeBuckets::kOff);
+  ASSERT_NE(graphs, nullptr);
+  ASSERT_NE(plain, nullptr);
+  const auto expected = runSchedule(*plain, 3, 4);
+  const auto actual = runSchedule(*graphs, 3, 4); // every step succeeds (runSchedule asserts)
+  ASSERT_EQ(actual.size(), expected.size());
+  for (size_t step = 0; step < expected.size(); ++step)
+    EXPECT_TRUE(actual[step] == expected[step]) << "step " << step << " differs";
+  EXPECT_EQ(device.captures, 1); // tried once for bucket 4, then never again
+  EXPECT_EQ(device.replays, 0);
+  EXPECT_EQ(graphs->graphFailure().message(),
+            "capturing the decode graph of batch bucket 4: injected: graph instantiation failed");
 }
 
 } // namespace
