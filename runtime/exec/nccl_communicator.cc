@@ -212,6 +212,7 @@ Status NcclCommunicator::State::initComms() {
   auto initFailed = [&](const std::string &call, ncclResult_t rc) {
     for (int r = 0; r < size(); ++r)
       if (comms[r]) {
+        handles[r].driver->ctxSetCurrent(handles[r].context);
         nccl->commAbort(comms[r]);
         comms[r] = nullptr;
       }
@@ -275,6 +276,7 @@ void NcclCommunicator::State::releaseComms(bool healthy) {
              nccl->commGetAsyncError(comms[r], &state) == ncclSuccess)
         std::this_thread::yield();
       if (comms[r] && !aborted[r] && state == ncclSuccess) {
+        handles[r].driver->ctxSetCurrent(handles[r].context);
         nccl->commDestroy(comms[r]);
         comms[r] = nullptr;
       }
