@@ -89,6 +89,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Dev
   KILN_RETURN_IF_ERROR(checkCommunicator(artifact, device, options));
   std::unique_ptr<Executor> executor(new Executor(artifact, device, options.rank));
   executor->communicator_ = options.communicator;
+  executor->log_ = options.log;
   KILN_RETURN_IF_ERROR(executor->allocate(options));
   KILN_RETURN_IF_ERROR(executor->bindProgram());
   // Last, so that a cache sized from free memory sees everything else already allocated
@@ -280,6 +281,8 @@ Status Executor::runDecodeGraph(size_t bucket, const StepCounts &counts) {
   }
   eagerBuckets_[bucket] = true;
   graphFailure_ = (recorded.isOk() ? captured.status() : recorded).withContext(what);
+  if (log_)
+    log_(graphFailure_.message() + "; this batch size runs without a graph");
   return okStatus();
 }
 

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,6 +43,8 @@ struct ExecutorOptions {
   // (MultiRankRunner sets it), must outlive the executor.
   Communicator *communicator = nullptr;
   DecodeBuckets decodeBuckets = DecodeBuckets::kAuto;
+  // Told once per bucket whose graph capture failed (it then runs uncaptured); may be empty.
+  std::function<void(const std::string &)> log;
 };
 
 class Executor final : public ModelRunner {
@@ -107,6 +110,7 @@ private:
   bool captureGraphs_ = false;
   std::vector<std::unique_ptr<CapturedProgram>> graphs_; // per bucket, captured at first use
   std::vector<bool> eagerBuckets_;                       // per bucket: its capture failed
+  std::function<void(const std::string &)> log_;
   Status graphFailure_;
 };
 

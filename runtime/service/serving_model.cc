@@ -131,6 +131,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
   // Flag errors that need no artifact come before the (possibly long) weight verification.
   KILN_ASSIGN_OR_RETURN(DeviceName deviceName, parseDeviceName(options.device));
   KILN_ASSIGN_OR_RETURN(ExecutorOptions executorOptions, kvCacheOptions(options, deviceName.kind));
+  executorOptions.log = options.log;
   LoadOptions loadOptions;
   loadOptions.verifyWeights = options.verifyWeights;
   KILN_ASSIGN_OR_RETURN(model->artifact_, Artifact::load(artifactDir, loadOptions));

@@ -203,10 +203,12 @@ protected:
     std::filesystem::remove_all(root_);
   }
 
-  static std::unique_ptr<Executor> makeExecutor(Device &device, DecodeBuckets buckets) {
+  static std::unique_ptr<Executor> makeExecutor(Device &device, DecodeBuckets buckets,
+                                                std::function<void(const std::string &)> log = {}) {
     ExecutorOptions options;
     options.numKvBlocks = kNumKvBlocks;
     options.decodeBuckets = buckets;
+    options.log = std::move(log);
     auto executor = Executor::create(*artifact_, device, options);
     EXPECT_TRUE(executor.isOk()) << executor.status().toString();
     return executor.isOk() ? std::move(executor).value() : nullptr;
@@ -321,7 +323,9 @@ TEST_F(DecodeBucketTest, EachBucketIsCapturedOnceThenReplayed) {
 TEST_F(DecodeBucketTest, AFailedCaptureKeepsTheBucketRunningWithoutAGraph) {
   RecordingGraphDevice device(*cpu_);
   device.failCaptures = true;
-  std::unique_ptr<Executor> graphs = makeExecutor(device, DecodeBuckets::kAuto);
+  std::vector<std::string> logged;
+  std::unique_ptr<Executor> graphs = makeExecutor(
+      device, DecodeBuckets::kAuto, [&](const std::string &line) { logged.push_back(line); });
   std::unique_ptr<Executor> plain = makeExecutor(*cpu_, DecodeBuckets::kOff);
   ASSERT_NE(graphs, nullptr);
   ASSERT_NE(plain, nullptr);
@@ -334,6 +338,10 @@ TEST_F(DecodeBucketTest, AFailedCaptureKeepsTheBucketRunningWithoutAGraph) {
   EXPECT_EQ(device.replays, 0);
   EXPECT_EQ(graphs->graphFailure().message(),
             "capturing the decode graph of batch bucket 4: injected: graph instantiation failed");
+  EXPECT_EQ(logged,
+            std::vector<std::string>{"capturing the decode graph of batch bucket 4: injected: "
+                                     "graph instantiation failed; this batch size runs "
+                                     "without a graph"});
 }
 
 } // namespace
