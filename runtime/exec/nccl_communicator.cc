@@ -1,6 +1,8 @@
 // NEVER RUN ON A GPU: see nccl_communicator.h. Every NCCL and driver call is checked.
 #include "runtime/exec/nccl_communicator.h"
 
+#include "runtime/base/shared_library.h"
+
 #ifdef KILN_HAVE_CUDA_BACKEND
 #include "runtime/hal/cuda/cuda_device.h"
 
@@ -83,26 +85,21 @@ class NcclLibrary {
 public:
   static Result<std::shared_ptr<const NcclLibrary>> load(const std::string &library) {
     // RTLD_NODELETE: threads NCCL starts may outlive ncclCommDestroy; its code must stay mapped.
-    void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-    if (!handle)
-      return unavailable("NCCL unavailable: cannot load " + library + " (dlopen: " + dlerror() +
-                         ")");
+    Result<SharedLibrary> opened = SharedLibrary::open(library, RTLD_NODELETE);
+    if (!opened.isOk())
+      return unavailable("NCCL unavailable: cannot load " + library +
+                         " (dlopen: " + opened.status().message() + ")");
     std::shared_ptr<NcclLibrary> nccl(new NcclLibrary());
-    nccl->handle_ = handle;
-#define KILN_NCCL_RESOLVE(member, symbol, decl)                                                    \
-  nccl->member = reinterpret_cast<decltype(nccl->member)>(dlsym(handle, symbol));                  \
+    nccl->library_ = std::move(opened).value();
+#define KILN_NCCL_RESOLVE(member, exported, decl)                                                  \
+  nccl->member = reinterpret_cast<decltype(nccl->member)>(nccl->library_.symbol(exported));        \
   if (!nccl->member)                                                                               \
-    return unavailable("NCCL unavailable: " + library + " lacks " + symbol +                       \
+    return unavailable("NCCL unavailable: " + library + " lacks " + exported +                     \
                        " (kiln needs NCCL >= 2.14)");
     KILN_NCCL_FUNCTIONS(KILN_NCCL_RESOLVE)
 #undef KILN_NCCL_RESOLVE
     return std::shared_ptr<const NcclLibrary>(std::move(nccl));
   }
-  ~NcclLibrary() {
-    if (handle_)
-      dlclose(handle_);
-  }
-
 #define KILN_NCCL_MEMBER(member, symbol, decl) decltype(&::decl) member = nullptr;
   KILN_NCCL_FUNCTIONS(KILN_NCCL_MEMBER)
 #undef KILN_NCCL_MEMBER
@@ -122,7 +119,7 @@ public:
 
 private:
   NcclLibrary() = default;
-  void *handle_ = nullptr;
+  SharedLibrary library_;
 };
 
 Result<ncclDataType_t> ncclType(schema::DType dtype, const char *what) {

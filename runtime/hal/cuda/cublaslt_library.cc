@@ -1,7 +1,5 @@
 #include "runtime/hal/cuda/cublaslt_library.h"
 
-#include <dlfcn.h>
-
 namespace kiln::rt {
 
 std::vector<std::string> defaultCublasLtLibraries() {
@@ -9,42 +7,32 @@ std::vector<std::string> defaultCublasLtLibraries() {
 }
 
 Result<std::shared_ptr<const CublasLt>> CublasLt::load(const std::vector<std::string> &libraries) {
-  std::string tried, lastError;
-  void *handle = nullptr;
-  std::string loaded;
+  std::string tried, lastError = "unknown error";
+  std::shared_ptr<CublasLt> lt(new CublasLt());
   for (const std::string &library : libraries) {
-    // RTLD_LOCAL: its symbols must not satisfy other libraries' lookups by accident.
-    handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     tried += (tried.empty() ? "" : ", ") + library;
-    if (handle) {
-      loaded = library;
+    Result<SharedLibrary> opened = SharedLibrary::open(library);
+    if (opened.isOk()) {
+      lt->library_ = std::move(opened).value();
       break;
     }
-    const char *error = dlerror();
-    lastError = error ? error : "unknown error";
+    lastError = opened.status().message();
   }
-  if (!handle)
+  if (lt->library_.name().empty())
     return unavailable("cuBLASLt not found (tried " + (tried.empty() ? "nothing" : tried) +
                        "): the cuda backend runs Linear ops on it; install the CUDA 13 (or 12) "
                        "cuBLAS libraries or add their directory to LD_LIBRARY_PATH (dlopen: " +
                        lastError + ")");
-  std::shared_ptr<CublasLt> lt(new CublasLt());
-  lt->handle_ = handle;
-  lt->library_ = loaded;
-#define KILN_CUBLASLT_RESOLVE(member, symbol, decl)                                                \
-  lt->member = reinterpret_cast<decltype(lt->member)>(dlsym(handle, symbol));                      \
+  const std::string &loaded = lt->library_.name();
+#define KILN_CUBLASLT_RESOLVE(member, exported, decl)                                              \
+  lt->member = reinterpret_cast<decltype(lt->member)>(lt->library_.symbol(exported));              \
   if (!lt->member)                                                                                 \
     return unavailable(                                                                            \
-        "cuBLASLt " + loaded + " lacks " + symbol +                                                \
+        "cuBLASLt " + loaded + " lacks " + exported +                                              \
         ": it is older than the cuBLAS 12 API kiln uses; update the CUDA libraries");
   KILN_CUBLASLT_FUNCTIONS(KILN_CUBLASLT_RESOLVE)
 #undef KILN_CUBLASLT_RESOLVE
   return std::shared_ptr<const CublasLt>(std::move(lt));
-}
-
-CublasLt::~CublasLt() {
-  if (handle_)
-    dlclose(handle_);
 }
 
 std::string CublasLt::describe(cublasStatus_t status) const {

@@ -4,6 +4,7 @@
 // signatures in cuBLAS 12 and 13, so either major version serves.
 #pragma once
 
+#include "runtime/base/shared_library.h"
 #include "runtime/base/status.h"
 
 #include <cublasLt.h>
@@ -46,12 +47,11 @@ public:
   // (that needs a GPU). Errors: "cuBLASLt not found (tried libcublasLt.so.13, ...): ..." or the
   // missing symbol.
   static Result<std::shared_ptr<const CublasLt>> load(const std::vector<std::string> &libraries);
-  ~CublasLt();
   CublasLt(const CublasLt &) = delete;
   CublasLt &operator=(const CublasLt &) = delete;
 
   // The soname that loaded, e.g. "libcublasLt.so.13".
-  const std::string &library() const { return library_; }
+  const std::string &library() const { return library_.name(); }
   // OK, or "<what> failed: CUBLAS_STATUS_X (<description>)".
   Status check(cublasStatus_t status, const std::string &what) const;
   std::string describe(cublasStatus_t status) const;
@@ -62,8 +62,7 @@ public:
 
 private:
   CublasLt() = default;
-  void *handle_ = nullptr;
-  std::string library_;
+  SharedLibrary library_;
 };
 
 } // namespace kiln::rt

@@ -1,30 +1,23 @@
 #include "runtime/hal/cuda/cuda_driver.h"
 
-#include <dlfcn.h>
-
 namespace kiln::rt {
 
 Result<std::shared_ptr<const CudaDriver>> CudaDriver::load(const std::string &library) {
-  // RTLD_LOCAL: the driver's symbols must not satisfy other libraries' lookups by accident.
-  void *handle = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle)
+  Result<SharedLibrary> opened = SharedLibrary::open(library);
+  if (!opened.isOk())
     return unavailable("no CUDA driver found (" + library + "): this machine has no NVIDIA GPU" +
-                       " or its driver is not installed (dlopen: " + dlerror() + ")");
+                       " or its driver is not installed (dlopen: " + opened.status().message() +
+                       ")");
   std::shared_ptr<CudaDriver> driver(new CudaDriver());
-  driver->handle_ = handle;
-#define KILN_CUDA_DRIVER_RESOLVE(member, symbol, decl)                                             \
-  driver->member = reinterpret_cast<decltype(driver->member)>(dlsym(handle, symbol));              \
+  driver->library_ = std::move(opened).value();
+#define KILN_CUDA_DRIVER_RESOLVE(member, exported, decl)                                           \
+  driver->member = reinterpret_cast<decltype(driver->member)>(driver->library_.symbol(exported));  \
   if (!driver->member)                                                                             \
-    return unavailable("CUDA driver " + library + " lacks " + symbol +                             \
+    return unavailable("CUDA driver " + library + " lacks " + exported +                           \
                        ": the driver is older than kiln's CUDA 13 toolkit; update the driver");
   KILN_CUDA_DRIVER_FUNCTIONS(KILN_CUDA_DRIVER_RESOLVE)
 #undef KILN_CUDA_DRIVER_RESOLVE
   return std::shared_ptr<const CudaDriver>(std::move(driver));
-}
-
-CudaDriver::~CudaDriver() {
-  if (handle_)
-    dlclose(handle_);
 }
 
 std::string CudaDriver::describe(CUresult result) const {

@@ -5,6 +5,7 @@
 // cuda.h macros select for this toolkit.
 #pragma once
 
+#include "runtime/base/shared_library.h"
 #include "runtime/base/status.h"
 
 #include <cuda.h>
@@ -61,7 +62,6 @@ public:
   // dlopen(`library`) and dlsym every entry point; does not call cuInit. Errors: "no CUDA driver
   // found (<library>): this machine has no NVIDIA GPU", or the missing symbol.
   static Result<std::shared_ptr<const CudaDriver>> load(const std::string &library);
-  ~CudaDriver();
   CudaDriver(const CudaDriver &) = delete;
   CudaDriver &operator=(const CudaDriver &) = delete;
 
@@ -75,7 +75,7 @@ public:
 
 private:
   CudaDriver() = default;
-  void *handle_ = nullptr;
+  SharedLibrary library_;
 };
 
 } // namespace kiln::rt
