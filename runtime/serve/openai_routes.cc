@@ -29,49 +29,54 @@ std::optional<ApiError> everySampleFailed(const std::vector<GenerationResult> &r
   return errorFromStatus(*first);
 }
 
-} // namespace
+// The flow both OpenAI generation routes share: submit, then stream through `makeStream` or
+// answer once with `respond(header, request, results)`.
+using MakeOpenAiStream = std::unique_ptr<StreamFormatter> (*)(OpenAiStreamContext);
+using OpenAiResponder = nlohmann::json (*)(const ResponseHeader &, const GenerationRequest &,
+                                           const std::vector<GenerationResult> &,
+                                           const ServeModel &);
 
-void runCompletion(RouteContext &ctx, ServeModel &model,
-                   std::shared_ptr<GenerationRequest> request, httplib::Response &res,
-                   Framing framing) {
+void runOpenAiGeneration(RouteContext &ctx, ServeModel &model,
+                         std::shared_ptr<GenerationRequest> request, httplib::Response &res,
+                         Framing framing, const char *idPrefix, MakeOpenAiStream makeStream,
+                         OpenAiResponder respond) {
   std::optional<Submitted> submitted =
       submitGeneration(ctx, model, *request, res, ErrorStyle::kOpenAi);
   if (!submitted)
     return;
-  ResponseHeader header = headerFor("cmpl", model);
+  ResponseHeader header = headerFor(idPrefix, model);
   if (request->stream) {
-    auto formatter = makeCompletionStream({header, request.get(), &model, framing});
-    startStream(ctx, res, std::move(*submitted), request, std::move(formatter),
-                contentTypeOf(framing));
+    startStream(ctx, res, std::move(*submitted), request,
+                makeStream({header, request.get(), &model, framing}), contentTypeOf(framing));
     return;
   }
-  auto answer = [header, request, &model](const std::vector<GenerationResult> &results) {
+  auto answer = [header, request, &model, respond](const std::vector<GenerationResult> &results) {
     if (auto error = everySampleFailed(results))
       return WholeAnswer{error, nullptr};
-    return WholeAnswer{std::nullopt, completionResponse(header, *request, results, model)};
+    return WholeAnswer{std::nullopt, respond(header, *request, results, model)};
   };
   answerWhole(ctx, res, std::move(*submitted), request, ErrorStyle::kOpenAi, std::move(answer));
 }
 
+// A chat request has one prompt (its messages), so one result.
+nlohmann::json chatResponseOfFirst(const ResponseHeader &header, const GenerationRequest &request,
+                                   const std::vector<GenerationResult> &results,
+                                   const ServeModel &model) {
+  return chatResponse(header, request, results.at(0), model);
+}
+
+} // namespace
+
+void runCompletion(RouteContext &ctx, ServeModel &model, std::shared_ptr<GenerationRequest> request,
+                   httplib::Response &res, Framing framing) {
+  runOpenAiGeneration(ctx, model, std::move(request), res, framing, "cmpl", &makeCompletionStream,
+                      &completionResponse);
+}
+
 void runChat(RouteContext &ctx, ServeModel &model, std::shared_ptr<GenerationRequest> request,
              httplib::Response &res, Framing framing) {
-  std::optional<Submitted> submitted =
-      submitGeneration(ctx, model, *request, res, ErrorStyle::kOpenAi);
-  if (!submitted)
-    return;
-  ResponseHeader header = headerFor("chatcmpl", model);
-  if (request->stream) {
-    auto formatter = makeChatStream({header, request.get(), &model, framing});
-    startStream(ctx, res, std::move(*submitted), request, std::move(formatter),
-                contentTypeOf(framing));
-    return;
-  }
-  auto answer = [header, request, &model](const std::vector<GenerationResult> &results) {
-    if (auto error = everySampleFailed(results))
-      return WholeAnswer{error, nullptr};
-    return WholeAnswer{std::nullopt, chatResponse(header, *request, results.at(0), model)};
-  };
-  answerWhole(ctx, res, std::move(*submitted), request, ErrorStyle::kOpenAi, std::move(answer));
+  runOpenAiGeneration(ctx, model, std::move(request), res, framing, "chatcmpl", &makeChatStream,
+                      &chatResponseOfFirst);
 }
 
 void handleCompletions(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
@@ -93,8 +98,7 @@ nlohmann::ordered_json orderedMessages(const std::string &rawBody) {
   return ordered["messages"];
 }
 
-void handleChatCompletions(RouteContext &ctx, const httplib::Request &req,
-                           httplib::Response &res) {
+void handleChatCompletions(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
   ServeModel *model = modelOrError(ctx, res, ErrorStyle::kOpenAi);
   nlohmann::json body;
   if (!model || !readJsonBody(ctx, req, res, ErrorStyle::kOpenAi, body))
