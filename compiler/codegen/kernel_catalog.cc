@@ -201,6 +201,29 @@ const std::vector<std::string> &kernelOps() {
   return ops;
 }
 
+namespace {
+Status unknownOp(const std::string &op) {
+  std::string known;
+  for (const std::string &name : kernelOps())
+    known += (known.empty() ? "" : ", ") + name;
+  return invalidArgument("unknown kernel op '" + op + "'; kernel templates exist for " + known);
+}
+} // namespace
+
+Result<std::vector<std::string>> kernelConstantNames(const std::string &op) {
+  const OpSpec *spec = findSpec(op);
+  if (!spec)
+    return unknownOp(op);
+  return std::vector<std::string>(spec->constants.begin(), spec->constants.end());
+}
+
+Result<std::string> kernelParamsType(const std::string &op) {
+  const OpSpec *spec = findSpec(op);
+  if (!spec)
+    return unknownOp(op);
+  return std::string(spec->paramsType);
+}
+
 Status validateKernelInstance(const KernelInstance &instance) {
   const OpSpec *spec = findSpec(instance.op);
   if (!spec) {

@@ -39,6 +39,11 @@ struct LaunchShape {
 // The op names kernel templates exist for, in a stable order.
 const std::vector<std::string> &kernelOps();
 
+// The template constants of `op`, in the template's argument order, and the parameter struct its
+// entry point takes (kernels/cuda/params.h). Errors: an unknown op.
+Result<std::vector<std::string>> kernelConstantNames(const std::string &op);
+Result<std::string> kernelParamsType(const std::string &op);
+
 // Checks op, symbol (a C identifier) and constants (exactly the op's, each in range).
 Status validateKernelInstance(const KernelInstance &instance);
 Result<LaunchShape> launchShapeOf(const KernelInstance &instance);
