@@ -10,10 +10,77 @@
 #include <mutex>
 #include <vector>
 
+// Switching fibers: on x86-64 a switch of the callee-saved registers and the stack pointer
+// (about 20x faster than swapcontext, which makes a signal-mask system call every time); other
+// machines use ucontext.
+#if defined(__x86_64__)
+extern "C" void kiln_cudasim_switch(void **saveStack, void *loadStack);
+asm(R"(
+  .text
+  .globl kiln_cudasim_switch
+  .hidden kiln_cudasim_switch
+  .type kiln_cudasim_switch, @function
+kiln_cudasim_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size kiln_cudasim_switch, .-kiln_cudasim_switch
+)");
+#endif
+
 namespace kiln::cudasim {
 namespace {
 
 using kiln_cudasim::ThreadContext;
+
+// Where a suspended fiber (or the scheduler) resumes.
+struct Context {
+#if defined(__x86_64__)
+  void *stack = nullptr;
+#else
+  ucontext_t context{};
+#endif
+};
+
+// Prepares `context` to run `entry` (which must never return) on [stack, stack + bytes).
+void makeContext(Context &context, char *stack, size_t bytes, void (*entry)()) {
+#if defined(__x86_64__)
+  // As if `entry` had been called: its return address slot (never used) keeps the ABI's 16-byte
+  // alignment, then the address the switch returns to, then six callee-saved registers.
+  auto *top = reinterpret_cast<void **>(reinterpret_cast<uintptr_t>(stack + bytes) & ~uintptr_t{15});
+  top[-1] = nullptr;
+  top[-2] = reinterpret_cast<void *>(entry);
+  for (int i = 3; i <= 8; ++i)
+    top[-i] = nullptr;
+  context.stack = top - 8;
+#else
+  getcontext(&context.context);
+  context.context.uc_stack.ss_sp = stack;
+  context.context.uc_stack.ss_size = bytes;
+  context.context.uc_link = nullptr;
+  makecontext(&context.context, entry, 0);
+#endif
+}
+
+void switchContext(Context &from, Context &to) {
+#if defined(__x86_64__)
+  kiln_cudasim_switch(&from.stack, to.stack);
+#else
+  swapcontext(&from.context, &to.context);
+#endif
+}
 
 constexpr int kWarpSize = 32;
 constexpr size_t kStackBytes = 256 * 1024;
@@ -35,7 +102,7 @@ const char *warpOpName(WarpOp op) {
 }
 
 struct Fiber {
-  ucontext_t context{};
+  Context context;
   ThreadContext thread;
   Wait wait = Wait::kRunnable;
   WarpOp op = WarpOp::kSync;
@@ -94,7 +161,7 @@ public:
   void suspend(Wait wait) {
     Fiber &fiber = fibers_[running_];
     fiber.wait = wait;
-    swapcontext(&fiber.context, &scheduler_);
+    switchContext(fiber.context, scheduler_);
   }
   unsigned warpCall(WarpOp op, unsigned mask, unsigned bits, int source) {
     Fiber &fiber = fibers_[running_];
@@ -109,8 +176,8 @@ public:
     error_ = where(running_) + ": " + what;
     Fiber &fiber = fibers_[running_];
     fiber.wait = Wait::kExited;
-    setcontext(&scheduler_);
-    std::abort(); // setcontext does not return
+    switchContext(fiber.context, scheduler_);
+    std::abort(); // an exited fiber is never resumed
   }
   std::string where(size_t fiber) const {
     return "kernel " + name_ + " block " + dim3Text(fibers_[fiber].thread.blockIdx) +
@@ -133,7 +200,7 @@ private:
   StackPool &stacks_;
   std::vector<Fiber> fibers_;
   size_t running_ = 0;
-  ucontext_t scheduler_{};
+  Context scheduler_;
   std::string error_;
 };
 
@@ -142,8 +209,10 @@ thread_local BlockRun *activeRun = nullptr;
 void BlockRun::fiberMain() {
   BlockRun *run = activeRun;
   run->entry_(run->params_);
-  run->fibers_[run->running_].wait = Wait::kExited;
-  // Returning resumes uc_link, the scheduler.
+  Fiber &fiber = run->fibers_[run->running_];
+  fiber.wait = Wait::kExited;
+  switchContext(fiber.context, run->scheduler_);
+  std::abort(); // an exited fiber is never resumed
 }
 
 Status BlockRun::start(Dim3 blockIdx) {
@@ -160,11 +229,7 @@ Status BlockRun::start(Dim3 blockIdx) {
     char *stack = stacks_.stack(i);
     if (!stack)
       return resourceExhausted("cudasim: no memory for the stack of thread " + std::to_string(i));
-    getcontext(&fiber.context);
-    fiber.context.uc_stack.ss_sp = stack;
-    fiber.context.uc_stack.ss_size = kStackBytes;
-    fiber.context.uc_link = &scheduler_;
-    makecontext(&fiber.context, &BlockRun::fiberMain, 0);
+    makeContext(fiber.context, stack, kStackBytes, &BlockRun::fiberMain);
   }
   return okStatus();
 }
@@ -180,7 +245,7 @@ Status BlockRun::run(Dim3 blockIdx) {
       if (fibers_[i].wait != Wait::kRunnable)
         continue;
       running_ = i;
-      swapcontext(&scheduler_, &fibers_[i].context);
+      switchContext(scheduler_, fibers_[i].context);
       if (!error_.empty())
         break;
     }
