@@ -179,6 +179,7 @@ public:
     switchContext(fiber.context, scheduler_);
     std::abort(); // an exited fiber is never resumed
   }
+  std::string whereRunning() const { return where(running_); }
   std::string where(size_t fiber) const {
     return "kernel " + name_ + " block " + dim3Text(fibers_[fiber].thread.blockIdx) +
            " thread " + dim3Text(fibers_[fiber].thread.threadIdx);
@@ -406,11 +407,10 @@ const kiln_cudasim::DeviceApi kApi = {apiCurrent, apiSyncThreads, apiSyncWarp,
 // kernel and thread before the process dies, as compute-sanitizer would.
 void onFault(int signal, siginfo_t *info, void *) {
   if (BlockRun *run = activeRun) {
-    (void)run;
-    char text[160];
-    const int n = std::snprintf(text, sizeof text,
-                                "cudasim: invalid memory access at %p inside a simulated kernel\n",
-                                info->si_addr);
+    // Not async-signal-safe, but the process is going down with this fault either way.
+    char text[512];
+    const int n = std::snprintf(text, sizeof text, "cudasim: %s: invalid memory access at %p\n",
+                                run->whereRunning().c_str(), info->si_addr);
     if (n > 0)
       (void)!write(STDERR_FILENO, text, static_cast<size_t>(n));
   }

@@ -7,6 +7,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/mman.h>
+
 #include <numeric>
 #include <vector>
 
@@ -191,6 +193,29 @@ TEST(GridRunner, RejectsDimensionsAGpuRejects) {
   EXPECT_EQ(message({1, 1, 1}, {256, 1, 1}, 128),
             "launch of k with grid (1, 1, 1) block (256, 1, 1): 256 threads exceed the kernel's "
             "__launch_bounds__ of 128 (a GPU fails this launch: too many resources)");
+}
+
+// Thread 5 reads one element past its buffer, into a page nobody may touch.
+__global__ void overrunKernel(const void *raw) {
+  const auto &p = *static_cast<const Buffers *>(raw);
+  if (threadIdx.x == 5)
+    p.out[0] = p.in[1024];
+}
+
+TEST(GridRunnerDeathTest, AFaultNamesTheKernelAndThread) {
+  const long page = sysconf(_SC_PAGESIZE);
+  void *region =
+      mmap(nullptr, 2 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(region, MAP_FAILED);
+  ASSERT_EQ(mprotect(static_cast<char *>(region) + page, page, PROT_NONE), 0);
+  // 1024 floats end exactly where the protected page starts.
+  const float *in = reinterpret_cast<const float *>(static_cast<char *>(region) + page) - 1024;
+  float out = 0.0f;
+  Buffers p{in, &out, nullptr};
+  EXPECT_DEATH((void)runGrid("overrun", overrunKernel, &p, {1, 1, 1}, {32, 1, 1}),
+               "cudasim: kernel overrun block \\(0, 0, 0\\) thread \\(5, 0, 0\\): invalid "
+               "memory access at 0x");
+  munmap(region, 2 * page);
 }
 
 } // namespace
