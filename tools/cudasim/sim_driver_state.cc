@@ -167,8 +167,8 @@ const char *modeName(CUstreamCaptureMode mode) {
   }
 }
 
-// "90" or "90,80": one value per device, the last repeated for the rest. Errors name the
-// variable, its value and the accepted range.
+// "90" or "90,80": one value per device, the last repeated for the rest (values past the
+// device count are unused). Errors name the variable, its value and the accepted range.
 bool parseList(const char *name, const char *fallback, int lo, int hi, size_t count,
                std::vector<int> &values, std::string &detail) {
   const char *env = std::getenv(name);
@@ -186,13 +186,13 @@ bool parseList(const char *name, const char *fallback, int lo, int hi, size_t co
     values.push_back(value);
     p = next + (next < end ? 1 : 0);
   }
-  if (values.empty() || values.size() > std::max<size_t>(count, 1)) {
-    detail = std::string(name) + "='" + text + "': expected 1 to " +
-             std::to_string(std::max<size_t>(count, 1)) + " values";
+  if (values.empty()) {
+    detail = std::string(name) + "='" + text + "': expected at least one value";
     return false;
   }
   while (values.size() < count)
     values.push_back(values.back());
+  values.resize(count); // values past the device count are unused
   return true;
 }
 
@@ -467,6 +467,10 @@ CUresult configureDevices(Driver &d, std::string &detail) {
   if (!parseList("KILN_CUDASIM_DEVICES", "1", 0, 8, 1, count, detail))
     return CUDA_ERROR_INVALID_VALUE;
   const size_t devices = static_cast<size_t>(count[0]);
+  if (devices == 0) {
+    detail = "KILN_CUDASIM_DEVICES=0: the simulator offers no device";
+    return CUDA_ERROR_NO_DEVICE;
+  }
   std::vector<int> sms, megabytes;
   if (!parseList("KILN_CUDASIM_SM", "90", 30, 129, devices, sms, detail) ||
       !parseList("KILN_CUDASIM_MEMORY_MB", "1024", 1, 1 << 20, devices, megabytes, detail))
@@ -479,10 +483,6 @@ CUresult configureDevices(Driver &d, std::string &detail) {
     device->totalBytes = static_cast<size_t>(megabytes[i]) << 20;
     device->context.device = device.get();
     d.devices.push_back(std::move(device));
-  }
-  if (devices == 0) {
-    detail = "KILN_CUDASIM_DEVICES=0: the simulator offers no device";
-    return CUDA_ERROR_NO_DEVICE;
   }
   return CUDA_SUCCESS;
 }

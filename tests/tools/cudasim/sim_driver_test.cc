@@ -144,6 +144,43 @@ protected:
   if (!images().error.empty())                                                                     \
   GTEST_SKIP() << "NVRTC could not build the test kernels: " << images().error
 
+// cuInit reads the environment once per process, so these run in a child process of their own
+// (a death test re-executes the binary for this test alone).
+int exitWith(CUresult rc) {
+  std::_Exit(static_cast<int>(rc));
+}
+
+TEST(SimDriverInit, CallsBeforeCuInitAreNotInitialized) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        size_t sizes[2] = {};
+        exitWith(loadDriver()->memGetInfo(&sizes[0], &sizes[1]));
+      },
+      ::testing::ExitedWithCode(CUDA_ERROR_NOT_INITIALIZED), "cuInit has not succeeded");
+}
+
+TEST(SimDriverInit, ZeroDevicesIsNoDevice) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("KILN_CUDASIM_DEVICES", "0", 1);
+        exitWith(loadDriver()->init(0));
+      },
+      ::testing::ExitedWithCode(CUDA_ERROR_NO_DEVICE), "KILN_CUDASIM_DEVICES=0");
+}
+
+TEST(SimDriverInit, AMalformedEnvironmentFailsCuInitNamingTheVariable) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("KILN_CUDASIM_SM", "90,sm_80", 1);
+        exitWith(loadDriver()->init(0));
+      },
+      ::testing::ExitedWithCode(CUDA_ERROR_INVALID_VALUE),
+      "KILN_CUDASIM_SM='90,sm_80': expected integers in 30..129");
+}
+
 TEST_F(SimDriverTest, DevicesFollowTheEnvironment) {
   int count = 0, version = 0, major = 0, minor = 0, warp = 0;
   ASSERT_EQ(d_->deviceGetCount(&count), CUDA_SUCCESS);
@@ -167,6 +204,8 @@ TEST_F(SimDriverTest, DevicesFollowTheEnvironment) {
   ASSERT_EQ(d_->getErrorName(CUDA_ERROR_STREAM_CAPTURE_INVALIDATED, &text), CUDA_SUCCESS);
   EXPECT_STREQ(text, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED");
   EXPECT_EQ(d_->getErrorName(static_cast<CUresult>(12345), &text), CUDA_ERROR_INVALID_VALUE);
+  ASSERT_EQ(d_->getErrorString(CUDA_ERROR_NOT_READY, &text), CUDA_SUCCESS);
+  EXPECT_STREQ(text, "device not ready"); // no detail was raised for it
 }
 
 TEST_F(SimDriverTest, CallsNeedACurrentContextOnTheCallingThread) {
