@@ -1,5 +1,5 @@
 // Helpers shared by the kernel templates: element conversions for the three activation types
-// (float, __half, __nv_bfloat16), rounding to the activation type where transformers rounds, and
+// (float, __half, __nv_bfloat16), rounding a stored value to the activation type, and
 // warp/block reductions. NVRTC-only (-std=c++17), no framework headers.
 #pragma once
 
@@ -32,8 +32,10 @@ template <typename T> __device__ __forceinline__ float toFloat(T v) {
 template <typename T> __device__ __forceinline__ T fromFloat(float v) {
   return Elem<T>::fromFloat(v);
 }
-// The value transformers would hold after an op in dtype T: identity for fp32, a rounding for
-// fp16/bf16. Used where HF rounds intermediate results (rope products, silu before the mul).
+// The value an element of type T holds once stored: identity for fp32, a rounding for fp16/bf16.
+// plan.fbs: every op computes in fp32 and rounds each output element once, so this is for values
+// an op reads back after storing them (AddRmsNorm normalizes the residual as stored), never for
+// intermediates.
 template <typename T> __device__ __forceinline__ float roundTo(float v) {
   return toFloat<T>(fromFloat<T>(v));
 }

@@ -6,8 +6,8 @@
 // block = THREADS, no shared memory. WIDTH is hidden for Embedding, the row width for GatherRows
 // and Add, the intermediate size for SiluMul.
 //
-// Numerics: SiluMul rounds silu(gate) to T before multiplying by up, and Add rounds the sum, as
-// transformers computes them in the activation dtype; for T = float both are the CPU reference.
+// Numerics (plan.fbs): fp32 compute, each output element rounded once to T, in the CPU
+// reference's operation order (kernels/cpu/elementwise.cc), so fp16/bf16 results match it.
 #pragma once
 
 #include "kiln/common.cuh"
@@ -104,7 +104,7 @@ __device__ __forceinline__ void siluMul(const SiluMulParams &p) {
   loadRow<T, kVec>(gate + INTERMEDIATE + index * kVec, u);
 #pragma unroll
   for (int e = 0; e < kVec; ++e) // expf(-g) -> inf for g < -88 gives -0, as torch does
-    y[e] = roundTo<T>(g[e] / (1.0f + expf(-g[e]))) * u[e];
+    y[e] = g[e] / (1.0f + expf(-g[e])) * u[e];
   storeRow<T, kVec>(y, static_cast<T *>(p.out) + static_cast<int64_t>(r) * INTERMEDIATE +
                            index * kVec);
 }

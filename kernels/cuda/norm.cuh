@@ -4,10 +4,9 @@
 // shared memory. One CTA per row: the row (HIDDEN elements) stays in registers between the sum of
 // squares and the scaling, so x is read once and y written once.
 //
-// Numerics follow transformers' LlamaRMSNorm: fp32 variance = mean(x^2), x * (1 / sqrt(var+eps))
-// rounded to the activation type T, then weight * that (rounded to T). For T = float this is the
-// CPU reference's operation order. AddRmsNorm rounds residual + x to T before normalizing, as
-// transformers' bf16 residual stream does.
+// Numerics (plan.fbs, the CPU reference's operation order): fp32 variance = mean(x^2), then
+// weight * (x * (1 / sqrt(var + eps))) in fp32, rounded once to the activation type T when stored.
+// AddRmsNorm stores residual + x rounded to T and normalizes the residual as stored.
 #pragma once
 
 #include "kiln/common.cuh"
@@ -59,7 +58,7 @@ template <typename T, typename W, int HIDDEN, int THREADS> struct RmsNormRow {
       float y[kVec];
 #pragma unroll
       for (int e = 0; e < kVec; ++e)
-        y[e] = toFloat<W>(weight[index * kVec + e]) * roundTo<T>(v[k][e] * inverse);
+        y[e] = toFloat<W>(weight[index * kVec + e]) * (v[k][e] * inverse);
       store<kVec>(y, out + index * kVec);
     }
   }

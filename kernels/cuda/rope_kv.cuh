@@ -6,9 +6,9 @@
 // ROTARY_DIM, and KV * HEAD_DIM values of v.
 //
 // inv_freq is data (an fp32 table), so llama3 or linear scaling needs no kernel change. Angles
-// are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf. transformers rounds
-// cos and sin to the activation dtype and computes q*cos + rotate_half(q)*sin with a rounding
-// after each op; roundTo<T> reproduces that (and is the identity for fp32, the CPU reference).
+// are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf, and
+// q*cos + rotate_half(q)*sin is computed in fp32 and rounded once to T when stored (plan.fbs; the
+// CPU reference's operation order).
 #pragma once
 
 #include "kiln/common.cuh"
@@ -33,8 +33,8 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   const float position = static_cast<float>(p.positions[t]);
   for (int i = threadIdx.x; i < kHalf; i += THREADS) {
     const float angle = position * p.invFreq[i];
-    cosines[i] = roundTo<T>(cosf(angle));
-    sines[i] = roundTo<T>(sinf(angle));
+    cosines[i] = cosf(angle);
+    sines[i] = sinf(angle);
   }
   __syncthreads();
 
@@ -68,8 +68,8 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     const float x1 = toFloat<T>(row[h * HEAD_DIM + i + kHalf]);
     const float c = cosines[i];
     const float s = sines[i];
-    out[0] = fromFloat<T>(roundTo<T>(x0 * c) + roundTo<T>(-x1 * s));
-    out[kHalf] = fromFloat<T>(roundTo<T>(x1 * c) + roundTo<T>(x0 * s));
+    out[0] = fromFloat<T>(x0 * c + (-x1) * s);
+    out[kHalf] = fromFloat<T>(x1 * c + x0 * s);
   }
   for (int item = threadIdx.x; item < kRotatedHeads * kPass; item += THREADS) {
     const int h = item / (kPass > 0 ? kPass : 1);
