@@ -95,15 +95,18 @@ std::string compileForTest(const std::string &modelDir, compiler::CompileOptions
   return options.outDir;
 }
 
-LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks) {
+LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks,
+                           const std::string &deviceName) {
   LoadedArtifact loaded;
   auto artifact = rt::Artifact::load(artifactDir);
   EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
   if (!artifact.isOk())
     return loaded;
   loaded.artifact = std::move(*artifact);
-  auto device = rt::createDevice("cpu");
+  auto device = rt::createDevice(deviceName);
   EXPECT_TRUE(device.isOk()) << device.status().toString();
+  if (!device.isOk())
+    return loaded;
   loaded.device = std::move(*device);
   rt::ExecutorOptions options;
   options.numKvBlocks = numKvBlocks;
@@ -205,7 +208,8 @@ void checkCaseAsOnePrefill(rt::Executor &executor, const Golden &golden, const G
 
 } // namespace
 
-void checkGoldenLogits(const std::string &name) {
+void checkGoldenLogits(const std::string &name, const std::string &device,
+                       compiler::CompileOptions options) {
   std::string skipReason;
   std::optional<Golden> golden = loadGolden(name, skipReason);
   if (!golden) {
@@ -213,8 +217,8 @@ void checkGoldenLogits(const std::string &name) {
       GTEST_SKIP() << skipReason;
     FAIL() << "cannot read the golden for " << name;
   }
-  std::string artifact = compileForTest(golden->modelDir);
-  LoadedArtifact loaded = loadForTest(artifact, 64);
+  std::string artifact = compileForTest(golden->modelDir, options);
+  LoadedArtifact loaded = loadForTest(artifact, 64, device);
   ASSERT_NE(loaded.executor, nullptr);
   for (size_t i = 0; i < golden->cases.size(); ++i) {
     checkCase(*loaded.executor, *golden, golden->cases[i], i);

@@ -46,7 +46,9 @@ struct LoadedArtifact {
   std::unique_ptr<rt::Device> device;
   std::unique_ptr<rt::Executor> executor;
 };
-LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks);
+// On `device` ("cpu", "cuda", "cuda:1", ...); fails the test when it cannot be opened.
+LoadedArtifact loadForTest(const std::string &artifactDir, int32_t numKvBlocks,
+                           const std::string &device = "cpu");
 
 // Max |a - b| over `count` floats.
 // Runs `command` in a shell with stderr merged into stdout: {exit code (-1 if it did not exit),
@@ -58,7 +60,9 @@ int32_t argmax(const float *row, int32_t size);
 
 // Runs every golden case: prefill (all logits) then 16 teacher-forced decode steps, and the whole
 // prompt + greedy ids as one prefill; asserts each row within the golden's tolerance and each
-// greedy argmax equal to the golden id.
-void checkGoldenLogits(const std::string &name);
+// greedy argmax equal to the golden id. Compiled with `options` (model and output directories
+// are filled in), run on `device`.
+void checkGoldenLogits(const std::string &name, const std::string &device = "cpu",
+                       compiler::CompileOptions options = {});
 
 } // namespace kiln::e2e

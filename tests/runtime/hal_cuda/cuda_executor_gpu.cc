@@ -3,7 +3,9 @@
 // sequences) with decode graphs (DecodeBuckets::kAuto), padded without graphs (kPadOnly),
 // unpadded (kOff), and on the cpu backend:
 //   - graphs == padded, bit for bit (same kernels, same counts, same cuBLASLt algorithms);
-//   - graphs ~ unpadded and ~ cpu within a tolerance (other row counts may pick other algorithms);
+//   - graphs ~ unpadded and ~ cpu within a tolerance (other row counts may pick other algorithms):
+//     fp32 1e-4 (issue 6; 1.7e-5 measured on cudasim), bf16 0.1 (a different fp32 summation order
+//     flips an occasional bf16 rounding: 0.066 measured on cudasim);
 // and --gpu-memory-utilization sizes the cache from the GPU's real memory. TinyStories-656K
 // (../shared/assets, skipped when absent) has max_seq_len 512, so its graphs launch 2 decode
 // splits and sequences shorter than 257 tokens leave one empty. Skips without a GPU or without
@@ -228,7 +230,7 @@ Fixture tinyLlama() {
 }
 
 TEST_F(CudaExecutorGpuTest, TinyLlamaDecodeGraphsMatchEagerAndCpu) {
-  checkGraphs(tinyLlama(), "fp32", 1e-4, 2e-3);
+  checkGraphs(tinyLlama(), "fp32", 1e-4, 1e-4);
   checkGraphs(tinyLlama(), "bf16", 0.05, 0.1);
 }
 
@@ -237,7 +239,7 @@ TEST_F(CudaExecutorGpuTest, TinyStoriesDecodeGraphsWithEmptySplits) {
                         std::string(KILN_ASSETS_DIR) + "/models/tinystories-656K-hf", 300};
   if (!fs::exists(fixture.modelDir))
     GTEST_SKIP() << "no " << fixture.modelDir << " (../shared/assets)";
-  checkGraphs(fixture, "fp32", 1e-4, 2e-3);
+  checkGraphs(fixture, "fp32", 1e-4, 1e-4);
   checkGraphs(fixture, "bf16", 0.05, 0.1);
 }
 
