@@ -157,5 +157,23 @@ TEST(CudaGolden, TinyLlamaBf16MatchesTransformersAndKilnRounding) {
   EXPECT_LE(worstRounding, 0.15f);
 }
 
+// The command line on --device cuda: `kiln generate` gives the cpu backend's greedy ids and text
+// for stories260K (the JSON line is compared whole).
+TEST(CudaGolden, KilnGenerateOnCudaPrintsTheCpuOutput) {
+  KILN_CUDA_OPTIONS_OR_SKIP(options);
+  auto dir = assetModelDir("models/stories260K-hf");
+  if (!dir)
+    GTEST_SKIP() << "../shared/assets/models/stories260K-hf is absent";
+  const std::string kiln = std::string(KILN_BINARY_DIR) + "/tools/kiln/kiln";
+  const std::string artifact = compileForTest(*dir, *options);
+  const std::string flags = " --prompt \"Once upon a time\" --max-tokens 40 --temperature 0";
+  auto [cpuCode, cpuOut] = runCommand(kiln + " generate " + artifact + " --device cpu" + flags);
+  ASSERT_EQ(cpuCode, 0) << cpuOut;
+  auto [cudaCode, cudaOut] = runCommand(kiln + " generate " + artifact + " --device cuda" + flags);
+  ASSERT_EQ(cudaCode, 0) << cudaOut;
+  EXPECT_EQ(cudaOut, cpuOut);
+  EXPECT_NE(cpuOut.find("\"output_ids\":[432,383,286,261,376"), std::string::npos) << cpuOut;
+}
+
 } // namespace
 } // namespace kiln::e2e
