@@ -9,14 +9,10 @@
 //     half_dtype_golden_test.cc) and the "kiln rounding" reference (transformers fp32 rounded where
 //     plan.fbs rounds) within 0.15, the worst row the cpu backend reaches after a rounding flip.
 // On a machine without a GPU, ctest's cudasim.cuda_golden_test runs this on the simulator.
-#include "runtime/base/file.h"
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/half_dtype_util.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
-#include <sstream>
 
 namespace kiln::e2e {
 namespace {
@@ -60,53 +56,17 @@ TEST(CudaGolden, RealModelsMatchTransformersInFp32) {
   }
 }
 
-// Greedy decoding, one sequence, blocks 0.. in order.
-std::vector<int32_t> greedy(rt::Executor &executor, const std::vector<int32_t> &prompt,
-                            int32_t newTokens) {
-  rt::SequenceStep step;
-  const int32_t total = static_cast<int32_t>(prompt.size()) + newTokens;
-  for (int32_t b = 0; b * executor.limits().blockSize < total; ++b)
-    step.blockTable.push_back(b);
-  step.tokenIds = prompt;
-  std::vector<int32_t> out;
-  while (static_cast<int32_t>(out.size()) < newTokens) {
-    auto output = executor.execute(rt::StepBatch{{step}});
-    EXPECT_TRUE(output.isOk()) << output.status().toString();
-    if (!output.isOk())
-      return out;
-    out.push_back(argmax(output->row(0), output->vocabSize));
-    step.startPosition += static_cast<int32_t>(step.tokenIds.size());
-    step.tokenIds = {out.back()};
-  }
-  return out;
-}
-
-// NEXT_TOKEN_IDS of section 1 of llama2.c's reference (200 tokens from BOS).
-std::vector<int32_t> llama2cSection1Ids() {
-  Result<std::string> text =
-      readFile(std::string(KILN_ASSETS_DIR) + "/expected/stories260K_llama2c_reference.md");
-  if (!text.isOk())
-    return {};
-  const size_t line = text->find("NEXT_TOKEN_IDS", text->find("## 1."));
-  const size_t colon = text->find(": ", text->find(')', line));
-  std::istringstream ids(text->substr(colon + 2, text->find('\n', colon) - colon - 2));
-  std::vector<int32_t> out;
-  for (int32_t id; ids >> id;)
-    out.push_back(id);
-  return out;
-}
-
 TEST(CudaGolden, Stories260KGreedy200MatchesLlama2c) {
   KILN_CUDA_OPTIONS_OR_SKIP(options);
   auto dir = assetModelDir("models/stories260K-hf");
   if (!dir)
     GTEST_SKIP() << "../shared/assets/models/stories260K-hf is absent";
-  std::vector<int32_t> expected = llama2cSection1Ids();
+  std::vector<int32_t> expected = llama2cStories260KIds();
   ASSERT_EQ(expected.size(), 200u) << "could not parse section 1 of the llama2.c reference";
   options->maxSeqLen = 512;
   LoadedArtifact model = loadForTest(compileForTest(*dir, *options), 32, "cuda");
   ASSERT_NE(model.executor, nullptr);
-  EXPECT_EQ(greedy(*model.executor, {1}, 200), expected);
+  EXPECT_EQ(greedyIds(*model.executor, {1}, 200), expected);
 }
 
 TEST(CudaGolden, TinyStories656KGreedyMatchesFloat64Reference) {
@@ -114,19 +74,9 @@ TEST(CudaGolden, TinyStories656KGreedyMatchesFloat64Reference) {
   auto dir = assetModelDir("models/tinystories-656K-hf");
   if (!dir)
     GTEST_SKIP() << "../shared/assets/models/tinystories-656K-hf is absent";
-  Result<std::string> text = readFile(std::string(KILN_ASSETS_DIR) +
-                                      "/expected/tinystories656K_hf_reference_greedy.json");
-  ASSERT_TRUE(text.isOk()) << text.status().toString();
   LoadedArtifact model = loadForTest(compileForTest(*dir, *options), 32, "cuda");
   ASSERT_NE(model.executor, nullptr);
-  nlohmann::json reference = nlohmann::json::parse(*text);
-  ASSERT_EQ(reference["cases"].size(), 4u);
-  for (const auto &c : reference["cases"]) {
-    auto prompt = c["input_ids"].get<std::vector<int32_t>>();
-    auto expected = c["greedy_new_ids"].get<std::vector<int32_t>>();
-    EXPECT_EQ(greedy(*model.executor, prompt, static_cast<int32_t>(expected.size())), expected)
-        << "prompt " << c["prompt"];
-  }
+  checkTinyStoriesFloat64Greedy(*model.executor);
 }
 
 TEST(CudaGolden, TinyLlamaBf16MatchesTransformersAndKilnRounding) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <sys/wait.h>
 
 namespace kiln::e2e {
@@ -223,6 +224,56 @@ void checkGoldenLogits(const std::string &name, const std::string &device,
   for (size_t i = 0; i < golden->cases.size(); ++i) {
     checkCase(*loaded.executor, *golden, golden->cases[i], i);
     checkCaseAsOnePrefill(*loaded.executor, *golden, golden->cases[i], i);
+  }
+}
+
+std::vector<int32_t> greedyIds(rt::Executor &executor, const std::vector<int32_t> &prompt,
+                               int32_t newTokens) {
+  rt::SequenceStep step;
+  const int32_t total = static_cast<int32_t>(prompt.size()) + newTokens;
+  for (int32_t b = 0; b * executor.limits().blockSize < total; ++b)
+    step.blockTable.push_back(b);
+  step.tokenIds = prompt;
+  std::vector<int32_t> out;
+  while (static_cast<int32_t>(out.size()) < newTokens) {
+    auto output = executor.execute(rt::StepBatch{{step}});
+    EXPECT_TRUE(output.isOk()) << output.status().toString();
+    if (!output.isOk())
+      return out;
+    out.push_back(argmax(output->row(0), output->vocabSize));
+    step.startPosition += static_cast<int32_t>(step.tokenIds.size());
+    step.tokenIds = {out.back()};
+  }
+  return out;
+}
+
+std::vector<int32_t> llama2cStories260KIds() {
+  Result<std::string> text =
+      readFile(std::string(KILN_ASSETS_DIR) + "/expected/stories260K_llama2c_reference.md");
+  if (!text.isOk())
+    return {};
+  const size_t line = text->find("NEXT_TOKEN_IDS", text->find("## 1."));
+  const size_t colon = text->find(": ", text->find(')', line));
+  if (line == std::string::npos || colon == std::string::npos)
+    return {};
+  std::istringstream ids(text->substr(colon + 2, text->find('\n', colon) - colon - 2));
+  std::vector<int32_t> out;
+  for (int32_t id; ids >> id;)
+    out.push_back(id);
+  return out;
+}
+
+void checkTinyStoriesFloat64Greedy(rt::Executor &executor) {
+  Result<std::string> text = readFile(std::string(KILN_ASSETS_DIR) +
+                                      "/expected/tinystories656K_hf_reference_greedy.json");
+  ASSERT_TRUE(text.isOk()) << text.status().toString();
+  nlohmann::json reference = nlohmann::json::parse(*text);
+  ASSERT_EQ(reference["cases"].size(), 4u);
+  for (const auto &c : reference["cases"]) {
+    auto prompt = c["input_ids"].get<std::vector<int32_t>>();
+    auto expected = c["greedy_new_ids"].get<std::vector<int32_t>>();
+    EXPECT_EQ(greedyIds(executor, prompt, static_cast<int32_t>(expected.size())), expected)
+        << "prompt " << c["prompt"];
   }
 }
 

@@ -58,6 +58,16 @@ std::pair<int, std::string> runCommand(const std::string &command);
 float maxAbsDiff(const float *a, const float *b, size_t count);
 int32_t argmax(const float *row, int32_t size);
 
+// Greedy decoding through the executor: one sequence, blocks 0.. in order, `newTokens` ids.
+std::vector<int32_t> greedyIds(rt::Executor &executor, const std::vector<int32_t> &prompt,
+                               int32_t newTokens);
+// llama2.c's 200 greedy ids of stories260K from BOS (section 1 of
+// ../shared/assets/expected/stories260K_llama2c_reference.md); empty when unreadable.
+std::vector<int32_t> llama2cStories260KIds();
+// TinyStories-656K's four float64-reference greedy cases
+// (../shared/assets/expected/tinystories656K_hf_reference_greedy.json), asserted on `executor`.
+void checkTinyStoriesFloat64Greedy(rt::Executor &executor);
+
 // Runs every golden case: prefill (all logits) then 16 teacher-forced decode steps, and the whole
 // prompt + greedy ids as one prefill; asserts each row within the golden's tolerance and each
 // greedy argmax equal to the golden id. Compiled with `options` (model and output directories
