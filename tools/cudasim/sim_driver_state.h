@@ -224,6 +224,22 @@ void unmapAllocation(const Allocation &allocation);
 // Destroys what a context owns when its last retain is released.
 void destroyContextResources(Context &context, Graveyard &graveyard);
 
+// The cu*Destroy of a handle kept in one of Driver's maps: moves the object into `buried` (freed
+// once the caller's Graveyard goes, after the mutex) or fails "<api>: 0x.. is not a live <kind>".
+// Call with the mutex held and the driver initialized.
+template <typename T, typename Handle>
+CUresult buryLive(std::map<T *, std::unique_ptr<T>> &live, Handle handle, const char *api,
+                  const char *kind, std::vector<std::unique_ptr<T>> &buried) {
+  auto it = live.find(reinterpret_cast<T *>(handle));
+  if (it == live.end())
+    return fail(CUDA_ERROR_INVALID_VALUE, std::string(api) + ": " +
+                                              hexAddress(reinterpret_cast<uintptr_t>(handle)) +
+                                              " is not a live " + kind);
+  buried.push_back(std::move(it->second));
+  live.erase(it);
+  return CUDA_SUCCESS;
+}
+
 // Work: run now (the stream is not capturing) or record. `submit` checks the context and stream
 // and records or runs `node`; `validate` (optional) runs under the mutex after those checks.
 CUresult submit(const char *api, CUstream stream, Node node,

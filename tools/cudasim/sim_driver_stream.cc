@@ -532,13 +532,7 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
   std::lock_guard<std::mutex> lock(d.mutex);
   if (CUresult rc = checkInitialized("cuGraphExecDestroy"))
     return rc;
-  auto it = d.execs.find(reinterpret_cast<GraphExec *>(exec));
-  if (it == d.execs.end())
-    return fail(CUDA_ERROR_INVALID_VALUE,
-                "cuGraphExecDestroy: " + hexAddress(address(exec)) + " is not a live graph exec");
-  graveyard.execs.push_back(std::move(it->second));
-  d.execs.erase(it);
-  return CUDA_SUCCESS;
+  return buryLive(d.execs, exec, "cuGraphExecDestroy", "graph exec", graveyard.execs);
 }
 
 CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
@@ -547,13 +541,7 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
   std::lock_guard<std::mutex> lock(d.mutex);
   if (CUresult rc = checkInitialized("cuGraphDestroy"))
     return rc;
-  auto it = d.graphs.find(reinterpret_cast<Graph *>(graph));
-  if (it == d.graphs.end())
-    return fail(CUDA_ERROR_INVALID_VALUE,
-                "cuGraphDestroy: " + hexAddress(address(graph)) + " is not a live graph");
-  graveyard.graphs.push_back(std::move(it->second));
-  d.graphs.erase(it);
-  return CUDA_SUCCESS;
+  return buryLive(d.graphs, graph, "cuGraphDestroy", "graph", graveyard.graphs);
 }
 
 __attribute__((visibility("default"))) CUresult
