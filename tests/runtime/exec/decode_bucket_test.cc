@@ -10,7 +10,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <random>
 
 namespace kiln::rt {
@@ -175,7 +174,7 @@ private:
 
 // A tiny Llama compiled for 32 sequences; every test runs the same schedule on executors with
 // different DecodeBuckets and compares logits bit for bit.
-class DecodeBucketTest : public ::testing::Test {
+class DecodeBucketTest : public testing::TinyLlamaOnCpuTest {
 protected:
   static constexpr int32_t kNumKvBlocks = 80;
 
@@ -184,23 +183,7 @@ protected:
     config.maxBatch = 32;
     config.maxSeqLen = 32;
     config.maxTokensPerStep = 64;
-    model_ = new testing::TinyLlama(testing::makeTinyLlama(config));
-    root_ = testing::makeTempDir("kiln-decode-bucket-test");
-    const std::string dir = root_ + "/model.kiln";
-    Status written = testing::writeTinyLlamaArtifact(*model_, dir);
-    ASSERT_TRUE(written.isOk()) << written.toString();
-    auto artifact = Artifact::load(dir);
-    ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
-    artifact_ = std::move(artifact).value().release();
-    auto cpu = createDevice("cpu");
-    ASSERT_TRUE(cpu.isOk());
-    cpu_ = std::move(cpu).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete cpu_;
-    delete artifact_;
-    delete model_;
-    std::filesystem::remove_all(root_);
+    setUpTinyLlama("kiln-decode-bucket-test", config);
   }
 
   static std::unique_ptr<Executor> makeExecutor(Device &device, DecodeBuckets buckets,
@@ -252,17 +235,7 @@ protected:
     }
     return logits;
   }
-
-  static testing::TinyLlama *model_;
-  static std::string root_;
-  static Artifact *artifact_;
-  static Device *cpu_;
 };
-
-testing::TinyLlama *DecodeBucketTest::model_ = nullptr;
-std::string DecodeBucketTest::root_;
-Artifact *DecodeBucketTest::artifact_ = nullptr;
-Device *DecodeBucketTest::cpu_ = nullptr;
 
 TEST_F(DecodeBucketTest, TheCpuDeviceNeitherPadsNorCapturesByDefault) {
   std::unique_ptr<Executor> executor = makeExecutor(*cpu_, DecodeBuckets::kAuto);

@@ -8,8 +8,6 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 namespace kiln::rt {
 namespace {
 
@@ -37,27 +35,9 @@ public:
   mutable size_t infoAfterAllocations = 0;
 };
 
-class ExecutorMemoryTest : public ::testing::Test {
+class ExecutorMemoryTest : public testing::TinyLlamaOnCpuTest {
 protected:
-  static void SetUpTestSuite() {
-    model_ = new testing::TinyLlama(testing::makeTinyLlama());
-    root_ = testing::makeTempDir("kiln-executor-memory-test");
-    const std::string dir = root_ + "/model.kiln";
-    Status written = testing::writeTinyLlamaArtifact(*model_, dir);
-    ASSERT_TRUE(written.isOk()) << written.toString();
-    auto artifact = Artifact::load(dir);
-    ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
-    artifact_ = std::move(artifact).value().release();
-    auto cpu = createDevice("cpu");
-    ASSERT_TRUE(cpu.isOk());
-    cpu_ = std::move(cpu).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete cpu_;
-    delete artifact_;
-    delete model_;
-    std::filesystem::remove_all(root_);
-  }
+  static void SetUpTestSuite() { setUpTinyLlama("kiln-executor-memory-test"); }
 
   // 2 layers x (K + V) x 2 kv heads x 4 positions x 8 dims x 4 bytes.
   static size_t blockBytes() {
@@ -72,17 +52,8 @@ protected:
     return Executor::create(*artifact_, device_, options);
   }
 
-  static testing::TinyLlama *model_;
-  static std::string root_;
-  static Artifact *artifact_;
-  static Device *cpu_;
   FixedMemoryDevice device_{*cpu_};
 };
-
-testing::TinyLlama *ExecutorMemoryTest::model_ = nullptr;
-std::string ExecutorMemoryTest::root_;
-Artifact *ExecutorMemoryTest::artifact_ = nullptr;
-Device *ExecutorMemoryTest::cpu_ = nullptr;
 
 TEST_F(ExecutorMemoryTest, TheCacheTakesWhatKeepsUsedMemoryUnderTheFraction) {
   auto executor = create(0.9);

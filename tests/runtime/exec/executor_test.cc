@@ -9,14 +9,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <filesystem>
 #include <numeric>
 #include <random>
 
 namespace kiln::rt {
 namespace {
-
-using testing::TinyLlama;
 
 constexpr double kReferenceTolerance = 1e-4;
 constexpr double kConsistencyTolerance = 1e-5;
@@ -40,32 +37,14 @@ SequenceStep sequenceStep(const std::vector<int32_t> &tokens, int32_t start, int
   return step;
 }
 
-class ExecutorTest : public ::testing::Test {
+class ExecutorTest : public testing::TinyLlamaOnCpuTest {
 protected:
-  static void SetUpTestSuite() {
-    model_ = new TinyLlama(testing::makeTinyLlama());
-    root_ = testing::makeTempDir("kiln-executor-test");
-    std::string dir = root_ + "/model.kiln";
-    Status written = testing::writeTinyLlamaArtifact(*model_, dir);
-    ASSERT_TRUE(written.isOk()) << written.toString();
-    auto artifact = Artifact::load(dir);
-    ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
-    artifact_ = std::move(artifact).value().release();
-    auto device = createDevice("cpu");
-    ASSERT_TRUE(device.isOk());
-    device_ = std::move(device).value().release();
-  }
-  static void TearDownTestSuite() {
-    delete device_;
-    delete artifact_;
-    delete model_;
-    std::filesystem::remove_all(root_);
-  }
+  static void SetUpTestSuite() { setUpTinyLlama("kiln-executor-test"); }
 
   static std::unique_ptr<Executor> makeExecutor() {
     ExecutorOptions options;
     options.numKvBlocks = kNumKvBlocks;
-    auto executor = Executor::create(*artifact_, *device_, options);
+    auto executor = Executor::create(*artifact_, *cpu_, options);
     EXPECT_TRUE(executor.isOk()) << executor.status().toString();
     return executor.isOk() ? std::move(executor).value() : nullptr;
   }
@@ -91,17 +70,7 @@ protected:
           std::max(worst, std::abs(double(out.row(row)[v]) - ref[position * out.vocabSize + v]));
     return worst;
   }
-
-  static TinyLlama *model_;
-  static std::string root_;
-  static Artifact *artifact_;
-  static Device *device_;
 };
-
-TinyLlama *ExecutorTest::model_ = nullptr;
-std::string ExecutorTest::root_;
-Artifact *ExecutorTest::artifact_ = nullptr;
-Device *ExecutorTest::device_ = nullptr;
 
 TEST_F(ExecutorTest, ReportsLimits) {
   auto executor = makeExecutor();
@@ -285,11 +254,11 @@ TEST_F(ExecutorTest, InvalidStepsAreRejectedWithTheLimit) {
 TEST_F(ExecutorTest, KvBlocksDerivedFromBytes) {
   ExecutorOptions options;
   options.kvCacheBytes = 10 * 1024 + 5;
-  auto executor = Executor::create(*artifact_, *device_, options);
+  auto executor = Executor::create(*artifact_, *cpu_, options);
   ASSERT_TRUE(executor.isOk()) << executor.status().toString();
   EXPECT_EQ((*executor)->limits().numKvBlocks, 10);
   options.kvCacheBytes = 100;
-  auto tooSmall = Executor::create(*artifact_, *device_, options);
+  auto tooSmall = Executor::create(*artifact_, *cpu_, options);
   ASSERT_FALSE(tooSmall.isOk());
   EXPECT_EQ(tooSmall.status().message(),
             "KV cache of 100 bytes holds no block: one block (all layers, K and V) is 1024 bytes");
@@ -298,7 +267,7 @@ TEST_F(ExecutorTest, KvBlocksDerivedFromBytes) {
 TEST_F(ExecutorTest, CreateRejectsBadRankAndForeignTarget) {
   ExecutorOptions options;
   options.rank = 1;
-  auto badRank = Executor::create(*artifact_, *device_, options);
+  auto badRank = Executor::create(*artifact_, *cpu_, options);
   ASSERT_FALSE(badRank.isOk());
   EXPECT_NE(badRank.status().message().find("executor rank 1 is not a rank of"), std::string::npos);
 
@@ -308,7 +277,7 @@ TEST_F(ExecutorTest, CreateRejectsBadRankAndForeignTarget) {
               }).isOk());
   auto gpuOnly = Artifact::load(dir);
   ASSERT_TRUE(gpuOnly.isOk()) << gpuOnly.status().toString();
-  auto executor = Executor::create(**gpuOnly, *device_, {});
+  auto executor = Executor::create(**gpuOnly, *cpu_, {});
   ASSERT_FALSE(executor.isOk());
   EXPECT_EQ(executor.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_EQ(executor.status().message(), "artifact '" + dir +
@@ -348,7 +317,7 @@ TEST_F(ExecutorTest, CpuBackendRunsHalfActivations) {
   ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
   ExecutorOptions options;
   options.numKvBlocks = 8;
-  auto executor = Executor::create(**artifact, *device_, options);
+  auto executor = Executor::create(**artifact, *cpu_, options);
   ASSERT_TRUE(executor.isOk()) << executor.status().toString();
   EXPECT_EQ((*executor)->kvBlockBytes(), 512u); // the fp32 plan's 1024 at 2 bytes an element
   std::vector<int32_t> tokens = tokensOf(11, 1);

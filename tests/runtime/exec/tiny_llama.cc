@@ -299,4 +299,31 @@ std::string makeTempDir(const std::string &prefix) {
   return dir.string();
 }
 
+std::unique_ptr<TinyLlama> TinyLlamaOnCpuTest::model_;
+std::string TinyLlamaOnCpuTest::root_;
+std::unique_ptr<Artifact> TinyLlamaOnCpuTest::artifact_;
+std::unique_ptr<Device> TinyLlamaOnCpuTest::cpu_;
+
+void TinyLlamaOnCpuTest::setUpTinyLlama(const std::string &tempPrefix,
+                                        const TinyLlamaConfig &config) {
+  model_ = std::make_unique<TinyLlama>(makeTinyLlama(config));
+  root_ = makeTempDir(tempPrefix);
+  const std::string dir = root_ + "/model.kiln";
+  Status written = writeTinyLlamaArtifact(*model_, dir);
+  ASSERT_TRUE(written.isOk()) << written.toString();
+  auto artifact = Artifact::load(dir);
+  ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
+  artifact_ = std::move(artifact).value();
+  auto cpu = createDevice("cpu");
+  ASSERT_TRUE(cpu.isOk());
+  cpu_ = std::move(cpu).value();
+}
+
+void TinyLlamaOnCpuTest::TearDownTestSuite() {
+  cpu_.reset();
+  artifact_.reset();
+  model_.reset();
+  std::filesystem::remove_all(root_);
+}
+
 } // namespace kiln::rt::testing

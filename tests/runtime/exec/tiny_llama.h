@@ -4,11 +4,16 @@
 // Linear(lm_head)), and a dense double-precision reference forward pass to check it against.
 #pragma once
 
+#include "runtime/artifact/artifact.h"
 #include "runtime/base/status.h"
+#include "runtime/hal/device.h"
 #include "schema/plan_generated.h"
+
+#include <gtest/gtest.h>
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,5 +66,20 @@ std::vector<double> referenceLogits(const TinyLlama &model, const std::vector<in
 
 // A fresh empty directory under the test temp dir.
 std::string makeTempDir(const std::string &prefix);
+
+// The suite fixture the executor tests share: a tiny Llama written as an artifact directory in a
+// fresh temp dir, loaded, and a cpu device to run it on. The suite's SetUpTestSuite calls
+// setUpTinyLlama; the inherited TearDownTestSuite frees it all and removes the directory. The
+// members are static because gtest runs a suite's tests together, one suite at a time.
+class TinyLlamaOnCpuTest : public ::testing::Test {
+protected:
+  static void setUpTinyLlama(const std::string &tempPrefix, const TinyLlamaConfig &config = {});
+  static void TearDownTestSuite();
+
+  static std::unique_ptr<TinyLlama> model_;
+  static std::string root_; // holds model.kiln; tests may write other artifacts beside it
+  static std::unique_ptr<Artifact> artifact_;
+  static std::unique_ptr<Device> cpu_;
+};
 
 } // namespace kiln::rt::testing
