@@ -1,14 +1,20 @@
 // A Device that forwards everything to another one (the cpu device in tests), so a test can
-// override one part of it: the memory the driver reports, or graph capture.
+// override one part of it: the memory the driver reports, graph capture, failing ops or copies.
 #pragma once
 
 #include "runtime/hal/device.h"
+
+#include <memory>
 
 namespace kiln::rt::testing {
 
 class ForwardingDevice : public Device {
 public:
   explicit ForwardingDevice(Device &inner) : inner_(inner) {}
+  // Owns the device it forwards to: for a device handed over as a unique_ptr<Device> (one per
+  // rank, from a MultiRankOptions.deviceFactory).
+  explicit ForwardingDevice(std::unique_ptr<Device> owned)
+      : owned_(std::move(owned)), inner_(*owned_) {}
 
   const std::string &name() const override { return inner_.name(); }
   DeviceKind kind() const override { return inner_.kind(); }
@@ -35,6 +41,9 @@ public:
     return inner_.runOp(op, counts);
   }
   Status synchronize() override { return inner_.synchronize(); }
+
+private:
+  std::unique_ptr<Device> owned_; // before inner_: initialised first
 
 protected:
   Device &inner_;

@@ -3,29 +3,19 @@
 #include "runtime/exec/communicator.h"
 
 #include "runtime/base/half.h"
+#include "tests/runtime/exec/on_ranks.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
-#include <functional>
 #include <thread>
 
 namespace kiln::rt {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::onRanks;
 constexpr schema::DType kF32 = schema::DType::F32;
-
-// Runs fn(rank) on one thread per rank and returns each rank's status.
-std::vector<Status> onRanks(int n, const std::function<Status(int)> &fn) {
-  std::vector<Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { statuses[r] = fn(r); });
-  for (std::thread &t : threads)
-    t.join();
-  return statuses;
-}
 
 TEST(CpuCommunicatorTest, AllReduceSumsInRankOrderOnEveryRank) {
   constexpr int kRanks = 3;

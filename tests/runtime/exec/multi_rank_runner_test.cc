@@ -6,6 +6,7 @@
 #include "runtime/artifact/artifact_writer.h"
 #include "runtime/exec/multi_rank_runner.h"
 #include "runtime/hal/cpu_device.h"
+#include "tests/runtime/exec/forwarding_device.h"
 #include "tests/runtime/exec/tiny_llama.h"
 
 #include <gtest/gtest.h>
@@ -188,29 +189,13 @@ void expectReference(const ToyModel &m, const Result<StepOutput> &out) {
 }
 
 // A cpu device that, while armed, fails (or first sleeps in) the op named `opName`.
-class FaultyDevice final : public Device {
+class FaultyDevice final : public testing::ForwardingDevice {
 public:
   FaultyDevice(std::string opName, std::chrono::milliseconds sleep, std::atomic<bool> &armed)
-      : opName_(std::move(opName)), sleep_(sleep), armed_(armed) {}
-  const std::string &name() const override { return cpu_.name(); }
-  DeviceKind kind() const override { return cpu_.kind(); }
-  const std::string &target() const override { return cpu_.target(); }
-  Result<DeviceMemoryInfo> memoryInfo() const override { return cpu_.memoryInfo(); }
-  Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override {
-    return cpu_.allocate(bytes, kind);
-  }
-  void free(DeviceMemory &memory) override { cpu_.free(memory); }
-  Result<DeviceMemory> importWeights(std::span<const uint8_t> bytes) override {
-    return cpu_.importWeights(bytes);
-  }
-  Status copyToDevice(void *dst, const void *src, size_t bytes) override {
-    return cpu_.copyToDevice(dst, src, bytes);
-  }
-  Status copyToHost(void *dst, const void *src, size_t bytes) override {
-    return cpu_.copyToHost(dst, src, bytes);
-  }
+      : ForwardingDevice(std::make_unique<CpuDevice>()), opName_(std::move(opName)), sleep_(sleep),
+        armed_(armed) {}
   Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override {
-    KILN_ASSIGN_OR_RETURN(auto prepared, cpu_.prepareOp(op));
+    KILN_ASSIGN_OR_RETURN(auto prepared, inner_.prepareOp(op));
     if (op.op->name()->str() == opName_)
       faulty_ = prepared.get();
     return prepared;
@@ -221,12 +206,10 @@ public:
         return internalError("injected failure in op '" + opName_ + "'");
       std::this_thread::sleep_for(sleep_);
     }
-    return cpu_.runOp(op, counts);
+    return inner_.runOp(op, counts);
   }
-  Status synchronize() override { return okStatus(); }
 
 private:
-  CpuDevice cpu_;
   std::string opName_;
   std::chrono::milliseconds sleep_;
   std::atomic<bool> &armed_;

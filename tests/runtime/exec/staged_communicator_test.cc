@@ -5,58 +5,32 @@
 
 #include "runtime/base/half.h"
 #include "runtime/hal/cpu_device.h"
+#include "tests/runtime/exec/forwarding_device.h"
+#include "tests/runtime/exec/on_ranks.h"
 
 #include <gtest/gtest.h>
 
-#include <functional>
-#include <thread>
+#include <chrono>
+#include <cstring>
 
 namespace kiln::rt {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::onRanks;
 constexpr schema::DType kF32 = schema::DType::F32;
 
-std::vector<Status> onRanks(int n, const std::function<Status(int)> &fn) {
-  std::vector<Status> statuses(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r)
-    threads.emplace_back([&, r] { statuses[r] = fn(r); });
-  for (std::thread &t : threads)
-    t.join();
-  return statuses;
-}
-
 // A cpu device whose copies to the host fail, as a lost GPU would.
-class BrokenCopyDevice final : public Device {
+class BrokenCopyDevice final : public testing::ForwardingDevice {
 public:
+  BrokenCopyDevice() : ForwardingDevice(std::make_unique<CpuDevice>()) {}
   const std::string &name() const override { return name_; }
   DeviceKind kind() const override { return DeviceKind::kCuda; } // any kind is staged
-  const std::string &target() const override { return cpu_.target(); }
-  Result<DeviceMemoryInfo> memoryInfo() const override { return cpu_.memoryInfo(); }
-  Result<DeviceMemory> allocate(size_t bytes, MemoryKind kind) override {
-    return cpu_.allocate(bytes, kind);
-  }
-  void free(DeviceMemory &memory) override { cpu_.free(memory); }
-  Result<DeviceMemory> importWeights(std::span<const uint8_t> bytes) override {
-    return cpu_.importWeights(bytes);
-  }
-  Status copyToDevice(void *dst, const void *src, size_t bytes) override {
-    return cpu_.copyToDevice(dst, src, bytes);
-  }
   Status copyToHost(void *, const void *, size_t) override {
     return internalError("cuMemcpyDtoHAsync failed: CUDA_ERROR_LAUNCH_FAILED");
   }
-  Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override {
-    return cpu_.prepareOp(op);
-  }
-  Status runOp(const PreparedOp &op, const StepCounts &counts) override {
-    return cpu_.runOp(op, counts);
-  }
-  Status synchronize() override { return okStatus(); }
 
 private:
-  CpuDevice cpu_;
   std::string name_ = "broken";
 };
 
