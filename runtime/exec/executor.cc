@@ -247,13 +247,13 @@ Status Executor::runCollective(const ProgramStep &step, const StepCounts &counts
                                          step.in.width, step.out.width, step.in.dtype);
 }
 
+Status Executor::runProgramStep(const ProgramStep &step, const StepCounts &counts) {
+  return step.prepared ? device_.runOp(*step.prepared, counts) : runCollective(step, counts);
+}
+
 Status Executor::runProgram(const StepCounts &counts) {
-  for (const ProgramStep &step : program_) {
-    if (step.prepared)
-      KILN_RETURN_IF_ERROR(device_.runOp(*step.prepared, counts));
-    else
-      KILN_RETURN_IF_ERROR(runCollective(step, counts));
-  }
+  for (const ProgramStep &step : program_)
+    KILN_RETURN_IF_ERROR(runProgramStep(step, counts));
   return okStatus();
 }
 
@@ -286,22 +286,35 @@ Status Executor::runDecodeGraph(size_t bucket, const StepCounts &counts) {
   return okStatus();
 }
 
-Result<StepOutput> Executor::execute(const StepBatch &batch) {
+Result<StepCounts> Executor::stageInputs(const StepBatch &batch, StepOutput &out,
+                                         StepCounts &counts, std::optional<size_t> &bucket) {
   KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
-  StepOutput out;
-  const StepCounts counts = fillStepInputs(batch, limits_, hostInputs_, out);
+  counts = fillStepInputs(batch, limits_, hostInputs_, out);
   StepCounts run = counts;
-  std::optional<size_t> bucket;
+  bucket.reset();
   if (!decodeBuckets_.empty() && isDecodeOnly(counts)) {
     bucket = static_cast<size_t>(
         std::lower_bound(decodeBuckets_.begin(), decodeBuckets_.end(), counts.numSeqs) -
         decodeBuckets_.begin());
     run = padDecodeStep(counts, decodeBuckets_[*bucket], limits_, hostInputs_);
   }
+  KILN_RETURN_IF_ERROR(copyStepInputs(run));
+  return run;
+}
+
+Status Executor::copyStepInputs(const StepCounts &run) {
   for (const StepInputBuffer &input : stepInputs_) {
     std::span<const int32_t> values = hostInputs_.filled(input.kind, run);
     KILN_RETURN_IF_ERROR(device_.copyToDevice(input.data, values.data(), values.size_bytes()));
   }
+  return okStatus();
+}
+
+Result<StepOutput> Executor::execute(const StepBatch &batch) {
+  StepOutput out;
+  StepCounts counts;
+  std::optional<size_t> bucket;
+  KILN_ASSIGN_OR_RETURN(const StepCounts run, stageInputs(batch, out, counts, bucket));
   if (bucket && captureGraphs_)
     KILN_RETURN_IF_ERROR(runDecodeGraph(*bucket, run));
   else

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <vector>
 
 namespace kiln::rt {
@@ -47,6 +48,18 @@ struct ExecutorOptions {
   std::function<void(const std::string &)> log;
 };
 
+// One step timed op by op (Executor::profile). Times in microseconds, medians over the repeats,
+// from the device's clock (CUDA events on a GPU).
+struct StepProfile {
+  StepCounts counts;            // the step as run op by op (never padded)
+  std::vector<double> opMicros; // per op of the rank's program, in program order
+  double eagerMicros = 0;       // the whole step op by op
+  // A decode step on a device with graphs: the step padded to its batch bucket and replayed as
+  // its captured graph. 0 when the step runs without a graph.
+  double graphMicros = 0;
+  int32_t graphBatch = 0; // the bucket (padded batch size) of graphMicros
+};
+
 class Executor final : public ModelRunner {
 public:
   // `artifact` and `device` must outlive the executor (it binds plan tables and mapped weights).
@@ -69,6 +82,15 @@ public:
   // capture never fails the step: its uncaptured run already produced the outputs.
   const Status &graphFailure() const { return graphFailure_; }
 
+  // Runs `batch` once untimed (lazy loads, first calls), then `repeats` times op by op with a
+  // clock mark after every op, queued back to back so a GPU is not left waiting on the host
+  // between ops; and, for a decode step that runs as a graph, `repeats` graph replays. Writes
+  // the KV cache like execute() (the same positions each time) and returns no logits.
+  Result<StepProfile> profile(const StepBatch &batch, int repeats);
+  // The rank's buffers by plan index (for op_cost.h).
+  const std::vector<BoundBuffer> &buffers() const { return buffers_; }
+  const schema::Rank &rank() const { return rank_; }
+
 private:
   struct StepInputBuffer {
     schema::StepInputKind kind;
@@ -89,6 +111,13 @@ private:
   Status runProgram(const StepCounts &counts);
   Status runDecodeGraph(size_t bucket, const StepCounts &counts);
   Status runCollective(const ProgramStep &step, const StepCounts &counts);
+  Status runProgramStep(const ProgramStep &step, const StepCounts &counts);
+  // Fills the step inputs for `batch` (padded to its decode bucket when decode steps are padded)
+  // and copies them to the device. Returns the counts as run; `bucket` is set for a padded step.
+  Result<StepCounts> stageInputs(const StepBatch &batch, StepOutput &out, StepCounts &counts,
+                                 std::optional<size_t> &bucket);
+  Status copyStepInputs(const StepCounts &run);
+  Result<double> timeGraphReplays(size_t bucket, const StepCounts &run, int repeats);
   Result<DeviceMemory> track(Result<DeviceMemory> memory);
 
   const Artifact &artifact_;

@@ -6,6 +6,7 @@
 #endif
 
 #include <charconv>
+#include <chrono>
 
 namespace kiln::rt {
 namespace {
@@ -18,16 +19,45 @@ std::string joinTargets(const schema::Plan &plan) {
   return joined.empty() ? "(none)" : joined;
 }
 
+class HostClock final : public DeviceClock {
+public:
+  explicit HostClock(size_t marks) : marks_(marks) {}
+  size_t size() const override { return marks_.size(); }
+  Status mark(size_t index) override {
+    if (index >= marks_.size())
+      return outOfRange("clock mark " + std::to_string(index) + " of " +
+                        std::to_string(marks_.size()));
+    marks_[index] = std::chrono::steady_clock::now();
+    return okStatus();
+  }
+  Result<double> millisBetween(size_t from, size_t to) const override {
+    if (from >= marks_.size() || to >= marks_.size())
+      return outOfRange("clock marks " + std::to_string(from) + " and " + std::to_string(to) +
+                        " of " + std::to_string(marks_.size()));
+    return std::chrono::duration<double, std::milli>(marks_[to] - marks_[from]).count();
+  }
+
+private:
+  std::vector<std::chrono::steady_clock::time_point> marks_;
+};
+
 } // namespace
+
+std::unique_ptr<DeviceClock> makeHostClock(size_t marks) {
+  return std::make_unique<HostClock>(marks);
+}
+
+Result<std::unique_ptr<DeviceClock>> Device::createClock(size_t) {
+  return unimplemented("device '" + name() + "' has no clock for profiling");
+}
 
 Status Device::loadPlan(const schema::Plan &plan) {
   if (plan.targets())
     for (const auto *t : *plan.targets())
       if (t->str() == target())
         return okStatus();
-  return failedPrecondition("compiled for targets " + joinTargets(plan) +
-                            "; this device is '" + target() + "': recompile with --target " +
-                            target());
+  return failedPrecondition("compiled for targets " + joinTargets(plan) + "; this device is '" +
+                            target() + "': recompile with --target " + target());
 }
 
 Status Device::beginCapture() {

@@ -101,6 +101,21 @@ public:
   virtual ~CapturedProgram() = default;
 };
 
+// Timestamps taken in the order of a device's queued work, for profiling (kiln profile). mark(i)
+// records timestamp i after everything queued so far; once the device's synchronize() returned,
+// millisBetween(a, b) is the time from mark a to mark b. Not while capturing a graph.
+class DeviceClock {
+public:
+  virtual ~DeviceClock() = default;
+  virtual size_t size() const = 0;
+  virtual Status mark(size_t index) = 0;
+  virtual Result<double> millisBetween(size_t from, size_t to) const = 0;
+};
+
+// A clock reading the host's steady clock: right for devices whose runOp has finished the op's
+// work when it returns (the cpu backend).
+std::unique_ptr<DeviceClock> makeHostClock(size_t marks);
+
 class Device {
 public:
   virtual ~Device() = default;
@@ -143,6 +158,10 @@ public:
   // Ends the capture begun by beginCapture() (also after a failed runOp, to leave capture mode).
   virtual Result<std::unique_ptr<CapturedProgram>> endCapture();
   virtual Status replay(const CapturedProgram &program);
+
+  // A clock with `marks` timestamps (allocated now: marking allocates nothing). The default says
+  // the device has none.
+  virtual Result<std::unique_ptr<DeviceClock>> createClock(size_t marks);
 };
 
 // "cpu" -> the reference backend. "cuda" (GPU 0) or "cuda:N" -> the CUDA backend on GPU N; an
