@@ -58,31 +58,6 @@ std::string formatFraction(double value) {
   return text.str();
 }
 
-// The KV cache knobs for `kind`: --kv-cache-mb on cpu, --gpu-memory-utilization (default 0.9)
-// or --kv-cache-mb on cuda.
-Result<ExecutorOptions> kvCacheOptions(const ServingOptions &options, DeviceKind kind) {
-  const double fraction = options.gpuMemoryUtilization;
-  if (!(fraction >= 0 && fraction <= 1)) // also NaN
-    return outOfRange("--gpu-memory-utilization " + formatFraction(fraction) +
-                      " is outside (0, 1]");
-  ExecutorOptions executor;
-  if (kind == DeviceKind::kCpu) {
-    if (fraction > 0)
-      return invalidArgument("--gpu-memory-utilization applies to CUDA devices; on cpu the KV "
-                             "cache size is --kv-cache-mb");
-    executor.kvCacheBytes = options.kvCacheBytes ? options.kvCacheBytes : kDefaultCpuKvCacheBytes;
-    return executor;
-  }
-  if (fraction > 0 && options.kvCacheBytes)
-    return invalidArgument("--kv-cache-mb and --gpu-memory-utilization both size the KV cache: "
-                           "give one of them");
-  if (options.kvCacheBytes)
-    executor.kvCacheBytes = options.kvCacheBytes;
-  else
-    executor.memoryUtilization = fraction > 0 ? fraction : kDefaultGpuMemoryUtilization;
-  return executor;
-}
-
 // Places the artifact's ranks (--device, --devices) and builds its runner: one executor for
 // tp 1, a MultiRankRunner otherwise.
 Status createRunner(const Artifact &artifact, const ServingOptions &options,
@@ -117,12 +92,37 @@ Status createRunner(const Artifact &artifact, const ServingOptions &options,
 
 } // namespace
 
+Result<ExecutorOptions> kvCacheExecutorOptions(const ServingOptions &options, DeviceKind kind) {
+  const double fraction = options.gpuMemoryUtilization;
+  if (!(fraction >= 0 && fraction <= 1)) // also NaN
+    return outOfRange("--gpu-memory-utilization " + formatFraction(fraction) +
+                      " is outside (0, 1]");
+  ExecutorOptions executor;
+  if (kind == DeviceKind::kCpu) {
+    if (fraction > 0)
+      return invalidArgument("--gpu-memory-utilization applies to CUDA devices; on cpu the KV "
+                             "cache size is --kv-cache-mb");
+    executor.kvCacheBytes = options.kvCacheBytes ? options.kvCacheBytes : kDefaultCpuKvCacheBytes;
+    return executor;
+  }
+  if (fraction > 0 && options.kvCacheBytes)
+    return invalidArgument("--kv-cache-mb and --gpu-memory-utilization both size the KV cache: "
+                           "give one of them");
+  if (options.kvCacheBytes)
+    executor.kvCacheBytes = options.kvCacheBytes;
+  else
+    executor.memoryUtilization = fraction > 0 ? fraction : kDefaultGpuMemoryUtilization;
+  return executor;
+}
+
 struct ServingModel::TextHooks {
   explicit TextHooks(const Tokenizer &tokenizer) : hooks(tokenizer) {}
   TokenizerTextHooks hooks;
 };
 
-ServingModel::~ServingModel() { shutdown(); }
+ServingModel::~ServingModel() {
+  shutdown();
+}
 
 Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &artifactDir,
                                                          const ServingOptions &options) {
@@ -130,7 +130,8 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
   model->modelName_ = modelNameOf(artifactDir);
   // Flag errors that need no artifact come before the (possibly long) weight verification.
   KILN_ASSIGN_OR_RETURN(DeviceName deviceName, parseDeviceName(options.device));
-  KILN_ASSIGN_OR_RETURN(ExecutorOptions executorOptions, kvCacheOptions(options, deviceName.kind));
+  KILN_ASSIGN_OR_RETURN(ExecutorOptions executorOptions,
+                        kvCacheExecutorOptions(options, deviceName.kind));
   executorOptions.log = options.log;
   LoadOptions loadOptions;
   loadOptions.verifyWeights = options.verifyWeights;

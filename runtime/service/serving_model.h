@@ -5,6 +5,7 @@
 
 #include "runtime/artifact/artifact.h"
 #include "runtime/engine/engine.h"
+#include "runtime/exec/executor.h"
 #include "runtime/hal/device.h"
 #include "runtime/text/chat_template.h"
 #include "runtime/text/tokenizer.h"
@@ -30,17 +31,21 @@ struct ServingOptions {
   // --gpu-memory-utilization, in (0, 1]: the KV cache takes what keeps each GPU's used memory at
   // or below this fraction. 0: 0.9 on cuda unless kvCacheBytes is given; an error on cpu.
   double gpuMemoryUtilization = 0;
-  int32_t maxBatch = 0;          // 0: the compiled maximum; above it is an error naming the flag
-  int32_t maxTokensPerStep = 0;  // 0: the compiled maximum
-  int32_t maxSeqLen = 0;         // 0: the compiled maximum
+  int32_t maxBatch = 0;         // 0: the compiled maximum; above it is an error naming the flag
+  int32_t maxTokensPerStep = 0; // 0: the compiled maximum
+  int32_t maxSeqLen = 0;        // 0: the compiled maximum
   bool enablePrefixCaching = true;
   bool verifyWeights = true;
-  std::optional<uint64_t> seed;  // for unseeded requests
-  std::string chatTemplate;      // Jinja source overriding the artifact's template (--chat-template)
+  std::optional<uint64_t> seed; // for unseeded requests
+  std::string chatTemplate;     // Jinja source overriding the artifact's template (--chat-template)
   // Receives one-line notes made while loading (which collectives a tp artifact uses); null:
   // none.
   std::function<void(const std::string &)> log;
 };
+
+// The KV cache knobs for a device of `kind`: --kv-cache-mb on cpu (default 256 MiB),
+// --gpu-memory-utilization (default 0.9) or --kv-cache-mb on cuda. Errors name the flags.
+Result<ExecutorOptions> kvCacheExecutorOptions(const ServingOptions &options, DeviceKind kind);
 
 class ServingModel {
 public:
