@@ -15,6 +15,7 @@ int runGenerate(const CommandArgs &args);
 int runInspect(const CommandArgs &args);
 int runTokenize(const CommandArgs &args);
 int runBench(const CommandArgs &args);
+int runProfile(const CommandArgs &args);
 // Shipping (runtime/store): package_command.cc, push_command.cc, pull_command.cc, verify_command.cc.
 int runPackage(const CommandArgs &args);
 int runPush(const CommandArgs &args);

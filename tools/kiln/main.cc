@@ -29,8 +29,7 @@ const Command kCommands[] = {
     {"compile", "compile a Hugging Face model directory into a kiln artifact",
      kiln::tools::runCompile},
     {"generate", "generate tokens from an artifact", kiln::tools::runGenerate},
-    {"inspect", "print an artifact (plan, weights index, maxima) as JSON",
-     kiln::tools::runInspect},
+    {"inspect", "print an artifact (plan, weights index, maxima) as JSON", kiln::tools::runInspect},
     {"tokenize", "encode or decode text with a model's tokenizer", kiln::tools::runTokenize},
 #ifdef KILN_HAVE_SERVE
     {"serve", "serve an artifact over HTTP (OpenAI, TGI, SageMaker)", kiln::tools::runServe},
@@ -39,6 +38,8 @@ const Command kCommands[] = {
      [](const auto &a) { return notYet("serve", a); }},
 #endif
     {"bench", "measure throughput, TTFT and inter-token latency", kiln::tools::runBench},
+    {"profile", "time one engine step op by op against the hardware limits",
+     kiln::tools::runProfile},
 #ifdef KILN_HAVE_STORE
     {"verify", "check an artifact's outputs against a golden file", kiln::tools::runVerify},
     {"package", "pack an artifact as model.tar.gz for SageMaker", kiln::tools::runPackage},

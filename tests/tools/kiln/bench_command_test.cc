@@ -2,70 +2,15 @@
 // every documented field is present (docs/benchmarks.md), the rates are exactly the counts over the
 // elapsed time, the model section matches the artifact, and --ttft-len reports a consistent
 // long-prompt TTFT. Timings are never compared with a threshold.
+#include "tests/tools/kiln/kiln_command.h"
+
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/wait.h>
-
-#include <array>
-#include <cstdio>
-#include <cstdlib>
-#include <filesystem>
 #include <string>
 
 namespace kiln::tools {
 namespace {
-
-const std::string kKiln = std::string(KILN_BINARY_DIR) + "/tools/kiln/kiln";
-
-struct CommandResult {
-  int exitCode = -1;
-  std::string output; // stdout, or stdout + stderr with `mergeStderr`
-};
-
-CommandResult runCommand(const std::string &command, bool mergeStderr) {
-  CommandResult result;
-  FILE *pipe = popen((command + (mergeStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!pipe)
-    return result;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
-
-// A private temporary directory per test process (ctest runs the cases as parallel processes),
-// removed at exit.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    char pattern[] = "/tmp/kiln-bench-test-XXXXXX";
-    const char *made = mkdtemp(pattern);
-    path = made ? made : "";
-  }
-  ~TempDir() {
-    if (!path.empty())
-      std::filesystem::remove_all(path);
-  }
-};
-
-// The tiny-llama fixture compiled once per test process.
-const std::string &fixtureArtifact() {
-  static const TempDir temp;
-  static const std::string dir = [] {
-    EXPECT_FALSE(temp.path.empty()) << "mkdtemp failed";
-    const std::string out = temp.path + "/tiny-llama.kiln";
-    CommandResult r =
-        runCommand(kKiln + " compile " + KILN_TEST_DATA_DIR + "/models/tiny-llama -o " + out +
-                       " --dtype bf16 --max-batch 4 --max-seq-len 160 --quiet",
-                   true);
-    EXPECT_EQ(r.exitCode, 0) << r.output;
-    return out;
-  }();
-  return dir;
-}
 
 nlohmann::json benchJson(const std::string &flags) {
   CommandResult r =
