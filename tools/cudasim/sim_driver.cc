@@ -1,7 +1,7 @@
 // The simulated CUDA driver (libcuda.so.1 for tests without a GPU): every entry point kiln
 // resolves (runtime/hal/cuda/cuda_driver.h), on host memory, with the checks a GPU makes.
-// This file: initialization, errors, devices, primary contexts and memory. Streams, capture,
-// graphs and launches: sim_driver_stream.cc; modules: sim_driver_module.cc; shared state:
+// This file: initialization, errors, devices, primary contexts and memory. Streams, events,
+// capture, graphs and launches: sim_driver_stream.cc; modules: sim_driver_module.cc; shared state:
 // sim_driver_state.h.
 //
 // Environment (read by the first cuInit):

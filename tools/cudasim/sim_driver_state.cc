@@ -445,6 +445,14 @@ void destroyContextResources(Context &context, Graveyard &graveyard) {
     graveyard.streams.push_back(std::move(it->second));
     it = d.streams.erase(it);
   }
+  for (auto it = d.events.begin(); it != d.events.end();) {
+    if (it->second->context != &context) {
+      ++it;
+      continue;
+    }
+    graveyard.events.push_back(std::move(it->second));
+    it = d.events.erase(it);
+  }
   for (auto it = d.modules.begin(); it != d.modules.end();) {
     if (it->second->context != &context) {
       ++it;

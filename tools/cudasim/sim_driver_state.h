@@ -1,14 +1,16 @@
 // The simulated CUDA driver's state (libcuda.so.1 from sim_driver*.cc): devices with their
 // primary contexts and memory accounting, allocations (one guarded mmap region each), streams,
-// stream captures, graphs and modules, all behind one mutex. The entry points lock it to look
-// things up and record work, and release it while work runs (kernels, copies, host work), so a
-// host-work callback or a kernel may call the driver again and ranks on other threads proceed.
+// stream captures, events, graphs and modules, all behind one mutex. The entry points lock it to
+// look things up and record work, and release it while work runs (kernels, copies, host work),
+// so a host-work callback or a kernel may call the driver again and ranks on other threads
+// proceed.
 #pragma once
 
 #include "tools/cudasim/kernel_jit.h"
 
 #include <cuda.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -116,6 +118,15 @@ struct Stream {
   std::unique_ptr<Capture> capture;
 };
 
+// Streams are synchronous, so the work an event captures is done when cuEventRecord returns:
+// an event is only the steady-clock time of its last record.
+struct Event {
+  Context *context = nullptr;
+  unsigned flags = 0;
+  bool recorded = false;
+  std::chrono::steady_clock::time_point recordedAt;
+};
+
 struct Graph {
   std::vector<Node> nodes;
 };
@@ -158,6 +169,7 @@ struct Function {
 struct Graveyard {
   std::vector<std::unique_ptr<Stream>> streams;
   std::vector<std::unique_ptr<Capture>> captures;
+  std::vector<std::unique_ptr<Event>> events;
   std::vector<std::unique_ptr<Graph>> graphs;
   std::vector<std::unique_ptr<GraphExec>> execs;
   std::vector<std::unique_ptr<Module>> modules;
@@ -175,6 +187,7 @@ struct Driver {
   std::map<uintptr_t, Allocation> allocations; // by base
   std::map<Stream *, std::unique_ptr<Stream>> streams;
   std::set<Capture *> captures; // every capture in progress, for the capture-mode rules
+  std::map<Event *, std::unique_ptr<Event>> events;
   std::map<Graph *, std::unique_ptr<Graph>> graphs;
   std::map<GraphExec *, std::unique_ptr<GraphExec>> execs;
   std::map<Module *, std::unique_ptr<Module>> modules;
@@ -225,16 +238,17 @@ void unmapAllocation(const Allocation &allocation);
 void destroyContextResources(Context &context, Graveyard &graveyard);
 
 // The cu*Destroy of a handle kept in one of Driver's maps: moves the object into `buried` (freed
-// once the caller's Graveyard goes, after the mutex) or fails "<api>: 0x.. is not a live <kind>".
+// once the caller's Graveyard goes, after the mutex) or fails "<api>: 0x.. is not a live <kind>"
+// with `notLive` (the code the NVIDIA driver returns for that kind of handle).
 // Call with the mutex held and the driver initialized.
 template <typename T, typename Handle>
 CUresult buryLive(std::map<T *, std::unique_ptr<T>> &live, Handle handle, const char *api,
-                  const char *kind, std::vector<std::unique_ptr<T>> &buried) {
+                  const char *kind, std::vector<std::unique_ptr<T>> &buried,
+                  CUresult notLive = CUDA_ERROR_INVALID_VALUE) {
   auto it = live.find(reinterpret_cast<T *>(handle));
   if (it == live.end())
-    return fail(CUDA_ERROR_INVALID_VALUE, std::string(api) + ": " +
-                                              hexAddress(reinterpret_cast<uintptr_t>(handle)) +
-                                              " is not a live " + kind);
+    return fail(notLive, std::string(api) + ": " + hexAddress(reinterpret_cast<uintptr_t>(handle)) +
+                             " is not a live " + kind);
   buried.push_back(std::move(it->second));
   live.erase(it);
   return CUDA_SUCCESS;

@@ -1,11 +1,17 @@
-// The simulated driver's streams, copies, launches, stream capture and graphs. Streams are
-// synchronous: work runs when it is enqueued, on the calling thread, unless the stream is being
-// captured, in which case it is recorded (kernel parameters copied now, copy sources read when
-// the graph runs) and cuGraphLaunch replays it in order.
+// The simulated driver's streams, copies, launches, events, stream capture and graphs. Streams
+// are synchronous: work runs when it is enqueued, on the calling thread, unless the stream is
+// being captured, in which case it is recorded (kernel parameters copied now, copy sources read
+// when the graph runs) and cuGraphLaunch replays it in order. So an event's record is the time
+// the work before it finished.
 #include "tools/cudasim/sim_driver_state.h"
 #include "tools/cudasim/sim_hooks.h"
 
+#include <chrono>
 #include <cstring>
+
+// cuda.h maps cuEventElapsedTime to cuEventElapsedTime_v2 (CUDA 12.8 on); kiln resolves the v1
+// symbol, which older drivers export too, so that is the name the simulator exports.
+#undef cuEventElapsedTime
 
 using namespace kiln;
 using namespace kiln::cudasim;
@@ -258,6 +264,33 @@ CUresult waitStream(const char *api, CUstream handle) {
     invalidateCapture(*stream->capture, what);
     return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, what + "; the capture is invalidated");
   }
+  return CUDA_SUCCESS;
+}
+
+// With the mutex held; `role` names the argument in the message ("event", "start event").
+CUresult findEvent(const char *api, const char *role, CUevent handle, Event **event) {
+  Driver &d = state();
+  auto it = d.events.find(reinterpret_cast<Event *>(handle));
+  if (it == d.events.end())
+    return fail(CUDA_ERROR_INVALID_HANDLE, std::string(api) + ": " + role + " " +
+                                               hexAddress(address(handle)) +
+                                               " is not a live event");
+  *event = it->second.get();
+  return CUDA_SUCCESS;
+}
+
+std::string contextName(const Context *context) {
+  return "device " + std::to_string(context->device->ordinal) + "'s context";
+}
+
+// What cuEventElapsedTime needs of each event: a timestamp.
+CUresult checkTimed(const char *role, const Event &event, CUevent handle) {
+  const std::string what =
+      std::string("cuEventElapsedTime: ") + role + " " + hexAddress(address(handle));
+  if (event.flags & CU_EVENT_DISABLE_TIMING)
+    return fail(CUDA_ERROR_INVALID_HANDLE, what + " was created with CU_EVENT_DISABLE_TIMING");
+  if (!event.recorded)
+    return fail(CUDA_ERROR_INVALID_HANDLE, what + " has not been recorded (cuEventRecord)");
   return CUDA_SUCCESS;
 }
 
@@ -542,6 +575,120 @@ CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
   if (CUresult rc = checkInitialized("cuGraphDestroy"))
     return rc;
   return buryLive(d.graphs, graph, "cuGraphDestroy", "graph", graveyard.graphs);
+}
+
+CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int flags) {
+  const char *api = "cuEventCreate";
+  Driver &d = state();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  Context *ctx = nullptr;
+  if (CUresult rc = enterContext(api, &ctx))
+    return rc;
+  const unsigned known = CU_EVENT_BLOCKING_SYNC | CU_EVENT_DISABLE_TIMING | CU_EVENT_INTERPROCESS;
+  if (!event)
+    return fail(CUDA_ERROR_INVALID_VALUE, std::string(api) + ": null event pointer");
+  if (flags & ~known)
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                std::string(api) + ": unknown flags " + hexAddress(flags) +
+                    " (known: CU_EVENT_BLOCKING_SYNC 0x1, CU_EVENT_DISABLE_TIMING 0x2, "
+                    "CU_EVENT_INTERPROCESS 0x4)");
+  if ((flags & CU_EVENT_INTERPROCESS) && !(flags & CU_EVENT_DISABLE_TIMING))
+    return fail(CUDA_ERROR_INVALID_VALUE,
+                std::string(api) + ": CU_EVENT_INTERPROCESS requires CU_EVENT_DISABLE_TIMING");
+  auto created = std::make_unique<Event>();
+  created->context = ctx;
+  created->flags = flags;
+  *event = reinterpret_cast<CUevent>(created.get());
+  d.events[created.get()] = std::move(created);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventRecord(CUevent handle, CUstream streamHandle) {
+  const char *api = "cuEventRecord";
+  Driver &d = state();
+  std::lock_guard<std::mutex> lock(d.mutex);
+  Context *ctx = nullptr;
+  if (CUresult rc = enterContext(api, &ctx))
+    return rc;
+  Event *event = nullptr;
+  if (CUresult rc = findEvent(api, "event", handle, &event))
+    return rc;
+  Stream *stream = nullptr;
+  if (CUresult rc = resolveStream(api, streamHandle, ctx, &stream))
+    return rc;
+  if (event->context != ctx)
+    return fail(CUDA_ERROR_INVALID_HANDLE, std::string(api) + ": event " +
+                                               hexAddress(address(handle)) + " belongs to " +
+                                               contextName(event->context) + ", but " +
+                                               streamName(stream) + " to " + contextName(ctx));
+  if (!stream) {
+    if (CUresult rc = checkLegacyStreamUse(api, ctx))
+      return rc;
+  } else if (stream->capture) {
+    // A GPU would add an event-record node to the graph; kiln never records into a capture.
+    const std::string what =
+        std::string(api) + " into " + streamName(stream) + " while it is being captured";
+    invalidateCapture(*stream->capture, what);
+    return fail(CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED,
+                what + ": cudasim does not simulate event-record nodes; the capture is "
+                       "invalidated");
+  }
+  event->recorded = true;
+  event->recordedAt = std::chrono::steady_clock::now();
+  return CUDA_SUCCESS;
+}
+
+// The work an event captured ran before its record returned; an event never recorded captures
+// none. Either way there is nothing to wait for.
+CUresult CUDAAPI cuEventSynchronize(CUevent handle) {
+  const char *api = "cuEventSynchronize";
+  std::lock_guard<std::mutex> lock(state().mutex);
+  Context *ctx = nullptr;
+  if (CUresult rc = enterContext(api, &ctx))
+    return rc;
+  Event *event = nullptr;
+  return findEvent(api, "event", handle, &event);
+}
+
+CUresult CUDAAPI cuEventElapsedTime(float *milliseconds, CUevent startHandle, CUevent endHandle) {
+  const char *api = "cuEventElapsedTime";
+  std::lock_guard<std::mutex> lock(state().mutex);
+  Context *ctx = nullptr;
+  if (CUresult rc = enterContext(api, &ctx))
+    return rc;
+  if (!milliseconds)
+    return fail(CUDA_ERROR_INVALID_VALUE, std::string(api) + ": null result pointer");
+  Event *start = nullptr, *end = nullptr;
+  if (CUresult rc = findEvent(api, "start event", startHandle, &start))
+    return rc;
+  if (CUresult rc = findEvent(api, "end event", endHandle, &end))
+    return rc;
+  if (CUresult rc = checkTimed("start event", *start, startHandle))
+    return rc;
+  if (CUresult rc = checkTimed("end event", *end, endHandle))
+    return rc;
+  // Each GPU has its own clock: events of two devices are not comparable.
+  if (start->context != end->context)
+    return fail(CUDA_ERROR_INVALID_HANDLE, std::string(api) + ": the start event belongs to " +
+                                               contextName(start->context) + ", the end event to " +
+                                               contextName(end->context));
+  // Negative when the end was recorded first, as on a GPU.
+  *milliseconds =
+      std::chrono::duration<float, std::milli>(end->recordedAt - start->recordedAt).count();
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuEventDestroy(CUevent handle) {
+  Driver &d = state();
+  Graveyard graveyard;
+  std::lock_guard<std::mutex> lock(d.mutex);
+  Context *ctx = nullptr;
+  if (CUresult rc = enterContext("cuEventDestroy", &ctx, /*allowSticky=*/true))
+    return rc;
+  if (CUresult rc = buryLive(d.events, handle, "cuEventDestroy", "event", graveyard.events,
+                             CUDA_ERROR_INVALID_HANDLE))
+    return rc;
+  return ctx->sticky;
 }
 
 __attribute__((visibility("default"))) CUresult

@@ -53,7 +53,12 @@ namespace kiln::rt {
   X(graphInstantiate, "cuGraphInstantiateWithFlags", cuGraphInstantiate)                           \
   X(graphLaunch, "cuGraphLaunch", cuGraphLaunch)                                                   \
   X(graphExecDestroy, "cuGraphExecDestroy", cuGraphExecDestroy)                                    \
-  X(graphDestroy, "cuGraphDestroy", cuGraphDestroy)
+  X(graphDestroy, "cuGraphDestroy", cuGraphDestroy)                                                \
+  X(eventCreate, "cuEventCreate", cuEventCreate)                                                   \
+  X(eventDestroy, "cuEventDestroy_v2", cuEventDestroy)                                             \
+  X(eventRecord, "cuEventRecord", cuEventRecord)                                                   \
+  X(eventSynchronize, "cuEventSynchronize", cuEventSynchronize)                                    \
+  X(eventElapsedTime, "cuEventElapsedTime", cuEventElapsedTime)
 
 // The resolved entry points. One per process is enough; it is never unloaded while a device
 // built on it is alive (devices hold a shared_ptr).

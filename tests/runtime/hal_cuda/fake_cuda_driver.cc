@@ -3,6 +3,8 @@
 // Defines every entry point CudaDriver resolves (cuda.h's macros give the versioned names).
 // The log is read with kilnFakeCudaLog and cleared with kilnFakeCudaClear (dlsym).
 #include <cuda.h>
+// cuda.h maps cuEventElapsedTime to its _v2; kiln resolves the v1 symbol (every driver has it).
+#undef cuEventElapsedTime
 
 #include <algorithm>
 #include <cstdint>
@@ -50,7 +52,9 @@ __attribute__((visibility("default"))) void kilnFakeCudaClear() {
   callLog.clear();
 }
 
-CUresult CUDAAPI cuInit(unsigned int) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuInit(unsigned int) {
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuDriverGetVersion(int *version) {
   *version = 13000;
   return CUDA_SUCCESS;
@@ -83,14 +87,20 @@ CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext *context, CUdevice) {
   *context = fakeHandle<CUcontext>(1);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuCtxSetCurrent(CUcontext) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice) {
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuCtxSetCurrent(CUcontext) {
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamCreate(CUstream *stream, unsigned int flags) {
   *stream = fakeHandle<CUstream>(1);
   record("cuStreamCreate flags=" + std::to_string(flags));
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuStreamDestroy(CUstream) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuStreamDestroy(CUstream) {
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
   record("cuStreamSynchronize " + streamName(stream));
   return CUDA_SUCCESS;
@@ -111,9 +121,15 @@ CUresult CUDAAPI cuMemAlloc(CUdeviceptr *ptr, size_t bytes) {
   callLog += "cuMemAlloc " + std::to_string(bytes) + "\n";
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuMemFree(CUdeviceptr) { return CUDA_SUCCESS; }
-CUresult CUDAAPI cuMemHostAlloc(void **, size_t, unsigned int) { return CUDA_ERROR_NOT_SUPPORTED; }
-CUresult CUDAAPI cuMemFreeHost(void *) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuMemFree(CUdeviceptr) {
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuMemHostAlloc(void **, size_t, unsigned int) {
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+CUresult CUDAAPI cuMemFreeHost(void *) {
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *, void *, unsigned int) {
   return CUDA_ERROR_NOT_SUPPORTED;
 }
@@ -148,7 +164,9 @@ CUresult CUDAAPI cuModuleLoadDataEx(CUmodule *module, const void *, unsigned int
   *module = fakeHandle<CUmodule>(1);
   return CUDA_SUCCESS;
 }
-CUresult CUDAAPI cuModuleUnload(CUmodule) { return CUDA_SUCCESS; }
+CUresult CUDAAPI cuModuleUnload(CUmodule) {
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuModuleGetFunction(CUfunction *function, CUmodule, const char *) {
   *function = fakeHandle<CUfunction>(1);
   return CUDA_SUCCESS;
@@ -185,6 +203,25 @@ CUresult CUDAAPI cuGraphExecDestroy(CUgraphExec exec) {
 }
 CUresult CUDAAPI cuGraphDestroy(CUgraph graph) {
   record("cuGraphDestroy graph=" + std::to_string(reinterpret_cast<uintptr_t>(graph)));
+  return CUDA_SUCCESS;
+}
+// Events: handles and a log line; every elapsed time is 1 ms.
+CUresult CUDAAPI cuEventCreate(CUevent *event, unsigned int) {
+  *event = fakeHandle<CUevent>(nextAddress++);
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventDestroy(CUevent) {
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventRecord(CUevent, CUstream stream) {
+  record("cuEventRecord " + streamName(stream));
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventSynchronize(CUevent) {
+  return CUDA_SUCCESS;
+}
+CUresult CUDAAPI cuEventElapsedTime(float *milliseconds, CUevent, CUevent) {
+  *milliseconds = 1.0f;
   return CUDA_SUCCESS;
 }
 
