@@ -65,6 +65,52 @@ private:
   CUgraphExec exec_ = nullptr;
 };
 
+// CUDA events recorded on the device's stream. Destroyed before its device.
+class CudaClock final : public DeviceClock {
+public:
+  CudaClock(std::shared_ptr<const CudaDriver> driver, CUcontext context, CUstream stream)
+      : driver_(std::move(driver)), context_(context), stream_(stream) {}
+  ~CudaClock() override {
+    if (driver_->ctxSetCurrent(context_) == CUDA_SUCCESS)
+      for (CUevent event : events_)
+        driver_->eventDestroy(event);
+  }
+  Status create(size_t marks) {
+    KILN_RETURN_IF_ERROR(driver_->check(driver_->ctxSetCurrent(context_), "cuCtxSetCurrent"));
+    for (size_t i = 0; i < marks; ++i) {
+      CUevent event = nullptr;
+      KILN_RETURN_IF_ERROR(
+          driver_->check(driver_->eventCreate(&event, CU_EVENT_DEFAULT), "cuEventCreate"));
+      events_.push_back(event);
+    }
+    return okStatus();
+  }
+  size_t size() const override { return events_.size(); }
+  Status mark(size_t index) override {
+    if (index >= events_.size())
+      return outOfRange("clock mark " + std::to_string(index) + " of " +
+                        std::to_string(events_.size()));
+    KILN_RETURN_IF_ERROR(driver_->check(driver_->ctxSetCurrent(context_), "cuCtxSetCurrent"));
+    return driver_->check(driver_->eventRecord(events_[index], stream_), "cuEventRecord");
+  }
+  Result<double> millisBetween(size_t from, size_t to) const override {
+    if (from >= events_.size() || to >= events_.size())
+      return outOfRange("clock marks " + std::to_string(from) + " and " + std::to_string(to) +
+                        " of " + std::to_string(events_.size()));
+    KILN_RETURN_IF_ERROR(driver_->check(driver_->ctxSetCurrent(context_), "cuCtxSetCurrent"));
+    float millis = 0;
+    KILN_RETURN_IF_ERROR(driver_->check(
+        driver_->eventElapsedTime(&millis, events_[from], events_[to]), "cuEventElapsedTime"));
+    return static_cast<double>(millis);
+  }
+
+private:
+  std::shared_ptr<const CudaDriver> driver_;
+  CUcontext context_ = nullptr;
+  CUstream stream_ = nullptr;
+  std::vector<CUevent> events_;
+};
+
 // Split-K scratch carved from one fp32 buffer: partial outputs, then maxima, then sums.
 AttentionScratch carveScratch(const BoundOp &op, void *base) {
   AttentionScratch scratch;
@@ -140,6 +186,7 @@ Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &option
                            " requested; this machine has " + std::to_string(count));
   std::unique_ptr<CudaDevice> device(new CudaDevice(std::move(driver)));
   device->cublasLtLibraries_ = options.cublasLtLibraries;
+  device->autotuneLinear_ = options.autotuneLinear;
   KILN_RETURN_IF_ERROR(device->open(options.ordinal));
   return std::unique_ptr<Device>(std::move(device));
 }
@@ -330,8 +377,13 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
     if (!linearWorkspace_.data) {
       KILN_ASSIGN_OR_RETURN(linearWorkspace_, allocate(kLinearWorkspaceBytes, MemoryKind::kDevice));
     }
-    KILN_ASSIGN_OR_RETURN(
-        linear_, CudaLinear::create(std::move(lt), linearWorkspace_.data, linearWorkspace_.bytes));
+    LinearTimer timer;
+    if (autotuneLinear_)
+      timer = [this](const std::function<Status(CUstream)> &work) {
+        return timeLinearCandidate(work);
+      };
+    KILN_ASSIGN_OR_RETURN(linear_, CudaLinear::create(std::move(lt), linearWorkspace_.data,
+                                                      linearWorkspace_.bytes, std::move(timer)));
   }
   KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(op));
   BoundOp bound = op;
@@ -340,6 +392,20 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
   }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(bound));
   return std::unique_ptr<PreparedOp>(std::make_unique<CudaPreparedOp>(std::move(linear)));
+}
+
+// One warm-up run (first-call setup, clocks), then the mean of a few back to back.
+Result<double> CudaDevice::timeLinearCandidate(const std::function<Status(CUstream)> &work) {
+  constexpr int kRuns = 3;
+  KILN_RETURN_IF_ERROR(work(stream_));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceClock> clock, createClock(2));
+  KILN_RETURN_IF_ERROR(clock->mark(0));
+  for (int i = 0; i < kRuns; ++i)
+    KILN_RETURN_IF_ERROR(work(stream_));
+  KILN_RETURN_IF_ERROR(clock->mark(1));
+  KILN_RETURN_IF_ERROR(synchronize());
+  KILN_ASSIGN_OR_RETURN(double millis, clock->millisBetween(0, 1));
+  return millis / kRuns;
 }
 
 // An F32 bias as `dtype` in device memory the device keeps (GemmDesc::convertBias).
@@ -426,6 +492,12 @@ Status CudaDevice::replay(const CapturedProgram &program) {
   // Only endCapture makes the programs handed back here.
   const auto &graph = static_cast<const CudaCapturedProgram &>(program);
   return driver_->check(driver_->graphLaunch(graph.exec(), stream_), "cuGraphLaunch on " + name_);
+}
+
+Result<std::unique_ptr<DeviceClock>> CudaDevice::createClock(size_t marks) {
+  auto clock = std::make_unique<CudaClock>(driver_, context_, stream_);
+  KILN_RETURN_IF_ERROR(clock->create(marks));
+  return std::unique_ptr<DeviceClock>(std::move(clock));
 }
 
 } // namespace kiln::rt

@@ -33,6 +33,10 @@ struct CudaDeviceOptions {
   int ordinal = 0;
   // Tried in order when the first Linear op is prepared (a missing cuBLASLt fails there).
   std::vector<std::string> cublasLtLibraries = defaultCublasLtLibraries();
+  // Time cuBLASLt's candidate algorithms per Linear shape and row bucket at load and keep the
+  // fastest (cuda_linear.h); off: the heuristic's first choice. KILN_LINEAR_AUTOTUNE=0 turns
+  // the default off.
+  bool autotuneLinear = linearAutotuneFromEnvironment();
 };
 
 // Errors: "no CUDA driver found (libcuda.so.1): ...", "cuInit failed: ...", "no CUDA device".
@@ -81,6 +85,8 @@ public:
   Status beginCapture() override;
   Result<std::unique_ptr<CapturedProgram>> endCapture() override;
   Status replay(const CapturedProgram &program) override;
+  // CUDA events on the device's stream (cuEventElapsedTime: about 0.5 us resolution).
+  Result<std::unique_ptr<DeviceClock>> createClock(size_t marks) override;
 
   // Loads the plan's module for this device (selectKernelModule); Executor::create calls it
   // through loadPlan.
@@ -104,6 +110,8 @@ private:
   Status ensureAttentionScratch(size_t bytes);
   Result<std::unique_ptr<PreparedOp>> prepareLinear(const BoundOp &op);
   Result<BoundBuffer> convertBias(const BoundBuffer &bias, schema::DType dtype);
+  // Milliseconds per run of a candidate matmul on the stream, between two events.
+  Result<double> timeLinearCandidate(const std::function<Status(CUstream)> &work);
 
   std::shared_ptr<const CudaDriver> driver_;
   CUdevice device_ = 0;
@@ -114,6 +122,7 @@ private:
   std::map<std::string, CUfunction> functions_;
   DeviceMemory attentionScratch_;
   std::vector<std::string> cublasLtLibraries_;
+  bool autotuneLinear_ = true;
   DeviceMemory linearWorkspace_;
   std::vector<DeviceMemory> convertedBiases_; // F32 biases of half Linears, in y's dtype
   std::unique_ptr<CudaLinear> linear_;        // made by the first prepareLinear

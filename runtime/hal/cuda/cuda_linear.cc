@@ -18,6 +18,8 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
+#include <optional>
 
 namespace kiln::rt {
 namespace {
@@ -154,7 +156,7 @@ public:
   void *y = nullptr;
   std::unique_ptr<LinearDescriptors> descriptors; // setRows mutates cuBLASLt objects only
   std::vector<uint64_t> buckets;
-  std::vector<cublasLtMatmulAlgo_t> algorithms; // one per bucket
+  std::vector<CudaLinear::Choice> algorithms; // one per bucket
 };
 
 } // namespace
@@ -261,8 +263,10 @@ Status LinearDescriptors::setRows(uint64_t n) {
 }
 
 Result<std::unique_ptr<CudaLinear>> CudaLinear::create(std::shared_ptr<const CublasLt> lt,
-                                                       void *workspace, size_t workspaceBytes) {
-  std::unique_ptr<CudaLinear> linear(new CudaLinear(std::move(lt), workspace, workspaceBytes));
+                                                       void *workspace, size_t workspaceBytes,
+                                                       LinearTimer timer) {
+  std::unique_ptr<CudaLinear> linear(
+      new CudaLinear(std::move(lt), workspace, workspaceBytes, std::move(timer)));
   KILN_RETURN_IF_ERROR(linear->lt_->check(linear->lt_->create(&linear->handle_),
                                           "cublasLtCreate (" + linear->lt_->library() + ")"));
   return linear;
@@ -273,14 +277,28 @@ CudaLinear::~CudaLinear() {
     lt_->destroy(handle_);
 }
 
-// The fastest heuristic result for n = highRows that also passes cublasLtMatmulAlgoCheck at
-// n = lowRows, so it serves every row count of its bucket.
-Result<cublasLtMatmulAlgo_t> CudaLinear::chooseAlgorithm(const BoundOp &op, const GemmDesc &g,
-                                                         LinearDescriptors &d, uint64_t lowRows,
-                                                         uint64_t highRows) {
-  const std::string key = algorithmKey(g, lowRows, highRows, op);
-  if (auto it = algorithms_.find(key); it != algorithms_.end())
-    return it->second;
+bool linearAutotuneFromEnvironment() {
+  const char *value = std::getenv("KILN_LINEAR_AUTOTUNE");
+  return !value || std::string(value) != "0";
+}
+
+size_t pickTimedAlgorithm(const std::vector<double> &millis, double margin) {
+  std::optional<size_t> fastest;
+  for (size_t i = 0; i < millis.size(); ++i)
+    if (millis[i] >= 0 && (!fastest || millis[i] < millis[*fastest]))
+      fastest = i;
+  if (!fastest || millis.empty())
+    return 0;
+  if (millis[0] < 0 || millis[*fastest] < millis[0] * (1 - margin))
+    return *fastest;
+  return 0;
+}
+
+// Heuristic results for n = highRows that also pass cublasLtMatmulAlgoCheck at n = lowRows (so
+// they serve every row count of their bucket), in the heuristic's order; leaves n = highRows.
+Result<std::vector<cublasLtMatmulAlgo_t>>
+CudaLinear::usableCandidates(const BoundOp &op, const GemmDesc &g, LinearDescriptors &d,
+                             uint64_t lowRows, uint64_t highRows) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Preference> pref, makePreference(lt_, workspaceBytes_, op));
   KILN_RETURN_IF_ERROR(d.setRows(highRows));
   constexpr int kRequested = 8;
@@ -296,6 +314,7 @@ Result<cublasLtMatmulAlgo_t> CudaLinear::chooseAlgorithm(const BoundOp &op, cons
   if (rc != CUBLAS_STATUS_SUCCESS && rc != CUBLAS_STATUS_NOT_SUPPORTED)
     return lt_->check(rc,
                       "cublasLtMatmulAlgoGetHeuristic for " + opLabel(op) + " (" + problem + ")");
+  std::vector<cublasLtMatmulAlgo_t> usable;
   for (int i = 0; i < returned; ++i) {
     if (results[i].state != CUBLAS_STATUS_SUCCESS)
       continue;
@@ -308,12 +327,55 @@ Result<cublasLtMatmulAlgo_t> CudaLinear::chooseAlgorithm(const BoundOp &op, cons
       if (ok != CUBLAS_STATUS_SUCCESS || checked.workspaceSize > workspaceBytes_)
         continue;
     }
-    algorithms_[key] = results[i].algo;
-    return results[i].algo;
+    usable.push_back(results[i].algo);
   }
-  return unimplemented("cuda backend: " + opLabel(op) + ": cuBLASLt (" + lt_->library() +
-                       ") has no algorithm for " + problem + " on this GPU (heuristic: " +
-                       lt_->describe(rc) + ", " + std::to_string(returned) + " result(s))");
+  if (usable.empty())
+    return unimplemented("cuda backend: " + opLabel(op) + ": cuBLASLt (" + lt_->library() +
+                         ") has no algorithm for " + problem + " on this GPU (heuristic: " +
+                         lt_->describe(rc) + ", " + std::to_string(returned) + " result(s))");
+  return usable;
+}
+
+// The index of the candidate to keep: timed on the op's own buffers at the descriptors' current
+// row count (the bucket's top), or 0 without a timer.
+size_t CudaLinear::fastestCandidate(const BoundOp &op, LinearDescriptors &d,
+                                    const std::vector<cublasLtMatmulAlgo_t> &candidates) {
+  if (!timer_ || candidates.size() < 2)
+    return 0;
+  const void *x = op.inputs[0].data, *w = op.inputs[1].data;
+  void *y = op.outputs[0].data;
+  const float alpha = 1.0f, beta = 0.0f;
+  std::vector<double> millis;
+  for (const cublasLtMatmulAlgo_t &algo : candidates) {
+    Result<double> timed = timer_([&](CUstream stream) {
+      return lt_->check(lt_->matmul(handle_, d.matmul, &alpha, w, d.a, x, d.b, &beta, y, d.d, y,
+                                    d.d, &algo, workspace_, workspaceBytes_, stream),
+                        "cublasLtMatmul timing a candidate for " + opLabel(op));
+    });
+    millis.push_back(timed.isOk() ? *timed : -1.0);
+  }
+  return pickTimedAlgorithm(millis);
+}
+
+// Cached per problem (algorithmKey): ops of one shape share the choice.
+Result<CudaLinear::Choice> CudaLinear::chooseAlgorithm(const BoundOp &op, const GemmDesc &g,
+                                                       LinearDescriptors &d, uint64_t lowRows,
+                                                       uint64_t highRows) {
+  const std::string key = algorithmKey(g, lowRows, highRows, op);
+  if (auto it = algorithms_.find(key); it != algorithms_.end())
+    return it->second;
+  KILN_ASSIGN_OR_RETURN(std::vector<cublasLtMatmulAlgo_t> candidates,
+                        usableCandidates(op, g, d, lowRows, highRows));
+  Choice choice;
+  choice.candidates = candidates.size();
+  choice.chosen = fastestCandidate(op, d, candidates);
+  choice.algorithm = candidates[choice.chosen];
+  algorithms_[key] = choice;
+  return choice;
+}
+
+const std::vector<CudaLinear::Choice> &CudaLinear::choices(const PreparedOp &prepared) {
+  return static_cast<const CudaLinearOp &>(prepared).algorithms;
 }
 
 Result<std::unique_ptr<PreparedOp>> CudaLinear::prepare(const BoundOp &op) {
@@ -334,9 +396,9 @@ Result<std::unique_ptr<PreparedOp>> CudaLinear::prepare(const BoundOp &op) {
   prepared->buckets = linearRowBuckets(gemm.maxN);
   uint64_t low = 1;
   for (uint64_t high : prepared->buckets) {
-    KILN_ASSIGN_OR_RETURN(cublasLtMatmulAlgo_t algo,
+    KILN_ASSIGN_OR_RETURN(Choice choice,
                           chooseAlgorithm(op, gemm, *prepared->descriptors, low, high));
-    prepared->algorithms.push_back(algo);
+    prepared->algorithms.push_back(choice);
     low = high + 1;
   }
   return std::unique_ptr<PreparedOp>(std::move(prepared));
@@ -357,8 +419,8 @@ Status CudaLinear::run(const PreparedOp &prepared, const StepCounts &counts,
   const float alpha = 1.0f, beta = 0.0f;
   const LinearDescriptors &d = *op.descriptors;
   return lt_->check(lt_->matmul(handle_, d.matmul, &alpha, op.w, d.a, op.x, d.b, &beta, op.y, d.d,
-                                op.y, d.d, &op.algorithms[bucket], workspace_, workspaceBytes_,
-                                stream),
+                                op.y, d.d, &op.algorithms[bucket].algorithm, workspace_,
+                                workspaceBytes_, stream),
                     "cublasLtMatmul for " + op.label + " (" + std::to_string(rows) + " rows)");
 }
 

@@ -12,6 +12,7 @@
 #include <cuda.h>
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -79,12 +80,31 @@ private:
   uint64_t rows_ = 0;
 };
 
+// Times one candidate algorithm at prepare: milliseconds per run of `work`, which queues one
+// matmul on the given stream (the device's). CudaDevice's timer runs it once to warm up, then a
+// few times between two CUDA events.
+using LinearTimer = std::function<Result<double>(const std::function<Status(CUstream)> &work)>;
+
+// Whether prepare times the heuristic's candidates (CudaDeviceOptions::autotuneLinear's
+// default): yes unless the environment sets KILN_LINEAR_AUTOTUNE=0.
+bool linearAutotuneFromEnvironment();
+
+// Of the candidates' times (heuristic order), the index to use: the fastest, unless it is not
+// at least `margin` faster than the heuristic's first choice (timing noise must not make two
+// loads of one model pick different algorithms for nothing). Failed timings (< 0) never win.
+size_t pickTimedAlgorithm(const std::vector<double> &millis, double margin = 0.03);
+
 // One device's cuBLASLt: handle, shared workspace, algorithm cache. Needs the device's context
 // current when created and used.
 class CudaLinear {
 public:
+  // With a timer, prepare times up to 8 heuristic candidates per row bucket at the bucket's top
+  // row count and keeps the fastest (pickTimedAlgorithm); without one it keeps the heuristic's
+  // first usable candidate. Timing runs the op on its own buffers: it writes y (activations, at
+  // load: nothing there yet).
   static Result<std::unique_ptr<CudaLinear>> create(std::shared_ptr<const CublasLt> lt,
-                                                    void *workspace, size_t workspaceBytes);
+                                                    void *workspace, size_t workspaceBytes,
+                                                    LinearTimer timer = {});
   ~CudaLinear();
   CudaLinear(const CudaLinear &) = delete;
   CudaLinear &operator=(const CudaLinear &) = delete;
@@ -95,18 +115,35 @@ public:
   // One cublasLtMatmul for this step's rows on `stream`; nothing when the step has no rows.
   Status run(const PreparedOp &op, const StepCounts &counts, CUstream stream) const;
 
+  // Per row bucket of an op prepare made: how many usable candidates cuBLASLt's heuristic gave
+  // and which one is kept (0: the heuristic's first).
+  struct Choice {
+    cublasLtMatmulAlgo_t algorithm = {};
+    size_t candidates = 0;
+    size_t chosen = 0;
+  };
+  static const std::vector<Choice> &choices(const PreparedOp &op);
+
 private:
-  CudaLinear(std::shared_ptr<const CublasLt> lt, void *workspace, size_t workspaceBytes)
-      : lt_(std::move(lt)), workspace_(workspace), workspaceBytes_(workspaceBytes) {}
-  Result<cublasLtMatmulAlgo_t> chooseAlgorithm(const BoundOp &op, const GemmDesc &gemm,
-                                               LinearDescriptors &descriptors, uint64_t lowRows,
-                                               uint64_t highRows);
+  CudaLinear(std::shared_ptr<const CublasLt> lt, void *workspace, size_t workspaceBytes,
+             LinearTimer timer)
+      : lt_(std::move(lt)), workspace_(workspace), workspaceBytes_(workspaceBytes),
+        timer_(std::move(timer)) {}
+  Result<Choice> chooseAlgorithm(const BoundOp &op, const GemmDesc &gemm,
+                                 LinearDescriptors &descriptors, uint64_t lowRows,
+                                 uint64_t highRows);
+  Result<std::vector<cublasLtMatmulAlgo_t>> usableCandidates(const BoundOp &op, const GemmDesc &g,
+                                                             LinearDescriptors &d, uint64_t lowRows,
+                                                             uint64_t highRows);
+  size_t fastestCandidate(const BoundOp &op, LinearDescriptors &d,
+                          const std::vector<cublasLtMatmulAlgo_t> &candidates);
 
   std::shared_ptr<const CublasLt> lt_;
   cublasLtHandle_t handle_ = nullptr;
   void *workspace_ = nullptr;
   size_t workspaceBytes_ = 0;
-  std::map<std::string, cublasLtMatmulAlgo_t> algorithms_;
+  LinearTimer timer_;
+  std::map<std::string, Choice> algorithms_;
 };
 
 } // namespace kiln::rt

@@ -243,6 +243,42 @@ TEST_F(CudaExecutorGpuTest, TinyStoriesDecodeGraphsWithEmptySplits) {
   checkGraphs(fixture, "bf16", 0.05, 0.1);
 }
 
+// kiln profile's timing: CUDA events around every op and around graph replays of the padded
+// decode step; profiling writes the same cache positions with the same values, so the step's
+// logits afterwards are bit-identical to before.
+TEST_F(CudaExecutorGpuTest, ProfileTimesEveryOpAndTheDecodeGraph) {
+  std::unique_ptr<Artifact> artifact = load(tinyLlama(), "fp32");
+  ASSERT_NE(artifact, nullptr);
+  std::unique_ptr<Executor> e = makeExecutor(*artifact, *cuda_, DecodeBuckets::kAuto);
+  ASSERT_NE(e, nullptr);
+  StepBatch decode;
+  for (int32_t s = 0; s < 3; ++s) {
+    SequenceStep prefill{{1 + s, 2, 3, 4, 5}, 0, {s}, LogitsWanted::kNone};
+    ASSERT_TRUE(e->execute(StepBatch{{prefill}}).isOk());
+    decode.sequences.push_back({{7 + s}, 5, {s}, LogitsWanted::kLast});
+  }
+  auto before = e->execute(decode);
+  ASSERT_TRUE(before.isOk()) << before.status().toString();
+  auto profile = e->profile(decode, 3);
+  ASSERT_TRUE(profile.isOk()) << profile.status().toString();
+  EXPECT_EQ(profile->opMicros.size(), e->rank().program()->size());
+  double sum = 0;
+  for (double micros : profile->opMicros) {
+    EXPECT_GE(micros, 0.0);
+    sum += micros;
+  }
+  EXPECT_GT(profile->eagerMicros, 0.0);
+  EXPECT_GT(profile->graphMicros, 0.0);
+  EXPECT_EQ(profile->graphBatch, 4); // 3 sequences run in the bucket of 4
+  EXPECT_EQ(profile->counts.numSeqs, 3);
+  auto after = e->execute(decode);
+  ASSERT_TRUE(after.isOk()) << after.status().toString();
+  EXPECT_TRUE(after->logits == before->logits);
+  std::printf("[ info ] tiny-llama decode batch 3: %.1f us op by op (ops sum %.1f), %.1f us as "
+              "the graph of batch 4\n",
+              profile->eagerMicros, sum, profile->graphMicros);
+}
+
 TEST_F(CudaExecutorGpuTest, MemoryUtilizationSizesTheCacheFromTheGpu) {
   std::unique_ptr<Artifact> artifact = load(tinyLlama(), "fp32");
   ASSERT_NE(artifact, nullptr);

@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 namespace kiln::rt {
@@ -164,8 +165,18 @@ protected:
     return op;
   }
 
+  // Runs a bound op for a step's counts; made once per shape. The default prepares it on the
+  // fixture's device.
+  using Runner = std::function<Status(const StepCounts &)>;
+  using MakeRunner = std::function<Result<Runner>(const BoundOp &)>;
+  Result<Runner> deviceRunner(const BoundOp &op) {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<PreparedOp> prepared, device_->prepareOp(op));
+    return Runner(
+        [this, prepared](const StepCounts &counts) { return device_->runOp(*prepared, counts); });
+  }
+
   void checkShape(const Combination &c, int64_t in, int64_t out,
-                  const std::vector<int32_t> &rowCounts);
+                  const std::vector<int32_t> &rowCounts, MakeRunner makeRunner = {});
 
   std::unique_ptr<Device> device_;
   std::vector<DeviceMemory> memory_;
@@ -173,7 +184,7 @@ protected:
 };
 
 void CudaLinearGpuTest::checkShape(const Combination &c, int64_t in, int64_t out,
-                                   const std::vector<int32_t> &rowCounts) {
+                                   const std::vector<int32_t> &rowCounts, MakeRunner makeRunner) {
   SCOPED_TRACE(describe(c, in, out));
   const uint32_t seed = static_cast<uint32_t>(in * 31 + out);
   // Values exactly representable in the input dtype, so both backends start from the same numbers.
@@ -191,15 +202,15 @@ void CudaLinearGpuTest::checkShape(const Combination &c, int64_t in, int64_t out
 
   void *y = upload(std::vector<uint8_t>(expected.size(), 0));
   BoundOp op = bind(c, in, out, upload(x), upload(w), c.hasBias ? upload(bias) : nullptr, y);
-  auto prepared = device_->prepareOp(op);
-  ASSERT_TRUE(prepared.isOk()) << prepared.status().toString();
+  auto run = makeRunner ? makeRunner(op) : deviceRunner(op);
+  ASSERT_TRUE(run.isOk()) << run.status().toString();
   const Tolerance tol = toleranceFor(c.y);
   for (int32_t rows : rowCounts) {
     // Stale rows from the previous count must not matter: poison y first.
     std::vector<uint8_t> poison(expected.size(), 0xff);
     ASSERT_TRUE(device_->copyToDevice(y, poison.data(), poison.size()).isOk());
     StepCounts counts{rows, rows, rows, rows};
-    Status ran = device_->runOp(**prepared, counts);
+    Status ran = (*run)(counts);
     ASSERT_TRUE(ran.isOk()) << "rows " << rows << ": " << ran.toString();
     std::vector<uint8_t> got(size_t(rows) * out * bytesOf(c.y));
     ASSERT_TRUE(device_->copyToHost(got.data(), y, got.size()).isOk());
@@ -236,6 +247,51 @@ TEST_F(CudaLinearGpuTest, OddShapes) {
   for (const Combination &c : combinations())
     for (auto [in, out] : std::vector<std::pair<int64_t, int64_t>>{{7, 5}, {33, 129}, {250, 1}})
       checkShape(c, in, out, {1, 3, 300});
+}
+
+// Autotuning with a scripted timer: every usable candidate of every row bucket runs once as
+// it is timed (then the result must still match the cpu kernel), and the kept candidate is the
+// one the times say, never one within the margin of the heuristic's first.
+TEST_F(CudaLinearGpuTest, AutotuneRunsEveryCandidateAndKeepsTheFastest) {
+  auto *cuda = dynamic_cast<CudaDevice *>(device_.get());
+  ASSERT_NE(cuda, nullptr);
+  const CUstream stream = cuda->nativeHandles().stream;
+  auto lt = CublasLt::load(defaultCublasLtLibraries());
+  ASSERT_TRUE(lt.isOk()) << lt.status().toString();
+  auto workspace = device_->allocate(kLinearWorkspaceBytes, MemoryKind::kDevice);
+  ASSERT_TRUE(workspace.isOk()) << workspace.status().toString();
+  memory_.push_back(*workspace);
+  for (bool laterIsFaster : {true, false}) {
+    SCOPED_TRACE(laterIsFaster ? "later candidates faster" : "later candidates slower");
+    int calls = 0;
+    LinearTimer timer = [&](const std::function<Status(CUstream)> &work) -> Result<double> {
+      KILN_RETURN_IF_ERROR(work(stream));
+      ++calls;
+      return laterIsFaster ? 100.0 / calls : double(calls);
+    };
+    auto linear = CudaLinear::create(*lt, workspace->data, workspace->bytes, timer);
+    ASSERT_TRUE(linear.isOk()) << linear.status().toString();
+    std::vector<CudaLinear::Choice> choices;
+    MakeRunner make = [&](const BoundOp &op) -> Result<Runner> {
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<PreparedOp> prepared, (*linear)->prepare(op));
+      choices = CudaLinear::choices(*prepared);
+      return Runner([&, prepared](const StepCounts &counts) {
+        KILN_RETURN_IF_ERROR((*linear)->run(*prepared, counts, stream));
+        return device_->synchronize();
+      });
+    };
+    checkShape({DType::BF16, DType::BF16, true, DType::BF16}, 1024, 512, {1, 3, 100, 300}, make);
+    ASSERT_EQ(choices.size(), linearRowBuckets(kMaxRows).size());
+    int timed = 0;
+    for (const CudaLinear::Choice &choice : choices) {
+      ASSERT_GE(choice.candidates, 1u);
+      const bool tuned = choice.candidates > 1;
+      timed += tuned ? int(choice.candidates) : 0;
+      EXPECT_EQ(choice.chosen, tuned && laterIsFaster ? choice.candidates - 1 : 0);
+    }
+    EXPECT_GT(timed, 0) << "no bucket had two candidates to choose from";
+    EXPECT_EQ(calls, timed);
+  }
 }
 
 TEST_F(CudaLinearGpuTest, MissingCublasLtIsAnErrorNamingTheLibraries) {

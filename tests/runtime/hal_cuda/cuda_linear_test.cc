@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace kiln::rt {
 namespace {
 
@@ -199,6 +201,35 @@ TEST(LinearBuckets, PowersOfTwoThenTheMaximum) {
   EXPECT_EQ(linearRowBucket(buckets, 129), 8u); // 256
   EXPECT_EQ(linearRowBucket(buckets, 257), 9u); // 300
   EXPECT_EQ(linearRowBucket(buckets, 300), 9u);
+}
+
+TEST(LinearAutotune, KeepsTheFastestOnlyWhenClearlyFasterThanTheHeuristicsChoice) {
+  EXPECT_EQ(pickTimedAlgorithm({}), 0u);
+  EXPECT_EQ(pickTimedAlgorithm({1.0}), 0u);
+  EXPECT_EQ(pickTimedAlgorithm({1.0, 0.5}), 1u);
+  EXPECT_EQ(pickTimedAlgorithm({1.0, 0.98}), 0u); // within the 3% margin: timing noise
+  EXPECT_EQ(pickTimedAlgorithm({1.0, 0.96}), 1u);
+  EXPECT_EQ(pickTimedAlgorithm({1.0, 0.96, 0.5, 0.7}), 2u);
+  EXPECT_EQ(pickTimedAlgorithm({1.0, 0.9}, 0.2), 0u);
+  // Failed timings (negative) never win; when the first failed, the fastest that ran does.
+  EXPECT_EQ(pickTimedAlgorithm({1.0, -1.0}), 0u);
+  EXPECT_EQ(pickTimedAlgorithm({-1.0, 2.0, 1.5}), 2u);
+  EXPECT_EQ(pickTimedAlgorithm({-1.0, -1.0}), 0u);
+}
+
+TEST(LinearAutotune, OnUnlessTheEnvironmentSaysZero) {
+  const char *saved = std::getenv("KILN_LINEAR_AUTOTUNE");
+  const std::string restore = saved ? saved : "";
+  unsetenv("KILN_LINEAR_AUTOTUNE");
+  EXPECT_TRUE(linearAutotuneFromEnvironment());
+  setenv("KILN_LINEAR_AUTOTUNE", "0", 1);
+  EXPECT_FALSE(linearAutotuneFromEnvironment());
+  setenv("KILN_LINEAR_AUTOTUNE", "1", 1);
+  EXPECT_TRUE(linearAutotuneFromEnvironment());
+  if (saved)
+    setenv("KILN_LINEAR_AUTOTUNE", restore.c_str(), 1);
+  else
+    unsetenv("KILN_LINEAR_AUTOTUNE");
 }
 
 TEST(LinearBuckets, PointerAlignment) {
