@@ -1,36 +1,19 @@
 // `kiln bench` through the binary: the JSON object's counts are exact (every prompt generates
 // exactly --output-len tokens, each computed once) and bad flags fail naming the flag. Timings are
 // only checked for being positive and ordered; they are never compared with a threshold.
+#include "tests/command_runner.h"
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 
 namespace kiln::e2e {
 namespace {
 
-struct CommandResult {
-  int exitCode = -1;
-  std::string output; // stdout, or stdout + stderr with `mergeStderr`
-};
-
-CommandResult runCommand(const std::string &command, bool mergeStderr) {
-  CommandResult result;
-  FILE *pipe = popen((command + (mergeStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!pipe)
-    return result;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using testing::CommandResult;
+using testing::runCommand;
 
 const std::string &fixtureArtifact() {
   static const std::string dir = [] {
@@ -75,8 +58,8 @@ TEST(KilnBench, JsonCountsAreExact) {
 }
 
 TEST(KilnBench, TooLongSequenceNamesTheFlags) {
-  CommandResult r = runCommand(
-      kKiln + " bench " + fixtureArtifact() + " --input-len 100 --output-len 40", true);
+  CommandResult r =
+      runCommand(kKiln + " bench " + fixtureArtifact() + " --input-len 100 --output-len 40", true);
   EXPECT_EQ(r.exitCode, 1);
   EXPECT_NE(r.output.find("--input-len 100 + --output-len 40 exceeds the max sequence length 128"),
             std::string::npos)

@@ -2,6 +2,7 @@
 // as kiln loads the NVIDIA one: timestamps in stream order, and the errors a GPU reports for
 // unrecorded, untimed, foreign, destroyed and captured events, checked by value.
 #include "runtime/hal/cuda/cuda_driver.h"
+#include "tests/tools/cudasim/sim_driver_fixture.h"
 
 #include <gtest/gtest.h>
 
@@ -20,49 +21,20 @@ const bool kEnvironment = [] {
   return true;
 }();
 
-const std::string kLibrary = std::string(KILN_CUDASIM_LIB_DIR) + "/libcuda.so.1";
-
-std::shared_ptr<const rt::CudaDriver> loadDriver() {
-  static Result<std::shared_ptr<const rt::CudaDriver>> loaded = rt::CudaDriver::load(kLibrary);
-  return loaded.isOk() ? loaded.value() : nullptr;
-}
-
 bool contains(const std::string &text, const std::string &part) {
   return text.find(part) != std::string::npos;
 }
 
-// Each test retains device 0's primary context and releases it at the end: the last release
-// destroys what the test left (events included) and any sticky error.
-class SimDriverEventTest : public ::testing::Test {
+// Device 0's context and a stream (sim_driver_fixture.h); the last release of the context also
+// destroys the events a test left.
+class SimDriverEventTest : public SimDriverContextTest {
 protected:
-  void SetUp() override {
-    d_ = loadDriver();
-    ASSERT_NE(d_, nullptr) << rt::CudaDriver::load(kLibrary).status().toString();
-    ASSERT_EQ(d_->init(0), CUDA_SUCCESS);
-    ASSERT_EQ(d_->devicePrimaryCtxRetain(&ctx_, 0), CUDA_SUCCESS);
-    ASSERT_EQ(d_->ctxSetCurrent(ctx_), CUDA_SUCCESS);
-    ASSERT_EQ(d_->streamCreate(&stream_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  }
-  void TearDown() override {
-    if (!ctx_)
-      return;
-    d_->ctxSetCurrent(ctx_);
-    d_->streamDestroy(stream_);
-    EXPECT_EQ(d_->devicePrimaryCtxRelease(0), CUDA_SUCCESS);
-    d_->ctxSetCurrent(nullptr);
-  }
-
   CUevent create(unsigned flags = CU_EVENT_DEFAULT) {
     CUevent event = nullptr;
     CUresult rc = d_->eventCreate(&event, flags);
     EXPECT_EQ(rc, CUDA_SUCCESS) << d_->describe(rc);
     return event;
   }
-  std::string describe(CUresult rc) { return d_->describe(rc); }
-
-  std::shared_ptr<const rt::CudaDriver> d_;
-  CUcontext ctx_ = nullptr;
-  CUstream stream_ = nullptr;
 };
 
 TEST_F(SimDriverEventTest, ElapsedTimeIsTheHostTimeBetweenTwoRecords) {

@@ -6,6 +6,7 @@
 #include "kernels/cuda/params.h"
 #include "runtime/base/half.h"
 #include "runtime/hal/cuda/cuda_driver.h"
+#include "tests/tools/cudasim/sim_driver_fixture.h"
 #include "tools/cudasim/sim_hooks.h"
 
 #include <gtest/gtest.h>
@@ -30,14 +31,7 @@ const bool kEnvironment = [] {
   return true;
 }();
 
-const std::string kLibrary = std::string(KILN_CUDASIM_LIB_DIR) + "/libcuda.so.1";
 constexpr size_t kMiB = size_t(1) << 20;
-
-// One load for the whole process, as kiln keeps it.
-std::shared_ptr<const rt::CudaDriver> loadDriver() {
-  static Result<std::shared_ptr<const rt::CudaDriver>> loaded = rt::CudaDriver::load(kLibrary);
-  return loaded.isOk() ? loaded.value() : nullptr;
-}
 
 // The add and rms_norm kernels, compiled by NVRTC as kiln's codegen does: a CUBIN for sm_80
 // and one for sm_90a, plus PTX for compute_80.
@@ -83,27 +77,10 @@ const Images &images() {
 constexpr const char *kAdd = "kiln_add_f32_32_64";
 constexpr const char *kRmsNorm = "kiln_rms_norm_f32_64_64_f32";
 
-// Each test retains device 0's primary context and releases it at the end: the last release
-// destroys what the test left (and any sticky error), so tests do not see each other.
-class SimDriverTest : public ::testing::Test {
+// Device 0's context and a stream (sim_driver_fixture.h), with allocation, module and launch
+// helpers.
+class SimDriverTest : public SimDriverContextTest {
 protected:
-  void SetUp() override {
-    d_ = loadDriver();
-    ASSERT_NE(d_, nullptr) << rt::CudaDriver::load(kLibrary).status().toString();
-    ASSERT_EQ(d_->init(0), CUDA_SUCCESS);
-    ASSERT_EQ(d_->devicePrimaryCtxRetain(&ctx_, 0), CUDA_SUCCESS);
-    ASSERT_EQ(d_->ctxSetCurrent(ctx_), CUDA_SUCCESS);
-    ASSERT_EQ(d_->streamCreate(&stream_, CU_STREAM_NON_BLOCKING), CUDA_SUCCESS);
-  }
-  void TearDown() override {
-    if (!ctx_)
-      return;
-    d_->ctxSetCurrent(ctx_);
-    d_->streamDestroy(stream_);
-    EXPECT_EQ(d_->devicePrimaryCtxRelease(0), CUDA_SUCCESS);
-    d_->ctxSetCurrent(nullptr);
-  }
-
   CUdeviceptr alloc(size_t bytes) {
     CUdeviceptr p = 0;
     EXPECT_EQ(d_->memAlloc(&p, bytes), CUDA_SUCCESS);
@@ -114,7 +91,6 @@ protected:
     EXPECT_EQ(d_->memcpyDtoH(out.data(), p, bytes), CUDA_SUCCESS);
     return out;
   }
-  std::string describe(CUresult rc) { return d_->describe(rc); }
   CUmodule loadModule(const std::vector<uint64_t> &image) {
     CUmodule module = nullptr;
     EXPECT_EQ(d_->moduleLoadDataEx(&module, image.data(), 0, nullptr, nullptr), CUDA_SUCCESS);
@@ -134,9 +110,6 @@ protected:
     return d_->launchKernel(fn, grid, 1, 1, block, 1, 1, 0, stream_, args, nullptr);
   }
 
-  std::shared_ptr<const rt::CudaDriver> d_;
-  CUcontext ctx_ = nullptr;
-  CUstream stream_ = nullptr;
   CUmodule module_ = nullptr;
 };
 

@@ -1,12 +1,11 @@
-// Running the kiln binary from a test: its output and exit code, a private temporary directory,
+// Running the kiln binary from a test (tests/command_runner.h), a private temporary directory,
 // and the tiny-llama fixture compiled once per test process (bf16, max batch 4, max seq len 160).
 #pragma once
 
+#include "tests/command_runner.h"
+
 #include <gtest/gtest.h>
 
-#include <sys/wait.h>
-
-#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,23 +15,8 @@ namespace kiln::tools {
 
 inline const std::string kKiln = std::string(KILN_BINARY_DIR) + "/tools/kiln/kiln";
 
-struct CommandResult {
-  int exitCode = -1;
-  std::string output; // stdout, or stdout + stderr with `mergeStderr`
-};
-
-inline CommandResult runCommand(const std::string &command, bool mergeStderr) {
-  CommandResult result;
-  FILE *pipe = popen((command + (mergeStderr ? " 2>&1" : " 2>/dev/null")).c_str(), "r");
-  if (!pipe)
-    return result;
-  std::array<char, 4096> buffer;
-  while (size_t n = fread(buffer.data(), 1, buffer.size(), pipe))
-    result.output.append(buffer.data(), n);
-  const int status = pclose(pipe);
-  result.exitCode = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return result;
-}
+using testing::CommandResult;
+using testing::runCommand;
 
 // A private temporary directory per test process (ctest runs the cases as parallel processes),
 // removed at exit.
