@@ -14,24 +14,6 @@
 namespace kiln::kernels::cuda {
 using int32_t = ::cuda::std::int32_t;
 using int64_t = ::cuda::std::int64_t;
-// A decode-sized Linear (plan.fbs) as one pass over W: y[r, o] = sum_k x[r, k] w[o, k] (+ bias[o])
-// for every r < rows <= kGemvMaxRows, fp32 accumulation, bias added in fp32, y rounded once.
-// grid (ceil(out / kGemvOutputsPerCta)), block kGemvThreads; no dynamic shared memory. The
-// runtime times it against cuBLASLt at load and uses it for the row buckets where it is faster
-// (runtime/hal/cuda/cuda_device.cc).
-constexpr int32_t kGemvMaxRows = 8;
-constexpr int32_t kGemvThreads = 256;
-constexpr int32_t kGemvOutputsPerWarp = 2;
-constexpr int32_t kGemvOutputsPerCta = kGemvThreads / 32 * kGemvOutputsPerWarp;
-struct GemvParams {
-  const void *x;     // [rows, in], the kernel's dtype
-  const void *w;     // [out, in], the kernel's dtype
-  const float *bias; // [out] fp32, or null
-  void *y;           // [rows, out], the kernel's y_dtype
-  int32_t rows;      // 1..kGemvMaxRows
-  int32_t out;
-};
-
 } // namespace kiln::kernels::cuda
 #elif defined(__CUDACC__)
 #include <cstdint>
@@ -170,6 +152,24 @@ struct GatherRowsParams {
   const int32_t *indices;
   void *out;
   int32_t numRows;
+};
+
+// A decode-sized Linear (plan.fbs) as one pass over W: y[r, o] = sum_k x[r, k] w[o, k] (+ bias[o])
+// for every r < rows <= kGemvMaxRows, fp32 accumulation, bias added in fp32, y rounded once.
+// grid (ceil(out / kGemvOutputsPerCta)), block kGemvThreads; no dynamic shared memory. The
+// runtime times it against cuBLASLt at load and uses it for the row buckets where it is faster
+// (runtime/hal/cuda/cuda_device.cc).
+constexpr int32_t kGemvMaxRows = 8;
+constexpr int32_t kGemvThreads = 256;
+constexpr int32_t kGemvOutputsPerWarp = 2;
+constexpr int32_t kGemvOutputsPerCta = kGemvThreads / 32 * kGemvOutputsPerWarp;
+struct GemvParams {
+  const void *x;     // [rows, in], the kernel's dtype
+  const void *w;     // [out, in], the kernel's dtype
+  const float *bias; // [out] fp32, or null
+  void *y;           // [rows, out], the kernel's y_dtype
+  int32_t rows;      // 1..kGemvMaxRows
+  int32_t out;
 };
 
 } // namespace kiln::kernels::cuda
