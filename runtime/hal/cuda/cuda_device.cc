@@ -46,6 +46,8 @@ public:
   BoundOp bound_;
   std::vector<CUfunction> functions_;  // indexed like kernelSymbols(op)
   std::unique_ptr<PreparedOp> linear_; // a Linear: CudaLinear runs it
+  std::unique_ptr<GemvPlan> gemv_;     // a Linear's buckets that run on its GEMV kernel instead
+  CUfunction gemvFunction_ = nullptr;
 };
 
 // An instantiated CUDA graph. Destroyed before its device (the executor owns both in that order).
@@ -187,6 +189,7 @@ Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &option
   std::unique_ptr<CudaDevice> device(new CudaDevice(std::move(driver)));
   device->cublasLtLibraries_ = options.cublasLtLibraries;
   device->autotuneLinear_ = options.autotuneLinear;
+  device->gemvMode_ = options.linearGemv;
   KILN_RETURN_IF_ERROR(device->open(options.ordinal));
   return std::unique_ptr<Device>(std::move(device));
 }
@@ -391,7 +394,49 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
     KILN_ASSIGN_OR_RETURN(bound.inputs[2], convertBias(op.inputs[2], op.outputs[0].dtype));
   }
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(bound));
-  return std::unique_ptr<PreparedOp>(std::make_unique<CudaPreparedOp>(std::move(linear)));
+  auto prepared = std::make_unique<CudaPreparedOp>(std::move(linear));
+  KILN_RETURN_IF_ERROR(prepareGemv(op, *prepared));
+  return std::unique_ptr<PreparedOp>(std::move(prepared));
+}
+
+// Per row bucket of at most kGemvMaxRows rows: both ways timed on the op's own buffers (what
+// autotuning does for cuBLASLt's candidates), the kernel kept where it is clearly faster.
+Status CudaDevice::prepareGemv(const BoundOp &op, PreparedOp &preparedOp) {
+  auto &prepared = static_cast<CudaPreparedOp &>(preparedOp);
+  const std::string symbol = gemvSymbol(op);
+  const bool timed = gemvMode_ == GemvMode::kAuto && autotuneLinear_;
+  if (symbol.empty() || !module_ || !(timed || gemvMode_ == GemvMode::kAlways))
+    return okStatus();
+  KILN_ASSIGN_OR_RETURN(CUfunction function, this->function(symbol));
+  auto plan = std::make_unique<GemvPlan>(planGemv(op));
+  const std::vector<uint64_t> buckets = linearRowBuckets(static_cast<uint64_t>(plan->maxRows));
+  for (size_t b = 0; b < buckets.size() && buckets[b] <= uint64_t(kernels::cuda::kGemvMaxRows);
+       ++b) {
+    const auto rows = static_cast<int32_t>(buckets[b]);
+    if (!timed) {
+      plan->useForBucket[b] = true;
+      continue;
+    }
+    const StepCounts counts{rows, rows, rows, rows};
+    Result<double> library = timeLinearCandidate(
+        [&](CUstream stream) { return linear_->run(*prepared.linear_, counts, stream); });
+    Result<double> kernel =
+        timeLinearCandidate([&](CUstream) { return launchGemv(function, *plan, rows); });
+    plan->useForBucket[b] =
+        pickTimedAlgorithm({library.isOk() ? *library : -1.0, kernel.isOk() ? *kernel : -1.0}) == 1;
+  }
+  prepared.gemvFunction_ = function;
+  prepared.gemv_ = std::move(plan);
+  return okStatus();
+}
+
+Status CudaDevice::launchGemv(CUfunction function, const GemvPlan &plan, int32_t rows) {
+  CudaLaunch launch = gemvLaunch(plan, rows);
+  void *args[] = {launch.params.data()};
+  CUresult rc =
+      driver_->launchKernel(function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block,
+                            1, 1, launch.sharedBytes, stream_, args, nullptr);
+  return driver_->check(rc, "cuLaunchKernel for a GEMV Linear (" + std::to_string(rows) + " rows)");
 }
 
 // One warm-up run (first-call setup, clocks), then the mean of a few back to back.
@@ -449,8 +494,14 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
   // Only this device prepares the ops it runs, so the downcast is safe.
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
   KILN_RETURN_IF_ERROR(makeCurrent());
-  if (op.linear_)
+  if (op.linear_) {
+    if (op.gemv_) {
+      const int64_t rows = counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows);
+      if (gemvRuns(*op.gemv_, rows))
+        return launchGemv(op.gemvFunction_, *op.gemv_, static_cast<int32_t>(rows));
+    }
     return linear_->run(*op.linear_, counts, stream_);
+  }
   const AttentionScratch scratch = carveScratch(op.bound_, attentionScratch_.data);
   for (CudaLaunch &launch : planLaunches(op.bound_, counts, scratch)) {
     void *args[] = {launch.params.data()};

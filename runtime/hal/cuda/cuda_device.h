@@ -17,6 +17,7 @@
 
 #include "runtime/hal/cuda/cublaslt_library.h"
 #include "runtime/hal/cuda/cuda_driver.h"
+#include "runtime/hal/cuda/cuda_gemv.h"
 #include "runtime/hal/cuda/cuda_launch.h"
 #include "runtime/hal/cuda/cuda_linear.h"
 #include "runtime/hal/device.h"
@@ -37,6 +38,8 @@ struct CudaDeviceOptions {
   // fastest (cuda_linear.h); off: the heuristic's first choice. KILN_LINEAR_AUTOTUNE=0 turns
   // the default off.
   bool autotuneLinear = linearAutotuneFromEnvironment();
+  // Decode-sized Linears on the plan's GEMV kernel where it beats cuBLASLt (cuda_gemv.h).
+  GemvMode linearGemv = gemvModeFromEnvironment();
 };
 
 // Errors: "no CUDA driver found (libcuda.so.1): ...", "cuInit failed: ...", "no CUDA device".
@@ -112,6 +115,9 @@ private:
   Result<BoundBuffer> convertBias(const BoundBuffer &bias, schema::DType dtype);
   // Milliseconds per run of a candidate matmul on the stream, between two events.
   Result<double> timeLinearCandidate(const std::function<Status(CUstream)> &work);
+  // Which row buckets of a prepared Linear run on its GEMV kernel (gemvMode_, timings).
+  Status prepareGemv(const BoundOp &op, PreparedOp &prepared);
+  Status launchGemv(CUfunction function, const GemvPlan &plan, int32_t rows);
 
   std::shared_ptr<const CudaDriver> driver_;
   CUdevice device_ = 0;
@@ -123,6 +129,7 @@ private:
   DeviceMemory attentionScratch_;
   std::vector<std::string> cublasLtLibraries_;
   bool autotuneLinear_ = true;
+  GemvMode gemvMode_ = GemvMode::kAuto;
   DeviceMemory linearWorkspace_;
   std::vector<DeviceMemory> convertedBiases_; // F32 biases of half Linears, in y's dtype
   std::unique_ptr<CudaLinear> linear_;        // made by the first prepareLinear

@@ -1,0 +1,135 @@
+// The host half of GEMV Linears (cuda_gemv.h), without a GPU: which ops can run on their GEMV
+// kernel, the launch (grid, block, parameters byte for byte) and which step rows it serves.
+#include "runtime/hal/cuda/cuda_gemv.h"
+
+#include "runtime/hal/cuda/cuda_linear.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+
+namespace kiln::rt {
+namespace {
+
+namespace kc = kiln::kernels::cuda;
+using schema::DType;
+using schema::RowScale;
+
+class GemvTest : public ::testing::Test {
+protected:
+  // x [maxRows, in], W [out, in], optional bias [out], y [maxRows, out] at fake addresses.
+  BoundOp linear(const std::string &kernel, DType x, DType w, bool bias, DType biasType,
+                 int64_t in = 64, int64_t out = 17, int64_t maxRows = 300) {
+    fbb_.Clear();
+    std::vector<uint32_t> inputs = {0, 1}, outputs = {3};
+    if (bias)
+      inputs.push_back(2);
+    fbb_.Finish(schema::CreateOpDirect(fbb_, "layers.0.attn.o", schema::OpParams::LinearParams,
+                                       schema::CreateLinearParams(fbb_, bias).Union(), &inputs,
+                                       &outputs, kernel.c_str()));
+    BoundOp op;
+    op.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
+    auto buffer = [](uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows,
+                     int64_t width) {
+      BoundBuffer b;
+      b.data = reinterpret_cast<void *>(address);
+      b.dtype = dtype;
+      b.rows = rows;
+      b.fixedRows = fixedRows;
+      b.width = width;
+      return b;
+    };
+    op.inputs = {buffer(0x1000, x, RowScale::Tokens, maxRows, in),
+                 buffer(0x2000, w, RowScale::Fixed, out, in)};
+    if (bias)
+      op.inputs.push_back(buffer(0x3000, biasType, RowScale::Fixed, out, 1));
+    op.outputs = {buffer(0x4000, x, RowScale::Tokens, maxRows, out)};
+    return op;
+  }
+
+  flatbuffers::FlatBufferBuilder fbb_;
+};
+
+TEST_F(GemvTest, OnlyOpsWithAKernelOneDtypeAndAnF32BiasCanRunOnIt) {
+  const std::string kernel = "kiln_gemv_bf16_64_bf16";
+  EXPECT_EQ(gemvSymbol(linear(kernel, DType::BF16, DType::BF16, false, DType::F32)), kernel);
+  EXPECT_EQ(gemvSymbol(linear(kernel, DType::BF16, DType::BF16, true, DType::F32)), kernel);
+  EXPECT_EQ(gemvSymbol(linear("", DType::BF16, DType::BF16, false, DType::F32)), "");
+  EXPECT_EQ(gemvSymbol(linear(kernel, DType::F32, DType::BF16, false, DType::F32)), "");
+  EXPECT_EQ(gemvSymbol(linear(kernel, DType::BF16, DType::BF16, true, DType::BF16)), "");
+}
+
+TEST_F(GemvTest, PlanCarriesTheBuffersAndNoBucketUntilChosen) {
+  GemvPlan plan = planGemv(linear("k", DType::F16, DType::F16, true, DType::F32, 64, 17, 300));
+  EXPECT_EQ(plan.params.x, reinterpret_cast<const void *>(0x1000));
+  EXPECT_EQ(plan.params.w, reinterpret_cast<const void *>(0x2000));
+  EXPECT_EQ(plan.params.bias, reinterpret_cast<const float *>(0x3000));
+  EXPECT_EQ(plan.params.y, reinterpret_cast<void *>(0x4000));
+  EXPECT_EQ(plan.params.out, 17);
+  EXPECT_EQ(plan.rowsRule, RowScale::Tokens);
+  EXPECT_EQ(plan.maxRows, 300);
+  EXPECT_EQ(plan.useForBucket, std::vector<bool>(linearRowBuckets(300).size(), false));
+  EXPECT_EQ(planGemv(linear("k", DType::F16, DType::F16, false, DType::F32)).params.bias, nullptr);
+}
+
+TEST_F(GemvTest, RunsOnlyForRowsOfChosenBucketsUpToTheMaximum) {
+  GemvPlan plan = planGemv(linear("k", DType::BF16, DType::BF16, false, DType::F32));
+  // Buckets of 300 rows: 1, 2, 4, 8, 16, ...; choose 1 and 4 (rows 3..4).
+  plan.useForBucket[0] = true;
+  plan.useForBucket[2] = true;
+  EXPECT_FALSE(gemvRuns(plan, 0));
+  EXPECT_TRUE(gemvRuns(plan, 1));
+  EXPECT_FALSE(gemvRuns(plan, 2));
+  EXPECT_TRUE(gemvRuns(plan, 3));
+  EXPECT_TRUE(gemvRuns(plan, 4));
+  EXPECT_FALSE(gemvRuns(plan, 5));
+  plan.useForBucket.assign(plan.useForBucket.size(), true);
+  EXPECT_TRUE(gemvRuns(plan, kc::kGemvMaxRows));
+  EXPECT_FALSE(gemvRuns(plan, kc::kGemvMaxRows + 1)); // never above the kernel's maximum
+  GemvPlan small = planGemv(linear("k", DType::BF16, DType::BF16, false, DType::F32, 64, 17, 3));
+  small.useForBucket.assign(small.useForBucket.size(), true);
+  EXPECT_TRUE(gemvRuns(small, 3));
+  EXPECT_FALSE(gemvRuns(small, 4)); // above the op's compiled rows
+}
+
+TEST_F(GemvTest, LaunchCoversEveryOutputWithWholeCtas) {
+  GemvPlan plan = planGemv(linear("k", DType::BF16, DType::BF16, true, DType::F32, 64, 17));
+  CudaLaunch launch = gemvLaunch(plan, 5);
+  EXPECT_EQ(launch.grid[0], 2u); // 17 outputs, 16 per CTA
+  EXPECT_EQ(launch.grid[1], 1u);
+  EXPECT_EQ(launch.grid[2], 1u);
+  EXPECT_EQ(launch.block, uint32_t(kc::kGemvThreads));
+  EXPECT_EQ(launch.sharedBytes, 0u);
+  ASSERT_EQ(launch.paramBytes, sizeof(kc::GemvParams));
+  kc::GemvParams params;
+  std::memcpy(&params, launch.params.data(), sizeof(params));
+  EXPECT_EQ(params.rows, 5);
+  EXPECT_EQ(params.out, 17);
+  EXPECT_EQ(params.x, plan.params.x);
+  EXPECT_EQ(params.bias, plan.params.bias);
+  plan.params.out = 16;
+  EXPECT_EQ(gemvLaunch(plan, 1).grid[0], 1u);
+  plan.params.out = 4096;
+  EXPECT_EQ(gemvLaunch(plan, 1).grid[0], 256u);
+}
+
+TEST(GemvMode, FromTheEnvironment) {
+  const char *saved = std::getenv("KILN_LINEAR_GEMV");
+  const std::string restore = saved ? saved : "";
+  unsetenv("KILN_LINEAR_GEMV");
+  EXPECT_EQ(gemvModeFromEnvironment(), GemvMode::kAuto);
+  setenv("KILN_LINEAR_GEMV", "always", 1);
+  EXPECT_EQ(gemvModeFromEnvironment(), GemvMode::kAlways);
+  setenv("KILN_LINEAR_GEMV", "never", 1);
+  EXPECT_EQ(gemvModeFromEnvironment(), GemvMode::kNever);
+  setenv("KILN_LINEAR_GEMV", "sometimes", 1);
+  EXPECT_EQ(gemvModeFromEnvironment(), GemvMode::kAuto);
+  if (saved)
+    setenv("KILN_LINEAR_GEMV", restore.c_str(), 1);
+  else
+    unsetenv("KILN_LINEAR_GEMV");
+}
+
+} // namespace
+} // namespace kiln::rt
