@@ -1,6 +1,7 @@
 #include "compiler/codegen/kernel_catalog.h"
 
 #include "kernels/cuda/embedded_sources.h"
+#include "kernels/cuda/params.h"
 
 #include <algorithm>
 #include <charconv>
@@ -9,7 +10,7 @@
 namespace kiln::compiler {
 namespace {
 
-enum class Shape : uint8_t { kRowCta, kRowChunks, kRowChunksMixed, kAttention };
+enum class Shape : uint8_t { kRowCta, kRowChunks, kRowChunksMixed, kAttention, kGemv };
 
 struct OpSpec {
   const char *op;
@@ -86,6 +87,7 @@ const std::vector<OpSpec> &opSpecs() {
        {"dtype", "num_heads", "head_dim"},
        Shape::kAttention,
        nullptr},
+      {"gemv", "gemv.cuh", "GemvParams", "gemv", {"dtype", "in", "y_dtype"}, Shape::kGemv, nullptr},
       {"attention_prefill",
        "attention_prefill.cuh",
        "AttentionParams",
@@ -105,7 +107,7 @@ const OpSpec *findSpec(const std::string &op) {
 }
 
 bool isDtypeConstant(const std::string &name) {
-  return name == "dtype" || name == "weight_dtype";
+  return name == "dtype" || name == "weight_dtype" || name == "y_dtype";
 }
 
 const char *cudaType(const std::string &dtype) {
@@ -256,6 +258,11 @@ Result<LaunchShape> launchShapeOf(const KernelInstance &instance) {
   if (spec.shape == Shape::kAttention) {
     shape.gridRows = GridRows::kAttention;
     shape.threads = 128; // kernels/cuda/params.h kAttentionThreads
+    return shape;
+  }
+  if (spec.shape == Shape::kGemv) {
+    shape.gridRows = GridRows::kGemv;
+    shape.threads = kernels::cuda::kGemvThreads;
     return shape;
   }
   shape.threads = static_cast<int32_t>(intConstant(instance, "threads"));

@@ -28,6 +28,7 @@ struct KernelInstance {
 enum class GridRows : uint8_t {
   kRows,      // grid.x = rows of the op's output (Tokens / Logits rule of its buffer)
   kAttention, // the runtime computes the grid from the step counts (kernels/cuda/attention_*.cuh)
+  kGemv,      // the runtime computes the grid from the op's out features (params.h GemvParams)
 };
 struct LaunchShape {
   GridRows gridRows = GridRows::kRows;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdio>
 #include <map>
+#include <set>
 
 namespace kiln::compiler {
 
@@ -142,6 +143,36 @@ void matchWeightDTypes(const schema::RankT &rank, std::vector<KernelInstance> &i
   }
 }
 
+bool isFloatDType(schema::DType dtype) {
+  return dtype == schema::DType::F32 || dtype == schema::DType::F16 || dtype == schema::DType::BF16;
+}
+
+// Every Linear the GEMV kernel can run (x and W of one float dtype, no bias or an F32 one) names
+// its instance in Op.kernel; the runtime times it against cuBLASLt per row bucket at load and
+// keeps it where it is faster (runtime/hal/cuda/cuda_gemv.h). Other Linears keep no kernel.
+void attachGemvKernels(schema::PlanT &plan, std::vector<KernelInstance> &instances) {
+  std::set<std::string> added;
+  for (auto &rank : plan.ranks)
+    for (auto &op : rank->program) {
+      if (op->params.type != OpParams::LinearParams || op->inputs.size() < 2 || op->outputs.empty())
+        continue;
+      const schema::BufferT &x = *rank->buffers.at(op->inputs[0]);
+      const schema::BufferT &w = *rank->buffers.at(op->inputs[1]);
+      const schema::BufferT &y = *rank->buffers.at(op->outputs[0]);
+      const bool f32Bias =
+          op->inputs.size() < 3 || rank->buffers.at(op->inputs[2])->dtype == schema::DType::F32;
+      if (x.dtype != w.dtype || !isFloatDType(x.dtype) || !isFloatDType(y.dtype) || !f32Bias ||
+          w.shape.size() != 2 || w.shape[1] < 1 || w.shape[1] > (1u << 20))
+        continue;
+      KernelInstance instance = makeKernelInstance("gemv", {{"dtype", kernelDType(x.dtype)},
+                                                            {"in", std::to_string(w.shape[1])},
+                                                            {"y_dtype", kernelDType(y.dtype)}});
+      op->kernel = instance.symbol;
+      if (added.insert(instance.symbol).second)
+        instances.push_back(std::move(instance));
+    }
+}
+
 Status setOpKernels(const std::map<std::string, KernelInstance> &byOp, schema::RankT &rank) {
   for (auto &op : rank.program) {
     const char *kernelOp = kernelOpOf(op->params.type);
@@ -200,6 +231,7 @@ Status attachGpuKernels(const CompileOptions &options, const HfModelConfig &conf
   KILN_ASSIGN_OR_RETURN(LlamaKernelParams params, paramsFromPlan(options, config, plan));
   std::vector<KernelInstance> instances = kernelsForLlama(params);
   matchWeightDTypes(*plan.ranks[0], instances);
+  attachGemvKernels(plan, instances);
   std::string names;
   for (const std::string &target : smTargets)
     names += (names.empty() ? "" : ", ") + target;

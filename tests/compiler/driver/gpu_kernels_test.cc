@@ -57,7 +57,8 @@ protected:
 TEST_F(GpuKernelsTest, SmTargetsRecordModulesKernelsAndGrids) {
   Status status = compileModel(options({"cpu", "sm_80", "sm_90a"}));
   ASSERT_TRUE(status.isOk()) << status.toString() << "\n" << log_.str();
-  EXPECT_NE(log_.str().find("codegen: 10 kernels for sm_80, sm_90a ("), std::string::npos)
+  // The ten of kernelsForLlama and two GEMVs: in 64 (qkv, o, gate_up, lm_head) and 128 (down).
+  EXPECT_NE(log_.str().find("codegen: 12 kernels for sm_80, sm_90a ("), std::string::npos)
       << log_.str();
   auto artifact = rt::Artifact::load(outDir_.string());
   ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
@@ -79,7 +80,7 @@ TEST_F(GpuKernelsTest, SmTargetsRecordModulesKernelsAndGrids) {
     std::set<std::string> names;
     for (const auto *name : *module->kernels())
       names.insert(name->str());
-    EXPECT_EQ(names.size(), 10u) << module->target()->str();
+    EXPECT_EQ(names.size(), 12u) << module->target()->str();
     if (kernels.empty())
       kernels = names;
     EXPECT_EQ(names, kernels) << module->target()->str();
@@ -90,6 +91,8 @@ TEST_F(GpuKernelsTest, SmTargetsRecordModulesKernelsAndGrids) {
                          {"compute_80", schema::KernelFormat::Ptx}}));
   EXPECT_TRUE(kernels.count("kiln_rms_norm_f32_64_32_f32"));
   EXPECT_TRUE(kernels.count("kiln_embedding_f32_64_32_f32"));
+  EXPECT_TRUE(kernels.count("kiln_gemv_f32_64_f32"));
+  EXPECT_TRUE(kernels.count("kiln_gemv_f32_128_f32"));
 
   const schema::Rank &rank = *plan.ranks()->Get(0);
   std::map<OpParams, std::string> kernelOf;
@@ -97,7 +100,10 @@ TEST_F(GpuKernelsTest, SmTargetsRecordModulesKernelsAndGrids) {
     std::string kernel = op->kernel() ? op->kernel()->str() : "";
     ASSERT_NE(op->grid(), nullptr) << op->name()->str();
     if (op->params_type() == OpParams::LinearParams) {
-      EXPECT_EQ(kernel, "") << op->name()->str();
+      // cuBLASLt, or the GEMV for in-features = W's width; the runtime picks per row bucket.
+      const schema::Buffer *w = rank.buffers()->Get(op->inputs()->Get(1));
+      EXPECT_EQ(kernel, "kiln_gemv_f32_" + std::to_string(w->shape()->Get(1)) + "_f32")
+          << op->name()->str();
       continue;
     }
     std::vector<std::string> parts = splitCommas(kernel);
@@ -143,7 +149,13 @@ TEST_F(GpuKernelsTest, Bf16UsesHalfActivationsAndStoredWeightDtypes) {
   const schema::Rank &rank = *plan.ranks()->Get(0);
   int kernelOps = 0;
   for (const schema::Op *op : *rank.program()) {
-    bool library = !op->kernel() || op->kernel()->size() == 0;
+    const bool linear = op->params_type() == OpParams::LinearParams;
+    const std::string kernel = op->kernel() ? op->kernel()->str() : "";
+    if (linear) // the bf16 GEMV; the lm_head's writes the fp32 logits
+      EXPECT_EQ(kernel.rfind("kiln_gemv_bf16_", 0), 0u) << op->name()->str();
+    if (op->name()->str() == "lm_head")
+      EXPECT_EQ(kernel, "kiln_gemv_bf16_64_f32");
+    bool library = linear || kernel.empty();
     kernelOps += !library;
     for (const auto *list : {op->inputs(), op->outputs()})
       for (uint32_t index : *list) {

@@ -12,6 +12,7 @@
 // the kiln binary (KILN_BINARY_DIR/tools/kiln/kiln, which compiles the fixtures).
 #include "runtime/exec/executor.h"
 
+#include "runtime/hal/cuda/cuda_device.h"
 #include "runtime/hal/device.h"
 
 #include <gtest/gtest.h>
@@ -241,6 +242,53 @@ TEST_F(CudaExecutorGpuTest, TinyStoriesDecodeGraphsWithEmptySplits) {
     GTEST_SKIP() << "no " << fixture.modelDir << " (../shared/assets)";
   checkGraphs(fixture, "fp32", 1e-4, 1e-4);
   checkGraphs(fixture, "bf16", 0.05, 0.1);
+}
+
+// GEMV Linears (cuda_gemv.h) forced on for every row bucket they can serve: the same schedule as
+// with cuBLASLt only and as on the cpu backend, within the graphs tolerances (another fp32
+// summation order). Every Linear of the fixture's plan must name a GEMV kernel.
+TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
+  CudaDeviceOptions always, never;
+  always.linearGemv = GemvMode::kAlways;
+  never.linearGemv = GemvMode::kNever;
+  auto gemvDevice = createCudaDevice(always);
+  auto libraryDevice = createCudaDevice(never);
+  ASSERT_TRUE(gemvDevice.isOk() && libraryDevice.isOk());
+  for (const auto &[dtype, tolerance] :
+       {std::pair<std::string, double>{"fp32", 1e-4}, {"bf16", 0.1}}) {
+    SCOPED_TRACE(dtype);
+    std::unique_ptr<Artifact> artifact = load(tinyLlama(), dtype);
+    ASSERT_NE(artifact, nullptr);
+    int linears = 0;
+    for (const schema::Op *op : *artifact->plan().ranks()->Get(0)->program())
+      if (op->params_type() == schema::OpParams::LinearParams) {
+        ++linears;
+        EXPECT_TRUE(op->kernel() && op->kernel()->str().rfind("kiln_gemv_", 0) == 0)
+            << op->name()->str() << " names no GEMV kernel";
+      }
+    EXPECT_GT(linears, 0);
+    for (int32_t numSeqs : {1, 3, 5}) {
+      ScheduleResult gemv, library, cpu;
+      {
+        std::unique_ptr<Executor> e = makeExecutor(*artifact, **gemvDevice, DecodeBuckets::kAuto);
+        ASSERT_NE(e, nullptr);
+        gemv = runSchedule(*e, tinyLlama(), numSeqs);
+      }
+      {
+        std::unique_ptr<Executor> e =
+            makeExecutor(*artifact, **libraryDevice, DecodeBuckets::kAuto);
+        ASSERT_NE(e, nullptr);
+        library = runSchedule(*e, tinyLlama(), numSeqs);
+      }
+      {
+        std::unique_ptr<Executor> e = makeExecutor(*artifact, *cpu_, DecodeBuckets::kOff);
+        ASSERT_NE(e, nullptr);
+        cpu = runSchedule(*e, tinyLlama(), numSeqs);
+      }
+      EXPECT_LE(maxAbsDiff(gemv.logits, library.logits), tolerance) << "batch " << numSeqs;
+      EXPECT_LE(maxAbsDiff(gemv.logits, cpu.logits), tolerance) << "batch " << numSeqs;
+    }
+  }
 }
 
 // kiln profile's timing: CUDA events around every op and around graph replays of the padded
