@@ -496,6 +496,30 @@ bench_flags() {
   fi
 }
 
+# kiln profile (docs/profile.md) on the bench artifact: each step of KILN_BENCH_PROFILES
+# (mode:batch:length; decode at that context, or a prefill of that many tokens) timed op by op,
+# as fractions of the roofline's ceilings when it was measured. JSON and table in results/, the
+# tables appended to summary.txt (so the reply's output tail shows where the time goes).
+run_profiles() {
+  local flags=$1 spec mode b len name shape roofline=()
+  if ! "$kx" "$kit_root/bin/kiln" profile --help >/dev/null 2>&1; then
+    record MISSING "kiln profile" "this kit's kiln has no profile command"
+    return 0
+  fi
+  [ -s "$results/roofline.json" ] && roofline=(--roofline "$results/roofline.json")
+  for spec in ${KILN_BENCH_PROFILES:-decode:1:128 decode:64:1000 prefill:1:4096}; do
+    IFS=: read -r mode b len <<<"$spec"
+    shape=(--batch "$b" --context "$len")
+    [ "$mode" = prefill ] && shape=(--batch "$b" --prefill "$len")
+    name=profile-$mode-$b-$len
+    # shellcheck disable=SC2086 # word lists
+    bench_json "kiln profile $mode b$b $len" 240 "$results/$name.txt" \
+      "$kx" "$kit_root/bin/kiln" profile "$bench_art" --device "$bench_device" "${shape[@]}" \
+      "${roofline[@]}" --json-out "$results/$name.json" $flags &&
+      cat "$results/$name.txt" >>"$summary"
+  done
+}
+
 # The sequence of docs/benchmarks.md ("Commands for the GPU session"): batch-1 decode and the
 # long-prompt TTFT measured once (the first workload), then the throughput workloads.
 run_bench() {
@@ -525,6 +549,7 @@ run_bench() {
         --input-len "$i" --output-len "$o" $flags ${once:---no-batch1 --num-prompts $b}
       once=""
     done
+    run_profiles "$flags"
   fi
   once="--num-prompts 4 --ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
   if [ "${KILN_BENCH_PEER:-1}" = 1 ] && have_tool "$repo/tools/bench/hf_peer.py"; then

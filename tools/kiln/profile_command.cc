@@ -2,6 +2,7 @@
 // step_profiler.h): per op group the time, its share of the step, the bytes and flops it must
 // move and do at least, and those rates as fractions of the device's ceilings (--roofline, the
 // JSON of tools/bench/roofline). Says which ops keep a benchmark from the hardware limit.
+#include "runtime/base/file.h"
 #include "runtime/service/serving_model.h"
 #include "runtime/service/step_profiler.h"
 #include "tools/kiln/args.h"
@@ -36,6 +37,7 @@ const CommandSpec kProfileSpec = {
          "fraction of GPU memory to use, KV cache included (default 0.9 on cuda)"},
         {"--seed", "S", "seed of the random token ids (default 0)"},
         {"--json", "", "print one JSON object instead of the table"},
+        {"--json-out", "FILE", "also write the JSON object to FILE (the table still prints)"},
         {"--no-verify-weights", "", "skip hashing every weight at load (large models)"},
     },
     1,
@@ -47,6 +49,7 @@ struct ProfileConfig {
   rt::ServingOptions serving;
   rt::ProfileRequest request;
   std::string roofline;
+  std::string jsonOut;
   size_t top = 10;
   bool json = false;
 };
@@ -75,6 +78,7 @@ Result<ProfileConfig> configFrom(const Args &args) {
   c.request.seed = static_cast<uint64_t>(seed);
   c.request.progress = [](const std::string &line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   c.roofline = args.getOr("--roofline", "");
+  c.jsonOut = args.getOr("--json-out", "");
   c.top = static_cast<size_t>(top);
   c.json = args.has("--json");
   return c;
@@ -101,13 +105,12 @@ Result<std::string> runProfile(const ProfileConfig &c) {
                         rt::Executor::create(*artifact, *device, options));
   KILN_ASSIGN_OR_RETURN(rt::ProfileReport report,
                         rt::profileStep(*executor, *artifact->plan().kv_cache(), c.request));
-  if (c.json) {
-    nlohmann::ordered_json json = rt::profileJson(report, ceilings);
-    json["artifact"] = c.artifact;
-    json["device"] = c.serving.device;
-    return json.dump() + "\n";
-  }
-  return rt::profileTable(report, ceilings, c.top);
+  nlohmann::ordered_json json = rt::profileJson(report, ceilings);
+  json["artifact"] = c.artifact;
+  json["device"] = c.serving.device;
+  if (!c.jsonOut.empty())
+    KILN_RETURN_IF_ERROR(writeFileAtomic(c.jsonOut, json.dump() + "\n").withContext("--json-out"));
+  return c.json ? json.dump() + "\n" : rt::profileTable(report, ceilings, c.top);
 }
 
 } // namespace

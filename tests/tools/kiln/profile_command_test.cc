@@ -72,9 +72,18 @@ TEST(ProfileCommand, RooflineGivesFractionsOfItsCeilings) {
 }
 
 TEST(ProfileCommand, TableNamesTheStepAndItsTotals) {
-  CommandResult r =
-      runCommand(kKiln + " profile " + fixtureArtifact() + " --context 20 --repeats 1", false);
+  const TempDir temp;
+  const std::string json = temp.path + "/profile.json";
+  CommandResult r = runCommand(
+      kKiln + " profile " + fixtureArtifact() + " --context 20 --repeats 1 --json-out " + json,
+      false);
   ASSERT_EQ(r.exitCode, 0) << r.output;
+  // --json-out writes the JSON beside the table.
+  std::ifstream written(json);
+  nlohmann::json j = nlohmann::json::parse(written, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded());
+  EXPECT_EQ(j["context"], 20);
+  EXPECT_EQ(j["mode"], "decode");
   EXPECT_NE(r.output.find("decode step: batch 1, 1 new token(s) per sequence, context 20"),
             std::string::npos)
       << r.output;
