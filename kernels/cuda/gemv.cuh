@@ -28,8 +28,10 @@ __device__ __forceinline__ void gemvLoad(const T *__restrict__ src, float *dst) 
     loadFloats<T, N>(src, dst);
 }
 
-template <typename T, int IN, typename Y>
-__device__ __forceinline__ void gemv(const GemvParams &p) {
+// ROWS rows at compile time: accumulators and x loads for exactly the step's rows, so the batch-1
+// case carries no registers or predicates for the other seven.
+template <typename T, int IN, typename Y, int ROWS>
+__device__ __forceinline__ void gemvRows(const GemvParams &p) {
   constexpr int kVec = gemvVectorWidth<T, IN>();
   constexpr int kSteps = IN / kVec; // vectors per W row
   constexpr int kOuts = kGemvOutputsPerWarp;
@@ -39,19 +41,18 @@ __device__ __forceinline__ void gemv(const GemvParams &p) {
   const int first = (blockIdx.x * (kGemvThreads / 32) + warp) * kOuts;
   const T *__restrict__ x = static_cast<const T *>(p.x);
   const T *__restrict__ w = static_cast<const T *>(p.w);
-  const int rows = p.rows;
   bool valid[kOuts];
 #pragma unroll
   for (int o = 0; o < kOuts; ++o)
     valid[o] = first + o < p.out;
-  float acc[kOuts][kGemvMaxRows];
+  float acc[kOuts][ROWS];
 #pragma unroll
   for (int o = 0; o < kOuts; ++o)
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r)
+    for (int r = 0; r < ROWS; ++r)
       acc[o][r] = 0.0f;
 
-#pragma unroll 4
+#pragma unroll 2
   for (int s = lane; s < kSteps; s += 32) {
     float wv[kOuts][kVec];
 #pragma unroll
@@ -65,16 +66,14 @@ __device__ __forceinline__ void gemv(const GemvParams &p) {
       }
     }
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) {
-      if (r < rows) { // the same for every lane: no divergence
-        float xv[kVec];
-        gemvLoad<T, kVec>(x + static_cast<int64_t>(r) * IN + s * kVec, xv);
+    for (int r = 0; r < ROWS; ++r) {
+      float xv[kVec];
+      gemvLoad<T, kVec>(x + static_cast<int64_t>(r) * IN + s * kVec, xv);
 #pragma unroll
-        for (int o = 0; o < kOuts; ++o)
+      for (int o = 0; o < kOuts; ++o)
 #pragma unroll
-          for (int i = 0; i < kVec; ++i)
-            acc[o][r] += wv[o][i] * xv[i];
-      }
+        for (int i = 0; i < kVec; ++i)
+          acc[o][r] += wv[o][i] * xv[i];
     }
   }
 
@@ -82,9 +81,7 @@ __device__ __forceinline__ void gemv(const GemvParams &p) {
 #pragma unroll
   for (int o = 0; o < kOuts; ++o) {
 #pragma unroll
-    for (int r = 0; r < kGemvMaxRows; ++r) {
-      if (r >= rows)
-        continue;
+    for (int r = 0; r < ROWS; ++r) {
       const float sum = warpSum(acc[o][r]); // every lane takes part: valid[o] is warp-uniform
       if (lane == 0 && valid[o]) {
         const int out = first + o;
@@ -92,6 +89,31 @@ __device__ __forceinline__ void gemv(const GemvParams &p) {
         y[static_cast<int64_t>(r) * p.out + out] = fromFloat<Y>(value);
       }
     }
+  }
+}
+
+template <typename T, int IN, typename Y>
+__device__ __forceinline__ void gemv(const GemvParams &p) {
+  static_assert(kGemvMaxRows == 8, "one case per row count");
+  switch (p.rows) {
+  case 1:
+    return gemvRows<T, IN, Y, 1>(p);
+  case 2:
+    return gemvRows<T, IN, Y, 2>(p);
+  case 3:
+    return gemvRows<T, IN, Y, 3>(p);
+  case 4:
+    return gemvRows<T, IN, Y, 4>(p);
+  case 5:
+    return gemvRows<T, IN, Y, 5>(p);
+  case 6:
+    return gemvRows<T, IN, Y, 6>(p);
+  case 7:
+    return gemvRows<T, IN, Y, 7>(p);
+  case 8:
+    return gemvRows<T, IN, Y, 8>(p);
+  default:
+    return; // the host never launches other row counts (cuda_gemv.h gemvRuns)
   }
 }
 
