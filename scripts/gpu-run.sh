@@ -237,10 +237,26 @@ setup_paths() {
     "KILN_BINARY_DIR=$KILN_BINARY_DIR" >>"$envlog"
 }
 
-# gpu=1 and sm (kiln's --target name: sm_90a on Hopper) when nvidia-smi sees a GPU.
+# gpu=1 and sm (kiln's --target name: sm_90a on Hopper) when nvidia-smi sees a GPU, or when
+# KILN_KIT_SIMULATED_GPU names the directory of cudasim's libcuda.so.1 (docs/cudasim.md): a
+# rehearsal here of everything a GPU session runs. Its times mean nothing, so Linear autotuning
+# is off there (timing every cuBLASLt candidate on the simulator takes minutes).
 detect_gpu() {
   gpu=0
   sm=sm_90a
+  simulated=""
+  if [ -n "${KILN_KIT_SIMULATED_GPU:-}" ]; then
+    simulated=$KILN_KIT_SIMULATED_GPU
+    gpu=1
+    local cc=${KILN_CUDASIM_SM:-90}
+    cc=${cc%%,*}
+    sm=sm_$cc
+    [[ $cc == 9* || $cc == 10* ]] && sm+=a
+    export KILN_KIT_LIB_DIRS="$simulated${KILN_KIT_LIB_DIRS:+:$KILN_KIT_LIB_DIRS}"
+    export KILN_LINEAR_AUTOTUNE=0
+    echo "GPU: simulated (cudasim, $simulated), $sm" | tee -a "$envlog"
+    return
+  fi
   echo "--- nvidia-smi" | tee -a "$envlog"
   if ! command -v nvidia-smi >/dev/null; then
     echo "nvidia-smi: not found (no GPU here)" | tee -a "$envlog"
@@ -313,8 +329,8 @@ run_sanitizer() {
     record MISSING "compute-sanitizer" "not found on this machine"
     return
   fi
-  if [ "$gpu" != 1 ]; then
-    record SKIP "compute-sanitizer" "no GPU"
+  if [ "$gpu" != 1 ] || [ -n "$simulated" ]; then
+    record SKIP "compute-sanitizer" "${simulated:+simulated GPU: }no GPU to check"
     return
   fi
   while read -r name kind <&3; do
@@ -462,8 +478,11 @@ have_tool() { # have_tool PATH: the benchmark helper's scripts may not exist yet
 # file says each was written completely (a killed step leaves none).
 bench_model() {
   local tool=$repo/tools/bench/make_random_llama.py preset=${KILN_BENCH_PRESET:-llama-3.1-8b}
+  local target=$sm max_seq=${KILN_BENCH_MAX_SEQ_LEN:-4608}
+  [ "$bench_device" = cuda ] || target=cpu
   model_dir=${KILN_BENCH_DIR:-/tmp/kiln-bench}/$preset
-  bench_art=$model_dir.kiln
+  # One artifact per target and length: a warm machine reuses it only for the same compile.
+  bench_art=$model_dir-$target-$max_seq.kiln
   have_tool "$tool" || return 1
   if [ ! -f "$model_dir.complete" ]; then
     mkdir -p "$(dirname "$model_dir")"
@@ -474,11 +493,9 @@ bench_model() {
   fi
   [ -f "$bench_art.complete" ] && return 0
   rm -rf "$bench_art"
-  local target=$sm
-  [ "$bench_device" = cuda ] || target=cpu
   bench_json "compile bf16 --target $target" 420 "$work/logs/compile_bench.out" \
     "$kx" "$kit_root/bin/kiln" compile "$model_dir" -o "$bench_art" --dtype bf16 --target "$target" \
-    --max-batch 256 --max-seq-len "${KILN_BENCH_MAX_SEQ_LEN:-4608}" --max-tokens-per-step 4096 \
+    --max-batch 256 --max-seq-len "$max_seq" --max-tokens-per-step 4096 \
     --quiet || return 1
   touch "$bench_art.complete"
 }
@@ -536,8 +553,11 @@ run_bench() {
   local workloads=${KILN_BENCH_WORKLOADS:-1x128x128 64x128x128 256x128x128 1x1000x1000 64x1000x1000 256x1000x1000}
   local w b i o flags once="--num-prompts 4 --ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
   local results=$work/results
-  [ "$gpu" != 1 ] || [ -f "$results/roofline.json" ] ||
+  if [ -n "$simulated" ]; then
+    record SKIP "roofline" "simulated GPU: its bandwidth and peak mean nothing"
+  elif [ "$gpu" = 1 ] && [ ! -f "$results/roofline.json" ]; then
     bench_json "roofline" 180 "$results/roofline.json" "$kx" "$kit_root/bin/roofline"
+  fi
   bench_model || return 0
   flags=$(bench_flags)
   if [ "${KILN_BENCH_KILN:-1}" = 1 ]; then
@@ -584,6 +604,16 @@ finish() {
 }
 
 
+gpu_name() {
+  if [ -n "$simulated" ]; then
+    echo "simulated (cudasim)"
+  elif [ "$gpu" = 1 ]; then
+    nvidia-smi --query-gpu=name --format=csv,noheader | head -1
+  else
+    echo none
+  fi
+}
+
 main() {
   unpack_kit
   {
@@ -594,7 +624,7 @@ main() {
   setup_libraries
   setup_cuda_home
   setup_paths
-  note "mode $mode; GPU: $([ $gpu = 1 ] && nvidia-smi --query-gpu=name --format=csv,noheader | head -1 || echo none) ($sm); budget ${budget_s}s"
+  note "mode $mode; GPU: $(gpu_name) ($sm); budget ${budget_s}s"
   case "$mode" in
   tests) run_tests ;;
   bench) run_bench ;;
