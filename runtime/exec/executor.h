@@ -15,6 +15,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 namespace kiln::rt {
@@ -51,9 +52,10 @@ struct ExecutorOptions {
 // One step timed op by op (Executor::profile). Times in microseconds, medians over the repeats,
 // from the device's clock (CUDA events on a GPU).
 struct StepProfile {
-  StepCounts counts;            // the step as run op by op (never padded)
-  std::vector<double> opMicros; // per op of the rank's program, in program order
-  double eagerMicros = 0;       // the whole step op by op
+  StepCounts counts;                // the step as run op by op (never padded)
+  std::vector<double> opMicros;     // per op of the rank's program, in program order
+  std::vector<std::string> opImpls; // per op: Device::describeOp ("" for collectives)
+  double eagerMicros = 0;           // the whole step op by op
   // A decode step on a device with graphs: the step padded to its batch bucket and replayed as
   // its captured graph. 0 when the step runs without a graph.
   double graphMicros = 0;

@@ -59,6 +59,9 @@ Result<StepProfile> Executor::profile(const StepBatch &batch, int repeats) {
   }
   for (std::vector<double> &opSamples : samples)
     profile.opMicros.push_back(median(std::move(opSamples)));
+  for (const ProgramStep &step : program_)
+    profile.opImpls.push_back(step.prepared ? device_.describeOp(*step.prepared, profile.counts)
+                                            : std::string());
   profile.eagerMicros = median(std::move(steps));
 
   std::optional<size_t> bucket;

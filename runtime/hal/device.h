@@ -159,6 +159,10 @@ public:
   virtual Result<std::unique_ptr<CapturedProgram>> endCapture();
   virtual Status replay(const CapturedProgram &program);
 
+  // How a prepared op runs for these counts when the device has more than one way (a GPU Linear:
+  // "gemv" or "cublasLt 2/8", the candidate kept of those timed); "" otherwise. For kiln profile.
+  virtual std::string describeOp(const PreparedOp &, const StepCounts &) const { return ""; }
+
   // A clock with `marks` timestamps (allocated now: marking allocates nothing). The default says
   // the device has none.
   virtual Result<std::unique_ptr<DeviceClock>> createClock(size_t marks);

@@ -11,7 +11,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 struct Group {
-  std::string name, kind;
+  std::string name, kind, impl; // impl: its ops' when they agree, else "mixed"
   int ops = 0;
   double micros = 0;
   OpCost cost;
@@ -24,8 +24,10 @@ std::vector<Group> groupOps(const ProfileReport &report) {
   for (const OpProfile &op : report.ops) {
     auto [it, added] = index.emplace(op.group, groups.size());
     if (added)
-      groups.push_back({op.group, op.kind});
+      groups.push_back({op.group, op.kind, op.impl});
     Group &g = groups[it->second];
+    if (g.impl != op.impl)
+      g.impl = "mixed";
     ++g.ops;
     g.micros += op.micros;
     g.cost.bytesRead += op.cost.bytesRead;
@@ -86,14 +88,19 @@ std::string groupLine(const std::string &name, const std::string &kind, int ops,
                       double stepSum, const OpCost &cost, const Ceilings &ceilings) {
   const double bytesPerS = perSecond(double(cost.bytes()), micros);
   const double flopsPerS = perSecond(double(cost.flops), micros);
-  return format("%-28.28s %-12.12s %4d %11.1f %s %9.1f %s %9.2f %s\n", name.c_str(), kind.c_str(),
+  return format("%-28.28s %-20.20s %4d %11.1f %s %9.1f %s %9.2f %s\n", name.c_str(), kind.c_str(),
                 ops, micros, percent(micros, stepSum).c_str(), bytesPerS / 1e9,
                 percent(bytesPerS, ceilings.hbmBytesPerS).c_str(), flopsPerS / 1e12,
                 percent(flopsPerS, ceilings.flopsPerS).c_str());
 }
 
+// "Linear cublasLt 2/8": the kind and, when the device had a choice, what it runs.
+std::string kindText(const std::string &kind, const std::string &impl) {
+  return impl.empty() ? kind : kind + " " + impl;
+}
+
 std::string header(const char *first) {
-  return format("%-28s %-12s %4s %11s %6s %9s %6s %9s %6s\n", first, "kind", "ops", "us", "step",
+  return format("%-28s %-20s %4s %11s %6s %9s %6s %9s %6s\n", first, "kind", "ops", "us", "step",
                 "GB/s", "HBM", "TFLOP/s", "peak");
 }
 
@@ -117,14 +124,14 @@ Json profileJson(const ProfileReport &report, const Ceilings &ceilings) {
                    {"bf16_flops_per_s", ceilings.flopsPerS}};
   Json groups = Json::array();
   for (const Group &g : groupOps(report)) {
-    Json row = {{"group", g.name}, {"kind", g.kind}, {"ops", g.ops}};
+    Json row = {{"group", g.name}, {"kind", g.kind}, {"impl", g.impl}, {"ops", g.ops}};
     row.update(rates(g.cost, g.micros, ceilings));
     groups.push_back(std::move(row));
   }
   j["groups"] = std::move(groups);
   Json ops = Json::array();
   for (const OpProfile &op : report.ops) {
-    Json row = {{"name", op.name}, {"kind", op.kind}};
+    Json row = {{"name", op.name}, {"kind", op.kind}, {"impl", op.impl}};
     row.update(rates(op.cost, op.micros, ceilings));
     ops.push_back(std::move(row));
   }
@@ -140,7 +147,7 @@ std::string profileTable(const ProfileReport &report, const Ceilings &ceilings, 
              report.mode.c_str(), report.batch, report.newTokens, report.context, report.repeats);
   out += header("op group");
   for (const Group &g : groupOps(report))
-    out += groupLine(g.name, g.kind, g.ops, g.micros, stepSum, g.cost, ceilings);
+    out += groupLine(g.name, kindText(g.kind, g.impl), g.ops, g.micros, stepSum, g.cost, ceilings);
   std::vector<const OpProfile *> slowest;
   for (const OpProfile &op : report.ops)
     slowest.push_back(&op);
@@ -150,7 +157,8 @@ std::string profileTable(const ProfileReport &report, const Ceilings &ceilings, 
   if (!slowest.empty())
     out += "\n" + header("slowest ops");
   for (const OpProfile *op : slowest)
-    out += groupLine(op->name, op->kind, 1, op->micros, stepSum, op->cost, ceilings);
+    out += groupLine(op->name, kindText(op->kind, op->impl), 1, op->micros, stepSum, op->cost,
+                     ceilings);
   // The step lines leave the share column empty: they are the whole.
   out += "\n" + groupLine("step, op by op", "", int(report.ops.size()), report.step.eagerMicros, 0,
                           report.total, ceilings);

@@ -165,6 +165,8 @@ Result<ProfileReport> profileStep(Executor &executor, const schema::KvCacheSpec 
     p.kind = opKindName(op.params_type());
     p.group = opGroupName(p.name);
     p.micros = report.step.opMicros[i];
+    if (i < report.step.opImpls.size())
+      p.impl = report.step.opImpls[i];
     p.cost = estimateOpCost(op, executor.buffers(), report.step.counts, shapes, kv);
     addCost(report.total, p.cost);
     report.ops.push_back(std::move(p));

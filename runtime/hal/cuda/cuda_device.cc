@@ -516,6 +516,15 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
   return okStatus();
 }
 
+std::string CudaDevice::describeOp(const PreparedOp &prepared, const StepCounts &counts) const {
+  const auto &op = static_cast<const CudaPreparedOp &>(prepared);
+  if (!op.linear_)
+    return "";
+  if (op.gemv_ && gemvRuns(*op.gemv_, counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows)))
+    return "gemv";
+  return CudaLinear::describe(*op.linear_, counts);
+}
+
 Status CudaDevice::beginCapture() {
   KILN_RETURN_IF_ERROR(makeCurrent());
   // Thread-local: only this thread's unsafe calls (allocation, synchronous copies) are refused

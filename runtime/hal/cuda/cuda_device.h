@@ -88,6 +88,8 @@ public:
   Status beginCapture() override;
   Result<std::unique_ptr<CapturedProgram>> endCapture() override;
   Status replay(const CapturedProgram &program) override;
+  // A Linear: "gemv", or "cublasLt <kept>/<candidates>" (1-based) for the counts' row bucket.
+  std::string describeOp(const PreparedOp &op, const StepCounts &counts) const override;
   // CUDA events on the device's stream (cuEventElapsedTime: about 0.5 us resolution).
   Result<std::unique_ptr<DeviceClock>> createClock(size_t marks) override;
 

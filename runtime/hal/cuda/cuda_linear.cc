@@ -378,6 +378,15 @@ const std::vector<CudaLinear::Choice> &CudaLinear::choices(const PreparedOp &pre
   return static_cast<const CudaLinearOp &>(prepared).algorithms;
 }
 
+std::string CudaLinear::describe(const PreparedOp &prepared, const StepCounts &counts) {
+  const auto &op = static_cast<const CudaLinearOp &>(prepared);
+  const int64_t rows = counts.rows(op.rowsRule, static_cast<int64_t>(op.gemm.maxN));
+  if (rows <= 0 || op.algorithms.empty())
+    return "";
+  const Choice &choice = op.algorithms[linearRowBucket(op.buckets, static_cast<uint64_t>(rows))];
+  return "cublasLt " + std::to_string(choice.chosen + 1) + "/" + std::to_string(choice.candidates);
+}
+
 Result<std::unique_ptr<PreparedOp>> CudaLinear::prepare(const BoundOp &op) {
   KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(op));
   if (gemm.convertBias)

@@ -123,6 +123,8 @@ public:
     size_t chosen = 0;
   };
   static const std::vector<Choice> &choices(const PreparedOp &op);
+  // "cublasLt <kept>/<candidates>" (1-based) for the step's row bucket; "" for no rows.
+  static std::string describe(const PreparedOp &op, const StepCounts &counts);
 
 private:
   CudaLinear(std::shared_ptr<const CublasLt> lt, void *workspace, size_t workspaceBytes,

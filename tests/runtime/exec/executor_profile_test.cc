@@ -133,6 +133,8 @@ TEST_F(ExecutorProfileTest, ProfileTimesEveryOpAndLeavesTheStepsResultUnchanged)
     EXPECT_GE(micros, 0.0);
   EXPECT_GT(profile->eagerMicros, 0.0);
   EXPECT_EQ(profile->graphMicros, 0.0); // the cpu device has no graphs
+  // The cpu backend runs every op one way: nothing to describe.
+  EXPECT_EQ(profile->opImpls, std::vector<std::string>(profile->opMicros.size()));
   EXPECT_EQ(profile->counts.numTokens, 4);
   EXPECT_EQ(profile->counts.numSeqs, 2);
   EXPECT_EQ(profile->counts.numLogits, 2);

@@ -288,6 +288,16 @@ TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
       EXPECT_LE(maxAbsDiff(gemv.logits, library.logits), tolerance) << "batch " << numSeqs;
       EXPECT_LE(maxAbsDiff(gemv.logits, cpu.logits), tolerance) << "batch " << numSeqs;
     }
+    // kiln profile names the path: a one-sequence decode step runs every Linear on its GEMV.
+    std::unique_ptr<Executor> e = makeExecutor(*artifact, **gemvDevice, DecodeBuckets::kOff);
+    ASSERT_NE(e, nullptr);
+    ASSERT_TRUE(e->execute(StepBatch{{{{1, 2, 3}, 0, {0}, LogitsWanted::kNone}}}).isOk());
+    auto profile = e->profile(StepBatch{{{{4}, 3, {0}, LogitsWanted::kLast}}}, 1);
+    ASSERT_TRUE(profile.isOk()) << profile.status().toString();
+    const auto &program = *e->rank().program();
+    for (uint32_t i = 0; i < program.size(); ++i)
+      if (program.Get(i)->params_type() == schema::OpParams::LinearParams)
+        EXPECT_EQ(profile->opImpls[i], "gemv") << program.Get(i)->name()->str();
   }
 }
 
@@ -319,6 +329,13 @@ TEST_F(CudaExecutorGpuTest, ProfileTimesEveryOpAndTheDecodeGraph) {
   EXPECT_GT(profile->graphMicros, 0.0);
   EXPECT_EQ(profile->graphBatch, 4); // 3 sequences run in the bucket of 4
   EXPECT_EQ(profile->counts.numSeqs, 3);
+  // The fixture's device never chooses the GEMV here (it is kept only when timed faster, and
+  // cudasim runs without autotuning): each Linear names its cuBLASLt candidate.
+  const auto &program = *e->rank().program();
+  for (uint32_t i = 0; i < program.size(); ++i)
+    if (program.Get(i)->params_type() == schema::OpParams::LinearParams)
+      EXPECT_EQ(profile->opImpls[i].rfind("cublasLt ", 0), 0u)
+          << program.Get(i)->name()->str() << ": " << profile->opImpls[i];
   auto after = e->execute(decode);
   ASSERT_TRUE(after.isOk()) << after.status().toString();
   EXPECT_TRUE(after->logits == before->logits);

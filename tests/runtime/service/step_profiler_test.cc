@@ -135,9 +135,9 @@ ProfileReport handMadeReport() {
   r.newTokens = 1;
   r.repeats = 3;
   OpCost linear{1000000, 2000, 4000000, 1000000};
-  r.ops = {{"layers.0.x", "Linear", "layers.*.x", 10.0, linear},
-           {"layers.1.x", "Linear", "layers.*.x", 30.0, linear},
-           {"attn", "Attention", "attn", 5.0, OpCost{500, 100, 800, 0}}};
+  r.ops = {{"layers.0.x", "Linear", "layers.*.x", "gemv", 10.0, linear},
+           {"layers.1.x", "Linear", "layers.*.x", "gemv", 30.0, linear},
+           {"attn", "Attention", "attn", "", 5.0, OpCost{500, 100, 800, 0}}};
   r.total = {2000500, 4100, 8000800, 2000000};
   r.step.eagerMicros = 46;
   r.step.graphMicros = 40;
@@ -156,14 +156,28 @@ TEST(ProfileReport, JsonGivesRatesAndFractionsOfTheCeilings) {
   EXPECT_DOUBLE_EQ(j["step"]["peak_fraction"].get<double>(), 8000800 / 40e-6 / 1e12);
   ASSERT_EQ(j["groups"].size(), 2u);
   EXPECT_EQ(j["groups"][0]["group"], "layers.*.x");
+  EXPECT_EQ(j["groups"][0]["impl"], "gemv");
+  EXPECT_EQ(j["groups"][1]["impl"], "");
   EXPECT_EQ(j["groups"][0]["ops"], 2);
   EXPECT_DOUBLE_EQ(j["groups"][0]["us"].get<double>(), 40.0);
   EXPECT_EQ(j["groups"][0]["bytes_read"], 2000000u);
   EXPECT_DOUBLE_EQ(j["groups"][0]["hbm_fraction"].get<double>(), 2004000 / 40e-6 / 1e11);
   ASSERT_EQ(j["ops"].size(), 3u);
   EXPECT_EQ(j["ops"][2]["name"], "attn");
+  EXPECT_EQ(j["ops"][1]["impl"], "gemv");
   EXPECT_DOUBLE_EQ(j["ops"][2]["flops_per_s"].get<double>(), 800 / 5e-6);
   EXPECT_EQ(j["ceilings"]["device_name"], "test GPU");
+}
+
+TEST(ProfileReport, AGroupWhoseOpsRunDifferentlyIsMixed) {
+  ProfileReport r = handMadeReport();
+  r.ops[1].impl = "cublasLt 2/8";
+  const nlohmann::ordered_json j = profileJson(r, Ceilings{});
+  EXPECT_EQ(j["groups"][0]["impl"], "mixed");
+  EXPECT_EQ(j["ops"][1]["impl"], "cublasLt 2/8");
+  const std::string table = profileTable(r, Ceilings{}, 3);
+  EXPECT_NE(table.find("Linear mixed"), std::string::npos) << table;
+  EXPECT_NE(table.find("Linear cublasLt 2/8"), std::string::npos) << table;
 }
 
 TEST(ProfileReport, FractionsAreNullWithoutCeilings) {
