@@ -3,6 +3,7 @@
 #include "runtime/hal/cuda/cuda_gemv.h"
 
 #include "runtime/hal/cuda/cuda_linear.h"
+#include "tests/runtime/hal_cuda/fake_buffer.h"
 
 #include <gtest/gtest.h>
 
@@ -30,21 +31,11 @@ protected:
                                        &outputs, kernel.c_str()));
     BoundOp op;
     op.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
-    auto buffer = [](uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows,
-                     int64_t width) {
-      BoundBuffer b;
-      b.data = reinterpret_cast<void *>(address);
-      b.dtype = dtype;
-      b.rows = rows;
-      b.fixedRows = fixedRows;
-      b.width = width;
-      return b;
-    };
-    op.inputs = {buffer(0x1000, x, RowScale::Tokens, maxRows, in),
-                 buffer(0x2000, w, RowScale::Fixed, out, in)};
+    op.inputs = {fakeBuffer(0x1000, x, RowScale::Tokens, maxRows, in),
+                 fakeBuffer(0x2000, w, RowScale::Fixed, out, in)};
     if (bias)
-      op.inputs.push_back(buffer(0x3000, biasType, RowScale::Fixed, out, 1));
-    op.outputs = {buffer(0x4000, x, RowScale::Tokens, maxRows, out)};
+      op.inputs.push_back(fakeBuffer(0x3000, biasType, RowScale::Fixed, out, 1));
+    op.outputs = {fakeBuffer(0x4000, x, RowScale::Tokens, maxRows, out)};
     return op;
   }
 

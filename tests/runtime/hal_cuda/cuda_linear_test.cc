@@ -3,6 +3,7 @@
 // chosen for, and the cuBLASLt descriptors built from the real library (which loads and makes
 // descriptors without a driver). Pointers are fake: nothing runs.
 #include "runtime/hal/cuda/cuda_linear.h"
+#include "tests/runtime/hal_cuda/fake_buffer.h"
 
 #include <gtest/gtest.h>
 
@@ -13,18 +14,6 @@ namespace {
 
 using schema::DType;
 using schema::RowScale;
-
-BoundBuffer buffer(uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows, int64_t width,
-                   schema::BufferKind kind = schema::BufferKind::Activation) {
-  BoundBuffer b;
-  b.data = reinterpret_cast<void *>(address);
-  b.dtype = dtype;
-  b.rows = rows;
-  b.fixedRows = fixedRows;
-  b.width = width;
-  b.kind = kind;
-  return b;
-}
 
 cudaDataType_t cudaTypeOf(DType dtype) {
   return dtype == DType::F16 ? CUDA_R_16F : dtype == DType::BF16 ? CUDA_R_16BF : CUDA_R_32F;
@@ -50,12 +39,12 @@ protected:
                                        schema::CreateLinearParams(fbb_, hasBias).Union(), &in, &out,
                                        ""));
     op_.op = flatbuffers::GetRoot<schema::Op>(fbb_.GetBufferPointer());
-    op_.inputs = {buffer(0x10000, x, RowScale::Tokens, 64, 128),
-                  buffer(0x20000, w, RowScale::Fixed, 256, 128, schema::BufferKind::Weight)};
+    op_.inputs = {fakeBuffer(0x10000, x, RowScale::Tokens, 64, 128),
+                  fakeBuffer(0x20000, w, RowScale::Fixed, 256, 128, schema::BufferKind::Weight)};
     if (hasBias)
       op_.inputs.push_back(
-          buffer(0x30000, bias, RowScale::Fixed, 256, 1, schema::BufferKind::Weight));
-    op_.outputs = {buffer(0x40000, y, RowScale::Tokens, 64, 256)};
+          fakeBuffer(0x30000, bias, RowScale::Fixed, 256, 1, schema::BufferKind::Weight));
+    op_.outputs = {fakeBuffer(0x40000, y, RowScale::Tokens, 64, 256)};
   }
 
   Status describeError() { return describeLinear(op_).status(); }
@@ -93,8 +82,8 @@ TEST_F(LinearTest, EverySupportedDtypeCombinationWithAndWithoutBias) {
 
 TEST_F(LinearTest, LogitsRowsFollowTheLogitsRule) {
   bind(DType::BF16, DType::BF16, DType::F32, false);
-  op_.inputs[0] = buffer(0x10000, DType::BF16, RowScale::Logits, 32, 128);
-  op_.outputs[0] = buffer(0x40000, DType::F32, RowScale::Logits, 32, 256);
+  op_.inputs[0] = fakeBuffer(0x10000, DType::BF16, RowScale::Logits, 32, 128);
+  op_.outputs[0] = fakeBuffer(0x40000, DType::F32, RowScale::Logits, 32, 256);
   auto gemm = describeLinear(op_);
   ASSERT_TRUE(gemm.isOk()) << gemm.status().toString();
   EXPECT_EQ(gemm->maxN, 32u);
