@@ -12,10 +12,12 @@
 // the tile can only add KV tiles that are fully masked for it, which leave its state unchanged
 // (correction exp(0) = 1, probabilities 0). Decode tokens in a mixed step are 1-row tiles.
 //
-// This is a SIMT kernel (fp32 FMA from shared memory), correct for any head dim that is a whole
-// number of 16-byte vectors; a tensor-core (mma.sync / wgmma) version is the GPU session's job.
+// This is the SIMT kernel (fp32 FMA from shared memory), correct for any head dim that is a
+// whole number of 16-byte vectors: it serves fp32 and the head dims the tensor-core kernel
+// (attention_prefill_tc.cuh) does not; PagedPrefill at the end picks one.
 #pragma once
 
+#include "kiln/attention_prefill_tc.cuh"
 #include "kiln/common.cuh"
 
 namespace kiln::kernels::cuda {
@@ -30,7 +32,7 @@ template <typename T, int HEAD_DIM, int ROWS> constexpr int prefillBlockCols() {
 }
 
 template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
-struct PagedPrefill {
+struct PagedPrefillSimt {
   static constexpr int kThreads = kAttentionThreads;
   static constexpr int kRows = prefillBlockRows(HEAD_DIM, sizeof(T));
   static constexpr int kCols = prefillBlockCols<T, HEAD_DIM, kRows>();
@@ -52,31 +54,6 @@ struct PagedPrefill {
     int positions[kRows]; // -1: row past the sequence's tokens
   };
 
-  struct Tile {
-    int seq = -1;
-    int firstToken = 0; // first token of the tile
-    int rows = 0;       // valid rows
-  };
-
-  // Which sequence and row tile blockIdx.x is: tiles are numbered sequence by sequence.
-  static __device__ __forceinline__ Tile findTile(const AttentionParams &p) {
-    Tile tile;
-    int remaining = blockIdx.x;
-    for (int s = 0; s < p.numSeqs; ++s) {
-      const int begin = p.queryStartLoc[s];
-      const int tokens = p.queryStartLoc[s + 1] - begin;
-      const int tiles = ceilDiv(tokens, kRows);
-      if (remaining < tiles) {
-        tile.seq = s;
-        tile.firstToken = begin + remaining * kRows;
-        tile.rows = min(kRows, tokens - remaining * kRows);
-        return tile;
-      }
-      remaining -= tiles;
-    }
-    return tile;
-  }
-
   // Copies `rows` rows of HEAD_DIM elements (row r at src(r)) into dst, zero-filling the rest.
   template <int ROWS, typename Source>
   static __device__ __forceinline__ void loadTile(T (&dst)[ROWS][HEAD_DIM], int rows, Source src) {
@@ -93,7 +70,7 @@ struct PagedPrefill {
 
   static __device__ __forceinline__ void run(const AttentionParams &p) {
     __shared__ Shared sh;
-    const Tile tile = findTile(p);
+    const PrefillTile tile = findPrefillTile<kRows>(p);
     if (tile.seq < 0)
       return;
     const int head = blockIdx.y;
@@ -196,6 +173,16 @@ struct PagedPrefill {
     for (int offset = kRowThreads / 2; offset > 0; offset >>= 1)
       v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;
+  }
+};
+
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+struct PagedPrefill {
+  static __device__ __forceinline__ void run(const AttentionParams &p) {
+    if constexpr (prefillUsesTensorCores(HEAD_DIM, sizeof(T)))
+      PagedPrefillTensorCores<T, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE>::run(p);
+    else
+      PagedPrefillSimt<T, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE>::run(p);
   }
 };
 

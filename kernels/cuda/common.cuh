@@ -116,4 +116,29 @@ KILN_HOST_DEVICE constexpr int ceilDiv(int a, int b) {
   return (a + b - 1) / b;
 }
 
+// Prefill attention's CTAs: blockIdx.x numbers the row tiles of ROWS query tokens sequence by
+// sequence (ceil(tokens_s / ROWS) each); CTAs past the last tile get seq -1.
+struct PrefillTile {
+  int seq = -1;
+  int firstToken = 0; // first token of the tile
+  int rows = 0;       // valid rows
+};
+template <int ROWS> __device__ __forceinline__ PrefillTile findPrefillTile(const AttentionParams &p) {
+  PrefillTile tile;
+  int remaining = blockIdx.x;
+  for (int s = 0; s < p.numSeqs; ++s) {
+    const int begin = p.queryStartLoc[s];
+    const int tokens = p.queryStartLoc[s + 1] - begin;
+    const int tiles = ceilDiv(tokens, ROWS);
+    if (remaining < tiles) {
+      tile.seq = s;
+      tile.firstToken = begin + remaining * ROWS;
+      tile.rows = min(ROWS, tokens - remaining * ROWS);
+      return tile;
+    }
+    remaining -= tiles;
+  }
+  return tile;
+}
+
 } // namespace kiln::kernels::cuda

@@ -62,8 +62,17 @@ KILN_HOST_DEVICE constexpr DecodeSplit decodeSplit(int32_t contextLen, int32_t n
   const int32_t length = (perSplit + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
   return {(contextLen + length - 1) / length, length};
 }
-// Query rows per prefill CTA: 32 unless the tiles of 32 rows do not fit in static shared memory.
+// Prefill attention runs on tensor cores (attention_prefill_tc.cuh) for fp16/bf16 and head dims
+// that are whole 16-wide tiles up to 128 (its O accumulators stay in registers); else on the
+// SIMT kernel (attention_prefill.cuh).
+KILN_HOST_DEVICE constexpr bool prefillUsesTensorCores(int32_t headDim, int32_t elementBytes) {
+  return elementBytes == 2 && headDim % 16 == 0 && headDim >= 16 && headDim <= 128;
+}
+// Query rows per prefill CTA: 64 on tensor cores (16 per warp); on the SIMT kernel 32 unless the
+// tiles of 32 rows do not fit in static shared memory.
 KILN_HOST_DEVICE constexpr int32_t prefillBlockRows(int32_t headDim, int32_t elementBytes) {
+  if (prefillUsesTensorCores(headDim, elementBytes))
+    return 64;
   return headDim * elementBytes > 512 ? 16 : 32;
 }
 
