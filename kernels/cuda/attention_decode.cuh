@@ -57,28 +57,60 @@ struct PagedDecode {
     float partial[kTokenLanes][kGroup][HEAD_DIM];
   };
 
+  // Tokens each thread handles per tile (token lanes stride through the tile).
+  static constexpr int kTileIters = ceilDiv(kDecodeTile, kTokenLanes);
+
+  // This thread's kVec elements of rows tileStart + tokenLane + i * kTokenLanes (i < kTileIters)
+  // of `cache`, all loads issued before any is used: a decode step is bound by how many bytes
+  // are in flight, and one row at a time left the loads waiting on each other. Rows past `n`
+  // read as zeros.
+  static constexpr int kChunks = static_cast<int>(kVec * sizeof(T) / 16); // uint4 per row slice
+  static __device__ __forceinline__ void loadTileRows(const T *cache, const int32_t *table,
+                                                      int tileStart, int n,
+                                                      uint4 (&rows)[kTileIters][kChunks]) {
+    const int tokenLane = threadIdx.x / kDimLanes;
+    const int dimLane = threadIdx.x % kDimLanes;
+#pragma unroll
+    for (int i = 0; i < kTileIters; ++i) {
+      const int j = tokenLane + i * kTokenLanes;
+      if (j < n) { // the block table holds no entry past the sequence
+        const uint4 *src = reinterpret_cast<const uint4 *>(
+            cache + cacheOffset(table, tileStart + j) + dimLane * kVec);
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+          rows[i][c] = src[c];
+      } else {
+#pragma unroll
+        for (int c = 0; c < kChunks; ++c)
+          rows[i][c] = make_uint4(0, 0, 0, 0);
+      }
+    }
+  }
+
+  static __device__ __forceinline__ void toFloats(const uint4 *chunks, float (&out)[kVec]) {
+    loadFloats<T, kVec>(reinterpret_cast<const T *>(chunks), out);
+  }
+
   // Scores of tile positions [tileStart, tileStart + n) into shared.scores (scaled).
   static __device__ __forceinline__ void scoreTile(const AttentionParams &p, const int32_t *table,
                                                    const float (&q)[kGroup][kVec], int tileStart,
                                                    int n, Shared &sh) {
     const int tokenLane = threadIdx.x / kDimLanes;
     const int dimLane = threadIdx.x % kDimLanes;
-    const T *kCache = static_cast<const T *>(p.kCache);
-    for (int base = 0; base < n; base += kTokenLanes) { // uniform trip count: shuffles below
-      const int j = base + tokenLane;
+    uint4 rows[kTileIters][kChunks];
+    loadTileRows(static_cast<const T *>(p.kCache), table, tileStart, n, rows);
+#pragma unroll
+    for (int i = 0; i < kTileIters; ++i) { // uniform trip count: shuffles below
+      const int j = tokenLane + i * kTokenLanes;
+      float k[kVec];
+      toFloats(rows[i], k);
       float dots[kGroup];
 #pragma unroll
-      for (int g = 0; g < kGroup; ++g)
+      for (int g = 0; g < kGroup; ++g) {
         dots[g] = 0.0f;
-      if (j < n) {
-        const int pos = tileStart + j;
-        float k[kVec];
-        loadFloatsAligned<T, kVec>(kCache + cacheOffset(table, pos) + dimLane * kVec, k);
 #pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-#pragma unroll
-          for (int e = 0; e < kVec; ++e)
-            dots[g] += q[g][e] * k[e];
+        for (int e = 0; e < kVec; ++e)
+          dots[g] += q[g][e] * k[e];
       }
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
@@ -89,6 +121,29 @@ struct PagedDecode {
 #pragma unroll
         for (int g = 0; g < kGroup; ++g)
           sh.scores[g][j] = dots[g] * p.scale;
+    }
+  }
+
+  // acc += probabilities (shared.scores) x the tile's v rows.
+  static __device__ __forceinline__ void accumulateTile(const AttentionParams &p,
+                                                        const int32_t *table, int tileStart, int n,
+                                                        const Shared &sh,
+                                                        float (&acc)[kGroup][kVec]) {
+    const int tokenLane = threadIdx.x / kDimLanes;
+    uint4 rows[kTileIters][kChunks];
+    loadTileRows(static_cast<const T *>(p.vCache), table, tileStart, n, rows);
+#pragma unroll
+    for (int i = 0; i < kTileIters; ++i) {
+      const int j = tokenLane + i * kTokenLanes;
+      if (j >= n)
+        break;
+      float v[kVec];
+      toFloats(rows[i], v);
+#pragma unroll
+      for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+        for (int e = 0; e < kVec; ++e)
+          acc[g][e] += sh.scores[g][j] * v[e];
     }
   }
 
@@ -153,7 +208,6 @@ struct PagedDecode {
       sh.runningSum[g] = 0.0f;
     }
     float acc[kGroup][kVec] = {};
-    const T *vCache = static_cast<const T *>(p.vCache);
     for (int tileStart = start; tileStart < end; tileStart += kDecodeTile) {
       const int n = min(kDecodeTile, end - tileStart);
       __syncthreads(); // the previous tile's probabilities are consumed
@@ -166,15 +220,7 @@ struct PagedDecode {
 #pragma unroll
         for (int e = 0; e < kVec; ++e)
           acc[g][e] *= sh.correction[g];
-      for (int j = tokenLane; j < n; j += kTokenLanes) {
-        float v[kVec];
-        loadFloatsAligned<T, kVec>(vCache + cacheOffset(table, tileStart + j) + dimLane * kVec, v);
-#pragma unroll
-        for (int g = 0; g < kGroup; ++g)
-#pragma unroll
-          for (int e = 0; e < kVec; ++e)
-            acc[g][e] += sh.scores[g][j] * v[e];
-      }
+      accumulateTile(p, table, tileStart, n, sh, acc);
     }
 #pragma unroll
     for (int g = 0; g < kGroup; ++g)
