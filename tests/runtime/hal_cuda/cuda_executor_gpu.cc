@@ -7,8 +7,8 @@
 //     fp32 1e-4 (issue 6; 1.7e-5 measured on cudasim), bf16 0.1 (a different fp32 summation order
 //     flips an occasional bf16 rounding: 0.066 measured on cudasim);
 // and --gpu-memory-utilization sizes the cache from the GPU's real memory. TinyStories-656K
-// (../shared/assets, skipped when absent) has max_seq_len 512, so its graphs launch 2 decode
-// splits and sequences shorter than 257 tokens leave one empty. Skips without a GPU or without
+// (../shared/assets, skipped when absent) has max_seq_len 512, so its graphs launch 8 decode
+// splits (kMinDecodeSplitLen 64) and its short sequences leave most of them empty. Skips without a GPU or without
 // the kiln binary (KILN_BINARY_DIR/tools/kiln/kiln, which compiles the fixtures).
 #include "runtime/exec/executor.h"
 

@@ -182,12 +182,12 @@ TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   AttentionScratch scratch{static_cast<float *>(fake(0xb000)), static_cast<float *>(fake(0xc000)),
                            static_cast<float *>(fake(0xd000))};
-  std::vector<CudaLaunch> launches = planLaunches(op_, {3, 3, 3, 1000}, scratch);
+  std::vector<CudaLaunch> launches = planLaunches(op_, {3, 3, 3, 250}, scratch);
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0].kernel, 1u); // decode_sym
   EXPECT_EQ(launches[0].grid[0], 3u);
   EXPECT_EQ(launches[0].grid[1], 8u); // kv heads
-  EXPECT_EQ(launches[0].grid[2], 4u); // ceil(1000 / 256) splits
+  EXPECT_EQ(launches[0].grid[2], 4u); // ceil(250 / 64) splits
   EXPECT_EQ(launches[0].block, 128u);
   EXPECT_EQ(launches[1].kernel, 2u); // reduce_sym
   EXPECT_EQ(launches[1].grid[0], 3u);
@@ -231,8 +231,8 @@ TEST(DecodeSplit, EverySplitHasKeysAndExtraSplitsChangeNothing) {
     }
   }
   EXPECT_EQ(kc::decodeSplitsFor(1), 1);
-  EXPECT_EQ(kc::decodeSplitsFor(256), 1);
-  EXPECT_EQ(kc::decodeSplitsFor(257), 2);
+  EXPECT_EQ(kc::decodeSplitsFor(kc::kMinDecodeSplitLen), 1);
+  EXPECT_EQ(kc::decodeSplitsFor(kc::kMinDecodeSplitLen + 1), 2);
   EXPECT_EQ(kc::decodeSplitsFor(1000000), kc::kMaxDecodeSplits);
 }
 
@@ -256,9 +256,9 @@ TEST_F(LaunchTest, PrefillTilesCoverEveryRowTileOfEverySequence) {
   std::vector<CudaLaunch> launches = planLaunches(op_, {100, 3, 3, 90}, {});
   ASSERT_EQ(launches.size(), 1u);
   EXPECT_EQ(launches[0].kernel, 0u);
-  EXPECT_EQ(launches[0].grid[0], 4u + 3u); // ceil(100 / 32) + sequences
+  EXPECT_EQ(launches[0].grid[0], 2u + 3u); // ceil(100 / 64) + sequences (tensor cores)
   EXPECT_EQ(launches[0].grid[1], 32u);
-  bindAttention(DType::F32, 256); // 1 KiB rows: 16-row tiles
+  bindAttention(DType::F32, 256); // SIMT kernel, 1 KiB rows: 16-row tiles
   EXPECT_EQ(planLaunches(op_, {100, 3, 3, 90}, {})[0].grid[0], 7u + 3u);
 }
 
