@@ -266,6 +266,8 @@ Result<LaunchShape> launchShapeOf(const KernelInstance &instance) {
     return shape;
   }
   shape.threads = static_cast<int32_t>(intConstant(instance, "threads"));
+  if (instance.op == "rope_kv_write")
+    shape.gridY = kernels::cuda::kRopeCtasPerToken;
   if (spec.shape == Shape::kRowCta)
     return shape;
   const int64_t width = intConstant(instance, spec.widthConstant);

@@ -108,7 +108,11 @@ struct AddRmsNormParams {
   float eps;
 };
 
-// Rotates q and k, writes rotated k and raw v to the cache at slotMapping[t].  grid (numTokens)
+// CTAs per token of RopeKvWrite (grid.y): a decode step of one sequence would otherwise run the
+// whole (H + 2 KV) x head_dim row on one CTA (9 us per layer on the H100).
+constexpr int32_t kRopeCtasPerToken = 4;
+// Rotates q and k, writes rotated k and raw v to the cache at slotMapping[t].
+// grid (numTokens, kRopeCtasPerToken); any grid.y works, the CTAs of a token share its work.
 struct RopeKvWriteParams {
   const void *qkv;            // [numTokens, (H + 2 KV) * D]
   const int32_t *positions;   // [numTokens]

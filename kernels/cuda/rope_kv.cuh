@@ -1,9 +1,10 @@
 // RoPE fused with the paged KV-cache write (plan.fbs RopeKvWrite).
 //
-// Grid rule: grid.x = numTokens (x_rows Tokens, x_per_block 1), block = THREADS, no dynamic shared
-// memory. One CTA per token: it computes the token's ROTARY_DIM / 2 angles once into shared
-// memory, then its threads stride over (H + KV) * ROTARY_DIM / 2 rotation pairs, the dims past
-// ROTARY_DIM, and KV * HEAD_DIM values of v.
+// Grid rule: grid.x = numTokens (x_rows Tokens, x_per_block 1), grid.y = kRopeCtasPerToken (any
+// count works), block = THREADS, no dynamic shared memory. The gridDim.y CTAs of a token each
+// compute its ROTARY_DIM / 2 angles into shared memory, then their threads stride together over
+// (H + KV) * ROTARY_DIM / 2 rotation pairs, the dims past ROTARY_DIM, and KV * HEAD_DIM values
+// of v.
 //
 // inv_freq is data (an fp32 table), so llama3 or linear scaling needs no kernel change. Angles
 // are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf, and
@@ -58,7 +59,9 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     return kCache + cacheBase + static_cast<int64_t>(h - NUM_HEADS) * BLOCK_SIZE * HEAD_DIM + d;
   };
 
-  for (int item = threadIdx.x; item < kRotatedHeads * kHalf; item += THREADS) {
+  const int first = blockIdx.y * THREADS + threadIdx.x;
+  const int stride = gridDim.y * THREADS;
+  for (int item = first; item < kRotatedHeads * kHalf; item += stride) {
     const int h = item / kHalf;
     const int i = item % kHalf;
     T *out = target(h, i);
@@ -71,7 +74,7 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     out[0] = fromFloat<T>(x0 * c + (-x1) * s);
     out[kHalf] = fromFloat<T>(x1 * c + x0 * s);
   }
-  for (int item = threadIdx.x; item < kRotatedHeads * kPass; item += THREADS) {
+  for (int item = first; item < kRotatedHeads * kPass; item += stride) {
     const int h = item / (kPass > 0 ? kPass : 1);
     const int d = ROTARY_DIM + item % (kPass > 0 ? kPass : 1);
     if (T *out = target(h, d))
@@ -80,7 +83,7 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   if (!cached)
     return;
   const T *v = row + (NUM_HEADS + NUM_KV_HEADS) * HEAD_DIM;
-  for (int item = threadIdx.x; item < NUM_KV_HEADS * HEAD_DIM; item += THREADS) {
+  for (int item = first; item < NUM_KV_HEADS * HEAD_DIM; item += stride) {
     const int h = item / HEAD_DIM;
     const int d = item % HEAD_DIM;
     vCache[cacheBase + static_cast<int64_t>(h) * BLOCK_SIZE * HEAD_DIM + d] = v[item];

@@ -166,8 +166,9 @@ void checkRope(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInstance
        *dq = gpu.alloc(tokens * H * D * bytesOf(dt)), *dk = gpu.alloc(cacheElems * bytesOf(dt)),
        *dv = gpu.alloc(cacheElems * bytesOf(dt));
   Launch shape = shapeOf(k);
+  ASSERT_EQ(shape.gridY, uint32_t(kc::kRopeCtasPerToken));
   ASSERT_TRUE(
-      gpu.launch(k.symbol, tokens, 1, 1, shape.threads,
+      gpu.launch(k.symbol, tokens, shape.gridY, 1, shape.threads,
                  kc::RopeKvWriteParams{dqkv, static_cast<const int32_t *>(dpos),
                                        static_cast<const int32_t *>(dslot),
                                        static_cast<const float *>(dfreq), dq, dk, dv, tokens})
