@@ -6,6 +6,7 @@
 #ifdef KILN_HAVE_CODEGEN
 #include "compiler/codegen/llama_kernels.h"
 #include "compiler/codegen/nvrtc_compiler.h"
+#include "kernels/cuda/params.h"
 #endif
 
 #include <chrono>
@@ -232,6 +233,9 @@ Status attachGpuKernels(const CompileOptions &options, const HfModelConfig &conf
   std::vector<KernelInstance> instances = kernelsForLlama(params);
   matchWeightDTypes(*plan.ranks[0], instances);
   attachGemvKernels(plan, instances);
+  // Greedy sampling on the device (kernels/cuda/sampling.cuh), looked up by the runtime by name.
+  instances.push_back(makeKernelInstance(
+      "argmax_rows", {{"threads", std::to_string(kernels::cuda::kArgmaxThreads)}}));
   std::string names;
   for (const std::string &target : smTargets)
     names += (names.empty() ? "" : ", ") + target;

@@ -108,6 +108,19 @@ struct AddRmsNormParams {
   float eps;
 };
 
+// ids[r] = argmax of logits row r (sampling.cuh: lowest id among the largest finite values, -1
+// when none is finite).                                               grid (rows), kArgmaxThreads
+constexpr int32_t kArgmaxThreads = 1024;
+// The instance every CUDA module holds (compiler/driver/gpu_kernels.cc): op argmax_rows with
+// threads = kArgmaxThreads. The runtime finds it by this name; older artifacts lack it.
+constexpr const char *kArgmaxRowsSymbol = "kiln_argmax_rows_1024";
+struct ArgmaxRowsParams {
+  const float *logits; // [rows, vocab]
+  int32_t *ids;        // [rows]
+  int32_t rows;
+  int32_t vocab;
+};
+
 // CTAs per token of RopeKvWrite (grid.y): a decode step of one sequence would otherwise run the
 // whole (H + 2 KV) x head_dim row on one CTA (9 us per layer on the H100).
 constexpr int32_t kRopeCtasPerToken = 4;

@@ -309,6 +309,9 @@ void EngineCore::step() {
     handleStall();
   } else {
     StepBatch batch = scheduler_->makeStepBatch(plan);
+    for (size_t i = 0; i < plan.chunks.size(); ++i)
+      if (batch.sequences[i].logits == LogitsWanted::kLast && samplesByArgmax(plan.chunks[i].id))
+        batch.sequences[i].logits = LogitsWanted::kArgmax;
     Result<StepOutput> result = config_.runner->execute(batch);
     Status status = result.isOk() ? checkStepOutput(*result, plan) : result.status();
     if (status.isOk())
@@ -325,7 +328,10 @@ void EngineCore::step() {
         if (!plan.chunks[i].wantsLogits)
           continue;
         const int32_t row = out.firstRowOfSequence[i] + out.rowsPerSequence[i] - 1;
-        processLogits(plan.chunks[i].id, std::span<const float>(out.row(row), out.vocabSize));
+        if (!out.argmaxIds.empty())
+          processArgmax(plan.chunks[i].id, out.argmaxIds[row]);
+        else
+          processLogits(plan.chunks[i].id, std::span<const float>(out.row(row), out.vocabSize));
       }
     }
   }
@@ -370,6 +376,35 @@ void EngineCore::processLogits(SeqId seq, std::span<const float> row) {
   }
   (void)scheduler_->appendToken(seq, sampled->tokenId);
   onTokenSampled(req, index, *sampled);
+}
+
+// What sampleToken does for this sequence's next token is argmaxToken of the raw row: greedy,
+// no penalties, nothing suppressed, no logprobs, and no parallel samples left to fork.
+bool EngineCore::samplesByArgmax(SeqId seq) const {
+  auto owner = seqOwner_.find(seq);
+  if (owner == seqOwner_.end())
+    return false;
+  const RequestState &req = *requests_.at(owner->second.first);
+  const SamplingParams &p = req.request.sampling;
+  if ((p.n > 1 && !req.forked) || p.temperature >= kGreedyTemperature || p.logprobs ||
+      p.repetitionPenalty != 1.0f || p.presencePenalty != 0.0f || p.frequencyPenalty != 0.0f)
+    return false;
+  return req.stopIds.empty() || req.samples[owner->second.second].numGenerated >= p.minTokens;
+}
+
+void EngineCore::processArgmax(SeqId seq, int32_t tokenId) {
+  auto owner = seqOwner_.find(seq);
+  if (owner == seqOwner_.end())
+    return; // its request ended earlier in this step
+  RequestState &req = *requests_.at(owner->second.first);
+  if (tokenId < 0 || tokenId >= limits_.vocabSize) {
+    endRequest(req.id, FinishReason::kError,
+               internalError("sampling: no finite logit left among " +
+                             std::to_string(limits_.vocabSize) + " (all NaN, -inf or masked)"));
+    return;
+  }
+  (void)scheduler_->appendToken(seq, tokenId);
+  onTokenSampled(req, owner->second.second, SampledToken{tokenId, std::nullopt});
 }
 
 void EngineCore::forkSamples(RequestState &req, std::span<const float> row) {

@@ -90,6 +90,9 @@ private:
   Status checkStepOutput(const StepOutput &out, const SchedulerOutput &plan) const;
   void handleStall();
   void processLogits(SeqId seq, std::span<const float> row);
+  // Greedy steps whose runner gave only each row's argmax (LogitsWanted::kArgmax).
+  bool samplesByArgmax(SeqId seq) const;
+  void processArgmax(SeqId seq, int32_t tokenId);
   void forkSamples(RequestState &req, std::span<const float> row);
   Result<SampledToken> sampleFor(RequestState &req, int32_t index, std::span<const float> row,
                                  std::span<const int32_t> tokenIds);

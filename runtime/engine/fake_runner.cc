@@ -110,7 +110,7 @@ Result<StepOutput> FakeRunner::execute(const StepBatch &batch) {
     const int32_t n = static_cast<int32_t>(s.tokenIds.size());
     tokens += n;
     const int32_t want = s.logits == LogitsWanted::kAll    ? n
-                         : s.logits == LogitsWanted::kLast ? 1
+                         : s.logits == LogitsWanted::kLast || s.logits == LogitsWanted::kArgmax ? 1
                                                            : 0;
     out.firstRowOfSequence.push_back(rows);
     out.rowsPerSequence.push_back(want);

@@ -147,6 +147,12 @@ Status Executor::allocate(const ExecutorOptions &options) {
     }
     buffers_.push_back(bound);
   }
+  if (device_.canArgmaxRows()) { // one id per logits row of a greedy step
+    KILN_ASSIGN_OR_RETURN(
+        DeviceMemory ids,
+        track(device_.allocate(sizeof(int32_t) * std::max(limits_.maxBatch, 1), MemoryKind::kDevice)));
+    argmaxIds_ = ids.data;
+  }
   return okStatus();
 }
 
@@ -319,13 +325,33 @@ Result<StepOutput> Executor::execute(const StepBatch &batch) {
     KILN_RETURN_IF_ERROR(runDecodeGraph(*bucket, run));
   else
     KILN_RETURN_IF_ERROR(runProgram(run));
-  KILN_RETURN_IF_ERROR(device_.synchronize());
   // Real logits rows come first; a padded step's extra rows are dropped here.
   out.vocabSize = limits_.vocabSize;
+  if (argmaxIds_ && counts.numLogits > 0 && counts.numLogits <= limits_.maxBatch &&
+      onlyArgmaxWanted(batch)) {
+    KILN_RETURN_IF_ERROR(
+        device_.argmaxRows(logits_, counts.numLogits, limits_.vocabSize, argmaxIds_));
+    KILN_RETURN_IF_ERROR(device_.synchronize());
+    out.argmaxIds.resize(static_cast<size_t>(counts.numLogits));
+    KILN_RETURN_IF_ERROR(device_.copyToHost(out.argmaxIds.data(), argmaxIds_,
+                                            out.argmaxIds.size() * sizeof(int32_t)));
+    return out;
+  }
+  KILN_RETURN_IF_ERROR(device_.synchronize());
   out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.vocabSize);
   KILN_RETURN_IF_ERROR(
       device_.copyToHost(out.logits.data(), logits_, out.logits.size() * sizeof(float)));
   return out;
+}
+
+bool Executor::onlyArgmaxWanted(const StepBatch &batch) {
+  bool any = false;
+  for (const SequenceStep &seq : batch.sequences) {
+    if (seq.logits == LogitsWanted::kLast || seq.logits == LogitsWanted::kAll)
+      return false;
+    any = any || seq.logits == LogitsWanted::kArgmax;
+  }
+  return any;
 }
 
 } // namespace kiln::rt

@@ -121,6 +121,8 @@ private:
   Status copyStepInputs(const StepCounts &run);
   Result<double> timeGraphReplays(size_t bucket, const StepCounts &run, int repeats);
   Result<DeviceMemory> track(Result<DeviceMemory> memory);
+  // Every sequence that wants logits wants only their argmax (LogitsWanted::kArgmax).
+  static bool onlyArgmaxWanted(const StepBatch &batch);
 
   const Artifact &artifact_;
   Device &device_;
@@ -136,6 +138,7 @@ private:
   std::vector<ProgramStep> program_;
   Communicator *communicator_ = nullptr;
   const void *logits_ = nullptr;
+  void *argmaxIds_ = nullptr; // [maxBatch] int32 on the device, when it can argmax rows
   HostStepInputs hostInputs_;
   std::vector<int32_t> decodeBuckets_; // empty: decode steps are not padded
   bool captureGraphs_ = false;

@@ -13,6 +13,10 @@ enum class LogitsWanted : uint8_t {
   kNone,  // a prefill chunk that does not reach the end of the prompt
   kLast,  // the usual case: logits of the sequence's last new token, for sampling
   kAll,   // logits of every new token (golden tests, prompt logprobs)
+  // Only the id of the last token's largest logit (greedy sampling without penalties,
+  // suppression or logprobs). A runner may answer with StepOutput::argmaxIds instead of logits
+  // when every sequence of the step asks for this; otherwise it gives the row as for kLast.
+  kArgmax,
 };
 
 // One sequence's slice of a step. Tokens before `startPosition` are already in the KV cache.
@@ -30,14 +34,21 @@ struct StepBatch {
 };
 
 // Logits rows in batch order: for each sequence, the rows it asked for (0, 1, or tokenIds.size()).
+// With argmaxIds (every sequence asked for kArgmax): one id per row instead of logits, which is
+// then empty (the id of the lowest largest finite logit, -1 when none is finite).
 struct StepOutput {
   int32_t vocabSize = 0;
   std::vector<float> logits;           // [rows, vocabSize]
+  std::vector<int32_t> argmaxIds;      // [rows], or empty
   std::vector<int32_t> rowsPerSequence;
   std::vector<int32_t> firstRowOfSequence;
 
   const float *row(int32_t r) const { return logits.data() + static_cast<size_t>(r) * vocabSize; }
-  int32_t numRows() const { return vocabSize ? static_cast<int32_t>(logits.size() / vocabSize) : 0; }
+  int32_t numRows() const {
+    if (!argmaxIds.empty())
+      return static_cast<int32_t>(argmaxIds.size());
+    return vocabSize ? static_cast<int32_t>(logits.size() / vocabSize) : 0;
+  }
 };
 
 // Limits a runner enforces; the scheduler plans within them.

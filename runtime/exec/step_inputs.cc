@@ -128,7 +128,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
     std::fill(std::copy(seq.blockTable.begin(), seq.blockTable.end(), row),
               row + limits.maxBlocksPerSeq, 0);
     int32_t rows = seq.logits == LogitsWanted::kAll    ? numNew
-                   : seq.logits == LogitsWanted::kLast ? 1
+                   : seq.logits == LogitsWanted::kLast || seq.logits == LogitsWanted::kArgmax ? 1
                                                        : 0;
     out.firstRowOfSequence[s] = counts.numLogits;
     out.rowsPerSequence[s] = rows;

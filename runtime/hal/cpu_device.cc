@@ -1,5 +1,6 @@
 #include "runtime/hal/cpu_device.h"
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
@@ -87,6 +88,20 @@ Result<std::unique_ptr<PreparedOp>> CpuDevice::prepareOp(const BoundOp &op) {
 Status CpuDevice::runOp(const PreparedOp &op, const StepCounts &counts) {
   // Only this device prepares the ops it runs, so the downcast is safe.
   static_cast<const CpuPreparedOp &>(op).run(counts);
+  return okStatus();
+}
+
+Status CpuDevice::argmaxRows(const void *logits, int32_t rows, int32_t vocab, void *ids) {
+  const auto *x = static_cast<const float *>(logits);
+  auto *out = static_cast<int32_t *>(ids);
+  for (int32_t r = 0; r < rows; ++r) {
+    const float *row = x + static_cast<size_t>(r) * vocab;
+    int32_t best = -1;
+    for (int32_t i = 0; i < vocab; ++i)
+      if (std::isfinite(row[i]) && (best < 0 || row[i] > row[best]))
+        best = i;
+    out[r] = best;
+  }
   return okStatus();
 }
 

@@ -28,6 +28,8 @@ public:
   Result<std::unique_ptr<DeviceClock>> createClock(size_t marks) override {
     return makeHostClock(marks);
   }
+  bool canArgmaxRows() const override { return true; }
+  Status argmaxRows(const void *logits, int32_t rows, int32_t vocab, void *ids) override;
 
 private:
   std::string name_ = "cpu";

@@ -51,6 +51,10 @@ Result<std::unique_ptr<DeviceClock>> Device::createClock(size_t) {
   return unimplemented("device '" + name() + "' has no clock for profiling");
 }
 
+Status Device::argmaxRows(const void *, int32_t, int32_t, void *) {
+  return unimplemented("device '" + name() + "' has no argmax of logits rows");
+}
+
 Status Device::loadPlan(const schema::Plan &plan) {
   if (plan.targets())
     for (const auto *t : *plan.targets())

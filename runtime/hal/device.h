@@ -163,6 +163,13 @@ public:
   // "gemv" or "cublasLt 2/8", the candidate kept of those timed); "" otherwise. For kiln profile.
   virtual std::string describeOp(const PreparedOp &, const StepCounts &) const { return ""; }
 
+  // Greedy sampling on the device: ids[r] (int32, device memory) = the lowest id among the
+  // largest finite values of row r of the fp32 `logits` [rows, vocab], -1 when none is finite
+  // (runtime/sampling/sampler.h argmaxToken). Queued like an op; canArgmaxRows() says whether the
+  // device (and, on a GPU, the loaded artifact's kernels) can.
+  virtual bool canArgmaxRows() const { return false; }
+  virtual Status argmaxRows(const void *logits, int32_t rows, int32_t vocab, void *ids);
+
   // A clock with `marks` timestamps (allocated now: marking allocates nothing). The default says
   // the device has none.
   virtual Result<std::unique_ptr<DeviceClock>> createClock(size_t marks);

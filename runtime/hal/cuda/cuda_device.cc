@@ -350,7 +350,24 @@ Status CudaDevice::loadKernelModules(const schema::Plan &plan) {
   module_ = module;
   moduleTarget_ = refs[index].target;
   functions_.clear();
+  Result<CUfunction> argmax = function(kernels::cuda::kArgmaxRowsSymbol);
+  argmaxFunction_ = argmax.isOk() ? *argmax : nullptr;
   return okStatus();
+}
+
+Status CudaDevice::argmaxRows(const void *logits, int32_t rows, int32_t vocab, void *ids) {
+  if (!argmaxFunction_)
+    return Device::argmaxRows(logits, rows, vocab, ids);
+  if (rows <= 0)
+    return okStatus();
+  kernels::cuda::ArgmaxRowsParams params{static_cast<const float *>(logits),
+                                         static_cast<int32_t *>(ids), rows, vocab};
+  void *args[] = {&params};
+  CUresult rc = driver_->launchKernel(argmaxFunction_, static_cast<unsigned>(rows), 1, 1,
+                                      kernels::cuda::kArgmaxThreads, 1, 1, 0, stream_, args,
+                                      nullptr);
+  return driver_->check(rc, "cuLaunchKernel for the argmax of " + std::to_string(rows) +
+                                " logits rows");
 }
 
 Result<CUfunction> CudaDevice::function(const std::string &symbol) const {

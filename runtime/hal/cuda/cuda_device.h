@@ -92,6 +92,9 @@ public:
   std::string describeOp(const PreparedOp &op, const StepCounts &counts) const override;
   // CUDA events on the device's stream (cuEventElapsedTime: about 0.5 us resolution).
   Result<std::unique_ptr<DeviceClock>> createClock(size_t marks) override;
+  // With the loaded module's kiln_argmax_rows kernel (artifacts compiled before it lack it).
+  bool canArgmaxRows() const override { return argmaxFunction_ != nullptr; }
+  Status argmaxRows(const void *logits, int32_t rows, int32_t vocab, void *ids) override;
 
   // Loads the plan's module for this device (selectKernelModule); Executor::create calls it
   // through loadPlan.
@@ -128,6 +131,7 @@ private:
   CUmodule module_ = nullptr;
   std::string moduleTarget_;
   std::map<std::string, CUfunction> functions_;
+  CUfunction argmaxFunction_ = nullptr;
   DeviceMemory attentionScratch_;
   std::vector<std::string> cublasLtLibraries_;
   bool autotuneLinear_ = true;

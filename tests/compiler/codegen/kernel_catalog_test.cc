@@ -16,7 +16,8 @@ KernelInstance rmsNorm(std::string hidden = "4096", std::string threads = "512")
 
 TEST(KernelCatalog, SymbolsAreStableAndReadable) {
   EXPECT_EQ(rmsNorm().symbol, "kiln_rms_norm_bf16_4096_512_bf16");
-  EXPECT_EQ(kernelOps().size(), 11u); // the ten of kernelsForLlama and gemv (Linear)
+  // The ten of kernelsForLlama, gemv (Linear) and argmax_rows (greedy sampling).
+  EXPECT_EQ(kernelOps().size(), 12u);
 }
 
 TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <limits>
+#include <vector>
 
 namespace kiln::rt {
 namespace {
@@ -179,6 +181,23 @@ TEST(CpuOpsTest, RejectsMixedActivationDtypesOutsideLinear) {
             "are BF16 (one op's activations share one dtype; only a Linear's output may differ)");
   op.inputs[1].dtype = schema::DType::BF16;
   EXPECT_TRUE(device->prepareOp(op).isOk());
+}
+
+// Greedy sampling's argmax (Device::argmaxRows): lowest id among the largest finite values.
+TEST(CpuDeviceTest, ArgmaxRowsKeepsTheLowestIdOfTheLargestFiniteValue) {
+  auto device = std::move(createDevice("cpu")).value();
+  ASSERT_TRUE(device->canArgmaxRows());
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> logits = {
+      1.0f, 5.0f,  2.0f, 5.0f, 0.0f, // tie: id 1
+      nan,  -1.0f, inf,  -2.0f, -1.0f, // NaN and +inf never win; tie at -1: id 1
+      nan,  -inf,  nan,  -inf, nan,  // nothing finite: -1
+      -3.0f, -3.0f, -3.0f, -3.0f, 7.0f, // the last id
+  };
+  std::vector<int32_t> ids(4, 99);
+  ASSERT_TRUE(device->argmaxRows(logits.data(), 4, 5, ids.data()).isOk());
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 1, -1, 4}));
 }
 
 } // namespace
