@@ -42,7 +42,19 @@ template <int THREADS> __device__ __forceinline__ void argmaxRows(const ArgmaxRo
   const float *x = p.logits + static_cast<int64_t>(row) * p.vocab;
   constexpr float kFloatMax = 3.402823466e+38f;
   ArgmaxCandidate best{negativeInfinity(), kNoId};
-  for (int i = threadIdx.x; i < p.vocab; i += THREADS) { // ids rise: '>' keeps the lowest
+  // Each thread's ids rise (16-byte chunks, then the tail): '>' keeps its lowest. Rows start
+  // 16-byte aligned when vocab % 4 == 0 (Llama 3's 128256); otherwise every load is scalar.
+  const int vectors = (reinterpret_cast<unsigned long long>(x) % 16 == 0) ? p.vocab / 4 : 0;
+  const float4 *x4 = reinterpret_cast<const float4 *>(x);
+  for (int c = threadIdx.x; c < vectors; c += THREADS) {
+    const float4 v = x4[c];
+    const float lanes[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+      if (fabsf(lanes[k]) <= kFloatMax && (best.id == kNoId || lanes[k] > best.value))
+        best = {lanes[k], 4 * c + k};
+  }
+  for (int i = 4 * vectors + threadIdx.x; i < p.vocab; i += THREADS) {
     const float v = x[i];
     if (fabsf(v) <= kFloatMax && (best.id == kNoId || v > best.value))
       best = {v, i};
