@@ -1,6 +1,7 @@
 #include "runtime/engine/fake_runner.h"
 
 #include "runtime/base/hash.h"
+#include "runtime/sampling/sampler.h"
 
 #include <string>
 
@@ -9,6 +10,25 @@ namespace {
 
 std::string seqName(size_t i) {
   return "batch sequence " + std::to_string(i);
+}
+
+// Every sequence that wants logits asks only for their argmax (and at least one wants them).
+bool onlyArgmaxWanted(const StepBatch &batch) {
+  bool any = false;
+  for (const SequenceStep &s : batch.sequences) {
+    if (s.logits == LogitsWanted::kLast || s.logits == LogitsWanted::kAll)
+      return false;
+    any = any || s.logits == LogitsWanted::kArgmax;
+  }
+  return any;
+}
+
+void replaceRowsByArgmax(StepOutput &out) {
+  const int32_t rows = out.numRows();
+  out.argmaxIds.resize(rows);
+  for (int32_t r = 0; r < rows; ++r)
+    out.argmaxIds[r] = argmaxToken(std::span<const float>(out.row(r), out.vocabSize));
+  out.logits.clear();
 }
 
 } // namespace
@@ -109,9 +129,8 @@ Result<StepOutput> FakeRunner::execute(const StepBatch &batch) {
   for (const SequenceStep &s : batch.sequences) {
     const int32_t n = static_cast<int32_t>(s.tokenIds.size());
     tokens += n;
-    const int32_t want = s.logits == LogitsWanted::kAll    ? n
-                         : s.logits == LogitsWanted::kLast || s.logits == LogitsWanted::kArgmax ? 1
-                                                           : 0;
+    const bool lastRow = s.logits == LogitsWanted::kLast || s.logits == LogitsWanted::kArgmax;
+    const int32_t want = s.logits == LogitsWanted::kAll ? n : lastRow ? 1 : 0;
     out.firstRowOfSequence.push_back(rows);
     out.rowsPerSequence.push_back(want);
     for (int32_t r = 0; r < want; ++r) {
@@ -122,6 +141,10 @@ Result<StepOutput> FakeRunner::execute(const StepBatch &batch) {
                              .subspan(static_cast<size_t>(rows) * out.vocabSize, out.vocabSize));
       ++rows;
     }
+  }
+  if (config_.answerArgmax && onlyArgmaxWanted(batch)) {
+    replaceRowsByArgmax(out);
+    ++stats_.argmaxSteps;
   }
   ++stats_.steps;
   stats_.tokens += tokens;

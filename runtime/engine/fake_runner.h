@@ -21,6 +21,10 @@ struct FakeRunnerConfig {
   // Added to the eos ids' logits so sequences end at tunable lengths.
   std::vector<int32_t> eosTokenIds;
   float eosLogitBoost = 0.0f;
+  // Answer steps in which every sequence wanting logits asks for LogitsWanted::kArgmax with
+  // StepOutput::argmaxIds (argmaxToken of each row) and no logits, as an executor whose device
+  // can argmax rows does; off: such steps get full rows, as on a device that cannot.
+  bool answerArgmax = false;
 };
 
 struct FakeRunnerStats {
@@ -28,6 +32,7 @@ struct FakeRunnerStats {
   uint64_t tokens = 0; // tokens computed
   int32_t maxTokensInStep = 0;
   int32_t maxSequencesInStep = 0;
+  uint64_t argmaxSteps = 0; // steps answered with argmaxIds
 };
 
 class FakeRunner : public ModelRunner {

@@ -43,6 +43,36 @@ TEST(FakeRunnerTest, LogitsDependOnlyOnTheHistoryReadThroughTheBlockTable) {
   EXPECT_EQ(runner.stats().maxTokensInStep, 5);
 }
 
+TEST(FakeRunnerTest, AnswersAllArgmaxStepsWithIdsWhenAsked) {
+  FakeRunnerConfig fc = fakeConfig();
+  fc.answerArgmax = true;
+  FakeRunner runner(fc);
+  StepBatch prefill;
+  prefill.sequences.push_back(stepOf({5, 6, 7}, 0, {3}, LogitsWanted::kArgmax));
+  prefill.sequences.push_back(stepOf({9, 8}, 0, {4}, LogitsWanted::kNone));
+  prefill.sequences.push_back(stepOf({2, 4, 6, 8}, 0, {5}, LogitsWanted::kArgmax));
+  Result<StepOutput> ids = runner.execute(prefill);
+  ASSERT_TRUE(ids.isOk()) << ids.status().toString();
+  EXPECT_TRUE(ids->logits.empty());
+  EXPECT_EQ(ids->numRows(), 2);
+  EXPECT_EQ(ids->rowsPerSequence, (std::vector<int32_t>{1, 0, 1}));
+  EXPECT_EQ(ids->firstRowOfSequence, (std::vector<int32_t>{0, 1, 1}));
+  std::vector<float> row(64);
+  runner.logitsFor(std::vector<int32_t>{5, 6, 7}, row);
+  const int32_t first = argmaxToken(row);
+  runner.logitsFor(std::vector<int32_t>{2, 4, 6, 8}, row);
+  EXPECT_EQ(ids->argmaxIds, (std::vector<int32_t>{first, argmaxToken(row)}));
+  // One sequence wanting its row makes the step a logits step.
+  StepBatch mixed;
+  mixed.sequences.push_back(stepOf({1}, 3, {3}, LogitsWanted::kArgmax));
+  mixed.sequences.push_back(stepOf({1}, 2, {4}, LogitsWanted::kLast));
+  Result<StepOutput> logits = runner.execute(mixed);
+  ASSERT_TRUE(logits.isOk()) << logits.status().toString();
+  EXPECT_TRUE(logits->argmaxIds.empty());
+  EXPECT_EQ(logits->numRows(), 2);
+  EXPECT_EQ(runner.stats().argmaxSteps, 1u);
+}
+
 TEST(FakeRunnerTest, RejectsBatchesOverTheLimitsNamingThem) {
   FakeRunner runner(fakeConfig());
   StepBatch tooMany;
