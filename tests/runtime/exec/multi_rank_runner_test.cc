@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <random>
@@ -259,6 +260,31 @@ TEST_F(MultiRankRunnerTest, ShardedStepEqualsTheDenseComputation) {
   tooLong.sequences.push_back({std::vector<int32_t>(kMaxTokens + 1, 1), 0, {0, 1, 2, 3, 4}});
   EXPECT_FALSE((*runner)->execute(tooLong).isOk());
   expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+// A greedy step comes back as rank 0's ids, equal to the argmax of the rows a kLast step gives.
+TEST_F(MultiRankRunnerTest, GreedyStepsReturnRankZerosArgmaxIds) {
+  MultiRankOptions options;
+  options.executor.numKvBlocks = 4;
+  auto runner = MultiRankRunner::create(*artifact_, options);
+  ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  StepBatch batch = toyBatch();
+  for (SequenceStep &step : batch.sequences)
+    step.logits = LogitsWanted::kLast;
+  Result<StepOutput> rows = (*runner)->execute(batch);
+  ASSERT_TRUE(rows.isOk()) << rows.status().toString();
+  ASSERT_EQ(rows->numRows(), 2);
+  for (SequenceStep &step : batch.sequences)
+    step.logits = LogitsWanted::kArgmax;
+  Result<StepOutput> ids = (*runner)->execute(batch);
+  ASSERT_TRUE(ids.isOk()) << ids.status().toString();
+  EXPECT_TRUE(ids->logits.empty());
+  ASSERT_EQ(ids->argmaxIds.size(), 2u);
+  EXPECT_EQ(ids->rowsPerSequence, rows->rowsPerSequence);
+  for (int32_t r = 0; r < 2; ++r) { // finite logits: max_element's first maximum is the argmax
+    const float *row = rows->row(r);
+    EXPECT_EQ(ids->argmaxIds[r], std::max_element(row, row + kVocab) - row) << "row " << r;
+  }
 }
 
 TEST_F(MultiRankRunnerTest, OneExecutorAloneIsRejectedWithAClearError) {
