@@ -98,15 +98,27 @@ struct PagedPrefillTensorCores {
       wmma::fill_fragment(o[d], 0.0f);
     float *scratch = sh.scratch[warp];
     const int32_t *table = p.blockTables + static_cast<int64_t>(tile.seq) * p.maxBlocksPerSeq;
+    // K/V tiles are double-buffered through registers: the next tile's loads are in flight
+    // while the warps multiply the current one out of shared memory.
+    KvStage stage;
+    __syncthreads(); // every warp holds its Q fragments: the tiles may overwrite the staging
+    stage.fetch(p, table, kvHead, 0, min(kCols, lastPosition + 1));
+    stage.store(sh);
+    __syncthreads();
     for (int kvStart = 0; kvStart <= lastPosition; kvStart += kCols) {
-      __syncthreads(); // the previous tile (or Q) is consumed
-      loadKv(p, table, kvHead, kvStart, min(kCols, lastPosition + 1 - kvStart), sh);
-      __syncthreads();
-      if (warpLast < kvStart)
-        continue; // every row of this warp is masked here (or past the sequence)
-      scores(qf, sh, scratch);
-      softmaxTile(p.scale, kvStart, lane, row, o, scratch);
-      accumulate(sh, scratch, o);
+      const int next = kvStart + kCols;
+      if (next <= lastPosition)
+        stage.fetch(p, table, kvHead, next, min(kCols, lastPosition + 1 - next));
+      if (warpLast >= kvStart) { // else every row of this warp is masked here (or padding)
+        scores(qf, sh, scratch);
+        softmaxTile(p.scale, kvStart, lane, row, o, scratch);
+        accumulate(sh, scratch, o);
+      }
+      if (next <= lastPosition) {
+        __syncthreads(); // the current tile is consumed
+        stage.store(sh);
+        __syncthreads();
+      }
     }
     if (warpLast < 0)
       return;
@@ -247,17 +259,49 @@ struct PagedPrefillTensorCores {
     }
   }
 
-  static __device__ __forceinline__ void loadKv(const AttentionParams &p, const int32_t *table,
-                                                int kvHead, int kvStart, int cols, Shared &sh) {
-    auto rowOf = [&](const void *cache, int j) {
-      const int pos = kvStart + j;
-      const int64_t block = table[pos / BLOCK_SIZE];
-      return static_cast<const T *>(cache) +
-             ((block * NUM_KV_HEADS + kvHead) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM;
-    };
-    loadRows(&sh.kv[0][0][0], kCols, cols, [&](int j) { return rowOf(p.kCache, j); });
-    loadRows(&sh.kv[1][0][0], kCols, cols, [&](int j) { return rowOf(p.vCache, j); });
-  }
+  // One K/V tile in registers: each thread's share of the tile's 16-byte vectors.
+  struct KvStage {
+    static constexpr int kWide = static_cast<int>(16 / sizeof(T));
+    static constexpr int kVectorsPerRow = HEAD_DIM / kWide;
+    static constexpr int kTileVectors = kCols * kVectorsPerRow;
+    static constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
+    uint4 k[kPerThread];
+    uint4 v[kPerThread];
+
+    // Issues the loads of positions [kvStart, kvStart + cols); rows past `cols` are zeros.
+    __device__ __forceinline__ void fetch(const AttentionParams &p, const int32_t *table,
+                                          int kvHead, int kvStart, int cols) {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int index = threadIdx.x + i * kThreads;
+        const int r = index / kVectorsPerRow;
+        k[i] = v[i] = make_uint4(0, 0, 0, 0);
+        if (index >= kTileVectors || r >= cols)
+          continue;
+        const int pos = kvStart + r;
+        const int64_t offset =
+            ((static_cast<int64_t>(table[pos / BLOCK_SIZE]) * NUM_KV_HEADS + kvHead) * BLOCK_SIZE +
+             pos % BLOCK_SIZE) *
+                HEAD_DIM +
+            (index % kVectorsPerRow) * kWide;
+        k[i] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.kCache) + offset);
+        v[i] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.vCache) + offset);
+      }
+    }
+
+    __device__ __forceinline__ void store(Shared &sh) const {
+#pragma unroll
+      for (int i = 0; i < kPerThread; ++i) {
+        const int index = threadIdx.x + i * kThreads;
+        if (index >= kTileVectors)
+          continue;
+        const int r = index / kVectorsPerRow;
+        const int c = (index % kVectorsPerRow) * kWide;
+        *reinterpret_cast<uint4 *>(&sh.kv[0][r][c]) = k[i];
+        *reinterpret_cast<uint4 *>(&sh.kv[1][r][c]) = v[i];
+      }
+    }
+  };
 };
 
 } // namespace kiln::kernels::cuda
