@@ -12,17 +12,6 @@ std::string seqName(size_t i) {
   return "batch sequence " + std::to_string(i);
 }
 
-// Every sequence that wants logits asks only for their argmax (and at least one wants them).
-bool onlyArgmaxWanted(const StepBatch &batch) {
-  bool any = false;
-  for (const SequenceStep &s : batch.sequences) {
-    if (s.logits == LogitsWanted::kLast || s.logits == LogitsWanted::kAll)
-      return false;
-    any = any || s.logits == LogitsWanted::kArgmax;
-  }
-  return any;
-}
-
 void replaceRowsByArgmax(StepOutput &out) {
   const int32_t rows = out.numRows();
   out.argmaxIds.resize(rows);

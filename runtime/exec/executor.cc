@@ -344,14 +344,4 @@ Result<StepOutput> Executor::execute(const StepBatch &batch) {
   return out;
 }
 
-bool Executor::onlyArgmaxWanted(const StepBatch &batch) {
-  bool any = false;
-  for (const SequenceStep &seq : batch.sequences) {
-    if (seq.logits == LogitsWanted::kLast || seq.logits == LogitsWanted::kAll)
-      return false;
-    any = any || seq.logits == LogitsWanted::kArgmax;
-  }
-  return any;
-}
-
 } // namespace kiln::rt

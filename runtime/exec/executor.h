@@ -121,8 +121,6 @@ private:
   Status copyStepInputs(const StepCounts &run);
   Result<double> timeGraphReplays(size_t bucket, const StepCounts &run, int repeats);
   Result<DeviceMemory> track(Result<DeviceMemory> memory);
-  // Every sequence that wants logits wants only their argmax (LogitsWanted::kArgmax).
-  static bool onlyArgmaxWanted(const StepBatch &batch);
 
   const Artifact &artifact_;
   Device &device_;

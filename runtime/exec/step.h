@@ -51,6 +51,18 @@ struct StepOutput {
   }
 };
 
+// Every sequence that wants logits asks only for their argmax, and at least one does: the step
+// a runner may answer with StepOutput::argmaxIds.
+inline bool onlyArgmaxWanted(const StepBatch &batch) {
+  bool any = false;
+  for (const SequenceStep &seq : batch.sequences) {
+    if (seq.logits == LogitsWanted::kLast || seq.logits == LogitsWanted::kAll)
+      return false;
+    any = any || seq.logits == LogitsWanted::kArgmax;
+  }
+  return any;
+}
+
 // Limits a runner enforces; the scheduler plans within them.
 struct RunnerLimits {
   int32_t maxBatch = 0;          // sequences per step
