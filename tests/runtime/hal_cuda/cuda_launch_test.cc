@@ -3,6 +3,7 @@
 #include "runtime/hal/cuda/cuda_launch.h"
 
 #include "kernels/cuda/params.h"
+#include "tests/runtime/hal_cuda/fake_buffer.h"
 
 #include <gtest/gtest.h>
 
@@ -19,20 +20,8 @@ void *fake(uintptr_t address) {
   return reinterpret_cast<void *>(address);
 }
 
-BoundBuffer buffer(uintptr_t address, DType dtype, RowScale rows, int64_t fixedRows, int64_t width,
-                   schema::BufferKind kind = schema::BufferKind::Activation) {
-  BoundBuffer b;
-  b.data = fake(address);
-  b.dtype = dtype;
-  b.rows = rows;
-  b.fixedRows = fixedRows;
-  b.width = width;
-  b.kind = kind;
-  return b;
-}
-
 BoundBuffer stepInput(uintptr_t address, RowScale rows, int64_t fixedRows, int64_t width = 1) {
-  return buffer(address, DType::I32, rows, fixedRows, width, schema::BufferKind::StepInput);
+  return fakeBuffer(address, DType::I32, rows, fixedRows, width, schema::BufferKind::StepInput);
 }
 
 template <typename Params> Params paramsOf(const CudaLaunch &launch) {
@@ -71,10 +60,10 @@ protected:
         },
         5, 1, "prefill_sym,decode_sym,reduce_sym");
     op_.inputs = {
-        buffer(0x1000, dtype, RowScale::Tokens, 512, 32 * headDim),
+        fakeBuffer(0x1000, dtype, RowScale::Tokens, 512, 32 * headDim),
         stepInput(0x2000, RowScale::Tokens, 512), stepInput(0x3000, RowScale::Sequences, 65),
         stepInput(0x4000, RowScale::Sequences, 64), stepInput(0x5000, RowScale::Fixed, 64, 256)};
-    op_.outputs = {buffer(0x6000, dtype, RowScale::Tokens, 512, 32 * headDim)};
+    op_.outputs = {fakeBuffer(0x6000, dtype, RowScale::Tokens, 512, 32 * headDim)};
     kv_.keys = {fake(0x7000), fake(0x8000)};
     kv_.values = {fake(0x9000), fake(0xa000)};
     kv_.dtype = dtype;
@@ -91,9 +80,9 @@ TEST_F(LaunchTest, RmsNormFollowsTheGridRule) {
       schema::OpParams::RmsNormParams,
       [](auto &fbb) { return schema::CreateRmsNormParams(fbb, 1e-5f).Union(); }, 2, 1,
       "kiln_rms_norm");
-  op_.inputs = {buffer(0x100, DType::BF16, RowScale::Tokens, 256, 4096),
-                buffer(0x200, DType::BF16, RowScale::Fixed, 4096, 1, schema::BufferKind::Weight)};
-  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
+  op_.inputs = {fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 256, 4096),
+                fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 4096, 1, schema::BufferKind::Weight)};
+  op_.outputs = {fakeBuffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   StepCounts counts{7, 2, 2, 100};
   std::vector<CudaLaunch> launches = planLaunches(op_, counts, {});
@@ -114,11 +103,11 @@ TEST_F(LaunchTest, AddRmsNormWritesTheSecondOutput) {
   makeOp(
       schema::OpParams::AddRmsNormParams,
       [](auto &fbb) { return schema::CreateAddRmsNormParams(fbb, 1e-6f).Union(); }, 3, 2, "k");
-  op_.inputs = {buffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
-                buffer(0x200, DType::F32, RowScale::Tokens, 8, 64),
-                buffer(0x300, DType::F32, RowScale::Fixed, 64, 1, schema::BufferKind::Weight)};
-  op_.outputs = {buffer(0x200, DType::F32, RowScale::Tokens, 8, 64),
-                 buffer(0x400, DType::F32, RowScale::Tokens, 8, 64)};
+  op_.inputs = {fakeBuffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
+                fakeBuffer(0x200, DType::F32, RowScale::Tokens, 8, 64),
+                fakeBuffer(0x300, DType::F32, RowScale::Fixed, 64, 1, schema::BufferKind::Weight)};
+  op_.outputs = {fakeBuffer(0x200, DType::F32, RowScale::Tokens, 8, 64),
+                 fakeBuffer(0x400, DType::F32, RowScale::Tokens, 8, 64)};
   ASSERT_TRUE(checkCudaOp(op_).isOk());
   auto p = paramsOf<kc::AddRmsNormParams>(planLaunches(op_, {5, 1, 1, 5}, {})[0]);
   EXPECT_EQ(p.residual, fake(0x200));
@@ -134,8 +123,8 @@ TEST_F(LaunchTest, EmbeddingPassesItsVocabShard) {
       "kiln_embedding");
   op_.inputs = {
       stepInput(0x100, RowScale::Tokens, 256),
-      buffer(0x200, DType::BF16, RowScale::Fixed, 16000, 4096, schema::BufferKind::Weight)};
-  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
+      fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 16000, 4096, schema::BufferKind::Weight)};
+  op_.outputs = {fakeBuffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   std::vector<CudaLaunch> launches = planLaunches(op_, {9, 2, 2, 9}, {});
   ASSERT_EQ(launches.size(), 1u);
@@ -154,10 +143,10 @@ TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
       schema::OpParams::RopeKvWriteParams,
       [](auto &fbb) { return schema::CreateRopeKvWriteParams(fbb, 1, 4, 2, 16, 16).Union(); }, 4, 1,
       "kiln_rope");
-  op_.inputs = {buffer(0x100, DType::F16, RowScale::Tokens, 8, 128),
+  op_.inputs = {fakeBuffer(0x100, DType::F16, RowScale::Tokens, 8, 128),
                 stepInput(0x200, RowScale::Tokens, 8), stepInput(0x300, RowScale::Tokens, 8),
-                buffer(0x400, DType::F32, RowScale::Fixed, 8, 1, schema::BufferKind::Weight)};
-  op_.outputs = {buffer(0x500, DType::F16, RowScale::Tokens, 8, 64)};
+                fakeBuffer(0x400, DType::F32, RowScale::Fixed, 8, 1, schema::BufferKind::Weight)};
+  op_.outputs = {fakeBuffer(0x500, DType::F16, RowScale::Tokens, 8, 64)};
   kv_.keys = {fake(0x600), fake(0x700)};
   kv_.values = {fake(0x800), fake(0x900)};
   kv_.dtype = DType::F16;
@@ -268,9 +257,9 @@ TEST_F(LaunchTest, GatherRowsAndSiluMulFillTheirParams) {
   makeOp(
       schema::OpParams::GatherRowsParams,
       [](auto &fbb) { return schema::CreateGatherRowsParams(fbb).Union(); }, 2, 1, "kiln_gather");
-  op_.inputs = {buffer(0x100, DType::F16, RowScale::Tokens, 64, 512),
+  op_.inputs = {fakeBuffer(0x100, DType::F16, RowScale::Tokens, 64, 512),
                 stepInput(0x200, RowScale::Logits, 64)};
-  op_.outputs = {buffer(0x300, DType::F16, RowScale::Logits, 64, 512)};
+  op_.outputs = {fakeBuffer(0x300, DType::F16, RowScale::Logits, 64, 512)};
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   auto gather = paramsOf<kc::GatherRowsParams>(planLaunches(op_, {9, 4, 3, 20}, {})[0]);
   EXPECT_EQ(gather.x, fake(0x100));
@@ -281,8 +270,8 @@ TEST_F(LaunchTest, GatherRowsAndSiluMulFillTheirParams) {
   makeOp(
       schema::OpParams::SiluMulParams,
       [](auto &fbb) { return schema::CreateSiluMulParams(fbb).Union(); }, 1, 1, "kiln_silu_mul");
-  op_.inputs = {buffer(0x400, DType::BF16, RowScale::Tokens, 64, 2 * 1024)};
-  op_.outputs = {buffer(0x500, DType::BF16, RowScale::Tokens, 64, 1024)};
+  op_.inputs = {fakeBuffer(0x400, DType::BF16, RowScale::Tokens, 64, 2 * 1024)};
+  op_.outputs = {fakeBuffer(0x500, DType::BF16, RowScale::Tokens, 64, 1024)};
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   auto silu = paramsOf<kc::SiluMulParams>(planLaunches(op_, {9, 4, 3, 20}, {})[0]);
   EXPECT_EQ(silu.gateUp, fake(0x400));
@@ -305,9 +294,9 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
   makeOp(
       schema::OpParams::LinearParams,
       [](auto &fbb) { return schema::CreateLinearParams(fbb, false).Union(); }, 2, 1, "");
-  op_.inputs = {buffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
-                buffer(0x200, DType::BF16, RowScale::Fixed, 64, 64, schema::BufferKind::Weight)};
-  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
+  op_.inputs = {fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
+                fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 64, 64, schema::BufferKind::Weight)};
+  op_.outputs = {fakeBuffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
   Status linear = checkCudaOp(op_);
   EXPECT_EQ(linear.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(linear.message().find("Linear runs on cuBLASLt (cuda_linear.h), not as a kernel"),
@@ -317,9 +306,9 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
   makeOp(
       schema::OpParams::AddParams, [](auto &fbb) { return schema::CreateAddParams(fbb).Union(); },
       2, 1, "kiln_add");
-  op_.inputs = {buffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
-                buffer(0x200, DType::F32, RowScale::Tokens, 8, 64)};
-  op_.outputs = {buffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
+  op_.inputs = {fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
+                fakeBuffer(0x200, DType::F32, RowScale::Tokens, 8, 64)};
+  op_.outputs = {fakeBuffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
   EXPECT_NE(checkCudaOp(op_).message().find("mixes activation dtypes BF16 and F32"),
             std::string::npos)
       << checkCudaOp(op_).message();
@@ -330,9 +319,9 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
   makeOp(
       schema::OpParams::AddParams, [](auto &fbb) { return schema::CreateAddParams(fbb).Union(); },
       2, 1, "kiln_add", /*withGrid=*/false);
-  op_.inputs = {buffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
-                buffer(0x200, DType::F32, RowScale::Tokens, 8, 64)};
-  op_.outputs = {buffer(0x300, DType::F32, RowScale::Tokens, 8, 64)};
+  op_.inputs = {fakeBuffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
+                fakeBuffer(0x200, DType::F32, RowScale::Tokens, 8, 64)};
+  op_.outputs = {fakeBuffer(0x300, DType::F32, RowScale::Tokens, 8, 64)};
   EXPECT_NE(checkCudaOp(op_).message().find("has no grid rule"), std::string::npos);
 }
 
