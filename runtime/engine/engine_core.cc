@@ -398,9 +398,7 @@ void EngineCore::processArgmax(SeqId seq, int32_t tokenId) {
     return; // its request ended earlier in this step
   RequestState &req = *requests_.at(owner->second.first);
   if (tokenId < 0 || tokenId >= limits_.vocabSize) {
-    endRequest(req.id, FinishReason::kError,
-               internalError("sampling: no finite logit left among " +
-                             std::to_string(limits_.vocabSize) + " (all NaN, -inf or masked)"));
+    endRequest(req.id, FinishReason::kError, noTokenLeftError(limits_.vocabSize));
     return;
   }
   (void)scheduler_->appendToken(seq, tokenId);

@@ -327,8 +327,8 @@ Result<StepOutput> Executor::execute(const StepBatch &batch) {
     KILN_RETURN_IF_ERROR(runProgram(run));
   // Real logits rows come first; a padded step's extra rows are dropped here.
   out.vocabSize = limits_.vocabSize;
-  if (argmaxIds_ && counts.numLogits > 0 && counts.numLogits <= limits_.maxBatch &&
-      onlyArgmaxWanted(batch)) {
+  // One row per kArgmax sequence: 1..maxBatch rows (validateStep), what argmaxIds_ holds.
+  if (argmaxIds_ && onlyArgmaxWanted(batch)) {
     KILN_RETURN_IF_ERROR(
         device_.argmaxRows(logits_, counts.numLogits, limits_.vocabSize, argmaxIds_));
     KILN_RETURN_IF_ERROR(device_.synchronize());

@@ -187,6 +187,11 @@ TokenLogprobs collectLogprobs(std::span<const float> logprobs, int32_t sampledId
   return out;
 }
 
+Status noTokenLeftError(size_t candidates) {
+  return internalError("sampling: no finite logit left among " + std::to_string(candidates) +
+                       " (all NaN, -inf or masked)");
+}
+
 Result<SampledToken> sampleToken(std::span<const float> logits, const SamplingParams &params,
                                  const SamplingHistory &history, Rng &rng) {
   std::vector<float> x(logits.begin(), logits.end());
@@ -211,8 +216,7 @@ Result<SampledToken> sampleToken(std::span<const float> logits, const SamplingPa
     token = drawToken(x, rng);
   }
   if (token < 0)
-    return internalError("sampling: no finite logit left among " + std::to_string(x.size()) +
-                         " (all NaN, -inf or masked)");
+    return noTokenLeftError(x.size());
   SampledToken result{token, std::nullopt};
   if (params.logprobs)
     result.logprobs = collectLogprobs(logprobs, token, *params.logprobs);

@@ -41,6 +41,9 @@ struct SampledToken {
   std::optional<TokenLogprobs> logprobs;
 };
 
+// The error when no token is left to sample among `candidates` logits (all NaN, -inf or masked).
+Status noTokenLeftError(size_t candidates);
+
 // Fails (never crashes) when no token is left to sample, e.g. all logits NaN or masked.
 Result<SampledToken> sampleToken(std::span<const float> logits, const SamplingParams &params,
                                  const SamplingHistory &history, Rng &rng);
