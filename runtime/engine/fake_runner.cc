@@ -118,8 +118,7 @@ Result<StepOutput> FakeRunner::execute(const StepBatch &batch) {
   for (const SequenceStep &s : batch.sequences) {
     const int32_t n = static_cast<int32_t>(s.tokenIds.size());
     tokens += n;
-    const bool lastRow = s.logits == LogitsWanted::kLast || s.logits == LogitsWanted::kArgmax;
-    const int32_t want = s.logits == LogitsWanted::kAll ? n : lastRow ? 1 : 0;
+    const int32_t want = logitsRowsOf(s);
     out.firstRowOfSequence.push_back(rows);
     out.rowsPerSequence.push_back(want);
     for (int32_t r = 0; r < want; ++r) {

@@ -29,6 +29,21 @@ struct SequenceStep {
   LogitsWanted logits = LogitsWanted::kLast;
 };
 
+// The logits rows a sequence's step gives: all new tokens' (kAll), its last one's (kLast, and
+// kArgmax when the runner answers with rows), or none.
+inline int32_t logitsRowsOf(const SequenceStep &seq) {
+  switch (seq.logits) {
+  case LogitsWanted::kAll:
+    return static_cast<int32_t>(seq.tokenIds.size());
+  case LogitsWanted::kLast:
+  case LogitsWanted::kArgmax:
+    return 1;
+  case LogitsWanted::kNone:
+    break;
+  }
+  return 0;
+}
+
 struct StepBatch {
   std::vector<SequenceStep> sequences;
 };

@@ -127,9 +127,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
     int32_t *row = inputs.blockTables.data() + static_cast<size_t>(s) * limits.maxBlocksPerSeq;
     std::fill(std::copy(seq.blockTable.begin(), seq.blockTable.end(), row),
               row + limits.maxBlocksPerSeq, 0);
-    int32_t rows = seq.logits == LogitsWanted::kAll    ? numNew
-                   : seq.logits == LogitsWanted::kLast || seq.logits == LogitsWanted::kArgmax ? 1
-                                                       : 0;
+    const int32_t rows = logitsRowsOf(seq);
     out.firstRowOfSequence[s] = counts.numLogits;
     out.rowsPerSequence[s] = rows;
     for (int32_t r = 0; r < rows; ++r)
