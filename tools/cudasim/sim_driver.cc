@@ -10,6 +10,7 @@
 //                           comma-separated list gives one per device ("90,80")
 //   KILN_CUDASIM_MEMORY_MB  memory per device in MiB (default 1024); also a list
 #include "tools/cudasim/sim_driver_state.h"
+#include "tools/cudasim/sim_hooks.h"
 
 #include <algorithm>
 #include <cstring>
@@ -21,6 +22,16 @@ using namespace kiln::cudasim::driver;
 namespace {
 
 constexpr const char *kDeviceName = "kiln cudasim (CPU)";
+
+// For the hooks of sim_hooks.h: -1, with `text` copied (truncated) into `why`.
+int noDevice(const std::string &text, char *why, size_t whyBytes) {
+  if (why && whyBytes > 0) {
+    size_t n = std::min(text.size(), whyBytes - 1);
+    std::memcpy(why, text.data(), n);
+    why[n] = '\0';
+  }
+  return -1;
+}
 
 // What cuDeviceGetAttribute reports besides the compute capability: an H100-like GPU, since
 // kiln reads these only to size launches. Attributes not listed are 0.
@@ -360,6 +371,47 @@ CUresult CUDAAPI cuMemHostGetDevicePointer(CUdeviceptr *devicePointer, void *poi
                 "inside a cuMemHostAlloc allocation");
   *devicePointer = reinterpret_cast<CUdeviceptr>(pointer);
   return CUDA_SUCCESS;
+}
+
+__attribute__((visibility("default"))) int kilnCudasimCurrentDevice(char *why, size_t whyBytes) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  const Context *ctx = currentContext();
+  if (!ctx || ctx->retained == 0)
+    return noDevice("no CUDA context is current on this thread", why, whyBytes);
+  return ctx->device->ordinal;
+}
+
+__attribute__((visibility("default"))) int kilnCudasimStreamDevice(CUstream handle, int *capturing,
+                                                                   char *why, size_t whyBytes) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  Driver &d = state();
+  *capturing = 0;
+  if (handle == nullptr || handle == CU_STREAM_LEGACY || handle == CU_STREAM_PER_THREAD) {
+    const Context *ctx = currentContext();
+    if (!ctx || ctx->retained == 0)
+      return noDevice("the legacy stream without a current CUDA context", why, whyBytes);
+    return ctx->device->ordinal;
+  }
+  auto it = d.streams.find(reinterpret_cast<Stream *>(handle));
+  if (it == d.streams.end())
+    return noDevice(hexAddress(reinterpret_cast<uintptr_t>(handle)) + " is not a live stream", why,
+                    whyBytes);
+  *capturing = it->second->capture ? 1 : 0;
+  return it->second->context->device->ordinal;
+}
+
+__attribute__((visibility("default"))) int kilnCudasimRangeDevice(const void *p, size_t bytes,
+                                                                  char *why, size_t whyBytes) {
+  std::lock_guard<std::mutex> lock(state().mutex);
+  const auto start = reinterpret_cast<uintptr_t>(p);
+  if (std::string bad = describeBadRange(start, bytes); !bad.empty())
+    return noDevice(bad, why, whyBytes);
+  const Allocation *a = findAllocation(start);
+  if (a->host)
+    return noDevice("[" + hexAddress(start) + ", +" + std::to_string(bytes) +
+                        ") is host memory (cuMemHostAlloc), not device memory",
+                    why, whyBytes);
+  return a->context->device->ordinal;
 }
 
 } // extern "C"
