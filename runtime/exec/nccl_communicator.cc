@@ -1,4 +1,4 @@
-// NEVER RUN ON A GPU: see nccl_communicator.h. Every NCCL and driver call is checked.
+// Not yet run with the real NCCL: see nccl_communicator.h. Every NCCL and driver call is checked.
 #include "runtime/exec/nccl_communicator.h"
 
 #include "runtime/base/shared_library.h"

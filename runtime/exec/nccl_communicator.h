@@ -9,8 +9,11 @@
 // rank that never arrives fails its partners' collectives, which ncclCommAbort their
 // communicators: a dead rank never hangs the engine. reset() rebuilds aborted communicators.
 //
-// NEVER RUN ON A GPU so far: written and compiled on a machine without one. CI checks the
-// no-NCCL and no-GPU errors; tests/e2e/tp_gpu_test.cc checks tp 2 on two GPUs against tp 1.
+// Not yet run with the real NCCL: no machine with two GPUs has been available. CI runs it on
+// two simulated GPUs against cudasim's NCCL (tools/cudasim/sim_nccl.cc, which checks devices,
+// streams, buffers and call order as documented in docs/cudasim.md):
+// tests/runtime/exec/nccl_communicator_gpu.cc (sums, gathers, timeouts, aborts, reset) and
+// tests/e2e/tp_gpu_test.cc (tp 2 on two GPUs against tp 1); both run on real GPUs as they are.
 #pragma once
 
 #include "runtime/exec/communicator.h"

@@ -3,7 +3,8 @@
 // on GPU 0 (the staged communicator), and both give the --tp 1 GPU executor's logits within
 // 1e-4 (fp32; the row-parallel sums only reassociate) and its greedy ids.
 //
-// WRITTEN WITHOUT A GPU: never run yet.
+// On an H100 (2026-11-22) the shared-GPU case passed and the two-GPU case skipped (one GPU); on
+// cudasim's two simulated GPUs both run, the two-GPU case through the simulated NCCL.
 #include "runtime/exec/multi_rank_runner.h"
 #include "runtime/exec/nccl_communicator.h"
 #include "tests/e2e/e2e_util.h"
