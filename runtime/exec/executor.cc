@@ -60,8 +60,8 @@ Status checkCommunicator(const Artifact &artifact, const Device &device,
                            " ranks but the artifact has tp " + std::to_string(tp));
   if (!options.communicator->supports(device.kind()))
     return unimplemented("tensor parallelism on device '" + device.name() +
-                         "': this communicator cannot reach its memory (only the cpu "
-                         "communicator exists; NCCL for GPUs is not implemented yet)");
+                         "': this communicator cannot reach its memory (the cpu "
+                         "communicator serves cpu devices; GPUs need NCCL or the staged one)");
   return okStatus();
 }
 

@@ -1,4 +1,4 @@
-// NEVER RUN ON A GPU: see cuda_device.h. Every driver call is checked and reported by name.
+// See cuda_device.h. Every driver call is checked and reported by name.
 #include "runtime/hal/cuda/cuda_device.h"
 
 #include "kernels/cuda/params.h"

@@ -8,11 +8,10 @@
 // (beginCapture/endCapture/replay), which the executor uses for padded decode steps per batch
 // bucket. Multi-GPU collectives (NCCL) live in runtime/exec, outside this device.
 //
-// NEVER RUN ON A GPU so far: written and compiled on machines without one (2026-11-22). What CI
-// checks without a GPU: the no-driver path, the driver and cuBLASLt tables, module selection,
-// launch planning, the GEMM description of every Linear dtype combination and its cuBLASLt
-// descriptors, the decode split invariants. Written for a GPU and not yet run:
-// tests/runtime/hal_cuda/cuda_{device,linear,executor}_gpu.cc and tests/kernels/cuda.
+// Run on an H100 (2026-11-22, docs/gpu.md): every GPU test (tests/runtime/hal_cuda/*_gpu.cc,
+// tests/kernels/cuda, the end-to-end goldens) passed there. CI, without a GPU, checks the
+// no-driver path, the driver and cuBLASLt tables, module selection, launch planning and the
+// cuBLASLt descriptors as unit tests, and runs the GPU tests on cudasim (docs/cudasim.md).
 #pragma once
 
 #include "runtime/hal/cuda/cublaslt_library.h"

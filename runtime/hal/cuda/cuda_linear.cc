@@ -1,5 +1,5 @@
-// NEVER RUN ON A GPU so far: see cuda_device.h. The host half (describeLinear, buckets,
-// descriptors) is unit-tested without one.
+// Run on an H100 (cuda_linear_gpu_test; see cuda_device.h). The host half (describeLinear,
+// buckets, descriptors) is also unit-tested without one.
 //
 // Row-major Linear as a column-major cuBLASLt GEMM. cuBLASLt reads a matrix stored row-major as
 // R[r, c] (leading dimension c) as the column-major matrix R^T [c, r] with ld = c, with no copy:
