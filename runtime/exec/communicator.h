@@ -25,6 +25,10 @@ public:
   virtual int worldSize() const = 0;
   // Whether the collectives can read and write memory of a device of `kind`.
   virtual bool supports(DeviceKind kind) const = 0;
+  // Whether a collective is queued on the rank's device stream behind the ops queued before it
+  // (NCCL), so the caller need not wait for those ops first. When false, the communicator reads
+  // and writes the buffers itself, and the caller synchronizes the device before each call.
+  virtual bool queuesBehindDeviceWork() const { return false; }
 
   // Every rank passes its own `in` and `out` (`count` elements of `dtype` each: F32, F16 or
   // BF16); afterwards every rank's out holds in_0 + in_1 + ... (bit-identical on every rank).

@@ -243,8 +243,10 @@ Status Executor::bindProgram() {
 }
 
 Status Executor::runCollective(const ProgramStep &step, const StepCounts &counts) {
-  // The communicator reads what the device wrote: everything queued must have landed.
-  KILN_RETURN_IF_ERROR(device_.synchronize());
+  // A communicator that reads what the device wrote needs everything queued to have landed; one
+  // that queues behind the device's work (NCCL on the rank's stream) does not.
+  if (!communicator_->queuesBehindDeviceWork())
+    KILN_RETURN_IF_ERROR(device_.synchronize());
   size_t rows = static_cast<size_t>(counts.rows(step.in.rows, step.in.fixedRows));
   if (step.collective == schema::OpParams::AllReduceParams)
     return communicator_->allReduceSum(rank_.rank(), step.in.data, step.out.data,

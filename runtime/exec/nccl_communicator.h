@@ -50,6 +50,8 @@ public:
 
   int worldSize() const override;
   bool supports(DeviceKind kind) const override { return kind == DeviceKind::kCuda; }
+  // On the stream of the rank's CudaDevice, the one its executor's ops run on.
+  bool queuesBehindDeviceWork() const override { return true; }
   Status allReduceSum(int rank, const void *in, void *out, size_t count,
                       schema::DType dtype) override;
   Status allGatherColumns(int rank, const void *in, void *out, size_t rows, size_t inWidth,

@@ -2,7 +2,9 @@
 // row-parallel linear + AllReduce and a vocab-parallel lm_head + AllGather must equal the dense
 // computation; a rank that fails or stalls fails the step naming the rank, and the runner steps
 // normally afterwards, with the cpu and the staged communicators alike; the staged one's logits
-// equal the cpu one's bit for bit; which communicator runs is logged in one line.
+// equal the cpu one's bit for bit; which communicator runs is logged in one line; a communicator
+// that queues behind the device's work (NCCL) spares the wait for the device before each
+// collective.
 #include "runtime/artifact/artifact_writer.h"
 #include "runtime/exec/multi_rank_runner.h"
 #include "runtime/hal/cpu_device.h"
@@ -344,12 +346,14 @@ INSTANTIATE_TEST_SUITE_P(Collectives, MultiRankFailureTest,
                            return info.param == CollectiveBackend::kCpu ? "Cpu" : "Staged";
                          });
 
-// Fails rank 1's all_gather, as a broken link would.
-class FailingGather final : public Communicator {
+// Another communicator, scripted: while `fail`, rank 1's all_gather fails as a broken link would;
+// `queued` claims, as NCCL does, that the collectives queue behind the device's work.
+class ScriptedCommunicator final : public Communicator {
 public:
-  explicit FailingGather(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
+  explicit ScriptedCommunicator(std::shared_ptr<Communicator> inner) : inner_(std::move(inner)) {}
   int worldSize() const override { return inner_->worldSize(); }
   bool supports(DeviceKind kind) const override { return inner_->supports(kind); }
+  bool queuesBehindDeviceWork() const override { return queued; }
   Status allReduceSum(int rank, const void *in, void *out, size_t count,
                       schema::DType dtype) override {
     return inner_->allReduceSum(rank, in, out, count, dtype);
@@ -364,13 +368,14 @@ public:
   Status failure() const override { return inner_->failure(); }
   void reset() override { inner_->reset(); }
   std::atomic<bool> fail{true};
+  bool queued = false;
 
 private:
   std::shared_ptr<Communicator> inner_;
 };
 
 TEST_F(MultiRankRunnerTest, ACommunicatorFailureFailsTheStepNamingTheRank) {
-  auto comm = std::make_shared<FailingGather>(std::make_shared<CpuCommunicator>(2, 30000ms));
+  auto comm = std::make_shared<ScriptedCommunicator>(std::make_shared<CpuCommunicator>(2, 30000ms));
   MultiRankOptions options;
   options.executor.numKvBlocks = 4;
   options.communicator = comm;
@@ -381,6 +386,45 @@ TEST_F(MultiRankRunnerTest, ACommunicatorFailureFailsTheStepNamingTheRank) {
   EXPECT_EQ(failed.status().message(), "rank 1: injected: link to rank 0 is down");
   comm->fail = false;
   expectReference(model_, (*runner)->execute(toyBatch()));
+}
+
+// A cpu device counting synchronize() calls.
+class CountingSyncDevice final : public testing::ForwardingDevice {
+public:
+  explicit CountingSyncDevice(std::atomic<int> &syncs)
+      : ForwardingDevice(std::make_unique<CpuDevice>()), syncs_(syncs) {}
+  Status synchronize() override {
+    ++syncs_;
+    return inner_.synchronize();
+  }
+
+private:
+  std::atomic<int> &syncs_;
+};
+
+// The toy program has two collectives (an AllReduce and an AllGather). Before each, a rank waits
+// for its device unless the communicator queues behind the device's work; every rank also waits
+// once before copying its logits out. So a step costs 2 x 3 waits, or 2 x 1 with NCCL-like
+// queueing, and the logits are the same.
+TEST_F(MultiRankRunnerTest, CollectivesQueuedBehindTheDevicesWorkSkipTheWaitBeforeEach) {
+  for (bool queued : {false, true}) {
+    std::atomic<int> syncs{0};
+    auto comm =
+        std::make_shared<ScriptedCommunicator>(std::make_shared<CpuCommunicator>(2, 30000ms));
+    comm->fail = false;
+    comm->queued = queued;
+    MultiRankOptions options;
+    options.executor.numKvBlocks = 4;
+    options.communicator = comm;
+    options.deviceFactory = [&syncs](int) -> Result<std::unique_ptr<Device>> {
+      return std::unique_ptr<Device>(std::make_unique<CountingSyncDevice>(syncs));
+    };
+    auto runner = MultiRankRunner::create(*artifact_, options);
+    ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+    const int atLoad = syncs;
+    expectReference(model_, (*runner)->execute(toyBatch()));
+    EXPECT_EQ(syncs - atLoad, queued ? 2 : 6) << (queued ? "queued" : "not queued");
+  }
 }
 
 // The staged communicator stages through host buffers but does the cpu communicator's math:
