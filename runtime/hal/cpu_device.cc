@@ -1,6 +1,7 @@
 #include "runtime/hal/cpu_device.h"
 
-#include <cmath>
+#include "runtime/sampling/sampler.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <unistd.h>
@@ -94,14 +95,8 @@ Status CpuDevice::runOp(const PreparedOp &op, const StepCounts &counts) {
 Status CpuDevice::argmaxRows(const void *logits, int32_t rows, int32_t vocab, void *ids) {
   const auto *x = static_cast<const float *>(logits);
   auto *out = static_cast<int32_t *>(ids);
-  for (int32_t r = 0; r < rows; ++r) {
-    const float *row = x + static_cast<size_t>(r) * vocab;
-    int32_t best = -1;
-    for (int32_t i = 0; i < vocab; ++i)
-      if (std::isfinite(row[i]) && (best < 0 || row[i] > row[best]))
-        best = i;
-    out[r] = best;
-  }
+  for (int32_t r = 0; r < rows; ++r)
+    out[r] = argmaxToken(std::span<const float>(x + static_cast<size_t>(r) * vocab, vocab));
   return okStatus();
 }
 

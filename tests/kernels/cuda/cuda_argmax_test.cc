@@ -6,9 +6,9 @@
 #include "compiler/codegen/kernel_catalog.h"
 #include "compiler/codegen/llama_kernels.h"
 #include "kernels/cuda/params.h"
+#include "runtime/sampling/sampler.h"
 #include "tests/kernels/cuda/gpu_harness.h"
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 
@@ -20,14 +20,6 @@ namespace kc = kiln::kernels::cuda;
 KernelInstance argmaxInstance() {
   return compiler::makeKernelInstance("argmax_rows",
                                       {{"threads", std::to_string(kc::kArgmaxThreads)}});
-}
-
-int32_t expectedArgmax(const float *row, int32_t vocab) {
-  int32_t best = -1;
-  for (int32_t i = 0; i < vocab; ++i)
-    if (std::isfinite(row[i]) && (best < 0 || row[i] > row[best]))
-      best = i;
-  return best;
 }
 
 // Random rows with the hard cases planted by row index.
@@ -79,7 +71,8 @@ TEST(CudaArgmax, MatchesTheDefinitionOverRowsAndVocabSizes) {
       for (int32_t r = 0; r < rows; ++r) {
         int32_t got = 0;
         std::memcpy(&got, bytes.data() + sizeof(int32_t) * r, sizeof(got));
-        EXPECT_EQ(got, expectedArgmax(x.data() + size_t(r) * vocab, vocab)) << "row " << r;
+        EXPECT_EQ(got, rt::argmaxToken({x.data() + size_t(r) * vocab, size_t(vocab)}))
+            << "row " << r;
       }
     }
 }

@@ -8,10 +8,10 @@
 #include "runtime/exec/executor.h"
 
 #include "runtime/hal/cuda/cuda_device.h"
+#include "runtime/sampling/sampler.h"
 
 #include <gtest/gtest.h>
 
-#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -26,15 +26,6 @@ constexpr int32_t kDecodeSteps = 4;
 
 std::string kilnBinary() {
   return std::string(KILN_BINARY_DIR) + "/tools/kiln/kiln";
-}
-
-// The lowest id among the largest finite logits, -1 when none is finite.
-int32_t argmaxOf(const float *row, int32_t vocab) {
-  int32_t best = -1;
-  for (int32_t i = 0; i < vocab; ++i)
-    if (std::isfinite(row[i]) && (best < 0 || row[i] > row[best]))
-      best = i;
-  return best;
 }
 
 class CudaArgmaxExecutorGpuTest : public ::testing::Test {
@@ -101,7 +92,7 @@ void CudaArgmaxExecutorGpuTest::checkGreedySteps(DecodeBuckets buckets, int32_t 
     auto ids = executor.execute(withLogits(prefill, LogitsWanted::kArgmax, LogitsWanted::kArgmax));
     ASSERT_TRUE(rows.isOk() && ids.isOk());
     ASSERT_EQ(ids->argmaxIds.size(), 1u);
-    EXPECT_EQ(ids->argmaxIds[0], argmaxOf(rows->row(0), vocab)) << "prefill " << s;
+    EXPECT_EQ(ids->argmaxIds[0], argmaxToken({rows->row(0), size_t(vocab)})) << "prefill " << s;
     seqs[s].startPosition = static_cast<int32_t>(seqs[s].tokenIds.size());
   }
   for (int32_t step = 0; step < kDecodeSteps; ++step) {
@@ -119,7 +110,7 @@ void CudaArgmaxExecutorGpuTest::checkGreedySteps(DecodeBuckets buckets, int32_t 
     EXPECT_TRUE(ids->logits.empty());
     ASSERT_EQ(ids->argmaxIds.size(), size_t(numSeqs)) << "padded rows are not returned";
     for (int32_t r = 0; r < numSeqs; ++r)
-      EXPECT_EQ(ids->argmaxIds[r], argmaxOf(rows->row(r), vocab))
+      EXPECT_EQ(ids->argmaxIds[r], argmaxToken({rows->row(r), size_t(vocab)}))
           << "step " << step << " row " << r;
     EXPECT_TRUE(mixed->argmaxIds.empty());
     EXPECT_TRUE(mixed->logits == rows->logits) << "step " << step;
