@@ -16,13 +16,6 @@ namespace {
 using namespace kiln::rt::testing;
 using Ids = std::vector<int32_t>;
 
-Ids promptIds(int32_t n, int32_t from) {
-  Ids ids(n);
-  for (int32_t i = 0; i < n; ++i)
-    ids[i] = from + i % 50;
-  return ids;
-}
-
 struct EngineRun {
   std::map<RequestId, Completion> got;
   uint64_t argmaxSteps = 0;
@@ -66,15 +59,15 @@ uint64_t allArgmaxSteps(const EngineRun &run) {
 
 std::vector<Request> greedyRequests() {
   std::vector<Request> r;
-  r.push_back(makeRequest(promptIds(7, 1), 1, 0.0f, 20));
-  r.push_back(makeRequest(promptIds(12, 9), 2, 0.0f, 9));
-  Request stops = makeRequest(promptIds(5, 3), 3, 0.0f, 30);
+  r.push_back(makeRequest(rampPrompt(7, 1, 50), 1, 0.0f, 20));
+  r.push_back(makeRequest(rampPrompt(12, 9, 50), 2, 0.0f, 9));
+  Request stops = makeRequest(rampPrompt(5, 3, 50), 3, 0.0f, 30);
   stops.sampling.stopTokenIds = {17, 23};
   r.push_back(stops);
-  Request ignoreEos = makeRequest(promptIds(9, 30), 4, 0.0f, 16);
+  Request ignoreEos = makeRequest(rampPrompt(9, 30, 50), 4, 0.0f, 16);
   ignoreEos.sampling.ignoreEos = true;
   r.push_back(ignoreEos);
-  Request parallel = makeRequest(promptIds(6, 11), 5, 0.0f, 12);
+  Request parallel = makeRequest(rampPrompt(6, 11, 50), 5, 0.0f, 12);
   parallel.sampling.n = 3; // greedy samples fork from one row, then each is argmax-eligible
   r.push_back(parallel);
   return r;
@@ -104,15 +97,15 @@ TEST(EngineCoreArgmaxTest, GreedyTokensAreIdenticalWithAndWithoutArgmaxIds) {
 }
 
 TEST(EngineCoreArgmaxTest, LogprobsPenaltiesAndSamplingKeepHostSampling) {
-  Request logprobs = makeRequest(promptIds(7, 1), 1, 0.0f, 10);
+  Request logprobs = makeRequest(rampPrompt(7, 1, 50), 1, 0.0f, 10);
   logprobs.sampling.logprobs = 2;
-  Request repetition = makeRequest(promptIds(8, 2), 2, 0.0f, 10);
+  Request repetition = makeRequest(rampPrompt(8, 2, 50), 2, 0.0f, 10);
   repetition.sampling.repetitionPenalty = 1.5f;
-  Request presence = makeRequest(promptIds(9, 3), 3, 0.0f, 10);
+  Request presence = makeRequest(rampPrompt(9, 3, 50), 3, 0.0f, 10);
   presence.sampling.presencePenalty = 0.5f;
-  Request frequency = makeRequest(promptIds(10, 4), 4, 0.0f, 10);
+  Request frequency = makeRequest(rampPrompt(10, 4, 50), 4, 0.0f, 10);
   frequency.sampling.frequencyPenalty = 0.5f;
-  Request sampled = makeRequest(promptIds(11, 5), 5, 0.7f, 10);
+  Request sampled = makeRequest(rampPrompt(11, 5, 50), 5, 0.7f, 10);
   FakeRunner reference(fakeConfig());
   for (const Request &r : {logprobs, repetition, presence, frequency, sampled}) {
     EngineRun run = runWith(fakeConfig(), true, {r});
@@ -123,7 +116,7 @@ TEST(EngineCoreArgmaxTest, LogprobsPenaltiesAndSamplingKeepHostSampling) {
     EXPECT_EQ(run.got[1].logprobs[0].size(), r.sampling.logprobs ? want.ids[0].size() : 0u);
   }
   // Mixed with an eligible greedy request: the steps they share are answered with full rows.
-  Request greedy = makeRequest(promptIds(6, 7), 6, 0.0f, 10);
+  Request greedy = makeRequest(rampPrompt(6, 7, 50), 6, 0.0f, 10);
   EngineRun mixed = runWith(fakeConfig(), true, {greedy, repetition});
   EXPECT_GT(countWanted(mixed, LogitsWanted::kArgmax), 0);
   EXPECT_GT(countWanted(mixed, LogitsWanted::kLast), 0);
@@ -136,7 +129,7 @@ TEST(EngineCoreArgmaxTest, LogprobsPenaltiesAndSamplingKeepHostSampling) {
 TEST(EngineCoreArgmaxTest, MinTokensSuppressionUsesRowsUntilReached) {
   FakeRunnerConfig fc = fakeConfig();
   fc.eosLogitBoost = 20.0f; // eos is always the argmax
-  Request r = makeRequest(promptIds(6, 1), 1, 0.0f, 8);
+  Request r = makeRequest(rampPrompt(6, 1, 50), 1, 0.0f, 8);
   r.sampling.minTokens = 3;
   EngineRun run = runWith(fc, true, {r});
   // Tokens 1-3 suppress eos (host sampling of full rows); token 4 is eos from argmaxIds.
@@ -157,8 +150,8 @@ TEST(EngineCoreArgmaxTest, NoFiniteLogitFailsTheRequestAsHostSamplingDoes) {
   for (int32_t id = 0; id < fc.limits.vocabSize; ++id)
     fc.eosTokenIds.push_back(id); // every logit is boosted to -inf
   fc.eosLogitBoost = -std::numeric_limits<float>::infinity();
-  Request first = makeRequest(promptIds(6, 1), 1, 0.0f, 8);
-  Request second = makeRequest(promptIds(5, 2), 2, 0.0f, 8);
+  Request first = makeRequest(rampPrompt(6, 1, 50), 1, 0.0f, 8);
+  Request second = makeRequest(rampPrompt(5, 2, 50), 2, 0.0f, 8);
   for (bool answerArgmax : {false, true}) {
     EngineRun run = runWith(fc, answerArgmax, {first, second});
     for (RequestId id : {1, 2}) {

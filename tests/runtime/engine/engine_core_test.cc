@@ -10,13 +10,6 @@ namespace {
 using namespace kiln::rt::testing;
 using Ids = std::vector<int32_t>;
 
-Ids iotaIds(int32_t n, int32_t from) {
-  Ids ids(n);
-  for (int32_t i = 0; i < n; ++i)
-    ids[i] = from + i % 60;
-  return ids;
-}
-
 void expectMatchesReference(const Completion &got, const Completion &want, const char *what) {
   ASSERT_TRUE(got.finished) << what;
   EXPECT_EQ(got.ids[0], want.ids[0]) << what;
@@ -49,9 +42,9 @@ TEST(EngineCoreTest, CreateChecksLimitsAgainstTheRunner) {
 TEST(EngineCoreTest, SingleRequestsMatchTheReference) {
   FakeRunner runner(fakeConfig());
   std::vector<Request> requests;
-  requests.push_back(makeRequest(iotaIds(7, 1), 1, 0.0f));
-  requests.push_back(makeRequest(iotaIds(13, 5), 2, 0.8f));
-  Request penalized = makeRequest(iotaIds(9, 3), 3, 1.0f, 30);
+  requests.push_back(makeRequest(rampPrompt(7, 1, 60), 1, 0.0f));
+  requests.push_back(makeRequest(rampPrompt(13, 5, 60), 2, 0.8f));
+  Request penalized = makeRequest(rampPrompt(9, 3, 60), 3, 1.0f, 30);
   penalized.sampling.repetitionPenalty = 1.3f;
   penalized.sampling.frequencyPenalty = 0.4f;
   penalized.sampling.presencePenalty = 0.2f;
@@ -79,9 +72,9 @@ TEST(EngineCoreTest, MaxTokensEndsWithLengthAndMaxSeqLenCapsGeneration) {
   c.maxSeqLen = 20;
   auto core = makeCore(c);
   std::map<RequestId, Completion> got =
-      runTogether(*core, {makeRequest(iotaIds(5, 1), 1, 1.0f, 3),
-                          makeRequest(iotaIds(5, 1), 1, 1.0f, std::nullopt),
-                          makeRequest(iotaIds(20, 1), 1, 1.0f, std::nullopt)});
+      runTogether(*core, {makeRequest(rampPrompt(5, 1, 60), 1, 1.0f, 3),
+                          makeRequest(rampPrompt(5, 1, 60), 1, 1.0f, std::nullopt),
+                          makeRequest(rampPrompt(20, 1, 60), 1, 1.0f, std::nullopt)});
   EXPECT_EQ(got[1].ids[0].size(), 3u);
   EXPECT_EQ(got[1].reasons[0], FinishReason::kLength);
   EXPECT_EQ(got[2].ids[0].size(), 15u) << "prompt 5 + 15 generated = max_seq_len 20";
@@ -95,10 +88,10 @@ TEST(EngineCoreTest, PromptLongerThanMaxSeqLenIsRejectedUpFront) {
   EngineConfig c = engineConfig(&runner);
   c.maxSeqLen = 40;
   auto core = makeCore(c);
-  Status invalid = core->validate(makeRequest(iotaIds(41, 1), 1));
+  Status invalid = core->validate(makeRequest(rampPrompt(41, 1, 60), 1));
   EXPECT_EQ(invalid.code(), StatusCode::kOutOfRange);
   EXPECT_EQ(invalid.message(), "prompt has 41 tokens; max_seq_len is 40");
-  std::map<RequestId, Completion> got = runTogether(*core, {makeRequest(iotaIds(41, 1), 1)});
+  std::map<RequestId, Completion> got = runTogether(*core, {makeRequest(rampPrompt(41, 1, 60), 1)});
   EXPECT_TRUE(got[1].finished);
   EXPECT_EQ(got[1].reasons[0], FinishReason::kError);
   EXPECT_EQ(got[1].error.message(), "prompt has 41 tokens; max_seq_len is 40");
@@ -111,7 +104,7 @@ TEST(EngineCoreTest, EosStopsUnlessIgnoredAndMinTokensSuppressesIt) {
   fc.eosLogitBoost = 20.0f; // eos is always the argmax
   FakeRunner runner(fc);
   auto core = makeCore(engineConfig(&runner));
-  Request plain = makeRequest(iotaIds(6, 1), 1, 0.0f, 5);
+  Request plain = makeRequest(rampPrompt(6, 1, 60), 1, 0.0f, 5);
   Request ignore = plain;
   ignore.sampling.ignoreEos = true;
   Request minTokens = plain;
@@ -137,7 +130,7 @@ FakeRunnerConfig neverEos() {
 
 TEST(EngineCoreTest, StopTokenIdsStop) {
   FakeRunner runner(neverEos());
-  Request r = makeRequest(iotaIds(6, 1), 4, 0.0f, 10);
+  Request r = makeRequest(rampPrompt(6, 1, 60), 4, 0.0f, 10);
   Completion free = referenceCompletion(runner, r, {kEos}, 128);
   ASSERT_GE(free.ids[0].size(), 3u);
   const int32_t stopId = free.ids[0][2];
@@ -152,7 +145,7 @@ TEST(EngineCoreTest, StopTokenIdsStop) {
 
 TEST(EngineCoreTest, LogprobsMatchTheReference) {
   FakeRunner runner(fakeConfig());
-  Request r = makeRequest(iotaIds(10, 2), 9, 0.7f, 12);
+  Request r = makeRequest(rampPrompt(10, 2, 60), 9, 0.7f, 12);
   r.sampling.logprobs = 3;
   auto core = makeCore(engineConfig(&runner));
   std::map<RequestId, Completion> got = runTogether(*core, {r});
@@ -175,7 +168,7 @@ TEST(EngineCoreTest, LogprobsMatchTheReference) {
 TEST(EngineCoreTest, PrefixCacheComputesFewerTokensWithIdenticalOutput) {
   FakeRunner runner(fakeConfig());
   auto core = makeCore(engineConfig(&runner));
-  const Ids a = iotaIds(30, 1);
+  const Ids a = rampPrompt(30, 1, 60);
   Ids b(a.begin(), a.begin() + 24);
   for (int32_t t : {50, 51, 52, 53, 54, 55})
     b.push_back(t);
@@ -226,7 +219,7 @@ TEST(EngineCoreTest, ParallelSamplesSharePromptBlocks) {
   FakeRunnerConfig fc = fakeConfig();
   fc.eosLogitBoost = -100.0f;
   FakeRunner runner(fc);
-  const Ids prompt = iotaIds(30, 1);
+  const Ids prompt = rampPrompt(30, 1, 60);
   Request n4 = makeRequest(prompt, 77, 1.0f, 8);
   n4.sampling.n = 4;
   std::map<RequestId, Completion> shared, separate;
@@ -255,10 +248,10 @@ TEST(EngineCoreTest, AbortEndsTheRequestAndFreesItsBlocks) {
   fc.eosLogitBoost = -100.0f;
   FakeRunner runner(fc);
   auto core = makeCore(engineConfig(&runner));
-  Request r = makeRequest(iotaIds(10, 1), 1, 1.0f, 50);
+  Request r = makeRequest(rampPrompt(10, 1, 60), 1, 1.0f, 50);
   r.sampling.n = 2;
   core->addRequest(1, r);
-  core->addRequest(2, makeRequest(iotaIds(5, 1), 2, 1.0f, 3));
+  core->addRequest(2, makeRequest(rampPrompt(5, 1, 60), 2, 1.0f, 3));
   core->step();
   core->step();
   EXPECT_GT(core->kvCache().pool().numUsedBlocks(), 0);
@@ -286,7 +279,8 @@ TEST(EngineCoreTest, AFailedStepFailsItsRequestsAndTheEngineGoesOn) {
     return ++calls == 3 ? internalError("injected device fault") : okStatus();
   });
   auto core = makeCore(engineConfig(&runner));
-  Request a = makeRequest(iotaIds(8, 1), 1, 1.0f, 10), b = makeRequest(iotaIds(9, 2), 2, 1.0f, 10);
+  Request a = makeRequest(rampPrompt(8, 1, 60), 1, 1.0f, 10),
+          b = makeRequest(rampPrompt(9, 2, 60), 2, 1.0f, 10);
   core->addRequest(1, a);
   core->addRequest(2, b);
   for (int i = 0; i < 3; ++i)
@@ -301,7 +295,7 @@ TEST(EngineCoreTest, AFailedStepFailsItsRequestsAndTheEngineGoesOn) {
     EXPECT_EQ(got[id].ids[0].size(), 2u) << "tokens of earlier steps were delivered";
   }
   EXPECT_EQ(core->kvCache().pool().numFreeBlocks(), 256);
-  Request c = makeRequest(iotaIds(7, 3), 3, 1.0f, 10);
+  Request c = makeRequest(rampPrompt(7, 3, 60), 3, 1.0f, 10);
   std::map<RequestId, Completion> later = runTogether(*core, {c});
   expectMatchesReference(later[1], referenceCompletion(runner, c, {kEos}, 128), "after failure");
   EXPECT_EQ(core->metrics().snapshot().failedSteps, 1u);
@@ -351,8 +345,7 @@ private:
 
 class SimpleStopFactory : public StopStringFilterFactory {
 public:
-  Result<std::unique_ptr<StopStringFilter>>
-  create(const std::vector<std::string> &stops) override {
+  Result<std::unique_ptr<StopStringFilter>> create(const std::vector<std::string> &stops) override {
     return std::unique_ptr<StopStringFilter>(new SimpleStopMatcher(stops));
   }
 };
@@ -361,7 +354,7 @@ TEST(EngineCoreTest, TextHooksProduceDeltasAndStopStrings) {
   FakeRunner runner(neverEos());
   SpellingDetokenizer detok;
   SimpleStopFactory stops;
-  Request r = makeRequest(iotaIds(6, 1), 3, 0.0f, 8);
+  Request r = makeRequest(rampPrompt(6, 1, 60), 3, 0.0f, 8);
   Completion free = referenceCompletion(runner, r, {kEos}, 128);
   std::string expectedText;
   for (int32_t id : free.ids[0])

@@ -55,6 +55,14 @@ inline Request makeRequest(std::vector<int32_t> prompt, uint64_t seed, float tem
   return r;
 }
 
+// n ids counting up from `from`, wrapping every `period`: a prompt that varies but repeats.
+inline std::vector<int32_t> rampPrompt(int32_t n, int32_t from, int32_t period) {
+  std::vector<int32_t> ids(n);
+  for (int32_t i = 0; i < n; ++i)
+    ids[i] = from + i % period;
+  return ids;
+}
+
 inline std::vector<int32_t> randomPrompt(std::mt19937 &rng, int32_t minLen, int32_t maxLen) {
   std::vector<int32_t> ids(std::uniform_int_distribution<int32_t>(minLen, maxLen)(rng));
   for (int32_t &id : ids)
