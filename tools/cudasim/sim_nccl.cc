@@ -4,12 +4,10 @@
 // in CI, with the checks that catch a caller's mistakes:
 //
 // - Communicators: a clique per unique id (ncclGetUniqueId); ncclCommInitRankConfig joins the
-//   rank on the current context's device. A rank joined twice, two ranks on one GPU ("Duplicate
-//   GPU detected", as NCCL says) or a config without NCCL_CONFIG_INITIALIZER are refused.
-//   Blocking communicators wait for their partners (outside a group: at once; inside: at
-//   ncclGroupEnd), so a caller that inits ranks one by one from one thread hangs as it would on
-//   GPUs; a non-blocking one reports ncclInProgress from ncclCommGetAsyncError until every rank
-//   joined.
+//   rank on the current context's device and reports ncclInProgress from ncclCommGetAsyncError
+//   until every rank joined. A rank joined twice, two ranks on one GPU ("Duplicate GPU
+//   detected", as NCCL says), a config without NCCL_CONFIG_INITIALIZER, and blocking
+//   communicators (kiln creates non-blocking ones, so it can bound every wait) are refused.
 // - Collectives (ncclAllReduce with ncclSum, ncclAllGather; F32, F16, BF16): the stream must be a
 //   live stream of the communicator's device and not capturing; every buffer must lie in one live
 //   device allocation of that device (sim_hooks.h asks the simulated driver). The call is
@@ -17,9 +15,9 @@
 //   an fp32 sum in rank order, rounded once, what the cpu communicator computes; all-gather:
 //   rank r's input at offset r * count), so a rank's output is written only once every partner
 //   called. Until then ncclCommGetAsyncError reports ncclInProgress for the rank (the stream
-//   itself is always idle, streams being synchronous in the simulator), and a blocking
-//   communicator's call waits. Ranks calling collective k with different kinds, counts, types or
-//   operations get ncclInvalidUsage on every communicator (NCCL would hang or corrupt memory).
+//   itself is always idle, streams being synchronous in the simulator). Ranks calling collective k
+//   with different kinds, counts, types or operations get ncclInvalidUsage on every communicator
+//   (NCCL would hang or corrupt memory).
 // - Failure: ncclCommAbort frees the communicator and breaks its clique: collectives that still
 //   wait for the aborted rank, and later ones, never complete, as partners of a dead rank spin on
 //   a GPU until their own abort. ncclCommFinalize then ncclCommDestroy is the clean way out.
@@ -33,7 +31,6 @@
 #include <nccl.h>
 
 #include <climits>
-#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <dlfcn.h>
@@ -51,11 +48,9 @@ struct ncclComm {
   uint64_t clique = 0;
   int rank = 0;
   int device = 0;
-  bool blocking = true;
   bool finalized = false;
   uint64_t issued = 0; // collectives this rank has called
   ncclResult_t error = ncclSuccess;
-  std::string lastError;
 };
 
 namespace {
@@ -84,7 +79,6 @@ struct Clique {
 
 struct Sim {
   std::mutex mutex;
-  std::condition_variable changed;
   uint64_t nextId = 1;
   std::map<uint64_t, Clique> cliques;
   std::set<ncclComm *> live;
@@ -96,7 +90,6 @@ Sim &sim() {
 }
 
 thread_local int groupDepth = 0;
-thread_local std::vector<ncclComm *> groupBlockingInits;
 
 // The hooks of the simulated driver, which the process loaded before any NCCL call can come.
 template <typename Fn> Fn driverHook(const char *name) {
@@ -104,10 +97,8 @@ template <typename Fn> Fn driverHook(const char *name) {
   return driver ? reinterpret_cast<Fn>(dlsym(driver, name)) : nullptr;
 }
 
-ncclResult_t refuse(ncclComm *comm, ncclResult_t code, const std::string &what) {
+ncclResult_t refuse(ncclResult_t code, const std::string &what) {
   std::fprintf(stderr, "cudasim nccl: %s\n", what.c_str());
-  if (comm)
-    comm->lastError = what;
   return code;
 }
 
@@ -153,12 +144,10 @@ void perform(Clique &clique, uint64_t seq) {
       std::string what = "collective " + std::to_string(seq) + ": rank 0 called " +
                          describe(first) + " but rank " + std::to_string(r) + " called " +
                          describe(c);
-      refuse(nullptr, ncclInvalidUsage, what);
+      refuse(ncclInvalidUsage, what);
       for (ncclComm *member : clique.members)
-        if (member && member->error == ncclSuccess) {
+        if (member)
           member->error = ncclInvalidUsage;
-          member->lastError = what;
-        }
       ++clique.completed;
       return;
     }
@@ -198,18 +187,6 @@ bool isLive(ncclComm *comm) {
   return comm && sim().live.count(comm);
 }
 
-// Waits (releasing the lock) until `comm`'s state is no longer ncclInProgress.
-ncclResult_t waitFor(std::unique_lock<std::mutex> &lock, ncclComm *comm) {
-  ncclResult_t now = ncclInProgress;
-  sim().changed.wait(lock, [&] {
-    if (!isLive(comm))
-      return true;
-    now = state(*comm);
-    return now != ncclInProgress;
-  });
-  return isLive(comm) ? now : ncclInvalidUsage;
-}
-
 // ncclCommDestroy / ncclCommAbort: frees the communicator; an abort breaks its clique.
 ncclResult_t forget(ncclComm *comm, bool aborted, const char *api) {
   Sim &s = sim();
@@ -217,7 +194,7 @@ ncclResult_t forget(ncclComm *comm, bool aborted, const char *api) {
   if (!comm)
     return ncclSuccess;
   if (!isLive(comm))
-    return refuse(nullptr, ncclInvalidArgument, std::string(api) + ": not a live communicator");
+    return refuse(ncclInvalidArgument, std::string(api) + ": not a live communicator");
   Clique &clique = s.cliques.at(comm->clique);
   clique.members[comm->rank] = nullptr;
   clique.broken = clique.broken || aborted;
@@ -228,7 +205,6 @@ ncclResult_t forget(ncclComm *comm, bool aborted, const char *api) {
   if (!anyLeft)
     s.cliques.erase(comm->clique);
   delete comm;
-  s.changed.notify_all();
   return ncclSuccess;
 }
 
@@ -242,50 +218,50 @@ ncclResult_t checkOperands(ncclComm *comm, const char *api, cudaStream_t stream,
   const std::string where = std::string(api) + " on rank " + std::to_string(comm->rank) +
                             " (device " + std::to_string(comm->device) + "): ";
   if (!streamDevice || !rangeDevice)
-    return refuse(comm, ncclSystemError, where + "the simulated libcuda.so.1 is not loaded");
+    return refuse(ncclSystemError, where + "the simulated libcuda.so.1 is not loaded");
   char why[256] = "";
   int capturing = 0;
   int device = streamDevice(reinterpret_cast<CUstream>(stream), &capturing, why, sizeof why);
   if (device != comm->device)
     return refuse(
-        comm, ncclInvalidArgument,
+        ncclInvalidArgument,
         where + "the stream " +
             (device < 0 ? std::string(why) : "belongs to device " + std::to_string(device)));
   if (capturing)
-    return refuse(comm, ncclInvalidUsage, where + "the stream is being captured (not simulated)");
+    return refuse(ncclInvalidUsage, where + "the stream is being captured (not simulated)");
   using Operand = std::tuple<const char *, const void *, size_t>;
   for (auto [role, p, bytes] :
        {Operand{"send", send, sendBytes}, Operand{"recv", recv, recvBytes}}) {
     device = rangeDevice(p, bytes, why, sizeof why);
     if (device != comm->device)
-      return refuse(comm, ncclInvalidArgument,
+      return refuse(ncclInvalidArgument,
                     where + role + " buffer " +
                         (device < 0 ? std::string(why) : "is on device " + std::to_string(device)));
   }
   return ncclSuccess;
 }
 
-ncclResult_t collective(Call call, ncclComm *comm, cudaStream_t stream, size_t recvCount,
-                        const char *api) {
+ncclResult_t collective(Call call, ncclComm *comm, cudaStream_t stream, const char *api) {
   Sim &s = sim();
-  std::unique_lock<std::mutex> lock(s.mutex);
+  std::lock_guard<std::mutex> lock(s.mutex);
   if (!isLive(comm))
-    return refuse(nullptr, ncclInvalidArgument, std::string(api) + ": not a live communicator");
+    return refuse(ncclInvalidArgument, std::string(api) + ": not a live communicator");
   if (comm->error != ncclSuccess)
     return comm->error;
   if (comm->finalized)
-    return refuse(comm, ncclInvalidUsage, std::string(api) + ": the communicator is finalized");
+    return refuse(ncclInvalidUsage, std::string(api) + ": the communicator is finalized");
   if (call.type != ncclFloat32 && call.type != ncclFloat16 && call.type != ncclBfloat16)
-    return refuse(comm, ncclInvalidArgument,
+    return refuse(ncclInvalidArgument,
                   std::string(api) + ": type " + std::to_string(call.type) + " is not simulated");
   if (call.op != ncclSum)
-    return refuse(comm, ncclInvalidArgument,
+    return refuse(ncclInvalidArgument,
                   std::string(api) + ": op " + std::to_string(call.op) + " is not simulated");
-  const size_t bytes = elementBytes(call.type);
-  if (ncclResult_t rc = checkOperands(comm, api, stream, call.send, call.count * bytes, call.recv,
-                                      recvCount * bytes))
-    return rc;
   Clique &clique = s.cliques.at(comm->clique);
+  const size_t sendBytes = call.count * elementBytes(call.type);
+  const size_t recvBytes = call.kind == Kind::kAllGather ? sendBytes * clique.nranks : sendBytes;
+  if (ncclResult_t rc =
+          checkOperands(comm, api, stream, call.send, sendBytes, call.recv, recvBytes))
+    return rc;
   const uint64_t seq = comm->issued++;
   std::vector<std::optional<Call>> &calls = clique.open[seq];
   calls.resize(clique.nranks);
@@ -294,12 +270,8 @@ ncclResult_t collective(Call call, ncclComm *comm, cudaStream_t stream, size_t r
   for (const std::optional<Call> &c : calls)
     everyone = everyone && c.has_value();
   // Every rank that called k called k - 1 first, so k - 1 is done unless the clique broke.
-  if (everyone && !clique.broken) {
+  if (everyone && !clique.broken)
     perform(clique, seq);
-    s.changed.notify_all();
-  }
-  if (comm->blocking && groupDepth == 0)
-    return waitFor(lock, comm);
   return ncclSuccess;
 }
 
@@ -335,13 +307,6 @@ KILN_NCCL_EXPORT const char *ncclGetErrorString(ncclResult_t result) {
   }
 }
 
-KILN_NCCL_EXPORT const char *ncclGetLastError(ncclComm_t comm) {
-  thread_local std::string last;
-  std::lock_guard<std::mutex> lock(sim().mutex);
-  last = isLive(comm) ? comm->lastError : "";
-  return last.c_str();
-}
-
 KILN_NCCL_EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
   if (!id)
     return ncclInvalidArgument;
@@ -360,57 +325,50 @@ KILN_NCCL_EXPORT ncclResult_t ncclCommInitRankConfig(ncclComm_t *newcomm, int nr
   static auto currentDevice = driverHook<CurrentDevice>(kKilnCudasimCurrentDevice);
   const std::string api = "ncclCommInitRankConfig(rank " + std::to_string(rank) + ")";
   if (!newcomm || nranks < 1 || rank < 0 || rank >= nranks)
-    return refuse(nullptr, ncclInvalidArgument, api + ": null comm or rank outside [0, nranks)");
+    return refuse(ncclInvalidArgument, api + ": null comm or rank outside [0, nranks)");
   *newcomm = nullptr;
   uint64_t key = 0;
   std::memcpy(&key, id.internal + sizeof kIdMagic, sizeof key);
   if (std::memcmp(id.internal, kIdMagic, sizeof kIdMagic) != 0 || key == 0)
-    return refuse(nullptr, ncclInvalidArgument, api + ": the id is not from ncclGetUniqueId");
-  if (config && (config->size != sizeof(ncclConfig_t) || config->magic != 0xcafebeef))
-    return refuse(nullptr, ncclInvalidArgument,
-                  api + ": the config was not set from NCCL_CONFIG_INITIALIZER");
+    return refuse(ncclInvalidArgument, api + ": the id is not from ncclGetUniqueId");
+  if (!config || config->size != sizeof(ncclConfig_t) || config->magic != 0xcafebeef)
+    return refuse(ncclInvalidArgument, api + ": no config set from NCCL_CONFIG_INITIALIZER");
+  if (config->blocking != 0) // NCCL_CONFIG_UNDEF_INT means blocking
+    return refuse(ncclInvalidArgument,
+                  api + ": a blocking communicator (not simulated; set config.blocking = 0)");
   char why[256] = "";
   int device = currentDevice ? currentDevice(why, sizeof why) : -1;
   if (device < 0)
-    return refuse(nullptr, ncclInvalidUsage,
+    return refuse(ncclInvalidUsage,
                   api + ": " + (currentDevice ? why : "the simulated libcuda.so.1 is not loaded"));
   Sim &s = sim();
-  std::unique_lock<std::mutex> lock(s.mutex);
+  std::lock_guard<std::mutex> lock(s.mutex);
   if (key >= s.nextId)
-    return refuse(nullptr, ncclInvalidArgument, api + ": the id is not from ncclGetUniqueId");
+    return refuse(ncclInvalidArgument, api + ": the id is not from ncclGetUniqueId");
   Clique &clique = s.cliques[key];
   if (clique.nranks == 0) {
     clique.nranks = nranks;
     clique.members.assign(nranks, nullptr);
   }
   if (clique.nranks != nranks)
-    return refuse(nullptr, ncclInvalidArgument,
-                  api + ": nranks " + std::to_string(nranks) + " but the clique has " +
-                      std::to_string(clique.nranks));
+    return refuse(ncclInvalidArgument, api + ": nranks " + std::to_string(nranks) +
+                                           " but the clique has " + std::to_string(clique.nranks));
   if (clique.members[rank])
-    return refuse(nullptr, ncclInvalidUsage, api + ": the rank joined already");
+    return refuse(ncclInvalidUsage, api + ": the rank joined already");
   for (int r = 0; r < nranks; ++r)
     if (clique.members[r] && clique.members[r]->device == device)
-      return refuse(nullptr, ncclInvalidUsage,
-                    api + ": Duplicate GPU detected : rank " + std::to_string(r) + " and rank " +
-                        std::to_string(rank) + " both on CUDA device " + std::to_string(device));
+      return refuse(ncclInvalidUsage, api + ": Duplicate GPU detected : rank " + std::to_string(r) +
+                                          " and rank " + std::to_string(rank) +
+                                          " both on CUDA device " + std::to_string(device));
   auto *comm = new ncclComm();
   comm->clique = key;
   comm->rank = rank;
   comm->device = device;
-  comm->blocking = !config || config->blocking != 0; // NCCL_CONFIG_UNDEF_INT: blocking
   clique.members[rank] = comm;
   ++clique.joined;
   s.live.insert(comm);
   *newcomm = comm;
-  s.changed.notify_all();
-  if (!comm->blocking)
-    return groupDepth > 0 || state(*comm) == ncclSuccess ? ncclSuccess : ncclInProgress;
-  if (groupDepth > 0) {
-    groupBlockingInits.push_back(comm);
-    return ncclSuccess;
-  }
-  return waitFor(lock, comm);
+  return groupDepth > 0 || state(*comm) == ncclSuccess ? ncclSuccess : ncclInProgress;
 }
 
 KILN_NCCL_EXPORT ncclResult_t ncclGroupStart() {
@@ -420,34 +378,25 @@ KILN_NCCL_EXPORT ncclResult_t ncclGroupStart() {
 
 KILN_NCCL_EXPORT ncclResult_t ncclGroupEnd() {
   if (groupDepth == 0)
-    return refuse(nullptr, ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
-  if (--groupDepth > 0)
-    return ncclSuccess;
-  std::vector<ncclComm *> blocking = std::move(groupBlockingInits);
-  groupBlockingInits.clear();
-  std::unique_lock<std::mutex> lock(sim().mutex);
-  for (ncclComm *comm : blocking)
-    if (ncclResult_t rc = waitFor(lock, comm); rc != ncclSuccess)
-      return rc;
+    return refuse(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+  --groupDepth;
   return ncclSuccess;
 }
 
 KILN_NCCL_EXPORT ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError) {
   std::lock_guard<std::mutex> lock(sim().mutex);
   if (!isLive(comm) || !asyncError)
-    return refuse(nullptr, ncclInvalidArgument,
+    return refuse(ncclInvalidArgument,
                   "ncclCommGetAsyncError: not a live communicator, or a null result pointer");
   *asyncError = state(*comm);
   return ncclSuccess;
 }
 
 KILN_NCCL_EXPORT ncclResult_t ncclCommFinalize(ncclComm_t comm) {
-  std::unique_lock<std::mutex> lock(sim().mutex);
+  std::lock_guard<std::mutex> lock(sim().mutex);
   if (!isLive(comm))
-    return refuse(nullptr, ncclInvalidArgument, "ncclCommFinalize: not a live communicator");
+    return refuse(ncclInvalidArgument, "ncclCommFinalize: not a live communicator");
   comm->finalized = true;
-  if (comm->blocking && groupDepth == 0)
-    return waitFor(lock, comm);
   return ncclSuccess;
 }
 
@@ -463,19 +412,12 @@ KILN_NCCL_EXPORT ncclResult_t ncclAllReduce(const void *sendbuff, void *recvbuff
                                             ncclDataType_t datatype, ncclRedOp_t op,
                                             ncclComm_t comm, cudaStream_t stream) {
   return collective(Call{Kind::kAllReduce, sendbuff, recvbuff, count, datatype, op}, comm, stream,
-                    count, "ncclAllReduce");
+                    "ncclAllReduce");
 }
 
 KILN_NCCL_EXPORT ncclResult_t ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount,
                                             ncclDataType_t datatype, ncclComm_t comm,
                                             cudaStream_t stream) {
-  Sim &s = sim();
-  size_t ranks = 0;
-  {
-    std::lock_guard<std::mutex> lock(s.mutex);
-    if (isLive(comm))
-      ranks = static_cast<size_t>(s.cliques.at(comm->clique).nranks);
-  }
   return collective(Call{Kind::kAllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum}, comm,
-                    stream, sendcount * ranks, "ncclAllGather");
+                    stream, "ncclAllGather");
 }

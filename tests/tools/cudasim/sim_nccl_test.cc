@@ -1,6 +1,6 @@
 // The simulated NCCL (libnccl.so.2 from tools/cudasim/sim_nccl.cc) over the simulated driver,
-// called directly from one thread with non-blocking communicators: what it refuses (two ranks
-// on one GPU, buffers or streams of another device, host memory, ranks disagreeing on a
+// called directly from one thread with non-blocking communicators: what it refuses (blocking
+// communicators, two ranks on one GPU, buffers or streams of another device, host memory, ranks disagreeing on a
 // collective) and when it writes (only once every rank called; never after a rank aborted).
 #include "tests/tools/cudasim/sim_driver_fixture.h"
 
@@ -131,6 +131,16 @@ protected:
 TEST_F(SimNcclTest, TwoRanksOnOneGpuAreRefused) {
   EXPECT_EQ(initPair(0, 0), ncclInvalidUsage);
   EXPECT_EQ(comm_[1], nullptr);
+}
+
+TEST_F(SimNcclTest, BlockingCommunicatorsAreRefused) {
+  ncclUniqueId id;
+  ASSERT_EQ(n_->getUniqueId(&id), ncclSuccess);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER; // blocking unless set otherwise
+  d_->ctxSetCurrent(ctx_[0]);
+  EXPECT_EQ(n_->initRankConfig(&comm_[0], 2, id, 0, &config), ncclInvalidArgument);
+  EXPECT_EQ(n_->initRankConfig(&comm_[0], 2, id, 0, nullptr), ncclInvalidArgument);
+  EXPECT_EQ(comm_[0], nullptr);
 }
 
 TEST_F(SimNcclTest, OutputsAreWrittenOnlyOnceEveryRankCalled) {
