@@ -1,7 +1,8 @@
 // The simulated NCCL (libnccl.so.2 from tools/cudasim/sim_nccl.cc) over the simulated driver,
 // called directly from one thread with non-blocking communicators: what it refuses (blocking
-// communicators, two ranks on one GPU, buffers or streams of another device, host memory, ranks disagreeing on a
-// collective) and when it writes (only once every rank called; never after a rank aborted).
+// communicators, two ranks on one GPU, buffers or streams of another device, host memory, ranks
+// disagreeing on a collective) and when it writes (only once every rank called; never after a
+// rank aborted).
 #include "tests/tools/cudasim/sim_driver_fixture.h"
 
 #include <gtest/gtest.h>
