@@ -1,0 +1,201 @@
+"""Tiny random Mistral / Qwen2 / Qwen3 / Phi-3 fixtures (HF model dirs) for kiln's import and
+end-to-end tests.
+
+Used by make_family_goldens.py; not meant to be run on its own. Shares the Llama fixtures'
+tokenizer, weight distribution and generation_config (llama_fixtures.py, imported, not copied).
+config.json is written by hand with the key set a published checkpoint of each family has (the
+transformers 4.x keys `rope_theta`, `rope_scaling`, `torch_dtype`), then the model is built from
+that very file, so the weights and the file can never disagree. Everything is seeded.
+"""
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+
+import torch
+from tokenizers import Tokenizer
+from transformers import AutoConfig, AutoModelForCausalLM
+
+import llama_fixtures as fx
+
+kArchitectures = {"mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
+                  "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+
+# Absent from the file (not null): the real checkpoint of the family has no such key.
+kAbsent = object()
+
+
+@dataclass
+class FamilySpec:
+    name: str
+    family: str  # key of kArchitectures
+    seed: int
+    storage_dtype: torch.dtype
+    num_layers: int = 2
+    heads: int = 4
+    kv_heads: int = 2
+    head_dim: int | None = None  # None: no head_dim key (derive hidden / heads)
+    tied: bool = False
+    rope_theta: float = 10000.0
+    rope_scaling: object = kAbsent  # dict, None (written as null) or kAbsent (key left out)
+    max_position: int = 256
+    # family-specific keys, merged last (sliding_window, use_sliding_window, ...)
+    extra: dict = field(default_factory=dict)
+    # rope depends on the sequence length at run time: the golden rows come from prefill + one
+    # forward per greedy token with the KV cache, not from one forward over the whole sequence
+    incremental: bool = False
+    notes: str = ""
+    exercises: str = ""
+
+
+def _longropeFactors(seed: int, count: int) -> tuple[list[float], list[float]]:
+    gen = torch.Generator().manual_seed(seed)
+    # float32 round trip so the file holds exactly what transformers' float32 tensor holds
+    short = (1.0 + 0.5 * torch.rand(count, generator=gen)).tolist()
+    long = (1.0 + 7.0 * torch.rand(count, generator=gen)).tolist()
+    return [round(x, 6) for x in short], [round(x, 6) for x in long]
+
+
+kLongShort, kLongLong = _longropeFactors(4242, 6)  # rotary dim 12 (head_dim 16 x 0.75) / 2
+
+kFixtures = [
+    FamilySpec(
+        name="tiny-mistral", family="mistral", seed=2001, storage_dtype=torch.float32,
+        head_dim=32, rope_theta=1000000.0, extra={"sliding_window": 6},
+        notes="F32, untied, GQA 4q/2kv, explicit head_dim 32 (heads*head_dim 128 != hidden 64), "
+              "sliding_window 6",
+        exercises="Mistral import; sliding-window attention narrower than the 20-token prompt "
+                  "(prefill and decode both windowed); explicit head_dim"),
+    FamilySpec(
+        name="tiny-mistral-window20", family="mistral", seed=2103,
+        storage_dtype=torch.bfloat16, num_layers=3, extra={"sliding_window": 20},
+        notes="BF16, untied, GQA 4q/2kv, head_dim derived (16), 3 layers, sliding_window 20",
+        exercises="a window longer than kiln's 16-token KV block and shorter than prompt + greedy "
+                  "of the long case (36): eviction across a block boundary during decode"),
+    FamilySpec(
+        name="tiny-qwen2", family="qwen2", seed=2003, storage_dtype=torch.bfloat16, tied=True,
+        rope_theta=1000000.0,
+        rope_scaling={"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 64},
+        extra={"sliding_window": 8, "use_sliding_window": False, "max_window_layers": 1},
+        notes="BF16, tied, GQA 4q/2kv, q/k/v biases N(0, 0.15), yarn (legacy `type` key, factor "
+              "4, original 64), sliding_window 8 with use_sliding_window false",
+        exercises="Qwen2 q/k/v biases (o_proj none); tied embeddings; yarn rope incl. its "
+                  "attention factor 0.1 ln 4 + 1; the legacy `type` key; sliding_window present "
+                  "but disabled by use_sliding_window false (an importer that applies it fails)"),
+    FamilySpec(
+        name="tiny-qwen2-untied", family="qwen2", seed=2204, storage_dtype=torch.float32,
+        kv_heads=1, rope_scaling={"rope_type": "linear", "factor": 2.0},
+        extra={"sliding_window": 256, "use_sliding_window": False, "max_window_layers": 2},
+        notes="F32, untied, MQA 4q/1kv, q/k/v biases, linear rope factor 2",
+        exercises="Qwen2 with MQA biases (k/v bias of one head); linear rope scaling"),
+    FamilySpec(
+        name="tiny-qwen2-dynamic", family="qwen2", seed=2305, storage_dtype=torch.float32,
+        tied=True, max_position=12, rope_scaling={"rope_type": "dynamic", "factor": 2.0},
+        extra={"sliding_window": 12, "use_sliding_window": False, "max_window_layers": 2},
+        incremental=True,
+        notes="F32, tied, GQA 4q/2kv, q/k/v biases, dynamic NTK rope factor 2, "
+              "max_position_embeddings 12",
+        exercises="dynamic NTK rope whose base grows with the sequence length at run time; the "
+                  "7-token case crosses 12 while decoding, the 20-token case starts above it"),
+    FamilySpec(
+        name="tiny-qwen3", family="qwen3", seed=2006, storage_dtype=torch.float16, head_dim=32,
+        rope_theta=1000000.0, rope_scaling=None,
+        extra={"attention_bias": False, "sliding_window": None, "use_sliding_window": False,
+               "max_window_layers": 2},
+        notes="F16, untied, GQA 4q/2kv, explicit head_dim 32, q_norm/k_norm 1 + N(0, 0.1), "
+              "attention_bias false",
+        exercises="Qwen3 per-head RMSNorm of q and k (before rope), no biases, head_dim != "
+                  "hidden / heads"),
+    FamilySpec(
+        name="tiny-qwen3-tied", family="qwen3", seed=2007, storage_dtype=torch.float32,
+        num_layers=3, kv_heads=1, head_dim=16, tied=True, rope_theta=1000000.0,
+        rope_scaling=None,
+        extra={"attention_bias": False, "sliding_window": None, "use_sliding_window": False,
+               "max_window_layers": 3},
+        notes="F32, tied, MQA 4q/1kv, head_dim 16, 3 layers, q_norm/k_norm",
+        exercises="Qwen3 with tied embeddings and MQA (one k_norm shared by all query heads)"),
+    FamilySpec(
+        name="tiny-phi3", family="phi3", seed=2008, storage_dtype=torch.float32, kv_heads=4,
+        rope_scaling=None,
+        extra={"sliding_window": 10, "original_max_position_embeddings": 256},
+        notes="F32, untied, MHA 4q/4kv, fused qkv_proj and gate_up_proj, sliding_window 10, "
+              "rope_scaling null, Phi-3-mini-4k key set (no head_dim)",
+        exercises="Phi-3 fused projections (split q|k|v rows and gate|up rows); sliding window "
+                  "10 narrower than the 20-token prompt"),
+    FamilySpec(
+        name="tiny-phi3-longrope", family="phi3", seed=2409, storage_dtype=torch.float32,
+        tied=True, max_position=64,
+        rope_scaling={"long_factor": kLongLong, "short_factor": kLongShort, "type": "longrope"},
+        extra={"sliding_window": 64, "original_max_position_embeddings": 16,
+               "partial_rotary_factor": 0.75},
+        incremental=True,
+        notes="F32, tied, GQA 4q/2kv, longrope (6 short factors in [1, 1.5], 6 long in [1, 8]), "
+              "original_max_position_embeddings 16, max_position_embeddings 64, "
+              "partial_rotary_factor 0.75 (rotary dim 12 of head_dim 16)",
+        exercises="longrope: short factors while the sequence is <= 16 tokens, long ones after, "
+                  "attention factor sqrt(1 + ln 4 / ln 16) on cos/sin; partial rotary (first 12 "
+                  "of 16 dims rotated, Phi-4-mini style); Phi-3 GQA fused qkv"),
+]
+
+
+def configDict(spec: FamilySpec, transformersVersion: str) -> dict:
+    """The config.json of a published checkpoint of the family, shrunk to fixture size."""
+    cfg = {
+        "architectures": [kArchitectures[spec.family]],
+        "attention_dropout": 0.0,
+        "bos_token_id": fx.kBos,
+        "eos_token_id": fx.kEos,
+        "hidden_act": "silu",
+        "hidden_size": 64,
+        "initializer_range": 0.02,
+        "intermediate_size": 128,
+        "max_position_embeddings": spec.max_position,
+        "model_type": spec.family,
+        "num_attention_heads": spec.heads,
+        "num_hidden_layers": spec.num_layers,
+        "num_key_value_heads": spec.kv_heads,
+        "rms_norm_eps": 1e-6 if spec.family.startswith("qwen") else 1e-5,
+        "rope_theta": spec.rope_theta,
+        "tie_word_embeddings": spec.tied,
+        "torch_dtype": fx.kDtypeNames[spec.storage_dtype],
+        "transformers_version": transformersVersion,
+        "use_cache": True,
+        "vocab_size": fx.kVocab,
+    }
+    if spec.family == "phi3":
+        # Phi-3-mini-4k-instruct's keys (its auto_map / _name_or_path left out: no remote code)
+        cfg.update({"attention_bias": False, "embd_pdrop": 0.0, "resid_pdrop": 0.0,
+                    "pad_token_id": fx.kEos})
+    if spec.head_dim is not None:
+        cfg["head_dim"] = spec.head_dim
+    if spec.rope_scaling is not kAbsent:
+        cfg["rope_scaling"] = spec.rope_scaling
+    cfg.update(spec.extra)
+    return dict(sorted(cfg.items()))
+
+
+def writeConfigJson(path: str, cfg: dict) -> None:
+    with open(path, "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+
+
+def writeFixture(spec: FamilySpec, modelDir: str, tok: Tokenizer,
+                 transformersVersion: str) -> dict:
+    if os.path.isdir(modelDir):
+        shutil.rmtree(modelDir)
+    os.makedirs(modelDir)
+    cfg = configDict(spec, transformersVersion)
+    configPath = os.path.join(modelDir, "config.json")
+    writeConfigJson(configPath, cfg)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(modelDir),
+                                             dtype=torch.float32).eval()
+    fx.initWeights(model, spec.seed)
+    model = model.to(spec.storage_dtype)
+    model.save_pretrained(modelDir, safe_serialization=True)
+    writeConfigJson(configPath, cfg)  # save_pretrained wrote the transformers 5 form over it
+    fx.writeGenerationConfig(os.path.join(modelDir, "generation_config.json"),
+                             transformersVersion)
+    fx.writeTokenizer(modelDir, tok)
+    return cfg

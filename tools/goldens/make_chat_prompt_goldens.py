@@ -1,0 +1,258 @@
+#!/usr/bin/env python3
+"""Writes tests/data/golden/chat_prompt_ids.json: chat prompt ids of real tokenizers, for serving.
+
+Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_chat_prompt_goldens.py
+
+For the Qwen2.5, Mistral-7B-Instruct-v0.3 and Phi-3-mini tokenizers in $KILN_ASSETS_DIR/tokenizers
+(read in place, never copied), three conversations each: the text and the ids of
+AutoTokenizer.from_pretrained(dir).apply_chat_template(messages, add_generation_prompt=True),
+plus the tokenizer's size and bos/eos ids. Where the installed transformers tokenizes the rendered
+text differently from tokenizer.json run by the tokenizers library, both id lists are stored.
+Each tokenizer also gets a tiny random model description (hidden 16, 1 layer, the family's
+architecture, the published vocab size): real vocabularies make its weights megabytes, so none is
+committed; a test generates the weights. The script builds each one in a temporary directory
+(--write-models DIR keeps them) and runs every prompt through it, so the description is loadable.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+
+import jinja2
+import tokenizers
+import torch
+import transformers
+from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import llama_fixtures as fx  # noqa: E402
+import make_llama_goldens as mlg  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+transformers.logging.disable_progress_bar()
+
+kConversations = {
+    "single_user": [
+        {"role": "user", "content": "What is the capital of France?"},
+    ],
+    "system_user": [
+        {"role": "system", "content": "You are a concise assistant. Answer in one sentence."},
+        {"role": "user", "content": "Explain what a KV cache is."},
+    ],
+    "multi_turn": [
+        {"role": "user", "content": "Hi! Can you count to three?"},
+        {"role": "assistant", "content": "Sure: one, two, three."},
+        {"role": "user", "content": "Now backwards, please. Café costs 3,50 €."},
+    ],
+}
+
+kTinyDims = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
+             "num_attention_heads": 2, "num_key_value_heads": 1}
+
+# Per tokenizer: the family, the vocab size of the published checkpoints (the embedding is padded
+# beyond len(tokenizer)), and the config / generation_config a tiny model of it should have.
+kTokenizers = {
+    "qwen2.5": {
+        "dir": "tokenizers/qwen2.5",
+        "architecture": "Qwen2ForCausalLM",
+        "vocab_size": 151936,
+        "vocab_note": "len(tokenizer) 151665 padded to 151936 (a multiple of 128), the vocab_size "
+                      "of the published Qwen2.5-0.5B/1.5B/3B(-Instruct) checkpoints (7B+: 152064)",
+        "config": {
+            "architectures": ["Qwen2ForCausalLM"], "attention_dropout": 0.0,
+            "bos_token_id": 151643, "eos_token_id": 151645, "hidden_act": "silu",
+            "initializer_range": 0.02, "max_position_embeddings": 32768, "max_window_layers": 1,
+            "model_type": "qwen2", "rms_norm_eps": 1e-06, "rope_theta": 1000000.0,
+            "sliding_window": 32768, "tie_word_embeddings": True, "torch_dtype": "float32",
+            "use_cache": True, "use_sliding_window": False},
+        "generation_config": {"bos_token_id": 151643, "eos_token_id": [151645, 151643],
+                              "pad_token_id": 151643},
+        "source": "Qwen2.5-0.5B-Instruct's config.json key set (tied, like the published "
+                  "0.5B-3B models) and generation_config eos ids",
+    },
+    "mistral-7b-instruct-v0.3": {
+        "dir": "tokenizers/mistral-7b-instruct-v0.3",
+        "architecture": "MistralForCausalLM",
+        "vocab_size": 32768,
+        "vocab_note": "len(tokenizer) 32768 = the published vocab_size, no padding",
+        "config_from_asset": "tokenizers/mistral-7b-instruct-v0.3/config.json",
+        "generation_config_from_asset":
+            "tokenizers/mistral-7b-instruct-v0.3/generation_config.json",
+        "source": "the real Mistral-7B-Instruct-v0.3 config.json / generation_config.json in the "
+                  "shared assets, dimensions replaced",
+    },
+    "phi3-mini": {
+        "dir": "tokenizers/phi3-mini",
+        "architecture": "Phi3ForCausalLM",
+        "vocab_size": 32064,
+        "vocab_note": "len(tokenizer) 32011 padded to 32064 (a multiple of 64), the published "
+                      "Phi-3-mini vocab_size",
+        "config": {
+            "architectures": ["Phi3ForCausalLM"], "attention_bias": False,
+            "attention_dropout": 0.0, "bos_token_id": 1, "embd_pdrop": 0.0,
+            "eos_token_id": 32000, "hidden_act": "silu", "initializer_range": 0.02,
+            "max_position_embeddings": 4096, "model_type": "phi3",
+            "original_max_position_embeddings": 4096, "pad_token_id": 32000,
+            "resid_pdrop": 0.0, "rms_norm_eps": 1e-05, "rope_scaling": None,
+            "rope_theta": 10000.0, "sliding_window": 2047, "tie_word_embeddings": False,
+            "torch_dtype": "float32", "use_cache": True},
+        "generation_config": {"bos_token_id": 1, "eos_token_id": [32000, 32001, 32007],
+                              "pad_token_id": 32000},
+        "source": "Phi-3-mini-4k-instruct's config.json key set (auto_map left out) and "
+                  "generation_config eos ids (<|endoftext|>, <|assistant|>, <|end|>)",
+    },
+}
+
+
+def versions() -> dict:
+    out = mlg.versions()
+    out["jinja2"] = jinja2.__version__
+    return out
+
+
+def tinyConfig(info: dict, assets: str) -> tuple[dict, dict]:
+    if "config_from_asset" in info:
+        with open(os.path.join(assets, info["config_from_asset"])) as f:
+            cfg = json.load(f)
+        with open(os.path.join(assets, info["generation_config_from_asset"])) as f:
+            gen = json.load(f)
+        cfg.pop("transformers_version", None)
+        gen.pop("transformers_version", None)
+        gen.pop("_from_model_config", None)
+        cfg["torch_dtype"] = "float32"
+    else:
+        cfg, gen = dict(info["config"]), dict(info["generation_config"])
+    cfg.update(kTinyDims)
+    cfg["vocab_size"] = info["vocab_size"]
+    cfg = dict(sorted(cfg.items()))
+    assert cfg["architectures"] == [info["architecture"]], cfg["architectures"]
+    return cfg, gen
+
+
+def ids(result) -> list[int]:
+    # transformers 5 returns a BatchEncoding from apply_chat_template(tokenize=True); 4.x a list
+    return list(result["input_ids"] if hasattr(result, "keys") else result)
+
+
+def renderCases(name: str, tok, raw: tokenizers.Tokenizer) -> tuple[list[dict], bool]:
+    cases, anyDiff = [], False
+    for conv, messages in kConversations.items():
+        try:
+            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            got = ids(tok.apply_chat_template(messages, add_generation_prompt=True,
+                                              tokenize=True))
+        except Exception as e:  # jinja raise_exception in the template: recorded, not fatal
+            print(f"  {conv}: template raised {type(e).__name__}: {e}; skipped")
+            cases.append({"conversation": conv, "skipped": f"{type(e).__name__}: {e}"})
+            continue
+        case = {"conversation": conv, "text": text, "ids": got}
+        plain = raw.encode(text, add_special_tokens=False).ids
+        if plain != got:
+            anyDiff = True
+            case["tokenizer_json_ids"] = plain
+            first = next(i for i, (a, b) in enumerate(zip(plain + [-1], got + [-1])) if a != b)
+            print(f"  {conv}: AutoTokenizer and tokenizer.json differ from id {first}: "
+                  f"{tok.convert_ids_to_tokens(got[first:first + 3])} vs "
+                  f"{[raw.id_to_token(i) for i in plain[first:first + 3]]}")
+        print(f"  {conv}: {len(got)} ids, text {text!r}")
+        cases.append(case)
+    return cases, anyDiff
+
+
+def checkTinyModel(name: str, cfg: dict, gen: dict, cases: list[dict], modelDir: str) -> dict:
+    """Builds the tiny model from the description, runs every prompt through it and returns the
+    tensor shapes its checkpoint holds."""
+    os.makedirs(modelDir, exist_ok=True)
+    with open(os.path.join(modelDir, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+    with open(os.path.join(modelDir, "generation_config.json"), "w") as f:
+        json.dump(gen, f, indent=2)
+    model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(modelDir),
+                                             dtype=torch.float32).eval()
+    fx.initWeights(model, seed=3000)
+    assert type(model).__name__ == cfg["architectures"][0], type(model).__name__
+    model.save_pretrained(modelDir, safe_serialization=True)
+    shapes = {k: list(v.shape) for k, v in sorted(model.state_dict().items())}
+    if cfg.get("tie_word_embeddings"):
+        shapes.pop("lm_head.weight", None)  # tied: the checkpoint stores only the embedding
+    loaded = AutoModelForCausalLM.from_pretrained(modelDir, dtype=torch.float32).eval()
+    for case in cases:
+        if "ids" not in case:
+            continue
+        with torch.no_grad():
+            logits = loaded(torch.tensor([case["ids"]])).logits
+        assert logits.shape == (1, len(case["ids"]), cfg["vocab_size"]), logits.shape
+        assert bool(torch.isfinite(logits).all())
+    size = sum(os.path.getsize(os.path.join(modelDir, f)) for f in os.listdir(modelDir))
+    print(f"  tiny {cfg['architectures'][0]}: vocab {cfg['vocab_size']}, {size} bytes on disk, "
+          f"ran {sum('ids' in c for c in cases)} prompts")
+    return {"tensors": shapes, "f32_checkpoint_bytes": size}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", default=os.getcwd(), help="kiln repo root (default: cwd)")
+    parser.add_argument("--assets", default=os.environ.get("KILN_ASSETS_DIR",
+                                                           "/work/shared/assets"))
+    parser.add_argument("--write-models", metavar="DIR",
+                        help="keep the tiny models under DIR/<tokenizer> (never in the repo)")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    scratch = tempfile.mkdtemp(prefix="kiln-chat-tiny-")
+    out = {
+        "generator": "tools/goldens/make_chat_prompt_goldens.py",
+        "versions": versions(),
+        "call": "AutoTokenizer.from_pretrained(dir).apply_chat_template(messages, "
+                "add_generation_prompt=True, tokenize=True); text: the same with tokenize=False",
+        "conversations": kConversations,
+        "tokenizer_json_ids_note": (
+            "present only where the installed transformers' ids differ from tokenizer.json run "
+            "as written by the tokenizers library on the rendered text (add_special_tokens="
+            "False). Phi-3-mini: transformers 5 loads it as LlamaTokenizer, which rebuilds the "
+            "pipeline without the Prepend('\u2581') normalizer of tokenizer.json, so text right "
+            "after a special token gets no leading '\u2581' ('You' 3492 instead of '\u2581You' "
+            "887). transformers 4.57.6 (LlamaTokenizerFast) gives tokenizer_json_ids (checked "
+            "once by hand, not by this script)."),
+        "tiny_model_note": (
+            "no weights are committed: a test writes config.json / generation_config.json as "
+            "given and generates the tensors listed (any seeded random values, e.g. N(0, 0.15) "
+            "and norm weights 1 + N(0, 0.1), F32). The generator built each one in a temporary "
+            "directory and ran every prompt of its tokenizer through it."),
+        "tokenizers": {},
+    }
+    try:
+        for name, info in kTokenizers.items():
+            tokDir = os.path.join(args.assets, info["dir"])
+            tok = AutoTokenizer.from_pretrained(tokDir)
+            raw = tokenizers.Tokenizer.from_file(os.path.join(tokDir, "tokenizer.json"))
+            print(f"{name}: {type(tok).__name__}, len {len(tok)}, bos {tok.bos_token_id}, "
+                  f"eos {tok.eos_token_id}")
+            cases, anyDiff = renderCases(name, tok, raw)
+            assert info["vocab_size"] >= len(tok), (info["vocab_size"], len(tok))
+            cfg, gen = tinyConfig(info, args.assets)
+            base = args.write_models or scratch
+            tiny = checkTinyModel(name, cfg, gen, cases, os.path.join(base, name))
+            out["tokenizers"][name] = {
+                "dir": f"shared:{info['dir']}",
+                "tokenizer_class": type(tok).__name__,
+                "len_tokenizer": len(tok),
+                "bos_token": tok.bos_token, "bos_token_id": tok.bos_token_id,
+                "eos_token": tok.eos_token, "eos_token_id": tok.eos_token_id,
+                "tokenizer_json_agrees": not anyDiff,
+                "cases": cases,
+                "tiny_model": {"vocab_note": info["vocab_note"], "source": info["source"],
+                               "config": cfg, "generation_config": gen, **tiny},
+            }
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    path = os.path.join(args.repo, "tests/data/golden/chat_prompt_ids.json")
+    mlg.writeGoldenJson(path, out)
+    print(f"wrote {path} ({os.path.getsize(path)} bytes)")
+
+
+if __name__ == "__main__":
+    main()

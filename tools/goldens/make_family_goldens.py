@@ -1,0 +1,443 @@
+#!/usr/bin/env python3
+"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 fixtures and their Hugging Face golden logits.
+
+Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_family_goldens.py
+
+Outputs (formats in tests/data/README.md; the same as make_llama_goldens.py's):
+  tests/data/models/<fixture>/                                     HF model dirs (random weights)
+  tests/data/golden/<fixture>.json + <fixture>.case<i>.logits.f32  transformers outputs
+Fixtures are listed in family_fixtures.py. Goldens are one fp32 eager forward over prompt + 16
+greedy ids, except for fixtures whose rope depends on the sequence length at run time (dynamic
+NTK, longrope): their rows come from a prefill forward plus one cached forward per greedy token,
+as generate computes them, and their JSON says "incremental": true.
+CPU only, one thread, fixed seeds: a rerun reproduces the same bytes with the same library versions.
+"""
+
+import argparse
+import hashlib
+import inspect
+import json
+import math
+import os
+import sys
+
+import numpy as np
+import torch
+import transformers
+from safetensors import safe_open
+from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
+                          PreTrainedTokenizerFast)
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import family_fixtures as ff  # noqa: E402
+import llama_fixtures as fx  # noqa: E402
+import make_llama_goldens as mlg  # noqa: E402
+
+transformers.logging.set_verbosity_error()
+transformers.logging.disable_progress_bar()
+
+# An fp32 forward over the whole sequence and prefill + cached decode steps are the same
+# computation in a different order; more than this apart means the cache path is not equivalent.
+kSameComputation = 1e-5
+# For the incremental fixtures the whole-sequence forward must be visibly different, or the
+# "incremental" marker would not matter.
+kMustDiffer = 1e-3
+
+kIncrementalNote = ("rows are NOT one forward over prompt + greedy ids: row r < P comes from one "
+                    "prefill forward over the P prompt ids (use_cache=True); row P+k from one "
+                    "forward of greedy id k alone at position P+k against that KV cache (keys "
+                    "keep the rotation they were cached with). That is what transformers' generate "
+                    "computes, except where generate_note says otherwise")
+
+
+def loadModel(modelDir: str, **overrides):
+    # A fresh model for every computation: dynamic NTK keeps state (its grown inv_freq) between
+    # calls, and a golden must not depend on what ran before it.
+    model = AutoModelForCausalLM.from_pretrained(modelDir, dtype=torch.float32,
+                                                 attn_implementation="eager", **overrides)
+    return model.eval()
+
+
+def ropeState(model) -> tuple[np.ndarray, float]:
+    rot = model.model.rotary_emb
+    return rot.inv_freq.detach().double().numpy().copy(), float(rot.attention_scaling)
+
+
+def _cacheKwarg(model) -> str:
+    # transformers 5.24 renamed forward's `past_key_values` to `cache` (the old name still works,
+    # with a deprecation warning)
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def incrementalLogits(model, promptIds: list[int], greedyIds: list[int]):
+    """Prefill over the prompt, then one cached forward per greedy id. Returns the rows (same
+    layout as a whole-sequence forward) and the rope state (inv_freq, attention scaling) each row
+    was computed with."""
+    rows, ropes = [], []
+    cacheArg = _cacheKwarg(model)
+    with torch.no_grad():
+        out = model(torch.tensor([promptIds], dtype=torch.long), use_cache=True)
+        rows.append(out.logits[0].float().numpy())
+        ropes += [ropeState(model)] * len(promptIds)
+        cache = getattr(out, cacheArg)
+        for k, tok in enumerate(greedyIds):
+            pos = len(promptIds) + k
+            out = model(torch.tensor([[tok]], dtype=torch.long), **{cacheArg: cache},
+                        position_ids=torch.tensor([[pos]]), use_cache=True)
+            rows.append(out.logits[0].float().numpy())
+            ropes.append(ropeState(model))
+            cache = getattr(out, cacheArg)
+    return np.concatenate(rows, axis=0), ropes
+
+
+def generateGreedy(model, promptIds: list[int]) -> tuple[list[int], np.ndarray]:
+    """make_llama_goldens.greedy (eos disabled, exactly 16 ids), also returning the logits generate
+    computed for each new id (rows P-1 .. P+14 of the golden)."""
+    model.generation_config.eos_token_id = None
+    cfg = GenerationConfig(do_sample=False, max_new_tokens=mlg.kNewTokens,
+                           min_new_tokens=mlg.kNewTokens, eos_token_id=None, pad_token_id=0,
+                           bos_token_id=1, num_beams=1, temperature=None, top_p=None, top_k=None,
+                           repetition_penalty=None, output_logits=True,
+                           return_dict_in_generate=True)
+    inputs = torch.tensor([promptIds], dtype=torch.long)
+    with torch.no_grad():
+        out = model.generate(inputs, attention_mask=torch.ones_like(inputs), generation_config=cfg)
+    ids = out.sequences[0, len(promptIds):].tolist()
+    if len(ids) != mlg.kNewTokens:
+        raise SystemExit(f"generate returned {len(ids)} new tokens, expected {mlg.kNewTokens}")
+    return ids, torch.cat([l.float() for l in out.logits], dim=0).numpy()
+
+
+def cachedGreedy(model, promptIds: list[int]) -> list[int]:
+    """Greedy decoding by prefill + one-token cached forwards (the cache is never dropped)."""
+    cacheArg = _cacheKwarg(model)
+    ids = []
+    with torch.no_grad():
+        out = model(torch.tensor([promptIds], dtype=torch.long), use_cache=True)
+        for k in range(mlg.kNewTokens):
+            ids.append(int(torch.argmax(out.logits[0, -1])))
+            if k + 1 == mlg.kNewTokens:
+                break
+            out = model(torch.tensor([[ids[-1]]], dtype=torch.long),
+                        **{cacheArg: getattr(out, cacheArg)},
+                        position_ids=torch.tensor([[len(promptIds) + k]]), use_cache=True)
+    return ids
+
+
+def margins(logits: np.ndarray, p: int, greedyIds: list[int], where: str) -> list[float]:
+    out = []
+    for k, tok in enumerate(greedyIds):
+        row = logits[p - 1 + k]
+        if int(np.argmax(row)) != tok:
+            raise SystemExit(f"{where}: argmax of row {p - 1 + k} is {int(np.argmax(row))} but "
+                             f"greedy id {k} is {tok}")
+        top2 = np.sort(row)[-2:]
+        out.append(float(top2[1] - top2[0]))
+    return out
+
+
+def generateRecomputes(spec) -> bool:
+    """Phi3ForCausalLM.prepare_inputs_for_generation drops the KV cache the first time the sequence
+    reaches original_max_position_embeddings + 1 tokens, so generate re-prefills everything with the
+    long factors there. The golden rows keep the cache (prefill + one-token steps, no recompute):
+    from that step on generate's logits differ from them (its greedy ids must still match)."""
+    rs = ff.configDict(spec, "").get("rope_scaling") or {}
+    return spec.family == "phi3" and rs.get("type", rs.get("rope_type")) == "longrope"
+
+
+def makeCase(spec, modelDir: str, index: int, promptIds: list[int], eosIds, goldenDir: str):
+    name = f"{spec.name} case{index}"
+    genIds, genLogits = generateGreedy(loadModel(modelDir), promptIds)
+    greedyIds = cachedGreedy(loadModel(modelDir), promptIds)
+    if genIds != greedyIds and not generateRecomputes(spec):
+        raise SystemExit(f"{name}: generate gives {genIds}, prefill + cached steps {greedyIds}")
+    whole = mlg.forwardLogits(loadModel(modelDir), promptIds + greedyIds)
+    inc, ropes = incrementalLogits(loadModel(modelDir), promptIds, greedyIds)
+    diff = float(np.abs(whole - inc).max())
+    p = len(promptIds)
+    if spec.incremental:
+        logits = inc
+        how = f"incremental (whole-sequence forward differs by {diff:.3e})"
+    else:
+        logits = whole
+        how = f"whole-sequence (incremental agrees to {diff:.1e})"
+        if diff > kSameComputation:
+            raise SystemExit(f"{name}: whole-sequence and incremental logits differ by {diff:.3e} "
+                             f"> {kSameComputation}; the cache path is not equivalent")
+    gaps = margins(logits, p, greedyIds, name)
+    # generate's logits rows, compared while it was fed the same ids as the golden
+    same = next((k for k, (a, b) in enumerate(zip(genIds, greedyIds)) if a != b), len(genIds))
+    sameRows = min(same + 1, mlg.kNewTokens)
+    genDiff = float(np.abs(genLogits[:sameRows] - logits[p - 1:p - 1 + sameRows]).max())
+    if genDiff > kSameComputation and not generateRecomputes(spec):
+        raise SystemExit(f"{name}: generate's logits differ from the golden rows by {genDiff:.3e}")
+    how += f"; generate's own logits differ by {genDiff:.1e}"
+    if genIds != greedyIds:
+        how += f"; generate's ids differ from greedy id {same} on: {genIds}"
+    if set(greedyIds) & set(eosIds):
+        raise SystemExit(f"{name}: greedy ids {greedyIds} contain an eos id {eosIds}; change the "
+                         "seed (goldens must also hold for eos-stopping generation)")
+    if min(gaps) < mlg.kMinMargin:
+        raise SystemExit(f"{name}: near-tie (top-2 gap {min(gaps):.2e} < {mlg.kMinMargin}); "
+                         "change the seed")
+    fileName = f"{spec.name}.case{index}.logits.f32"
+    data = logits.astype("<f4").tobytes()
+    with open(os.path.join(goldenDir, fileName), "wb") as f:
+        f.write(data)
+    print(f"  case{index}: P={p} rows={logits.shape[0]} greedy={greedyIds} logit "
+          f"std={logits.std():.3f} min top-2 gap={min(gaps):.4f}; {how}")
+    case = {"prompt_text": None, "prompt_ids": promptIds, "greedy_ids": greedyIds,
+            "logits_file": fileName, "logits_rows": int(logits.shape[0]),
+            "logits_sha256": hashlib.sha256(data).hexdigest(),
+            "min_greedy_margin": round(min(gaps), 6)}
+    if generateRecomputes(spec):
+        case["hf_generate_greedy_ids"] = genIds
+    return case, diff, ropes, genDiff
+
+
+# ---- fixture-specific checks -------------------------------------------------------------------
+
+def tensorNames(modelDir: str) -> list[str]:
+    with safe_open(os.path.join(modelDir, "model.safetensors"), "pt") as f:
+        return sorted(f.keys())
+
+
+def checkLayout(spec, modelDir: str, model) -> None:
+    names = tensorNames(modelDir)
+    with safe_open(os.path.join(modelDir, "model.safetensors"), "pt") as f:
+        dtypes = {f.get_slice(n).get_dtype() for n in names}
+    want = {torch.float32: "F32", torch.bfloat16: "BF16", torch.float16: "F16"}
+    assert dtypes == {want[spec.storage_dtype]}, dtypes
+    assert ("lm_head.weight" in names) == (not spec.tied), (spec.name, "lm_head")
+    layer0 = [n[len("model.layers.0."):] for n in names if n.startswith("model.layers.0.")]
+    if spec.family == "phi3":
+        assert "self_attn.qkv_proj.weight" in layer0 and "mlp.gate_up_proj.weight" in layer0, \
+            layer0
+        assert not any(k in n for n in layer0 for k in ("q_proj", "gate_proj")), layer0
+    else:
+        assert "self_attn.q_proj.weight" in layer0, layer0
+    biases = sorted(n for n in layer0 if n.endswith(".bias"))
+    if spec.family == "qwen2":
+        assert biases == ["self_attn.k_proj.bias", "self_attn.q_proj.bias",
+                          "self_attn.v_proj.bias"], biases
+    else:
+        assert biases == [], biases
+    if spec.family == "qwen3":
+        qn = model.model.layers[0].self_attn.q_norm.weight.detach()
+        assert "self_attn.q_norm.weight" in layer0 and "self_attn.k_norm.weight" in layer0
+        assert qn.shape[0] == model.config.head_dim and float((qn - 1).abs().max()) > 0.05
+    print(f"  tensors: {len(names)} ({', '.join(layer0)} per layer)")
+
+
+def checkSlidingWindow(spec, modelDir: str, cfg: dict, model) -> None:
+    window = model.config.sliding_window
+    if spec.family in ("qwen2", "qwen3"):
+        # Qwen's sliding_window only applies when use_sliding_window is true (never in published
+        # Qwen2/2.5/3 checkpoints); transformers turns it off for every layer.
+        assert window is None and set(model.config.layer_types) == {"full_attention"}, window
+        print(f"  sliding_window {cfg.get('sliding_window')} in config.json, use_sliding_window "
+              f"false: transformers applies no window (layer_types all full_attention)")
+        return
+    assert window == cfg["sliding_window"], (window, cfg["sliding_window"])
+    ids = mlg.kFixturePrompts[2] + [11] * 16
+    windowed = mlg.forwardLogits(model, ids)
+    full = mlg.forwardLogits(loadModel(modelDir, sliding_window=None), ids)
+    diff = np.abs(windowed - full).max(axis=1)
+    first = int(np.argmax(diff > 1e-6)) if (diff > 1e-6).any() else None
+    where = f"from row {first} on (max {diff.max():.3f})" if first is not None else "nowhere"
+    print(f"  sliding_window {window}: over 36 tokens the windowed forward differs from an "
+          f"unwindowed one {where}; key j is visible to query i iff i - {window} < j <= i")
+    if window < 36:
+        # row `window` is the first query whose oldest key (0) falls out of the window
+        assert first == window, (first, window)
+    else:
+        assert first is None
+
+
+def yarnInvFreq(dim, base, factor, orig, betaFast=32.0, betaSlow=1.0) -> np.ndarray:
+    def corr(rot):
+        return dim * math.log(orig / (rot * 2 * math.pi)) / (2 * math.log(base))
+    low, high = max(math.floor(corr(betaFast)), 0), min(math.ceil(corr(betaSlow)), dim - 1)
+    i = np.arange(dim // 2, dtype=np.float64)
+    ramp = np.clip((i - low) / (high - low if high != low else 0.001), 0.0, 1.0)
+    extrap = 1.0 / base ** (2 * i / dim)
+    return extrap / factor * ramp + extrap * (1.0 - ramp)
+
+
+def checkRope(spec, cfg: dict, model) -> None:
+    rs = cfg.get("rope_scaling")
+    headDim = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
+    dim = int(headDim * cfg.get("partial_rotary_factor", 1.0))
+    base = cfg["rope_theta"]
+    plain = 1.0 / base ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    inv, scaling = ropeState(model)
+    kind = (rs or {}).get("rope_type", (rs or {}).get("type", "default"))
+    assert inv.shape == (dim // 2,), (inv.shape, dim)
+    if kind == "yarn":
+        want = yarnInvFreq(dim, base, rs["factor"], rs["original_max_position_embeddings"])
+        wantScaling = 0.1 * math.log(rs["factor"]) + 1.0
+        ratio = inv / plain
+        print(f"  yarn: inv_freq / unscaled = {' '.join(f'{r:.4f}' for r in ratio)}; "
+              f"attention factor {scaling:.6f}")
+        assert np.allclose(inv, want, rtol=1e-6), (inv, want)
+        assert abs(scaling - wantScaling) < 1e-6, scaling
+        assert abs(ratio[0] - 1) < 1e-6 and abs(ratio[-1] - 1 / rs["factor"]) < 1e-6
+        assert any(1 / rs["factor"] + 1e-3 < r < 1 - 1e-3 for r in ratio), "no ramp frequency"
+    elif kind == "linear":
+        assert np.allclose(inv, plain / rs["factor"], rtol=1e-6) and scaling == 1.0
+        print(f"  linear: inv_freq = unscaled / {rs['factor']}")
+    elif kind in ("default",):
+        assert np.allclose(inv, plain, rtol=1e-6) and scaling == 1.0
+    # dynamic and longrope are checked per row in the incremental report
+
+
+def reportDynamic(spec, cfg, cases, ropes, diffs) -> None:
+    rs = cfg["rope_scaling"]
+    maxPos = cfg["max_position_embeddings"]
+    headDim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    base0 = cfg["rope_theta"]
+    def baseFor(seqLen):
+        return base0 * ((rs["factor"] * seqLen / maxPos) - (rs["factor"] - 1)) ** (
+            headDim / (headDim - 2))
+
+    for case, rowRopes, diff in zip(cases, ropes, diffs):
+        p = len(case["prompt_ids"])
+        seqLens = []
+        for r, (inv, scaling) in enumerate(rowRopes):
+            # the sequence length the row's frequencies were computed for (prefill: P; decode
+            # step at position r: r + 1), never below max_position_embeddings
+            seqLen = max(p if r < p else r + 1, maxPos)
+            want = 1.0 / baseFor(seqLen) ** (np.arange(0, headDim, 2, dtype=np.float64) / headDim)
+            assert np.allclose(inv, want, rtol=1e-5), (case["logits_file"], r, inv, want)
+            assert scaling == 1.0
+            seqLens.append(seqLen)
+        print(f"  dynamic {case['logits_file']}: rows' rope seq_len {seqLens[0]}..{seqLens[-1]} "
+              f"(base {baseFor(seqLens[0]):.1f} -> {baseFor(seqLens[-1]):.1f}); "
+              f"whole-sequence forward differs from the incremental rows by {diff:.3e}")
+        if diff <= kMustDiffer:
+            raise SystemExit(f"{spec.name}: whole-sequence and incremental differ by only {diff}")
+
+
+def reportLongrope(spec, cfg, cases, ropes, diffs, genDiffs) -> str:
+    rs = cfg["rope_scaling"]
+    orig = cfg["original_max_position_embeddings"]
+    factor = cfg["max_position_embeddings"] / orig
+    wantScaling = math.sqrt(1 + math.log(factor) / math.log(orig))
+    headDim = cfg["hidden_size"] // cfg["num_attention_heads"]
+    dim = int(headDim * cfg["partial_rotary_factor"])
+    base = 1.0 / cfg["rope_theta"] ** (np.arange(0, dim, 2, dtype=np.float64) / dim)
+    short = base / np.array(rs["short_factor"], dtype=np.float32).astype(np.float64)
+    long = base / np.array(rs["long_factor"], dtype=np.float32).astype(np.float64)
+    print(f"  longrope: rotary dim {dim} of {headDim}; attention factor sqrt(1 + ln {factor:g} / "
+          f"ln {orig}) = {wantScaling:.6f}")
+    print(f"    short inv_freq {np.array2string(short, precision=5)}")
+    print(f"    long  inv_freq {np.array2string(long, precision=5)}")
+    switched = False
+    for case, rowRopes, diff, genDiff in zip(cases, ropes, diffs, genDiffs):
+        p = len(case["prompt_ids"])
+        kinds = []
+        for r, (inv, scaling) in enumerate(rowRopes):
+            seqLen = p if r < p else r + 1
+            isLong = seqLen > orig
+            assert np.allclose(inv, long if isLong else short, rtol=1e-6), (r, inv)
+            assert abs(scaling - wantScaling) < 1e-6, scaling
+            kinds.append("L" if isLong else "S")
+        promptKinds, laterKinds = set(kinds[:p]), set(kinds[p:])
+        note = ""
+        if promptKinds == {"S"} and "L" in laterKinds:
+            first = kinds.index("L")
+            note = (f"SWITCH: prompt rows use short factors, rows {first}..{len(kinds) - 1} "
+                    f"(positions >= {orig}) long; the cached keys of positions < {orig} keep "
+                    f"their short rotation")
+            switched = switched or (p > 1)
+        print(f"  longrope {case['logits_file']}: P={p} rows {''.join(kinds)}; "
+              f"{note or 'no switch'}; whole-sequence forward differs by {diff:.3e}; generate's "
+              f"logits (cache dropped at the switch) by {genDiff:.3e}")
+    if not switched:
+        raise SystemExit(f"{spec.name}: no case switches from short to long factors mid-generation")
+    return ("transformers' Phi3ForCausalLM.generate drops its KV cache the first time the "
+            f"sequence reaches {orig + 1} tokens (original_max_position_embeddings + 1) and "
+            "re-prefills all of it with the long factors; these rows keep the cache (keys of "
+            f"positions < {orig} stay short-rotated), so from that step on generate's own logits "
+            "differ from them (max |diff| per case, over the steps where both were fed the same "
+            "ids: " + ", ".join(f"{d:.3g}" for d in genDiffs) + "); greedy_ids are the argmax of "
+            "these rows, hf_generate_greedy_ids what generate returned")
+
+
+# ---- driver ------------------------------------------------------------------------------------
+
+def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
+    modelDir = os.path.join(repo, "tests/data/models", spec.name)
+    cfg = ff.writeFixture(spec, modelDir, tok, transformers.__version__)
+    model = loadModel(modelDir)
+    assert model.config.vocab_size == fx.kVocab
+    assert type(model).__name__ == ff.kArchitectures[spec.family], type(model).__name__
+    # The tokenizer files are the Llama fixtures' (tokenizer.json is what kiln reads). Load them
+    # as written: in transformers 5 AutoTokenizer maps model_type qwen2/qwen3 to Qwen2Tokenizer,
+    # which replaces tokenizer.json's pre-tokenizer and normalizer with Qwen's and adds a pad
+    # token <|endoftext|> = 512 (reported below, not worked around in the files).
+    hfTok = PreTrainedTokenizerFast.from_pretrained(modelDir)
+    sample = hfTok("Mira rang the bell.")["input_ids"]
+    assert sample == [1, 315, 409, 263, 313, 16] and len(hfTok) == fx.kVocab, (sample, len(hfTok))
+    autoTok = AutoTokenizer.from_pretrained(modelDir)
+    probe = "Mira counted 1999 boats."
+    if len(autoTok) != fx.kVocab or autoTok(probe)["input_ids"] != hfTok(probe)["input_ids"]:
+        print(f"  NOTE AutoTokenizer gives {type(autoTok).__name__} (len {len(autoTok)}): "
+              f"{probe!r} -> {autoTok(probe)['input_ids']}, tokenizer.json -> "
+              f"{hfTok(probe)['input_ids']}")
+    sizes = {f: os.path.getsize(os.path.join(modelDir, f)) for f in sorted(os.listdir(modelDir))}
+    print(f"{spec.name} ({type(model).__name__}): {spec.notes}")
+    print(f"  files {sizes}; total {sum(sizes.values())} bytes")
+    checkLayout(spec, modelDir, model)
+    checkSlidingWindow(spec, modelDir, cfg, model)
+    checkRope(spec, cfg, model)
+
+    eosIds = mlg.eosIdsOf(modelDir)
+    cases, ropes, diffs, genDiffs = [], [], [], []
+    for i, ids in enumerate(mlg.kFixturePrompts):
+        case, diff, rowRopes, genDiff = makeCase(spec, modelDir, i, ids, eosIds, goldenDir)
+        cases.append(case)
+        ropes.append(rowRopes)
+        diffs.append(diff)
+        genDiffs.append(genDiff)
+    kind = (cfg.get("rope_scaling") or {}).get("rope_type",
+                                               (cfg.get("rope_scaling") or {}).get("type"))
+    if kind == "dynamic":
+        reportDynamic(spec, cfg, cases, ropes, diffs)
+    generateNote = None
+    if kind == "longrope":
+        generateNote = reportLongrope(spec, cfg, cases, ropes, diffs, genDiffs)
+
+    note = (f"weights stored {fx.kDtypeNames[spec.storage_dtype]}; golden computed in fp32 from "
+            "those stored weights upcast exactly to fp32, eager attention, CPU")
+    golden = {"model": spec.name, "model_dir": f"tests/data/models/{spec.name}",
+              "vocab_size": fx.kVocab, "dtype_note": note, "versions": mlg.versions(),
+              "tolerance": {"logits_max_abs": mlg.kTolerance}}
+    if spec.incremental:
+        golden["incremental"] = True
+        golden["incremental_note"] = kIncrementalNote
+    if generateNote:
+        golden["generate_note"] = generateNote
+    golden["cases"] = cases
+    mlg.writeGoldenJson(os.path.join(goldenDir, f"{spec.name}.json"), golden)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repo", default=os.getcwd(), help="kiln repo root (default: cwd)")
+    parser.add_argument("--only", nargs="*", help="fixture names (default: all)")
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # fixed reduction order: same bytes on every rerun
+    goldenDir = os.path.join(args.repo, "tests/data/golden")
+    os.makedirs(goldenDir, exist_ok=True)
+    tok = fx.trainTokenizer()
+    for spec in ff.kFixtures:
+        if args.only and spec.name not in args.only:
+            continue
+        goldenForFixture(spec, args.repo, goldenDir, tok)
+    print(f"versions: {json.dumps(mlg.versions())}")
+
+
+if __name__ == "__main__":
+    main()
