@@ -1,5 +1,6 @@
 // Paged causal attention, prefill and decode mixed, one (token, query head) pair per work item.
-// Online softmax over the cache in chunks of at most kChunk positions: per thread the scratch is
+// Online softmax over the cache positions the token sees (from its sliding window's start, else
+// from 0, up to its own position) in chunks of at most kChunk positions: per thread the scratch is
 // headDim + kChunk floats (plus, for half q or cache, the widened query and one chunk of keys and
 // values), whatever the context length. A pair's result depends only on its own query, position
 // and sequence's blocks, so it is bit-identical however the batch is composed. Half inputs are
@@ -87,8 +88,11 @@ void attendOne(const AttentionArgs &args, int32_t token, int32_t head, int32_t s
   state.acc = scratch;
   float *scores = scratch + headDim;
   std::fill(state.acc, state.acc + headDim, 0.0f);
-  const int32_t length = args.positions[token] + 1;
-  for (int32_t start = 0, n = 0; start < length; start += n) {
+  const int32_t position = args.positions[token];
+  const int32_t length = position + 1;
+  const int32_t window = args.slidingWindow;
+  const int32_t first = window > 0 && position >= window ? position - window + 1 : 0;
+  for (int32_t start = first, n = 0; start < length; start += n) {
     // A chunk never crosses a block boundary: cut it at the end of the current block.
     const int32_t offset = start % args.blockSize;
     n = std::min({kChunk, args.blockSize - offset, length - start});

@@ -98,7 +98,9 @@ void ropeKvWrite(const RopeKvWriteArgs &args);
 
 // Causal attention over the paged cache, prefill and decode tokens mixed. Token t of sequence s
 // (queryStartLoc[s] <= t < queryStartLoc[s+1]) at position positions[t] attends to cache positions
-// 0..positions[t] of sequence s through blockTables[s * maxBlocksPerSeq + p / blockSize].
+// 0..positions[t] of sequence s through blockTables[s * maxBlocksPerSeq + p / blockSize]; with a
+// sliding window W > 0 (Mistral, Phi-3) only to max(0, positions[t] - W + 1)..positions[t], the
+// last W positions (transformers' sliding-window mask: query - key < W).
 // Query head h uses KV head h / (numHeads / numKvHeads). Batch invariant: a token's output is
 // bit-identical whatever else is in the batch. contextLens is not read (positions bound the range).
 struct AttentionArgs {
@@ -120,6 +122,7 @@ struct AttentionArgs {
   float scale;
   ElemType type = ElemType::kF32;   // of q and out
   ElemType kvType = ElemType::kF32; // of the cache
+  int32_t slidingWindow = 0;        // W: positions each token sees, itself included; 0 = all
 };
 void attention(const AttentionArgs &args);
 

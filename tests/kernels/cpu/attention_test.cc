@@ -83,7 +83,31 @@ PagedBatch makeBatch(const Shape &s, const std::vector<SeqSpec> &seqs, uint32_t 
   return b;
 }
 
-std::vector<float> runAttention(const PagedBatch &b, float scale) {
+// The first position a query at `position` sees: transformers' sliding-window mask keeps the keys
+// with position - key < window; window 0 is plain causal attention.
+int32_t windowStart(int32_t position, int32_t window) {
+  return window > 0 ? std::max(0, position - window + 1) : 0;
+}
+
+// Overwrites with NaN the cached positions that none of a sequence's queries may see through
+// `window`, so a kernel that reads (not only one that uses) a key outside the window fails.
+void poisonOutsideWindows(PagedBatch &b, int32_t window) {
+  const Shape &s = b.shape;
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const int32_t seen = windowStart(b.positions[b.queryStartLoc[i]], window);
+    for (int32_t p = 0; p < seen; ++p) {
+      const int64_t block = b.blockTables[i * b.maxBlocksPerSeq + p / s.blockSize];
+      for (int32_t h = 0; h < s.numKvHeads; ++h) {
+        const int64_t base =
+            ((block * s.numKvHeads + h) * s.blockSize + p % s.blockSize) * s.headDim;
+        std::fill_n(&b.kCache[base], s.headDim, std::numeric_limits<float>::quiet_NaN());
+        std::fill_n(&b.vCache[base], s.headDim, std::numeric_limits<float>::quiet_NaN());
+      }
+    }
+  }
+}
+
+std::vector<float> runAttention(const PagedBatch &b, float scale, int32_t window = 0) {
   std::vector<float> out(b.numTokens * b.qWidth(), -1.0f);
   AttentionArgs args{b.q.data(),
                      b.positions.data(),
@@ -101,14 +125,15 @@ std::vector<float> runAttention(const PagedBatch &b, float scale) {
                      b.shape.headDim,
                      b.shape.blockSize,
                      scale};
+  args.slidingWindow = window;
   attention(args);
   return out;
 }
 
-// Dense causal attention in double straight from the unpaged K/V, compared with an absolute
-// tolerance on outputs bounded by max |v| = 1.
+// Dense causal (sliding-window when window > 0) attention in double straight from the unpaged K/V,
+// compared with an absolute tolerance on outputs bounded by max |v| = 1.
 void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, float scale,
-                        double tolerance) {
+                        double tolerance, int32_t window = 0) {
   const Shape &s = b.shape;
   const int32_t group = s.numHeads / s.numKvHeads;
   const int64_t kvWidth = static_cast<int64_t>(s.numKvHeads) * s.headDim;
@@ -117,8 +142,9 @@ void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, floa
       for (int32_t h = 0; h < s.numHeads; ++h) {
         const float *q = &b.q[t * b.qWidth() + h * s.headDim];
         const int32_t kvHead = h / group, length = b.positions[t] + 1;
-        std::vector<double> scores(length);
-        for (int32_t p = 0; p < length; ++p) {
+        const int32_t first = windowStart(b.positions[t], window);
+        std::vector<double> scores(length, -std::numeric_limits<double>::infinity());
+        for (int32_t p = first; p < length; ++p) {
           double dot = 0.0;
           for (int32_t d = 0; d < s.headDim; ++d)
             dot += static_cast<double>(q[d]) * b.denseK[i][p * kvWidth + kvHead * s.headDim + d];
@@ -130,7 +156,7 @@ void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, floa
           sum += (score = std::exp(score - maxScore));
         for (int32_t d = 0; d < s.headDim; ++d) {
           double expected = 0.0;
-          for (int32_t p = 0; p < length; ++p)
+          for (int32_t p = first; p < length; ++p)
             expected += scores[p] / sum * b.denseV[i][p * kvWidth + kvHead * s.headDim + d];
           ASSERT_NEAR(out[t * b.qWidth() + h * s.headDim + d], expected, tolerance)
               << "seq " << i << " token " << t << " head " << h << " dim " << d;
@@ -167,31 +193,105 @@ TEST(AttentionTest, LongContextWithLargeBlocksAndSharpScores) {
   }
 }
 
+// The batch of one of b's sequences alone, with that sequence's block table.
+PagedBatch sequenceAlone(const PagedBatch &b, size_t i) {
+  PagedBatch alone = b;
+  const int32_t begin = b.queryStartLoc[i], end = b.queryStartLoc[i + 1];
+  alone.seqs = {b.seqs[i]};
+  alone.numTokens = end - begin;
+  alone.q.assign(b.q.begin() + begin * b.qWidth(), b.q.begin() + end * b.qWidth());
+  alone.positions.assign(b.positions.begin() + begin, b.positions.begin() + end);
+  alone.queryStartLoc = {0, alone.numTokens};
+  alone.contextLens = {b.contextLens[i]};
+  alone.blockTables.assign(b.blockTables.begin() + i * b.maxBlocksPerSeq,
+                           b.blockTables.begin() + (i + 1) * b.maxBlocksPerSeq);
+  return alone;
+}
+
 // The engine relies on batch invariance: a sequence's attention output must be bit-identical
 // whether it is computed alone or batched with others.
+void expectBatchInvariant(const PagedBatch &b, float scale, int32_t window) {
+  const auto batched = runAttention(b, scale, window);
+  for (size_t i = 0; i < b.seqs.size(); ++i) {
+    const auto single = runAttention(sequenceAlone(b, i), scale, window);
+    const int32_t begin = b.queryStartLoc[i], end = b.queryStartLoc[i + 1];
+    const std::vector<float> slice(batched.begin() + begin * b.qWidth(),
+                                   batched.begin() + end * b.qWidth());
+    EXPECT_TRUE(testing::bitwiseEqual(single, slice)) << "sequence " << i;
+  }
+}
+
 TEST(AttentionTest, SequenceOutputIsBitIdenticalAloneAndBatched) {
   for (int32_t blockSize : {1, 4, 16}) {
     SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
     const PagedBatch b = makeBatch({8, 2, 32, blockSize}, kMixedBatch, 2000 + blockSize);
-    const float scale = 1.0f / std::sqrt(32.0f);
-    const auto batched = runAttention(b, scale);
-    for (size_t i = 0; i < b.seqs.size(); ++i) {
-      PagedBatch alone = b;
-      const int32_t begin = b.queryStartLoc[i], end = b.queryStartLoc[i + 1];
-      alone.seqs = {b.seqs[i]};
-      alone.numTokens = end - begin;
-      alone.q.assign(b.q.begin() + begin * b.qWidth(), b.q.begin() + end * b.qWidth());
-      alone.positions.assign(b.positions.begin() + begin, b.positions.begin() + end);
-      alone.queryStartLoc = {0, alone.numTokens};
-      alone.contextLens = {b.contextLens[i]};
-      alone.blockTables.assign(b.blockTables.begin() + i * b.maxBlocksPerSeq,
-                               b.blockTables.begin() + (i + 1) * b.maxBlocksPerSeq);
-      const auto single = runAttention(alone, scale);
-      const std::vector<float> slice(batched.begin() + begin * b.qWidth(),
-                                     batched.begin() + end * b.qWidth());
-      EXPECT_TRUE(testing::bitwiseEqual(single, slice)) << "sequence " << i;
-    }
+    expectBatchInvariant(b, 1.0f / std::sqrt(32.0f), /*window=*/0);
   }
+}
+
+// Sliding window (Mistral, Phi-3): prefill, decode, a chunk after cached positions and a chunk
+// crossing block boundaries (what a prefix-cache hit also looks like), one batch.
+const std::vector<SeqSpec> kWindowBatch = {{50, 5}, {20, 1}, {37, 37}, {1, 1}, {90, 20}, {64, 1}};
+
+// Windows of 1, below, at and above the block size, and covering every context (90 is the
+// longest: its last token sees everything, shorter sequences see everything everywhere).
+std::vector<int32_t> windowsFor(int32_t blockSize) {
+  std::vector<int32_t> windows = {
+      1, blockSize - 1, blockSize, blockSize + 1, 2 * blockSize + 3, 33, 90, 1000};
+  std::sort(windows.begin(), windows.end());
+  windows.erase(std::unique(windows.begin(), windows.end()), windows.end());
+  windows.erase(std::remove(windows.begin(), windows.end(), 0), windows.end());
+  return windows;
+}
+
+TEST(AttentionTest, SlidingWindowMatchesDenseOverShapeGrid) {
+  const std::pair<int32_t, int32_t> headCounts[] = {{4, 4}, {8, 2}};
+  uint32_t seed = 3000;
+  for (auto [heads, kvHeads] : headCounts)
+    for (int32_t headDim : {8, 32})
+      for (int32_t blockSize : {1, 4, 16})
+        for (int32_t window : windowsFor(blockSize)) {
+          SCOPED_TRACE(::testing::Message()
+                       << "heads=" << heads << "/" << kvHeads << " headDim=" << headDim
+                       << " block=" << blockSize << " window=" << window);
+          PagedBatch b = makeBatch({heads, kvHeads, headDim, blockSize}, kWindowBatch, ++seed);
+          poisonOutsideWindows(b, window);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+          expectMatchesDense(b, runAttention(b, scale, window), scale, 2e-6, window);
+        }
+}
+
+// Windows longer than the kernel's internal chunk, starting inside large blocks, with peaked
+// scores; and window 1, whose output is the token's own value row exactly.
+TEST(AttentionTest, SlidingWindowLongContextWithLargeBlocks) {
+  for (int32_t blockSize : {16, 64, 100})
+    for (int32_t window : {1, 33, 100, 250}) {
+      SCOPED_TRACE(::testing::Message() << "block=" << blockSize << " window=" << window);
+      PagedBatch b = makeBatch({8, 2, 32, blockSize}, {{700, 3}, {333, 1}, {260, 60}},
+                               4000 + blockSize + window);
+      poisonOutsideWindows(b, window);
+      expectMatchesDense(b, runAttention(b, 1.0f, window), 1.0f, 1e-5, window);
+    }
+}
+
+// A window at least as long as every context is full causal attention, bit for bit.
+TEST(AttentionTest, WindowCoveringTheContextIsFullAttention) {
+  for (int32_t blockSize : {1, 4, 16}) {
+    SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
+    const PagedBatch b = makeBatch({8, 2, 32, blockSize}, kWindowBatch, 5000 + blockSize);
+    const auto full = runAttention(b, 0.25f);
+    EXPECT_TRUE(testing::bitwiseEqual(runAttention(b, 0.25f, 90), full));
+    EXPECT_TRUE(testing::bitwiseEqual(runAttention(b, 0.25f, 1 << 30), full));
+  }
+}
+
+TEST(AttentionTest, SlidingWindowOutputIsBitIdenticalAloneAndBatched) {
+  for (int32_t blockSize : {1, 4, 16})
+    for (int32_t window : {1, 3, 16, 40}) {
+      SCOPED_TRACE(::testing::Message() << "block=" << blockSize << " window=" << window);
+      const PagedBatch b = makeBatch({8, 2, 32, blockSize}, kWindowBatch, 6000 + blockSize);
+      expectBatchInvariant(b, 1.0f / std::sqrt(32.0f), window);
+    }
 }
 
 } // namespace
