@@ -73,9 +73,20 @@ struct LinearArgs {
 };
 void linear(const LinearArgs &args);
 
+// How RopeKvWrite picks a token's inverse frequencies (compiler/import/rope_scaling.h RopeTables:
+// which transformers rope type needs which). L is the length of the token's sequence after the
+// step: positions[its last token in the step] + 1 (queryStartLoc gives the sequences).
+enum class RopeMode : int32_t {
+  kStatic = 0,     // invFreq[rotaryDim / 2] for every token
+  kLongShort = 1,  // invFreq = [short | long]: the long row when L > originalMaxPositions
+  kDynamicNtk = 2, // invFreq while L <= originalMaxPositions, else dynamicNtkInvFreq(..., L)
+};
+
 // Rotates q and k (HF rotate_half convention, first rotaryDim dims of each head), writes rotated
 // k and raw v into the paged cache at slotMapping[t], and rotated q to `q`. A negative slot
-// (a padding token) rotates q and writes nothing to the cache.
+// (a padding token) rotates q and writes nothing to the cache. The angle of pair i is
+// float(position) * inv_freq[i] in fp32; cos and sin are multiplied by attentionScaling (yarn,
+// longrope), as transformers' rotary embeddings do.
 // Cache layout per layer: [numBlocks][numKvHeads][blockSize][headDim]; slot = block*blockSize+off.
 struct RopeKvWriteArgs {
   const void *qkv;            // [numTokens, (numHeads + 2*numKvHeads) * headDim]
@@ -93,8 +104,23 @@ struct RopeKvWriteArgs {
   int32_t blockSize;
   ElemType type = ElemType::kF32;   // of qkv and q
   ElemType kvType = ElemType::kF32; // of the cache
+  // Run-time scaling; the defaults are plain RoPE. A token past queryStartLoc[numSeqs] (none in
+  // a valid step) takes L = its own position + 1.
+  RopeMode mode = RopeMode::kStatic;
+  const int32_t *queryStartLoc = nullptr; // [numSeqs + 1]; read unless kStatic
+  int32_t numSeqs = 0;
+  int32_t originalMaxPositions = 0; // kLongShort, kDynamicNtk: rows switch when L exceeds it
+  float ropeTheta = 0.0f;           // kDynamicNtk
+  double dynamicFactor = 1.0;       // kDynamicNtk (transformers rounds factor - 1 from the double)
+  float attentionScaling = 1.0f;
 };
 void ropeKvWrite(const RopeKvWriteArgs &args);
+
+// Dynamic-NTK inverse frequencies [rotaryDim / 2] of a sequence of seqLen > maxPositions tokens,
+// with transformers' float32 steps: base' = theta * ((factor * L / maxPositions) - (factor - 1))
+// ^ (rotaryDim / (rotaryDim - 2)), inv_freq[i] = 1 / base'^(2i / rotaryDim).
+void dynamicNtkInvFreq(float ropeTheta, double factor, int32_t maxPositions, int32_t rotaryDim,
+                       int32_t seqLen, float *invFreq);
 
 // Causal attention over the paged cache, prefill and decode tokens mixed. Token t of sequence s
 // (queryStartLoc[s] <= t < queryStartLoc[s+1]) at position positions[t] attends to cache positions

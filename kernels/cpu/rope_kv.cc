@@ -1,9 +1,12 @@
 // RopeKvWrite for fp32/fp16/bf16 activations and cache. A half qkv row is widened once per token,
 // rotated by the same fp32 code as an fp32 row, and each rotated q/k element is rounded once when
 // stored; v is copied (bytes when the cache has the activations' type, else rounded once).
+// The scaled modes (kLongShort, kDynamicNtk) pick each token's inverse frequencies from its
+// sequence's length after the step, so a token's result still depends only on its own sequence.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -40,13 +43,61 @@ void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const 
   }
 }
 
-// Scratch floats per thread: cos and sin; for half qkv the widened row; a staging head.
+// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head; for half qkv the
+// widened row.
 int64_t scratchFloats(const RopeKvWriteArgs &args, int64_t qkvStride) {
-  return 2 * int64_t(args.rotaryDim / 2) + args.headDim +
+  return 3 * int64_t(args.rotaryDim / 2) + args.headDim +
          (args.type == ElemType::kF32 ? 0 : qkvStride);
 }
 
+// L of token t: positions[last token of its sequence] + 1 (a sequence's positions in a step are
+// consecutive, so this is the sequence's length after the step, transformers' max(position_ids)
+// + 1 for it alone).
+int32_t sequenceLength(const RopeKvWriteArgs &args, int32_t t) {
+  const int32_t *ends = args.queryStartLoc + 1;
+  const int32_t *end = std::upper_bound(ends, ends + args.numSeqs, t);
+  if (end == ends + args.numSeqs)
+    return args.positions[t] + 1;
+  return args.positions[*end - 1] + 1;
+}
+
+// The inverse frequencies token t rotates with: a row of args.invFreq, or `dynamicRow` filled.
+const float *invFreqOf(const RopeKvWriteArgs &args, int32_t t, float *dynamicRow) {
+  if (args.mode == RopeMode::kStatic)
+    return args.invFreq;
+  const int32_t seqLen = sequenceLength(args, t);
+  if (seqLen <= args.originalMaxPositions)
+    return args.invFreq;
+  if (args.mode == RopeMode::kLongShort)
+    return args.invFreq + args.rotaryDim / 2;
+  dynamicNtkInvFreq(args.ropeTheta, args.dynamicFactor, args.originalMaxPositions, args.rotaryDim,
+                    seqLen, dynamicRow);
+  return dynamicRow;
+}
+
 } // namespace
+
+// transformers computes base' on 0-d float32 tensors, so every step is rounded to float32 and each
+// Python scalar enters as a float32; `tensor ** python_float` raises the element in double. The
+// fp32 powers base'^(2i/dim) are taken in double and rounded once (the correctly rounded fp32
+// power, within an ulp of torch's vectorized powf), so kernels/cuda/rope_kv.cuh, which does the
+// same, gets the same bits on a GPU.
+void dynamicNtkInvFreq(float ropeTheta, double factor, int32_t maxPositions, int32_t rotaryDim,
+                       int32_t seqLen, float *invFreq) {
+  const float scaled = static_cast<float>(factor) * static_cast<float>(seqLen);
+  const float ratio = scaled / static_cast<float>(maxPositions);
+  const float shifted = ratio - static_cast<float>(factor - 1.0);
+  const double exponent = static_cast<double>(rotaryDim) / (rotaryDim - 2);
+  const float stretch = static_cast<float>(std::pow(static_cast<double>(shifted), exponent));
+  const float base = ropeTheta * stretch;
+  const float dim = static_cast<float>(rotaryDim);
+  for (int32_t i = 0; i < rotaryDim / 2; ++i) {
+    const float exponentI = static_cast<float>(2 * i) / dim;
+    const float power = static_cast<float>(
+        std::pow(static_cast<double>(base), static_cast<double>(exponentI)));
+    invFreq[i] = 1.0f / power;
+  }
+}
 
 void ropeKvWrite(const RopeKvWriteArgs &args) {
   const int64_t headDim = args.headDim;
@@ -59,16 +110,20 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
   {
     float *cosines = threadScratch(static_cast<size_t>(scratchFloats(args, qkvStride)));
     float *sines = cosines + half;
-    float *staging = sines + half;
+    float *dynamicRow = sines + half;
+    float *staging = dynamicRow + half;
     float *widened = staging + headDim;
+    const float scaling = args.attentionScaling;
 #pragma omp for schedule(static)
     for (int32_t t = 0; t < args.numTokens; ++t) {
-      // transformers computes inv_freq x position as an fp32 matmul: one fp32 product per angle.
+      // transformers computes position x inv_freq as one fp32 product per angle, then
+      // cos(emb) * attention_scaling and sin(emb) * attention_scaling in fp32.
       const float position = static_cast<float>(args.positions[t]);
+      const float *invFreq = invFreqOf(args, t, dynamicRow);
       for (int32_t i = 0; i < half; ++i) {
-        const float angle = position * args.invFreq[i];
-        cosines[i] = std::cos(angle);
-        sines[i] = std::sin(angle);
+        const float angle = position * invFreq[i];
+        cosines[i] = std::cos(angle) * scaling;
+        sines[i] = std::sin(angle) * scaling;
       }
       const float *qkv = static_cast<const float *>(args.qkv) + t * qkvStride;
       if (args.type != ElemType::kF32) {

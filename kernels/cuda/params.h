@@ -124,21 +124,35 @@ struct ArgmaxRowsParams {
 // CTAs per token of RopeKvWrite (grid.y): a decode step of one sequence would otherwise run the
 // whole (H + 2 KV) x head_dim row on one CTA (9 us per layer on the H100).
 constexpr int32_t kRopeCtasPerToken = 4;
+// RopeKvWriteParams::mode, the values of kernels/cpu/kernels.h RopeMode (which says what each does).
+constexpr int32_t kRopeStatic = 0;
+constexpr int32_t kRopeLongShort = 1;   // invFreq = [short | long]
+constexpr int32_t kRopeDynamicNtk = 2;
 // Rotates q and k, writes rotated k and raw v to the cache at slotMapping[t].
 // grid (numTokens, kRopeCtasPerToken); any grid.y works, the CTAs of a token share its work.
 struct RopeKvWriteParams {
   const void *qkv;            // [numTokens, (H + 2 KV) * D]
   const int32_t *positions;   // [numTokens]
   const int32_t *slotMapping; // [numTokens]
-  const float *invFreq;       // [rotaryDim / 2], always fp32
+  const float *invFreq;       // [rotaryDim / 2] ([2][rotaryDim / 2] for kRopeLongShort), fp32
   void *q;                    // [numTokens, H * D]
   void *kCache;               // this layer
   void *vCache;
   int32_t numTokens;
+  // Run-time scaling, the CPU reference's RopeKvWriteArgs members of the same names; the
+  // defaults are plain RoPE.
+  int32_t mode = kRopeStatic;
+  const int32_t *queryStartLoc = nullptr; // [numSeqs + 1]; read unless kRopeStatic
+  int32_t numSeqs = 0;
+  int32_t originalMaxPositions = 0;
+  float ropeTheta = 0.0f;
+  double dynamicFactor = 1.0;
+  float attentionScaling = 1.0f;
 };
 
-// Paged causal attention (plan.fbs Attention). Decode: grid (numSeqs, KV, splits) + reduce grid
-// (numSeqs, H); prefill: grid (ceil(numTokens / prefillBlockRows) + numSeqs, H).
+// Paged causal attention (plan.fbs Attention), optionally over a sliding window. Decode: grid
+// (numSeqs, KV, splits) + reduce grid (numSeqs, H); prefill: grid (ceil(numTokens /
+// prefillBlockRows) + numSeqs, H).
 struct AttentionParams {
   const void *q;                // [numTokens, H * D]
   const int32_t *positions;     // [numTokens]

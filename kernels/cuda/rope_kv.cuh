@@ -6,15 +6,47 @@
 // (H + KV) * ROTARY_DIM / 2 rotation pairs, the dims past ROTARY_DIM, and KV * HEAD_DIM values
 // of v.
 //
-// inv_freq is data (an fp32 table), so llama3 or linear scaling needs no kernel change. Angles
-// are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf, and
-// q*cos + rotate_half(q)*sin is computed in fp32 and rounded once to T when stored (plan.fbs; the
-// CPU reference's operation order).
+// inv_freq is data (an fp32 table), so llama3, linear or yarn scaling needs no kernel change. Angles
+// are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf times
+// p.attentionScaling, and q*cos + rotate_half(q)*sin is computed in fp32 and rounded once to T
+// when stored (plan.fbs; the CPU reference's operation order).
+//
+// The run-time modes (p.mode; kernels/cpu/kernels.h RopeMode) pick the row from the token's
+// sequence length L = positions[last token of its sequence] + 1: kRopeLongShort the second row of
+// invFreq when L > originalMaxPositions; kRopeDynamicNtk the row recomputed for L with the steps
+// of kernels/cpu/rope_kv.cc dynamicNtkInvFreq (double powers rounded once, so the bits match).
+// The static path reads only p.mode beyond what it always read.
 #pragma once
 
 #include "kiln/common.cuh"
 
 namespace kiln::kernels::cuda {
+
+// L of token t: positions[last token of its sequence] + 1 (the first sequence s with
+// queryStartLoc[s + 1] > t holds t; past the last one, the token's own position + 1).
+__device__ __forceinline__ int ropeSequenceLength(const RopeKvWriteParams &p, int t) {
+  int lo = 0;
+  int hi = p.numSeqs;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (p.queryStartLoc[mid + 1] > t)
+      hi = mid;
+    else
+      lo = mid + 1;
+  }
+  return lo < p.numSeqs ? p.positions[p.queryStartLoc[lo + 1] - 1] + 1 : p.positions[t] + 1;
+}
+
+// base' of dynamic NTK for a sequence of seqLen tokens, kernels/cpu/rope_kv.cc's float32 steps.
+__device__ __forceinline__ float dynamicNtkBase(const RopeKvWriteParams &p, int seqLen,
+                                                int rotaryDim) {
+  const float scaled = static_cast<float>(p.dynamicFactor) * static_cast<float>(seqLen);
+  const float ratio = scaled / static_cast<float>(p.originalMaxPositions);
+  const float shifted = ratio - static_cast<float>(p.dynamicFactor - 1.0);
+  const double exponent = static_cast<double>(rotaryDim) / (rotaryDim - 2);
+  const float stretch = static_cast<float>(pow(static_cast<double>(shifted), exponent));
+  return p.ropeTheta * stretch;
+}
 
 template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int ROTARY_DIM, int BLOCK_SIZE,
           int THREADS>
@@ -32,10 +64,29 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   if (t >= p.numTokens)
     return;
   const float position = static_cast<float>(p.positions[t]);
+  const float *invFreq = p.invFreq;
+  float dynamicBase = 0.0f; // > 0: this token's row is dynamic NTK's for its L
+  if (p.mode != kRopeStatic) {
+    const int seqLen = ropeSequenceLength(p, t);
+    if (seqLen > p.originalMaxPositions) {
+      if (p.mode == kRopeLongShort)
+        invFreq += kHalf;
+      else
+        dynamicBase = dynamicNtkBase(p, seqLen, ROTARY_DIM);
+    }
+  }
   for (int i = threadIdx.x; i < kHalf; i += THREADS) {
-    const float angle = position * p.invFreq[i];
-    cosines[i] = cosf(angle);
-    sines[i] = sinf(angle);
+    float inverse;
+    if (dynamicBase > 0.0f) {
+      const float exponent = static_cast<float>(2 * i) / static_cast<float>(ROTARY_DIM);
+      inverse = 1.0f / static_cast<float>(pow(static_cast<double>(dynamicBase),
+                                              static_cast<double>(exponent)));
+    } else {
+      inverse = invFreq[i];
+    }
+    const float angle = position * inverse;
+    cosines[i] = cosf(angle) * p.attentionScaling;
+    sines[i] = sinf(angle) * p.attentionScaling;
   }
   __syncthreads();
 

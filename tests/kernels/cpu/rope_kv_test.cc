@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <vector>
 
 namespace kiln::kernels::cpu {
@@ -27,16 +28,18 @@ std::vector<float> llamaInvFreq(int32_t rotaryDim, float theta) {
   return invFreq;
 }
 
-// Reference rotation: the angle is the fp32 product (as transformers computes it); cos, sin and
-// the rotation itself in double.
+// Reference rotation: the angle is the fp32 product (as transformers computes it); cos, sin (times
+// the attention scaling) and the rotation itself in double.
 std::vector<double> rotateReference(const float *x, int32_t position,
-                                    const std::vector<float> &invFreq, const RopeShape &s) {
+                                    const std::vector<float> &invFreq, const RopeShape &s,
+                                    double scaling = 1.0) {
   const int32_t half = s.rotaryDim / 2;
   std::vector<double> out(x, x + s.headDim);
   for (int32_t i = 0; i < half; ++i) {
     const double angle = static_cast<float>(position) * invFreq[i];
-    out[i] = x[i] * std::cos(angle) - x[i + half] * std::sin(angle);
-    out[i + half] = x[i + half] * std::cos(angle) + x[i] * std::sin(angle);
+    const double c = std::cos(angle) * scaling, sn = std::sin(angle) * scaling;
+    out[i] = x[i] * c - x[i + half] * sn;
+    out[i + half] = x[i + half] * c + x[i] * sn;
   }
   return out;
 }
@@ -129,6 +132,190 @@ TEST(RopeKvWriteTest, PositionZeroIsIdentity) {
   // slot 3 = block 1, offset 1 -> floats [24, 32)
   EXPECT_TRUE(std::equal(kCache.begin() + 24, kCache.end(), qkv.begin() + 16));
   EXPECT_TRUE(std::equal(vCache.begin() + 24, vCache.end(), qkv.begin() + 24));
+}
+
+// --- Run-time scaling modes -------------------------------------------------------------------
+
+// One sequence's tokens in a step: positions start .. start + count - 1, so its L (length after
+// the step) is start + count.
+struct SeqChunk {
+  int32_t start, count;
+};
+
+// How the reference rotates: the mode's rows and switch, written from the definition (L of the
+// chunk, not of the token), independently of the kernel's sequence lookup.
+struct ModeCase {
+  RopeMode mode;
+  std::vector<float> invFreq; // kLongShort: [short | long]
+  int32_t originalMax = 0;
+  float theta = 10000.0f;
+  double factor = 1.0;
+  float scaling = 1.0f;
+};
+
+std::vector<float> referenceRow(const ModeCase &c, int32_t seqLen, int32_t half) {
+  const bool above = c.mode != RopeMode::kStatic && seqLen > c.originalMax;
+  if (above && c.mode == RopeMode::kLongShort)
+    return {c.invFreq.begin() + half, c.invFreq.begin() + 2 * half};
+  std::vector<float> row(c.invFreq.begin(), c.invFreq.begin() + half);
+  if (above)
+    dynamicNtkInvFreq(c.theta, c.factor, c.originalMax, 2 * half, seqLen, row.data());
+  return row;
+}
+
+void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk> &chunks,
+               uint32_t seed) {
+  std::vector<int32_t> positions, queryStartLoc = {0}, seqLenOf;
+  for (const SeqChunk &chunk : chunks) {
+    for (int32_t p = chunk.start; p < chunk.start + chunk.count; ++p) {
+      positions.push_back(p);
+      seqLenOf.push_back(chunk.start + chunk.count);
+    }
+    queryStartLoc.push_back(static_cast<int32_t>(positions.size()));
+  }
+  const int32_t numTokens = static_cast<int32_t>(positions.size());
+  const int32_t numBlocks = numTokens / s.blockSize + 2;
+  std::vector<int32_t> slots(numTokens);
+  std::iota(slots.begin(), slots.end(), s.blockSize); // block 0 stays untouched
+  const int64_t qkvWidth = static_cast<int64_t>(s.numHeads + 2 * s.numKvHeads) * s.headDim;
+  const auto qkv = randomFloats(numTokens * qkvWidth, seed);
+  const size_t cacheSize = static_cast<size_t>(numBlocks) * s.numKvHeads * s.blockSize * s.headDim;
+  std::vector<float> kCache(cacheSize, kSentinel), vCache(cacheSize, kSentinel);
+  std::vector<float> q(static_cast<size_t>(numTokens) * s.numHeads * s.headDim);
+  RopeKvWriteArgs args{qkv.data(), positions.data(), slots.data(), c.invFreq.data(), q.data(),
+                       kCache.data(), vCache.data(), numTokens, s.numHeads, s.numKvHeads,
+                       s.headDim, s.rotaryDim, s.blockSize};
+  args.mode = c.mode;
+  args.queryStartLoc = queryStartLoc.data();
+  args.numSeqs = static_cast<int32_t>(chunks.size());
+  args.originalMaxPositions = c.originalMax;
+  args.ropeTheta = c.theta;
+  args.dynamicFactor = c.factor;
+  args.attentionScaling = c.scaling;
+  ropeKvWrite(args);
+
+  for (int32_t t = 0; t < numTokens; ++t) {
+    SCOPED_TRACE(::testing::Message() << "token " << t << " position " << positions[t]
+                                      << " L " << seqLenOf[t]);
+    const std::vector<float> row = referenceRow(c, seqLenOf[t], s.rotaryDim / 2);
+    const float *x = qkv.data() + t * qkvWidth;
+    for (int32_t h = 0; h < s.numHeads + s.numKvHeads; ++h) {
+      const auto expected = rotateReference(x + h * s.headDim, positions[t], row, s, c.scaling);
+      const int64_t slot = slots[t];
+      const float *got =
+          h < s.numHeads
+              ? q.data() + (static_cast<int64_t>(t) * s.numHeads + h) * s.headDim
+              : kCache.data() + ((slot / s.blockSize * s.numKvHeads + h - s.numHeads) *
+                                     s.blockSize +
+                                 slot % s.blockSize) *
+                                    s.headDim;
+      for (int32_t d = 0; d < s.headDim; ++d)
+        ASSERT_NEAR(got[d], expected[d], kTolerance) << "head " << h << " dim " << d;
+    }
+  }
+}
+
+// Sequences on both sides of the switch in one step, and chunks whose first positions lie below
+// it while their L lies above (they take the long / scaled row for every token, as transformers
+// does for a forward whose max position crosses it).
+const std::vector<SeqChunk> kSwitchBatch = {
+    {0, 5},   // prefill, L 5
+    {40, 8},  // chunk, L 48
+    {60, 10}, // chunk 60..69 straddling 64: L 70, above for all of it
+    {63, 1},  // decode, L 64: at the switch, not above
+    {64, 1},  // decode, L 65: above
+    {200, 1}, // decode far above
+    {30, 34}, // chunk ending at 63: L 64, below
+};
+
+TEST(RopeKvWriteTest, LongShortPicksTheRowOfEachSequence) {
+  for (const RopeShape &shape : {RopeShape{4, 2, 16, 16, 4}, RopeShape{4, 2, 32, 16, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "rotaryDim " << shape.rotaryDim);
+    const int32_t half = shape.rotaryDim / 2;
+    ModeCase c{RopeMode::kLongShort, {}, 64};
+    const auto base = llamaInvFreq(shape.rotaryDim, 10000.0f);
+    for (int32_t row = 0; row < 2; ++row)
+      for (int32_t i = 0; i < half; ++i) // short 1..1.1, long 1..8
+        c.invFreq.push_back(base[i] / (row == 0 ? 1.0f + 0.1f * i / half : 1.0f + 7.0f * i / half));
+    c.scaling = 1.1902381f;
+    checkMode(shape, c, kSwitchBatch, 1200 + shape.headDim);
+  }
+}
+
+TEST(RopeKvWriteTest, DynamicNtkRecomputesAboveMaxPositions) {
+  for (const RopeShape &shape : {RopeShape{4, 2, 16, 16, 4}, RopeShape{2, 1, 64, 32, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "rotaryDim " << shape.rotaryDim);
+    ModeCase c{RopeMode::kDynamicNtk, llamaInvFreq(shape.rotaryDim, 10000.0f), 64, 10000.0f, 2.0};
+    std::vector<SeqChunk> batch = kSwitchBatch;
+    batch.push_back({4000, 3}); // L 4003: a base 100x larger
+    checkMode(shape, c, batch, 1300 + shape.headDim);
+    c.factor = 1.7; // factor - 1 is rounded from the double
+    checkMode(shape, c, batch, 1400 + shape.headDim);
+  }
+}
+
+// yarn: one row, cos and sin scaled; with partial rotary the tail dims pass unscaled.
+TEST(RopeKvWriteTest, StaticAttentionScalingScalesCosAndSin) {
+  for (const RopeShape &shape : {RopeShape{4, 2, 16, 16, 4}, RopeShape{8, 2, 32, 24, 4}}) {
+    SCOPED_TRACE(::testing::Message() << "rotaryDim " << shape.rotaryDim);
+    ModeCase c{RopeMode::kStatic, llamaInvFreq(shape.rotaryDim, 1000000.0f)};
+    c.scaling = 1.1386294f;
+    checkMode(shape, c, kSwitchBatch, 1500 + shape.headDim);
+  }
+}
+
+// Unscaled static RoPE is what it was before the modes existed: the fp32 rotation with cos and
+// sin as computed, bit for bit, whatever queryStartLoc says.
+TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
+  const RopeShape s{4, 2, 32, 24, 4};
+  const int32_t numTokens = 5, half = s.rotaryDim / 2;
+  const std::vector<int32_t> positions = {0, 7, 8, 9, 5000}, slots = {4, 5, 6, 7, -1};
+  const std::vector<int32_t> queryStartLoc = {0, 1, 4, 5};
+  const int64_t qkvWidth = static_cast<int64_t>(s.numHeads + 2 * s.numKvHeads) * s.headDim;
+  const auto qkv = randomFloats(numTokens * qkvWidth, 1600);
+  const auto invFreq = llamaInvFreq(s.rotaryDim, 10000.0f);
+  std::vector<float> q(static_cast<size_t>(numTokens) * s.numHeads * s.headDim);
+  std::vector<float> kCache(3 * s.numKvHeads * s.blockSize * s.headDim);
+  std::vector<float> vCache(kCache.size());
+  RopeKvWriteArgs args{qkv.data(), positions.data(), slots.data(), invFreq.data(), q.data(),
+                       kCache.data(), vCache.data(), numTokens, s.numHeads, s.numKvHeads,
+                       s.headDim, s.rotaryDim, s.blockSize};
+  args.queryStartLoc = queryStartLoc.data();
+  args.numSeqs = 3;
+  args.originalMaxPositions = 1; // ignored by kStatic
+  ropeKvWrite(args);
+  for (int32_t t = 0; t < numTokens; ++t)
+    for (int32_t h = 0; h < s.numHeads; ++h) {
+      const float *x = qkv.data() + t * qkvWidth + h * s.headDim;
+      const float *got = q.data() + (t * s.numHeads + h) * s.headDim;
+      for (int32_t i = 0; i < half; ++i) {
+        const float angle = static_cast<float>(positions[t]) * invFreq[i];
+        const float c = std::cos(angle), sn = std::sin(angle);
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i]),
+                  std::bit_cast<uint32_t>(x[i] * c + (-x[i + half]) * sn));
+        ASSERT_EQ(std::bit_cast<uint32_t>(got[i + half]),
+                  std::bit_cast<uint32_t>(x[i + half] * c + x[i] * sn));
+      }
+      for (int32_t d = s.rotaryDim; d < s.headDim; ++d)
+        ASSERT_EQ(got[d], x[d]);
+    }
+}
+
+// dynamicNtkInvFreq against the formula evaluated in double: within transformers' float32
+// rounding (tests/compiler/import/rope_inv_freq_test.cc checks it against transformers itself).
+TEST(RopeKvWriteTest, DynamicNtkInvFreqFollowsTheFormula) {
+  for (auto [dim, factor, maxPositions, seqLen] :
+       {std::tuple{64, 2.0, 2048, 2049}, std::tuple{128, 1.7, 4096, 131072},
+        std::tuple{16, 4.0, 64, 65}, std::tuple{32, 8.0, 1024, 1000000}}) {
+    std::vector<float> row(dim / 2);
+    dynamicNtkInvFreq(10000.0f, factor, maxPositions, dim, seqLen, row.data());
+    const double base =
+        10000.0 * std::pow(factor * seqLen / maxPositions - (factor - 1), dim / (dim - 2.0));
+    for (int32_t i = 0; i < dim / 2; ++i) {
+      const double expected = 1.0 / std::pow(base, 2.0 * i / dim);
+      EXPECT_NEAR(row[i], expected, 1e-6 * expected) << dim << " " << seqLen << " pair " << i;
+    }
+  }
 }
 
 } // namespace
