@@ -150,9 +150,8 @@ struct RopeKvWriteParams {
   float attentionScaling = 1.0f;
 };
 
-// Paged causal attention (plan.fbs Attention), optionally over a sliding window. Decode: grid
-// (numSeqs, KV, splits) + reduce grid (numSeqs, H); prefill: grid (ceil(numTokens /
-// prefillBlockRows) + numSeqs, H).
+// Paged causal attention (plan.fbs Attention). Decode: grid (numSeqs, KV, splits) + reduce grid
+// (numSeqs, H); prefill: grid (ceil(numTokens / prefillBlockRows) + numSeqs, H).
 struct AttentionParams {
   const void *q;                // [numTokens, H * D]
   const int32_t *positions;     // [numTokens]
