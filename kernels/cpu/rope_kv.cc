@@ -93,8 +93,8 @@ void dynamicNtkInvFreq(float ropeTheta, double factor, int32_t maxPositions, int
   const float dim = static_cast<float>(rotaryDim);
   for (int32_t i = 0; i < rotaryDim / 2; ++i) {
     const float exponentI = static_cast<float>(2 * i) / dim;
-    const float power = static_cast<float>(
-        std::pow(static_cast<double>(base), static_cast<double>(exponentI)));
+    const float power =
+        static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(exponentI)));
     invFreq[i] = 1.0f / power;
   }
 }

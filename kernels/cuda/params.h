@@ -124,7 +124,8 @@ struct ArgmaxRowsParams {
 // CTAs per token of RopeKvWrite (grid.y): a decode step of one sequence would otherwise run the
 // whole (H + 2 KV) x head_dim row on one CTA (9 us per layer on the H100).
 constexpr int32_t kRopeCtasPerToken = 4;
-// RopeKvWriteParams::mode, the values of kernels/cpu/kernels.h RopeMode (which says what each does).
+// RopeKvWriteParams::mode: the values of kernels/cpu/kernels.h RopeMode, which says what each
+// does.
 constexpr int32_t kRopeStatic = 0;
 constexpr int32_t kRopeLongShort = 1;   // invFreq = [short | long]
 constexpr int32_t kRopeDynamicNtk = 2;

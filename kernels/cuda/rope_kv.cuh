@@ -6,8 +6,8 @@
 // (H + KV) * ROTARY_DIM / 2 rotation pairs, the dims past ROTARY_DIM, and KV * HEAD_DIM values
 // of v.
 //
-// inv_freq is data (an fp32 table), so llama3, linear or yarn scaling needs no kernel change. Angles
-// are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf times
+// inv_freq is data (an fp32 table), so llama3, linear or yarn scaling needs no kernel change.
+// Angles are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf times
 // p.attentionScaling, and q*cos + rotate_half(q)*sin is computed in fp32 and rounded once to T
 // when stored (plan.fbs; the CPU reference's operation order).
 //
@@ -79,8 +79,8 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     float inverse;
     if (dynamicBase > 0.0f) {
       const float exponent = static_cast<float>(2 * i) / static_cast<float>(ROTARY_DIM);
-      inverse = 1.0f / static_cast<float>(pow(static_cast<double>(dynamicBase),
-                                              static_cast<double>(exponent)));
+      inverse = 1.0f / static_cast<float>(
+                           pow(static_cast<double>(dynamicBase), static_cast<double>(exponent)));
     } else {
       inverse = invFreq[i];
     }

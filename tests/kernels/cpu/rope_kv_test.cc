@@ -182,9 +182,10 @@ void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk
   const size_t cacheSize = static_cast<size_t>(numBlocks) * s.numKvHeads * s.blockSize * s.headDim;
   std::vector<float> kCache(cacheSize, kSentinel), vCache(cacheSize, kSentinel);
   std::vector<float> q(static_cast<size_t>(numTokens) * s.numHeads * s.headDim);
-  RopeKvWriteArgs args{qkv.data(), positions.data(), slots.data(), c.invFreq.data(), q.data(),
-                       kCache.data(), vCache.data(), numTokens, s.numHeads, s.numKvHeads,
-                       s.headDim, s.rotaryDim, s.blockSize};
+  RopeKvWriteArgs args{qkv.data(), positions.data(), slots.data(),  c.invFreq.data(),
+                       q.data(),   kCache.data(),    vCache.data(), numTokens,
+                       s.numHeads, s.numKvHeads,     s.headDim,     s.rotaryDim,
+                       s.blockSize};
   args.mode = c.mode;
   args.queryStartLoc = queryStartLoc.data();
   args.numSeqs = static_cast<int32_t>(chunks.size());
@@ -195,20 +196,19 @@ void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk
   ropeKvWrite(args);
 
   for (int32_t t = 0; t < numTokens; ++t) {
-    SCOPED_TRACE(::testing::Message() << "token " << t << " position " << positions[t]
-                                      << " L " << seqLenOf[t]);
+    SCOPED_TRACE(::testing::Message()
+                 << "token " << t << " position " << positions[t] << " L " << seqLenOf[t]);
     const std::vector<float> row = referenceRow(c, seqLenOf[t], s.rotaryDim / 2);
     const float *x = qkv.data() + t * qkvWidth;
     for (int32_t h = 0; h < s.numHeads + s.numKvHeads; ++h) {
       const auto expected = rotateReference(x + h * s.headDim, positions[t], row, s, c.scaling);
       const int64_t slot = slots[t];
       const float *got =
-          h < s.numHeads
-              ? q.data() + (static_cast<int64_t>(t) * s.numHeads + h) * s.headDim
-              : kCache.data() + ((slot / s.blockSize * s.numKvHeads + h - s.numHeads) *
-                                     s.blockSize +
-                                 slot % s.blockSize) *
-                                    s.headDim;
+          h < s.numHeads ? q.data() + (static_cast<int64_t>(t) * s.numHeads + h) * s.headDim
+                         : kCache.data() +
+                               ((slot / s.blockSize * s.numKvHeads + h - s.numHeads) * s.blockSize +
+                                slot % s.blockSize) *
+                                   s.headDim;
       for (int32_t d = 0; d < s.headDim; ++d)
         ASSERT_NEAR(got[d], expected[d], kTolerance) << "head " << h << " dim " << d;
     }
@@ -277,9 +277,9 @@ TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
   std::vector<float> q(static_cast<size_t>(numTokens) * s.numHeads * s.headDim);
   std::vector<float> kCache(3 * s.numKvHeads * s.blockSize * s.headDim);
   std::vector<float> vCache(kCache.size());
-  RopeKvWriteArgs args{qkv.data(), positions.data(), slots.data(), invFreq.data(), q.data(),
-                       kCache.data(), vCache.data(), numTokens, s.numHeads, s.numKvHeads,
-                       s.headDim, s.rotaryDim, s.blockSize};
+  RopeKvWriteArgs args{qkv.data(),    positions.data(), slots.data(), invFreq.data(), q.data(),
+                       kCache.data(), vCache.data(),    numTokens,    s.numHeads,     s.numKvHeads,
+                       s.headDim,     s.rotaryDim,      s.blockSize};
   args.queryStartLoc = queryStartLoc.data();
   args.numSeqs = 3;
   args.originalMaxPositions = 1; // ignored by kStatic
