@@ -1,7 +1,8 @@
 // Paged attention for decode steps (every sequence has exactly one query token: numTokens ==
 // numSeqs), GQA-aware and split-K ("flash-decoding"). plan.fbs Attention semantics: the token at
-// position p attends to cache positions 0..p of its sequence; query head h reads kv head
-// h / (H / KV); softmax(q.k * scale) v with fp32 accumulation.
+// position p attends to cache positions 0..p of its sequence, or to the last slidingWindow of
+// them (attentionWindowStart in params.h); query head h reads kv head h / (H / KV);
+// softmax(q.k * scale) v with fp32 accumulation.
 //
 // Grid rule (computed by the host from the step counts, not a plain GridRule):
 //   decode: grid (numSeqs, NUM_KV_HEADS, numSplits), block kAttentionThreads, where numSplits =
@@ -9,9 +10,11 @@
 //           CTAs past a sequence's own split count exit without writing (decodeSplit).
 //   reduce: grid (numSeqs, NUM_HEADS), block kAttentionThreads; always launched after decode.
 // One CTA per (sequence, kv head, split) serves the H / KV query heads that share the kv head, so
-// each K/V row is read once for the whole group. A sequence's split count and split length
-// depend only on its own length (decodeSplit), so its result is the same in any batch. A
-// sequence that needs one split writes its output directly and the reduce kernel skips it.
+// each K/V row is read once for the whole group. The splits cut only the keys the token sees,
+// [windowStart, contextLen): keys before a sliding window are never read. A sequence's split
+// count and split length depend only on that visible length (decodeSplit), so its result is the
+// same in any batch. A sequence that needs one split writes its output directly and the reduce
+// kernel skips it.
 //
 // Inside a CTA: threads form kTokenLanes x kDimLanes; a token's q.k is kDimLanes partial dots
 // summed with warp shuffles; scores of a tile of kDecodeTile tokens go to shared memory, each
@@ -187,10 +190,11 @@ struct PagedDecode {
       return;
     const int token = p.queryStartLoc[seq];
     const int contextLen = p.positions[token] + 1;
-    const DecodeSplit split = decodeSplit(contextLen, p.numSplits);
+    const int windowStart = attentionWindowStart(contextLen - 1, p.slidingWindow);
+    const DecodeSplit split = decodeSplit(contextLen - windowStart, p.numSplits);
     if (static_cast<int>(blockIdx.z) >= split.count)
       return;
-    const int start = blockIdx.z * split.length;
+    const int start = windowStart + blockIdx.z * split.length;
     const int end = min(start + split.length, contextLen);
     const int32_t *table = p.blockTables + static_cast<int64_t>(seq) * p.maxBlocksPerSeq;
     const int tokenLane = threadIdx.x / kDimLanes;
@@ -265,7 +269,9 @@ __device__ __forceinline__ void pagedDecodeReduce(const AttentionParams &p) {
   if (seq >= p.numSeqs)
     return;
   const int token = p.queryStartLoc[seq];
-  const DecodeSplit split = decodeSplit(p.positions[token] + 1, p.numSplits);
+  const int position = p.positions[token];
+  const DecodeSplit split =
+      decodeSplit(position + 1 - attentionWindowStart(position, p.slidingWindow), p.numSplits);
   if (split.count == 1)
     return; // the decode kernel wrote this sequence's output
   const int64_t state = (static_cast<int64_t>(seq) * NUM_HEADS + head) * kMaxDecodeSplits;

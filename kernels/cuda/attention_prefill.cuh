@@ -12,6 +12,11 @@
 // the tile can only add KV tiles that are fully masked for it, which leave its state unchanged
 // (correction exp(0) = 1, probabilities 0). Decode tokens in a mixed step are 1-row tiles.
 //
+// Sliding window (AttentionParams::slidingWindow > 0): the walk starts at the earliest window
+// start of the tile's rows, so KV tiles no row sees are never read, and each row also masks the
+// keys before its own window start. The kernel branches on the window once, into a second
+// instance of the walk: the causal walk keeps its loop as it is.
+//
 // This is the SIMT kernel (fp32 FMA from shared memory), correct for any head dim that is a
 // whole number of 16-byte vectors: it serves fp32 and the head dims the tensor-core kernel
 // (attention_prefill_tc.cuh) does not; PagedPrefill at the end picks one.
@@ -74,7 +79,6 @@ struct PagedPrefillSimt {
     if (tile.seq < 0)
       return;
     const int head = blockIdx.y;
-    const int kvHead = head / (NUM_HEADS / NUM_KV_HEADS);
     const int64_t rowStride = static_cast<int64_t>(NUM_HEADS) * HEAD_DIM;
     const T *q = static_cast<const T *>(p.q);
     loadTile<kRows>(sh.q, tile.rows,
@@ -82,38 +86,44 @@ struct PagedPrefillSimt {
     for (int r = threadIdx.x; r < kRows; r += kThreads)
       sh.positions[r] = r < tile.rows ? p.positions[tile.firstToken + r] : -1;
     __syncthreads();
+    if (p.slidingWindow > 0)
+      attend<true>(p, tile, sh);
+    else
+      attend<false>(p, tile, sh);
+  }
+
+  // Walks the KV tiles the rows see with an online softmax per row and writes the rows' outputs.
+  template <bool WINDOWED>
+  static __device__ __forceinline__ void attend(const AttentionParams &p, const PrefillTile &tile,
+                                                Shared &sh) {
+    const int head = blockIdx.y;
+    const int kvHead = head / (NUM_HEADS / NUM_KV_HEADS);
     int lastPosition = -1;
     for (int r = 0; r < kRows; ++r)
       lastPosition = max(lastPosition, sh.positions[r]);
+    int firstKey = 0; // the earliest key any row sees
+    if constexpr (WINDOWED) {
+      firstKey = lastPosition;
+      for (int r = 0; r < tile.rows; ++r)
+        firstKey = min(firstKey, attentionWindowStart(sh.positions[r], p.slidingWindow));
+    }
 
     const int row = threadIdx.x / kRowThreads;
     const int sub = threadIdx.x % kRowThreads;
     const int position = sh.positions[row];
+    const int rowFirstKey = WINDOWED ? attentionWindowStart(position, p.slidingWindow) : 0;
     float runningMax = negativeInfinity();
     float runningSum = 0.0f;
     float acc[kDimsPerThread] = {};
     const int32_t *table = p.blockTables + static_cast<int64_t>(tile.seq) * p.maxBlocksPerSeq;
-    for (int kvStart = 0; kvStart <= lastPosition; kvStart += kCols) {
+    for (int kvStart = firstKey; kvStart <= lastPosition; kvStart += kCols) {
       const int cols = min(kCols, lastPosition + 1 - kvStart);
       __syncthreads(); // the previous tile's K, V and probabilities are consumed
       loadKv(p, table, kvHead, kvStart, cols, sh);
       __syncthreads();
       float scores[kColsPerThread];
-      float tileMax = negativeInfinity();
-#pragma unroll
-      for (int c = 0; c < kColsPerThread; ++c) {
-        const int j = sub + c * kRowThreads;
-        scores[c] = negativeInfinity();
-        if (kvStart + j <= position) { // causal mask; also masks padded rows (position -1)
-          float dot = 0.0f;
-#pragma unroll 8
-          for (int d = 0; d < HEAD_DIM; ++d)
-            dot += toFloat<T>(sh.q[row][d]) * toFloat<T>(sh.k[j][d]);
-          scores[c] = dot * p.scale;
-        }
-        tileMax = fmaxf(tileMax, scores[c]);
-      }
-      tileMax = rowMax(tileMax);
+      const float tileMax =
+          scoreTile<WINDOWED>(sh, p.scale, kvStart, position, rowFirstKey, scores);
       const float newMax = fmaxf(runningMax, tileMax);
       // A row with nothing visible yet keeps an empty state (avoids -inf - -inf).
       const bool empty = newMax == negativeInfinity();
@@ -143,10 +153,39 @@ struct PagedPrefillSimt {
     }
     if (position < 0)
       return;
+    const int64_t rowStride = static_cast<int64_t>(NUM_HEADS) * HEAD_DIM;
     T *out = static_cast<T *>(p.out) + (tile.firstToken + row) * rowStride + head * HEAD_DIM;
 #pragma unroll
     for (int k = 0; k < kDimsPerThread; ++k)
       out[sub + k * kRowThreads] = fromFloat<T>(acc[k] / runningSum);
+  }
+
+  // This thread's scaled scores of the KV tile at kvStart (-inf where masked) and their row's max.
+  template <bool WINDOWED>
+  static __device__ __forceinline__ float scoreTile(const Shared &sh, float scale, int kvStart,
+                                                    int position, int rowFirstKey,
+                                                    float (&scores)[kColsPerThread]) {
+    const int row = threadIdx.x / kRowThreads;
+    const int sub = threadIdx.x % kRowThreads;
+    float tileMax = negativeInfinity();
+#pragma unroll
+    for (int c = 0; c < kColsPerThread; ++c) {
+      const int j = sub + c * kRowThreads;
+      scores[c] = negativeInfinity();
+      // The causal mask also masks padded rows (position -1); a window adds its lower bound.
+      bool visible = kvStart + j <= position;
+      if constexpr (WINDOWED)
+        visible = visible && kvStart + j >= rowFirstKey;
+      if (visible) {
+        float dot = 0.0f;
+#pragma unroll 8
+        for (int d = 0; d < HEAD_DIM; ++d)
+          dot += toFloat<T>(sh.q[row][d]) * toFloat<T>(sh.k[j][d]);
+        scores[c] = dot * scale;
+      }
+      tileMax = fmaxf(tileMax, scores[c]);
+    }
+    return rowMax(tileMax);
   }
 
   static __device__ __forceinline__ void loadKv(const AttentionParams &p, const int32_t *table,

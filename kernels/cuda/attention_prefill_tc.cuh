@@ -10,11 +10,18 @@
 // with hi = P rounded to T and lo = (P - hi) rounded to T: O then sees P to ~16 significant bits
 // instead of 8 (bf16), which keeps the step within the fp32-softmax reference's tolerance (P
 // rounded once, as FlashAttention does, moved TinyStories-656K's bf16 logits 0.16 from the cpu
-// backend's) for a third more multiply work. The fragments' element layout is unspecified, so a row of O cannot be rescaled
-// in place; the online softmax therefore rescales lazily: a row's reference max moves (and O
-// makes a round trip through shared memory to be scaled) only when a tile's max exceeds it by
-// more than kRescaleThreshold, so probabilities stay below e^8 and the sum exact in fp32. After
-// the first tiles of a row that is rare. Only the final division by the row sum normalizes.
+// backend's) for a third more multiply work. The fragments' element layout is unspecified, so a row
+// of O cannot be rescaled in place; the online softmax therefore rescales lazily: a row's reference
+// max moves (and O makes a round trip through shared memory to be scaled) only when a tile's max
+// exceeds it by more than kRescaleThreshold, so probabilities stay below e^8 and the sum exact in
+// fp32. After the first tiles of a row that is rare. Only the final division by the row sum
+// normalizes.
+//
+// Sliding window (AttentionParams::slidingWindow > 0): the CTA's walk starts at the earliest
+// window start of its rows (KV tiles no row sees are never read), a warp skips the tiles before
+// its rows' windows as it skips those past its rows' positions, and each row masks the keys
+// before its own window start. The kernel branches on the window once, into a second instance of
+// the walk: the causal walk keeps its loop as it is.
 #pragma once
 
 #include <mma.h>
@@ -62,8 +69,17 @@ struct PagedPrefillTensorCores {
   // Per-lane state of one query row (two lanes per row: lane / 2, columns by lane % 2).
   struct RowState {
     int position;
+    int firstKey; // the row's window start; read only by the windowed walk
     float refMax;
     float sum;
+  };
+
+  // The keys the CTA walks, [first, last], and the part its warp's rows see.
+  struct KvRange {
+    int first;     // the earliest window start of the CTA's rows (0 without a window)
+    int last;      // the latest position of the CTA's rows
+    int warpFirst; // the earliest window start of this warp's rows
+    int warpLast;  // the latest position of this warp's rows; -1: only padding rows
   };
 
   static __device__ __forceinline__ void run(const AttentionParams &p) {
@@ -87,42 +103,23 @@ struct PagedPrefillTensorCores {
     for (int d = 0; d < kDimTiles; ++d)
       wmma::load_matrix_sync(qf[d], &sh.kv[0][0][0] + warp * kWarpRows * kKvStride + d * 16,
                              kKvStride);
-    int lastPosition = -1;
-    for (int r = 0; r < kRows; ++r)
-      lastPosition = max(lastPosition, sh.positions[r]);
-    const int warpLast = warpMaxInt(sh.positions[warp * kWarpRows + lane % kWarpRows]);
-    RowState row{sh.positions[warp * kWarpRows + lane / 2], negativeInfinity(), 0.0f};
+    const KvRange range = kvRange(sh, p.slidingWindow);
+    const int position = sh.positions[warp * kWarpRows + lane / 2];
+    RowState row{position, attentionWindowStart(position, p.slidingWindow), negativeInfinity(),
+                 0.0f};
     FragAcc o[kDimTiles];
 #pragma unroll
     for (int d = 0; d < kDimTiles; ++d)
       wmma::fill_fragment(o[d], 0.0f);
-    float *scratch = sh.scratch[warp];
     const int32_t *table = p.blockTables + static_cast<int64_t>(tile.seq) * p.maxBlocksPerSeq;
-    // K/V tiles are double-buffered through registers: the next tile's loads are in flight
-    // while the warps multiply the current one out of shared memory.
-    KvStage stage;
-    __syncthreads(); // every warp holds its Q fragments: the tiles may overwrite the staging
-    stage.fetch(p, table, kvHead, 0, min(kCols, lastPosition + 1));
-    stage.store(sh);
-    __syncthreads();
-    for (int kvStart = 0; kvStart <= lastPosition; kvStart += kCols) {
-      const int next = kvStart + kCols;
-      if (next <= lastPosition)
-        stage.fetch(p, table, kvHead, next, min(kCols, lastPosition + 1 - next));
-      if (warpLast >= kvStart) { // else every row of this warp is masked here (or padding)
-        scores(qf, sh, scratch);
-        softmaxTile(p.scale, kvStart, lane, row, o, scratch);
-        accumulate(sh, scratch, o);
-      }
-      if (next <= lastPosition) {
-        __syncthreads(); // the current tile is consumed
-        stage.store(sh);
-        __syncthreads();
-      }
-    }
-    if (warpLast < 0)
+    if (p.slidingWindow > 0)
+      walk<true>(p, table, kvHead, range, qf, row, o, sh);
+    else
+      walk<false>(p, table, kvHead, range, qf, row, o, sh);
+    if (range.warpLast < 0)
       return;
     row.sum += __shfl_xor_sync(0xffffffffu, row.sum, 1);
+    float *scratch = sh.scratch[warp];
     T *out = static_cast<T *>(p.out) + head * HEAD_DIM;
     const int firstRow = tile.firstToken + warp * kWarpRows;
     for (int d = 0; d < kDimTiles; ++d) {
@@ -136,6 +133,61 @@ struct PagedPrefillTensorCores {
           dst[c] = fromFloat<T>(src[c] / row.sum);
       }
       __syncwarp();
+    }
+  }
+
+  // The CTA's and this warp's key ranges from the rows' positions in shared memory; every
+  // thread calls it (warp shuffles).
+  static __device__ __forceinline__ KvRange kvRange(const Shared &sh, int window) {
+    const int warp = threadIdx.x / 32;
+    const int lane = threadIdx.x % 32;
+    KvRange range{0, -1, 0, -1};
+    for (int r = 0; r < kRows; ++r)
+      range.last = max(range.last, sh.positions[r]);
+    const int mine = sh.positions[warp * kWarpRows + lane % kWarpRows];
+    range.warpLast = warpMaxInt(mine);
+    if (window > 0) { // padding rows (position -1) see nothing: they take no part in the minima
+      range.first = range.last;
+      for (int r = 0; r < kRows; ++r)
+        if (sh.positions[r] >= 0)
+          range.first = min(range.first, attentionWindowStart(sh.positions[r], window));
+      range.warpFirst = warpMinInt(mine >= 0 ? attentionWindowStart(mine, window) : range.last + 1);
+    }
+    return range;
+  }
+
+  // Walks the KV tiles of `range`: every warp folds the tiles its rows see into row and o.
+  template <bool WINDOWED>
+  static __device__ __forceinline__ void
+  walk(const AttentionParams &p, const int32_t *table, int kvHead, const KvRange &range,
+       const FragQ (&qf)[kDimTiles], RowState &row, FragAcc (&o)[kDimTiles], Shared &sh) {
+    const int lane = threadIdx.x % 32;
+    float *scratch = sh.scratch[threadIdx.x / 32];
+    // K/V tiles are double-buffered through registers: the next tile's loads are in flight
+    // while the warps multiply the current one out of shared memory.
+    KvStage stage;
+    __syncthreads(); // every warp holds its Q fragments: the tiles may overwrite the staging
+    stage.fetch(p, table, kvHead, range.first, min(kCols, range.last + 1 - range.first));
+    stage.store(sh);
+    __syncthreads();
+    for (int kvStart = range.first; kvStart <= range.last; kvStart += kCols) {
+      const int next = kvStart + kCols;
+      if (next <= range.last)
+        stage.fetch(p, table, kvHead, next, min(kCols, range.last + 1 - next));
+      // A warp whose rows all mask this tile (or are padding) skips it.
+      bool seen = range.warpLast >= kvStart;
+      if constexpr (WINDOWED)
+        seen = seen && range.warpFirst < next;
+      if (seen) {
+        scores(qf, sh, scratch);
+        softmaxTile<WINDOWED>(p.scale, kvStart, lane, row, o, scratch);
+        accumulate(sh, scratch, o);
+      }
+      if (next <= range.last) {
+        __syncthreads(); // the current tile is consumed
+        stage.store(sh);
+        __syncthreads();
+      }
     }
   }
 
@@ -159,6 +211,7 @@ struct PagedPrefillTensorCores {
 
   // Reads this lane's half row of scores, masks, updates the row's reference max (rescaling O
   // when it moves) and writes the probabilities over the scores as T.
+  template <bool WINDOWED>
   static __device__ __forceinline__ void softmaxTile(float scale, int kvStart, int lane,
                                                      RowState &row, FragAcc (&o)[kDimTiles],
                                                      float *scratch) {
@@ -168,8 +221,10 @@ struct PagedPrefillTensorCores {
 #pragma unroll
     for (int i = 0; i < kColsPerLane; ++i) {
       const int j = firstCol + i;
-      x[i] = kvStart + j <= row.position ? scratch[(lane / 2) * kScoreStride + j] * scale
-                                         : negativeInfinity();
+      bool visible = kvStart + j <= row.position;
+      if constexpr (WINDOWED)
+        visible = visible && kvStart + j >= row.firstKey;
+      x[i] = visible ? scratch[(lane / 2) * kScoreStride + j] * scale : negativeInfinity();
       tileMax = fmaxf(tileMax, x[i]);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));
@@ -240,6 +295,12 @@ struct PagedPrefillTensorCores {
 #pragma unroll
     for (int offset = 16; offset > 0; offset >>= 1)
       v = max(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+  }
+  static __device__ __forceinline__ int warpMinInt(int v) {
+#pragma unroll
+    for (int offset = 16; offset > 0; offset >>= 1)
+      v = min(v, __shfl_xor_sync(0xffffffffu, v, offset));
     return v;
   }
 

@@ -27,9 +27,10 @@ namespace kiln::kernels::cuda {
 
 // Every attention kernel runs 4 warps: the host needs the number to launch them.
 constexpr int32_t kAttentionThreads = 128;
-// Split-K decode: a sequence's context is cut into at most kMaxDecodeSplits parts of at least
-// kMinDecodeSplitLen tokens each (rounded to whole tiles); the split count depends only on that
-// sequence's length, so results do not depend on the rest of the batch.
+// Split-K decode: the keys a sequence's token sees (its whole context, or the last slidingWindow
+// positions) are cut into at most kMaxDecodeSplits parts of at least kMinDecodeSplitLen tokens
+// each (rounded to whole tiles); the split count depends only on that sequence's visible length,
+// so results do not depend on the rest of the batch.
 // 64 (one tile): on the H100 a batch-1 decode at context 128 ran 8 CTAs (one per kv head) and
 // attention took 14% of the step; splits of one tile give a short context 2-4x the CTAs.
 constexpr int32_t kMaxDecodeSplits = 16;
@@ -37,32 +38,43 @@ constexpr int32_t kMinDecodeSplitLen = 64;
 // Keys per tile of the decode kernel; a split's length is a whole number of tiles.
 constexpr int32_t kDecodeTile = 64;
 
-// The splits a context of `contextLen` tokens wants: ceil(contextLen / kMinDecodeSplitLen) in
-// [1, kMaxDecodeSplits]. The host launches numSplits = decodeSplitsFor(maxContextLen).
+// The splits `contextLen` visible keys want: ceil(contextLen / kMinDecodeSplitLen) in
+// [1, kMaxDecodeSplits]. The host launches numSplits = decodeSplitsFor(maxContextLen), which is
+// at least what any sequence's visible keys want (a window only shortens them; the function is
+// non-decreasing).
 KILN_HOST_DEVICE constexpr int32_t decodeSplitsFor(int32_t contextLen) {
   const int32_t splits = (contextLen + kMinDecodeSplitLen - 1) / kMinDecodeSplitLen;
   return splits < 1 ? 1 : splits > kMaxDecodeSplits ? kMaxDecodeSplits : splits;
 }
 
-// How one sequence is split when the launch has `numSplits` CTAs per (sequence, kv head): `count`
-// splits of `length` tokens (the last may be shorter); CTAs with blockIdx.z >= count exit at once
-// and write nothing, and the reduce kernel reads only `count` partial states. Invariants (checked
-// on the host by tests/runtime/hal_cuda/cuda_launch_test.cc):
-//   - every split i < count holds keys (i * length < contextLen), so no partial state is empty;
-//   - with numSplits >= decodeSplitsFor(contextLen), the split does not depend on numSplits. A
+// The first cache position a query at `position` attends to: with a sliding window W > 0 the
+// last W positions (transformers' mask: position - key < W), else 0 (full causal attention).
+KILN_HOST_DEVICE constexpr int32_t attentionWindowStart(int32_t position, int32_t window) {
+  return window > 0 && position >= window ? position - window + 1 : 0;
+}
+
+// How one sequence is split when the launch has `numSplits` CTAs per (sequence, kv head). The
+// split cuts the `visibleLen` keys its token sees, positions [windowStart, windowStart +
+// visibleLen) (attentionWindowStart; the whole context without a window): split i holds
+// windowStart + [i * length, (i + 1) * length). `count` splits of `length` tokens (the last may be
+// shorter); CTAs with blockIdx.z >= count exit at once and write nothing, and the reduce kernel
+// reads only `count` partial states. Invariants (checked on the host by
+// tests/runtime/hal_cuda/cuda_launch_test.cc):
+//   - every split i < count holds keys (i * length < visibleLen), so no partial state is empty;
+//   - with numSplits >= decodeSplitsFor(visibleLen), the split does not depend on numSplits. A
 //     step padded for a CUDA graph launches decodeSplitsFor(max_seq_len) splits whatever its
 //     lengths, and every sequence is split exactly as in an uncaptured step.
 struct DecodeSplit {
   int32_t count;
   int32_t length;
 };
-KILN_HOST_DEVICE constexpr DecodeSplit decodeSplit(int32_t contextLen, int32_t numSplits) {
-  int32_t count = decodeSplitsFor(contextLen);
+KILN_HOST_DEVICE constexpr DecodeSplit decodeSplit(int32_t visibleLen, int32_t numSplits) {
+  int32_t count = decodeSplitsFor(visibleLen);
   count = count < numSplits ? count : numSplits;
   count = count > 1 ? count : 1;
-  const int32_t perSplit = (contextLen + count - 1) / count;
+  const int32_t perSplit = (visibleLen + count - 1) / count;
   const int32_t length = (perSplit + kDecodeTile - 1) / kDecodeTile * kDecodeTile;
-  return {(contextLen + length - 1) / length, length};
+  return {(visibleLen + length - 1) / length, length};
 }
 // Prefill attention runs on tensor cores (attention_prefill_tc.cuh) for fp16/bf16 and head dims
 // that are whole 16-wide tiles up to 128 (its O accumulators stay in registers); else on the
@@ -151,8 +163,9 @@ struct RopeKvWriteParams {
   float attentionScaling = 1.0f;
 };
 
-// Paged causal attention (plan.fbs Attention). Decode: grid (numSeqs, KV, splits) + reduce grid
-// (numSeqs, H); prefill: grid (ceil(numTokens / prefillBlockRows) + numSeqs, H).
+// Paged causal attention (plan.fbs Attention), optionally over a sliding window. Decode: grid
+// (numSeqs, KV, splits) + reduce grid (numSeqs, H); prefill: grid (ceil(numTokens /
+// prefillBlockRows) + numSeqs, H).
 struct AttentionParams {
   const void *q;                // [numTokens, H * D]
   const int32_t *positions;     // [numTokens]
@@ -171,6 +184,9 @@ struct AttentionParams {
   int32_t numTokens;
   int32_t numSplits; // gridDim.z of the decode launch; the reduce kernel reads it too
   float scale;
+  // W > 0: a token at position p sees cache positions attentionWindowStart(p, W)..p, the last W
+  // (Mistral, Phi-3); 0: all of 0..p. Last, so host initialisers that end at scale still compile.
+  int32_t slidingWindow = 0;
 };
 
 // out[r, i] = silu(gu[r, i]) * gu[r, I + i]      grid (rows, ceil(I / chunk))

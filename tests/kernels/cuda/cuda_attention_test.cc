@@ -1,13 +1,14 @@
 // Paged attention on the GPU vs the CPU reference: split-K decode (+ reduce) and flash-style
 // prefill over ragged batches (SIMT for fp32, tensor cores for fp16/bf16), GQA shapes of the test
-// models and Llama-3.1-8B, fp32/bf16/fp16.
+// models and Llama-3.1-8B, fp32/bf16/fp16, causal and over sliding windows (Mistral, Phi-3).
 // Label gpu: skips without a device.
-#include "compiler/codegen/llama_kernels.h"
+#include "compiler/codegen/kernel_catalog.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/params.h"
 #include "tests/kernels/cuda/gpu_harness.h"
 
 #include <algorithm>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -76,9 +77,28 @@ Step makeStep(const std::vector<Sequence> &seqs, uint32_t seed) {
   return step;
 }
 
+// NaN into the cache rows of the positions no query of a sequence sees through a sliding window
+// (before its first query's window), so a kernel that reads them at all fails.
+void poisonBeforeWindows(const Step &step, const HeadShape &s, int32_t window,
+                         std::vector<float> &kCache, std::vector<float> &vCache) {
+  const auto nan = std::numeric_limits<float>::quiet_NaN();
+  for (size_t seq = 0; seq + 1 < step.queryStartLoc.size(); ++seq) {
+    const int32_t first = kc::attentionWindowStart(step.positions[step.queryStartLoc[seq]], window);
+    for (int32_t pos = 0; pos < first; ++pos) {
+      const int64_t block = step.blockTables[seq * step.maxBlocksPerSeq + pos / kBlockSize];
+      for (int32_t h = 0; h < s.kvHeads; ++h) {
+        const int64_t row = ((block * s.kvHeads + h) * kBlockSize + pos % kBlockSize) * s.headDim;
+        std::fill_n(kCache.begin() + row, s.headDim, nan);
+        std::fill_n(vCache.begin() + row, s.headDim, nan);
+      }
+    }
+  }
+}
+
+// window > 0: sliding-window attention, and the keys before every window are NaN.
 void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                     const std::vector<Sequence> &seqs, bool decodePath, uint32_t seed,
-                    float sharpen = 1.0f) {
+                    float sharpen = 1.0f, int32_t window = 0) {
   const Kernels k = kernelsFor(dt, s);
   const Step step = makeStep(seqs, seed);
   const auto numSeqs = static_cast<int32_t>(seqs.size());
@@ -90,13 +110,29 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
   std::vector<float> q = randomValues(numTokens * rowElems, seed + 1, dt);
   std::vector<float> kCache = randomValues(cacheElems, seed + 2, dt);
   std::vector<float> vCache = randomValues(cacheElems, seed + 3, dt);
+  if (window > 0)
+    poisonBeforeWindows(step, s, window, kCache, vCache);
   const float scale = sharpen / std::sqrt(static_cast<float>(s.headDim));
 
   std::vector<float> ref(numTokens * rowElems);
-  cpu::attention({q.data(), step.positions.data(), step.queryStartLoc.data(),
-                  step.contextLens.data(), step.blockTables.data(), step.maxBlocksPerSeq,
-                  kCache.data(), vCache.data(), ref.data(), numSeqs, numTokens, s.heads, s.kvHeads,
-                  s.headDim, kBlockSize, scale});
+  cpu::AttentionArgs args{q.data(),
+                          step.positions.data(),
+                          step.queryStartLoc.data(),
+                          step.contextLens.data(),
+                          step.blockTables.data(),
+                          step.maxBlocksPerSeq,
+                          kCache.data(),
+                          vCache.data(),
+                          ref.data(),
+                          numSeqs,
+                          numTokens,
+                          s.heads,
+                          s.kvHeads,
+                          s.headDim,
+                          kBlockSize,
+                          scale};
+  args.slidingWindow = window;
+  cpu::attention(args);
 
   const size_t states = static_cast<size_t>(numSeqs) * s.heads * kc::kMaxDecodeSplits;
   auto *scratch = static_cast<float *>(gpu.alloc(states * (s.headDim + 2) * sizeof(float)));
@@ -115,7 +151,8 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                         numSeqs,
                         numTokens,
                         1,
-                        scale};
+                        scale,
+                        window};
   const auto threads = static_cast<uint32_t>(kc::kAttentionThreads);
   if (decodePath) {
     p.numSplits =
@@ -161,6 +198,35 @@ TEST(CudaAttention, DecodeAndPrefillMatchTheCpuReference) {
       // rescaling threshold (e^8) from one KV tile to the next, so O is rescaled mid-walk.
       checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, /*sharpen=*/24.0f);
     }
+}
+
+// Sliding windows of 1, below, at and above the block size (16) and the tiles (64 decode, 32
+// prefill), and longer than every context. Decode contexts of 300-1100 tokens with windows of 100
+// and 200 take 2 and 4 splits of a launch sized for 1100 tokens (16 splits); the prefill step
+// holds a chunk after cached positions whose window starts tiles after position 0.
+TEST(CudaAttention, SlidingWindowMatchesTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  const HeadShape shapes[] = {{4, 2, 16}, {4, 1, 32}};
+  std::vector<KernelInstance> instances;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : shapes) {
+      Kernels k = kernelsFor(dt, s);
+      instances.insert(instances.end(), {k.prefill, k.decode, k.reduce});
+    }
+  ASSERT_TRUE(gpu->load(instances).isOk());
+  const std::vector<Sequence> decodeStep = {{0, 1}, {16, 1}, {299, 1}, {349, 1}, {1099, 1}};
+  const std::vector<Sequence> prefillStep = {{0, 5},    {20, 1}, {3, 40},
+                                             {100, 33}, {0, 70}, {200, 40}};
+  uint32_t seed = 500;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : shapes)
+      for (int32_t window : {1, 5, 16, 17, 40, 100, 200, 5000}) {
+        SCOPED_TRACE(std::string(dt) + " heads " + std::to_string(s.heads) + "/" +
+                     std::to_string(s.kvHeads) + " dim " + std::to_string(s.headDim) + " window " +
+                     std::to_string(window));
+        checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++, 1.0f, window);
+        checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, 1.0f, window);
+      }
 }
 
 } // namespace
