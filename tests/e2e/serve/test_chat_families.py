@@ -1,0 +1,164 @@
+"""Qwen2.5, Mistral-7B-Instruct-v0.3 and Phi-3-mini served end to end with their real tokenizer and
+chat template: /v1/chat/completions reports the prompt ids transformers' apply_chat_template gives.
+
+For each tokenizer of tests/data/golden/chat_prompt_ids.json (written by
+tools/goldens/make_chat_prompt_goldens.py): tools/bench/make_random_model.py writes the golden's
+`tiny_model` (1 layer, hidden 16, the published vocab size, the family's real tensor names) into a
+temporary directory with tokenizer.json / tokenizer_config.json / special_tokens_map.json copied
+from $ASSETS/tokenizers/<name> (never into the repository), `kiln compile` builds it, `kiln serve`
+serves it, and each conversation goes through the openai client with return_token_ids. The
+server's `prompt_token_ids` must equal the golden ids exactly.
+
+The API does not return the rendered prompt text, so the text is checked through the tokenizer:
+`kiln tokenize --no-special` of the golden text must give the same ids. Together the two say the
+template rendered text that tokenizes like transformers' rendering, and when only the server's ids
+differ, the chat template (runtime/text/chat_template.cc) is the one at fault, not the tokenizer.
+
+Which ids kiln must match. kiln implements the Hugging Face `tokenizers` library's semantics of
+tokenizer.json (runtime/text), so where the golden stores `tokenizer_json_ids` (tokenizer.json run
+by `tokenizers` on the rendered text, add_special_tokens=False), those are the ids to match. That is
+Phi-3-mini's case: transformers 5 loads it as LlamaTokenizer and rebuilds the pipeline from that
+class's defaults, without the Prepend("\u2581") normalizer tokenizer.json declares, so the word
+after a special token loses its leading "\u2581" ("You" 3492 instead of "\u2581You" 887).
+tokenizer.json is what the checkpoint ships and what transformers 4.x (LlamaTokenizerFast), and so
+vLLM and TGI on it, run; the transformers 5 ids are a property of that transformers release, not of
+the model's tokenizer. For Qwen2.5 and Mistral the two agree and the golden stores one list.
+
+The chat path encodes the rendered text without adding BOS (the templates write it themselves:
+Mistral's text starts with "<s>"), as apply_chat_template(tokenize=True) does.
+
+Labels cpu and model: it reads $ASSETS/tokenizers. Without them it skips, saying so, except where
+CI is set (CI=true, as CI services set it): there a missing tokenizer fails.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+import openai
+
+import serve_harness as h
+
+kTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3", "phi3-mini")
+
+
+def onCi():
+    return os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+
+def goldenPath():
+    return os.path.join(h.ARGS.repo, "tests", "data", "golden", "chat_prompt_ids.json")
+
+
+def loadGenerator():
+    path = os.path.join(h.ARGS.repo, "tools", "bench", "make_random_model.py")
+    spec = importlib.util.spec_from_file_location("make_random_model", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def expectedIds(case):
+    """tokenizer.json's ids where transformers' differ (see the module docstring), else the ids."""
+    return case.get("tokenizer_json_ids", case["ids"])
+
+
+class ChatFamiliesTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        with open(goldenPath()) as f:
+            cls.golden = json.load(f)
+        cls.generator = loadGenerator()
+        cls.scratch = tempfile.TemporaryDirectory(dir=h.ARGS.work, prefix="chat-families-")
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.scratch.cleanup()
+
+    def tokenizerDir(self, name):
+        path = os.path.join(h.ARGS.assets, "tokenizers", name)
+        if os.path.isfile(os.path.join(path, "tokenizer.json")):
+            return path
+        message = f"{path}/tokenizer.json is absent (the shared assets are not here)"
+        if onCi():
+            self.fail(message + "; CI is set, so a missing asset is a failure")
+        self.skipTest(message)
+
+    def compileTinyModel(self, name, tokenizerDir):
+        """The golden's tiny_model with the real tokenizer, compiled; returns the artifact."""
+        cfg, gen, tensors = self.generator.chatGoldenModel(goldenPath(), name)
+        plan = self.generator.buildPlan(cfg, gen, "fp32", self.generator.mrl.kDefaultMaxShardBytes)
+        self.generator.checkAgainstGolden(plan, tensors)
+        modelDir = os.path.join(self.scratch.name, name)
+        copied = self.generator.writeModel(plan, modelDir, seed=7, tokenizerDir=tokenizerDir)
+        self.assertIn("tokenizer_config.json", copied)
+        artifact = modelDir + ".kiln"
+        out = subprocess.run([h.ARGS.kiln, "compile", modelDir, "-o", artifact, "--max-batch", "4",
+                              "--max-seq-len", "256", "--quiet"],
+                             capture_output=True, text=True, timeout=300)
+        self.assertEqual(out.returncode, 0, f"kiln compile {modelDir}: {out.stderr}")
+        return artifact
+
+    def tokenizeText(self, artifact, text):
+        out = subprocess.run([h.ARGS.kiln, "tokenize", artifact, "--no-special"],
+                             input=text.encode(), capture_output=True, timeout=60)
+        self.assertEqual(out.returncode, 0, out.stderr.decode())
+        return [int(i) for i in out.stdout.split()]
+
+    def checkTokenizer(self, name):
+        entry = self.golden["tokenizers"][name]
+        artifact = self.compileTinyModel(name, self.tokenizerDir(name))
+        cases = [c for c in entry["cases"] if "ids" in c]
+        self.assertEqual(len(cases), 3, f"{name}: the golden skipped a conversation")
+        with h.Server(artifact, "--kv-cache-mb", "16") as server:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
+                                   timeout=120)
+            model = client.models.list().data[0].id
+            for case in cases:
+                want = expectedIds(case)
+                conversation = case["conversation"]
+                with self.subTest(tokenizer=name, conversation=conversation, check="server"):
+                    r = client.chat.completions.create(
+                        model=model, messages=self.golden["conversations"][conversation],
+                        max_tokens=1, temperature=0, extra_body={"return_token_ids": True})
+                    self.assertEqual(r.prompt_token_ids, want, "the server's chat prompt ids")
+                    self.assertEqual(r.usage.prompt_tokens, len(want))
+                with self.subTest(tokenizer=name, conversation=conversation, check="text"):
+                    self.assertEqual(self.tokenizeText(artifact, case["text"]), want,
+                                     "kiln tokenize of transformers' rendered text")
+            self.assertEqual(server.stop(), 0)
+
+    def test_qwen2_5(self):
+        self.checkTokenizer("qwen2.5")
+
+    def test_mistral_7b_instruct_v0_3(self):
+        self.checkTokenizer("mistral-7b-instruct-v0.3")
+
+    def test_phi3_mini(self):
+        entry = self.golden["tokenizers"]["phi3-mini"]
+        # The golden's own record of the difference the module docstring explains.
+        self.assertFalse(entry["tokenizer_json_agrees"])
+        self.checkTokenizer("phi3-mini")
+
+    def test_every_golden_tokenizer_is_covered(self):
+        self.assertEqual(sorted(self.golden["tokenizers"]), sorted(kTokenizers))
+
+
+def main():
+    argv = h.parse_args()
+    try:
+        import numpy  # noqa: F401  (make_random_model.py writes the weights with it)
+    except ImportError:
+        print(f"skip: {sys.executable} cannot import numpy; run scripts/python-test-deps.sh")
+        sys.exit(77)
+    if not os.path.isdir(os.path.join(h.ARGS.assets, "tokenizers")) and not onCi():
+        print(f"skip: {h.ARGS.assets}/tokenizers is absent (the shared assets are not here)")
+        sys.exit(77)
+    unittest.main(argv=argv, verbosity=2)
+
+
+if __name__ == "__main__":
+    main()
