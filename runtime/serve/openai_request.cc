@@ -258,7 +258,10 @@ void readChatLogprobs(JsonFields &f, GenerationRequest &out) {
   }
 }
 
-void readChatTemplateOptions(JsonFields &f, GenerationRequest &out) {
+// The fields that reach the template are checked on the sorted body (`f`) and taken from the
+// client-ordered one.
+void readChatTemplateOptions(JsonFields &f, const nlohmann::ordered_json &ordered,
+                             GenerationRequest &out) {
   std::optional<bool> addGenerationPrompt;
   f.readBool("add_generation_prompt", addGenerationPrompt);
   out.prompt.addGenerationPrompt = addGenerationPrompt.value_or(true);
@@ -267,14 +270,14 @@ void readChatTemplateOptions(JsonFields &f, GenerationRequest &out) {
     if (!kwargs->is_object())
       f.fail("chat_template_kwargs", "field 'chat_template_kwargs' must be an object");
     else
-      for (auto it = kwargs->begin(); it != kwargs->end(); ++it)
-        out.prompt.chatExtra[it.key()] = nlohmann::ordered_json::parse(it.value().dump());
+      for (const auto &[key, value] : ordered["chat_template_kwargs"].items())
+        out.prompt.chatExtra[key] = value;
   }
   if (const nlohmann::json *tools = f.get("tools")) {
     if (!tools->is_array())
       f.fail("tools", "field 'tools' must be an array");
     else
-      out.prompt.chatExtra["tools"] = nlohmann::ordered_json::parse(tools->dump());
+      out.prompt.chatExtra["tools"] = ordered["tools"];
   }
   if (const nlohmann::json *format = f.get("response_format")) {
     auto type = format->is_object() ? format->find("type") : format->end();
@@ -285,17 +288,20 @@ void readChatTemplateOptions(JsonFields &f, GenerationRequest &out) {
 
 } // namespace
 
-std::optional<ApiError> parseChatRequest(const nlohmann::json &body,
-                                         const nlohmann::ordered_json &orderedMessages,
+std::optional<ApiError> parseChatRequest(const nlohmann::json &body, const std::string &rawBody,
                                          GenerationRequest &out) {
   JsonFields f(body);
+  // `body` parsed, so this parses too and is an object with the same members.
+  const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(rawBody, nullptr, false);
+  if (!ordered.is_object())
+    return badRequest("", "the request body must be a JSON object");
   if (!f.has("messages"))
     f.fail("messages", "field 'messages' is required");
   else
-    checkMessages(f, orderedMessages);
+    checkMessages(f, ordered["messages"]);
   out.prompt.kind = PromptInput::Kind::kChat;
   out.prompt.field = "messages";
-  out.prompt.messages = orderedMessages;
+  out.prompt.messages = ordered.value("messages", nlohmann::ordered_json());
   readOpenAiSampling(f, out);
   std::optional<int64_t> maxTokens, maxCompletionTokens;
   f.readInt("max_tokens", 1, kInt32Max, maxTokens);
@@ -307,7 +313,7 @@ std::optional<ApiError> parseChatRequest(const nlohmann::json &body,
     out.sampling.maxTokens = static_cast<int32_t>(*maxTokens);
   }
   readChatLogprobs(f, out);
-  readChatTemplateOptions(f, out);
+  readChatTemplateOptions(f, ordered, out);
   return f.error();
 }
 

@@ -25,10 +25,11 @@ inline constexpr int32_t kDefaultCompletionMaxTokens = 16;
 // POST /v1/completions. Returns the first error found. A batch of P prompts fills `prompt` and
 // `extraPrompts` (their fields then name "prompt[i]").
 std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out);
-// POST /v1/chat/completions. `orderedMessages` is the body's "messages" with key order kept (chat
-// templates print keys in the client's order); callers parse the body a second time for it.
-std::optional<ApiError> parseChatRequest(const nlohmann::json &body,
-                                         const nlohmann::ordered_json &orderedMessages,
+// POST /v1/chat/completions (and a chat body sent to /invocations). `body` is `rawBody` as
+// parseJsonObject parsed it. nlohmann::json sorts object keys, but chat templates print the
+// client's JSON (messages, tools, chat_template_kwargs) in the client's key order, as transformers
+// does, so what reaches the template is parsed again from `rawBody` with the order kept.
+std::optional<ApiError> parseChatRequest(const nlohmann::json &body, const std::string &rawBody,
                                          GenerationRequest &out);
 
 // The sampling fields OpenAI's two endpoints share (and SageMaker's chat/completion bodies).

@@ -90,21 +90,13 @@ void handleCompletions(RouteContext &ctx, const httplib::Request &req, httplib::
   runCompletion(ctx, *model, std::move(request), res, Framing::kSse);
 }
 
-// The messages again with their keys in the client's order (chat templates print them so).
-nlohmann::ordered_json orderedMessages(const std::string &rawBody) {
-  nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(rawBody, nullptr, false);
-  if (ordered.is_discarded() || !ordered.is_object() || !ordered.contains("messages"))
-    return nullptr;
-  return ordered["messages"];
-}
-
 void handleChatCompletions(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
   ServeModel *model = modelOrError(ctx, res, ErrorStyle::kOpenAi);
   nlohmann::json body;
   if (!model || !readJsonBody(ctx, req, res, ErrorStyle::kOpenAi, body))
     return;
   auto request = std::make_shared<GenerationRequest>();
-  if (auto error = parseChatRequest(body, orderedMessages(req.body), *request))
+  if (auto error = parseChatRequest(body, req.body, *request))
     return sendError(res, *error, ErrorStyle::kOpenAi);
   runChat(ctx, *model, std::move(request), res, Framing::kSse);
 }

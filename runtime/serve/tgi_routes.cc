@@ -85,12 +85,10 @@ void handleInvocations(RouteContext &ctx, const httplib::Request &req, httplib::
     return runTgi(ctx, *model, std::move(request), res, framing == Framing::kJsonLines);
   }
   std::optional<ApiError> error;
-  if (kind == InvocationKind::kChat) {
-    nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(req.body, nullptr, false);
-    error = parseChatRequest(body, ordered.is_object() ? ordered["messages"] : nullptr, *request);
-  } else {
+  if (kind == InvocationKind::kChat)
+    error = parseChatRequest(body, req.body, *request);
+  else
     error = parseCompletionRequest(body, *request);
-  }
   if (error)
     return sendError(res, *error, ErrorStyle::kOpenAi);
   if (kind == InvocationKind::kChat)

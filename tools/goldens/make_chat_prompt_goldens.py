@@ -6,8 +6,12 @@ Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_chat_promp
 For the Qwen2.5, Mistral-7B-Instruct-v0.3 and Phi-3-mini tokenizers in $KILN_ASSETS_DIR/tokenizers
 (read in place, never copied), three conversations each: the text and the ids of
 AutoTokenizer.from_pretrained(dir).apply_chat_template(messages, add_generation_prompt=True),
-plus the tokenizer's size and bos/eos ids. Where the installed transformers tokenizes the rendered
-text differently from tokenizer.json run by the tokenizers library, both id lists are stored.
+plus the tokenizer's size and bos/eos ids. Qwen2.5 and Mistral, whose templates print the tools,
+also get `tool_cases`: one conversation rendered with apply_chat_template(messages, tools=tools,
+...), its tool's JSON schema keys deliberately not in sorted order (the templates print the tools
+with tojson, which keeps the order they were given in, so a server must keep the client's order).
+Where the installed transformers tokenizes the rendered text differently from tokenizer.json run by
+the tokenizers library, both id lists are stored.
 Each tokenizer also gets a tiny random model description (hidden 16, 1 layer, the family's
 architecture, the published vocab size): real vocabularies make its weights megabytes, so none is
 committed; a test generates the weights. The script builds each one in a temporary directory
@@ -48,6 +52,40 @@ kConversations = {
         {"role": "user", "content": "Now backwards, please. Café costs 3,50 €."},
     ],
 }
+
+# A get_weather tool as an OpenAI client sends it. Every object's keys are out of sorted order
+# ("type" before "function", "name" before "description", "type" before "properties" before
+# "required"), so a renderer that sorts them renders a different prompt.
+kGetWeatherTool = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Get the current weather in a given city.",
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "location": {"type": "string",
+                             "description": "The city and country, e.g. Paris, France"},
+                "unit": {"type": "string", "enum": ["celsius", "fahrenheit"],
+                         "description": "The temperature unit to answer in"},
+            },
+            "required": ["location"],
+        },
+    },
+}
+
+# Conversations rendered with tools, for the tokenizers in kToolTokenizers (Phi-3-mini's template
+# has no tools).
+kToolConversations = {
+    "get_weather": {
+        "messages": [
+            {"role": "system", "content": "You are a helpful assistant with access to tools."},
+            {"role": "user", "content": "What is the weather like in Paris right now?"},
+        ],
+        "tools": [kGetWeatherTool],
+    },
+}
+kToolTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3")
 
 kTinyDims = {"hidden_size": 16, "intermediate_size": 32, "num_hidden_layers": 1,
              "num_attention_heads": 2, "num_key_value_heads": 1}
@@ -137,29 +175,47 @@ def ids(result) -> list[int]:
     return list(result["input_ids"] if hasattr(result, "keys") else result)
 
 
-def renderCases(name: str, tok, raw: tokenizers.Tokenizer) -> tuple[list[dict], bool]:
-    cases, anyDiff = [], False
+def renderCase(tok, raw: tokenizers.Tokenizer, conv: str, messages: list[dict],
+               tools: list[dict] | None) -> tuple[dict, bool]:
+    """One conversation's text and ids; the bool says tokenizer.json's ids differ."""
+    try:
+        text = tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+                                       tokenize=False)
+        got = ids(tok.apply_chat_template(messages, tools=tools, add_generation_prompt=True,
+                                          tokenize=True))
+    except Exception as e:  # jinja raise_exception in the template: recorded, not fatal
+        print(f"  {conv}: template raised {type(e).__name__}: {e}; skipped")
+        return {"conversation": conv, "skipped": f"{type(e).__name__}: {e}"}, False
+    case = {"conversation": conv, "text": text, "ids": got}
+    plain = raw.encode(text, add_special_tokens=False).ids
+    differs = plain != got
+    if differs:
+        case["tokenizer_json_ids"] = plain
+        first = next(i for i, (a, b) in enumerate(zip(plain + [-1], got + [-1])) if a != b)
+        print(f"  {conv}: AutoTokenizer and tokenizer.json differ from id {first}: "
+              f"{tok.convert_ids_to_tokens(got[first:first + 3])} vs "
+              f"{[raw.id_to_token(i) for i in plain[first:first + 3]]}")
+    print(f"  {conv}: {len(got)} ids, text {text!r}")
+    return case, differs
+
+
+def renderCases(name: str, tok, raw: tokenizers.Tokenizer) -> tuple[list[dict], list[dict], bool]:
+    """The plain conversations' cases, the tool conversations' cases (empty for a tokenizer not in
+    kToolTokenizers), and whether tokenizer.json's ids differ anywhere."""
+    cases, toolCases, anyDiff = [], [], False
     for conv, messages in kConversations.items():
-        try:
-            text = tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            got = ids(tok.apply_chat_template(messages, add_generation_prompt=True,
-                                              tokenize=True))
-        except Exception as e:  # jinja raise_exception in the template: recorded, not fatal
-            print(f"  {conv}: template raised {type(e).__name__}: {e}; skipped")
-            cases.append({"conversation": conv, "skipped": f"{type(e).__name__}: {e}"})
-            continue
-        case = {"conversation": conv, "text": text, "ids": got}
-        plain = raw.encode(text, add_special_tokens=False).ids
-        if plain != got:
-            anyDiff = True
-            case["tokenizer_json_ids"] = plain
-            first = next(i for i, (a, b) in enumerate(zip(plain + [-1], got + [-1])) if a != b)
-            print(f"  {conv}: AutoTokenizer and tokenizer.json differ from id {first}: "
-                  f"{tok.convert_ids_to_tokens(got[first:first + 3])} vs "
-                  f"{[raw.id_to_token(i) for i in plain[first:first + 3]]}")
-        print(f"  {conv}: {len(got)} ids, text {text!r}")
+        case, differs = renderCase(tok, raw, conv, messages, None)
         cases.append(case)
-    return cases, anyDiff
+        anyDiff |= differs
+    if name in kToolTokenizers:
+        for conv, conversation in kToolConversations.items():
+            case, differs = renderCase(tok, raw, conv, conversation["messages"],
+                                       conversation["tools"])
+            assert '{"type": "function", "function": {"name": "get_weather"' in case["text"], \
+                f"{name}: the tool is not printed in the order given"
+            toolCases.append(case)
+            anyDiff |= differs
+    return cases, toolCases, anyDiff
 
 
 def checkTinyModel(name: str, cfg: dict, gen: dict, cases: list[dict], modelDir: str) -> dict:
@@ -209,6 +265,8 @@ def main() -> None:
         "call": "AutoTokenizer.from_pretrained(dir).apply_chat_template(messages, "
                 "add_generation_prompt=True, tokenize=True); text: the same with tokenize=False",
         "conversations": kConversations,
+        "call_with_tools": "tool_cases: the same with tools=tool_conversations[c]['tools']",
+        "tool_conversations": kToolConversations,
         "tokenizer_json_ids_note": (
             "present only where the installed transformers' ids differ from tokenizer.json run "
             "as written by the tokenizers library on the rendered text (add_special_tokens="
@@ -231,11 +289,11 @@ def main() -> None:
             raw = tokenizers.Tokenizer.from_file(os.path.join(tokDir, "tokenizer.json"))
             print(f"{name}: {type(tok).__name__}, len {len(tok)}, bos {tok.bos_token_id}, "
                   f"eos {tok.eos_token_id}")
-            cases, anyDiff = renderCases(name, tok, raw)
+            cases, toolCases, anyDiff = renderCases(name, tok, raw)
             assert info["vocab_size"] >= len(tok), (info["vocab_size"], len(tok))
             cfg, gen = tinyConfig(info, args.assets)
             base = args.write_models or scratch
-            tiny = checkTinyModel(name, cfg, gen, cases, os.path.join(base, name))
+            tiny = checkTinyModel(name, cfg, gen, cases + toolCases, os.path.join(base, name))
             out["tokenizers"][name] = {
                 "dir": f"shared:{info['dir']}",
                 "tokenizer_class": type(tok).__name__,
@@ -244,6 +302,7 @@ def main() -> None:
                 "eos_token": tok.eos_token, "eos_token_id": tok.eos_token_id,
                 "tokenizer_json_agrees": not anyDiff,
                 "cases": cases,
+                **({"tool_cases": toolCases} if toolCases else {}),
                 "tiny_model": {"vocab_note": info["vocab_note"], "source": info["source"],
                                "config": cfg, "generation_config": gen, **tiny},
             }

@@ -7,7 +7,9 @@ tools/goldens/make_chat_prompt_goldens.py): tools/bench/make_random_model.py wri
 temporary directory with tokenizer.json / tokenizer_config.json / special_tokens_map.json copied
 from $ASSETS/tokenizers/<name> (never into the repository), `kiln compile` builds it, `kiln serve`
 serves it, and each conversation goes through the openai client with return_token_ids. The
-server's `prompt_token_ids` must equal the golden ids exactly.
+server's `prompt_token_ids` must equal the golden ids exactly. Qwen2.5 and Mistral also get the
+golden's tool conversation (a get_weather function whose JSON schema keys are not in sorted order)
+sent with the client's `tools=`: their templates print the tools as JSON in the order given.
 
 The API does not return the rendered prompt text, so the text is checked through the tokenizer:
 `kiln tokenize --no-special` of the golden text must give the same ids. Together the two say the
@@ -108,22 +110,33 @@ class ChatFamiliesTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr.decode())
         return [int(i) for i in out.stdout.split()]
 
-    def checkTokenizer(self, name):
+    def checkTokenizer(self, name, toolCases=0):
+        """Every conversation of the golden for `name` through the server; `toolCases` is how many
+        tool conversations (tool_cases, sent with the client's tools=) the golden must hold."""
         entry = self.golden["tokenizers"][name]
         artifact = self.compileTinyModel(name, self.tokenizerDir(name))
         cases = [c for c in entry["cases"] if "ids" in c]
         self.assertEqual(len(cases), 3, f"{name}: the golden skipped a conversation")
+        withTools = [c for c in entry.get("tool_cases", []) if "ids" in c]
+        self.assertEqual(len(withTools), toolCases, f"{name}: the golden's tool conversations")
+        requests = [(c, self.golden["conversations"][c["conversation"]], None) for c in cases]
+        for case in withTools:
+            conversation = self.golden["tool_conversations"][case["conversation"]]
+            requests.append((case, conversation["messages"], conversation["tools"]))
         with h.Server(artifact, "--kv-cache-mb", "16") as server:
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
                                    timeout=120)
             model = client.models.list().data[0].id
-            for case in cases:
+            for case, messages, tools in requests:
                 want = expectedIds(case)
                 conversation = case["conversation"]
+                # The tools go as the client's own parameter, so they reach the server in the
+                # order written here (keys not sorted: the templates print them with tojson).
+                toolArgs = {"tools": tools} if tools else {}
                 with self.subTest(tokenizer=name, conversation=conversation, check="server"):
                     r = client.chat.completions.create(
-                        model=model, messages=self.golden["conversations"][conversation],
-                        max_tokens=1, temperature=0, extra_body={"return_token_ids": True})
+                        model=model, messages=messages, max_tokens=1, temperature=0,
+                        extra_body={"return_token_ids": True}, **toolArgs)
                     self.assertEqual(r.prompt_token_ids, want, "the server's chat prompt ids")
                     self.assertEqual(r.usage.prompt_tokens, len(want))
                 with self.subTest(tokenizer=name, conversation=conversation, check="text"):
@@ -132,10 +145,10 @@ class ChatFamiliesTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
     def test_qwen2_5(self):
-        self.checkTokenizer("qwen2.5")
+        self.checkTokenizer("qwen2.5", toolCases=1)
 
     def test_mistral_7b_instruct_v0_3(self):
-        self.checkTokenizer("mistral-7b-instruct-v0.3")
+        self.checkTokenizer("mistral-7b-instruct-v0.3", toolCases=1)
 
     def test_phi3_mini(self):
         entry = self.golden["tokenizers"]["phi3-mini"]

@@ -1,5 +1,6 @@
 // A ServeModel over the engine with a FakeRunner: byte-level "tokenizer" (id = byte value, eos =
-// 256), a detokenizer that maps ids back to bytes, and a chat "template" that joins contents.
+// 256), a detokenizer that maps ids back to bytes, and a chat "template" that joins contents (and
+// prints the template variables).
 // Deterministic, model-free: what the server tests run against.
 #pragma once
 
@@ -69,12 +70,16 @@ public:
       ids.push_back(c);
     return ids;
   }
+  // The contents, one a line, then the template variables (tools, chat_template_kwargs) as JSON
+  // when there are any, as tool templates print them.
   Result<std::vector<int32_t>> encodeChat(const nlohmann::ordered_json &messages, bool,
-                                          const nlohmann::ordered_json &) const override {
+                                          const nlohmann::ordered_json &extra) const override {
     std::string text;
     for (const auto &m : messages)
       if (m.contains("content") && m["content"].is_string())
         text += m["content"].get<std::string>() + "\n";
+    if (extra.is_object() && !extra.empty())
+      text += extra.dump();
     return encodePrompt(text);
   }
   std::string tokenText(int32_t id) const override {

@@ -153,6 +153,26 @@ TEST(HttpServerTest, InvocationsStreamJsonLines) {
   EXPECT_EQ(json::parse(chat->body)["object"], "chat.completion");
 }
 
+// Both routes that take chat bodies hand the template the client's tools and
+// chat_template_kwargs with their keys in the client's order (the fake template prints them).
+TEST(HttpServerTest, ChatTemplateVariablesKeepTheClientsKeyOrder) {
+  ServerFixture f;
+  const std::string extra = R"({"zone":1,"alpha":2,"tools":[{"type":"function","function":)"
+                            R"({"name":"f","parameters":{"type":"object"}}}]})";
+  const std::string body = R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1,
+      "return_token_ids": true, "chat_template_kwargs": {"zone": 1, "alpha": 2}, "tools": [
+      {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]})";
+  for (const char *route : {"/v1/chat/completions", "/invocations"}) {
+    auto res = f.post(route, body);
+    ASSERT_EQ(res->status, 200) << route << ": " << res->body;
+    json answer = json::parse(res->body);
+    std::string prompt;
+    for (int id : answer["prompt_token_ids"])
+      prompt += static_cast<char>(id);
+    EXPECT_EQ(prompt, "x\n" + extra) << route;
+  }
+}
+
 TEST(HttpServerTest, ApiKeyGuardsEverythingButHealth) {
   HttpServerConfig config;
   config.apiKey = "sk-test";

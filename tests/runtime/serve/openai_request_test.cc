@@ -2,6 +2,7 @@
 // right status; good bodies fill exactly the engine fields they name.
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/openai_request.h"
+#include "runtime/text/chat_template.h"
 
 #include <gtest/gtest.h>
 
@@ -25,8 +26,7 @@ std::optional<ApiError> parseChat(const std::string &text, GenerationRequest &ou
   nlohmann::json body;
   if (auto error = parseJsonObject(text, body))
     return error;
-  auto ordered = nlohmann::ordered_json::parse(text);
-  return parseChatRequest(body, ordered.contains("messages") ? ordered["messages"] : nullptr, out);
+  return parseChatRequest(body, text, out);
 }
 
 TEST(OpenAiRequestTest, BadCompletionBodiesNameTheField) {
@@ -305,6 +305,44 @@ TEST(OpenAiRequestTest, ChatFieldsAndKeyOrder) {
   EXPECT_EQ(r.prompt.chatExtra.dump(), R"({"enable_thinking":false})");
   EXPECT_EQ(r.sampling.seed, static_cast<uint64_t>(-1));
   EXPECT_FALSE(r.defaultMaxTokens.has_value());
+}
+
+// Templates print the tools (Qwen2.5: `tool | tojson`; Mistral v0.3: `tool.items()`) and the
+// chat_template_kwargs in the order they hold their keys, and transformers keeps the client's
+// order, so the parsed request must too, at every depth. Every object below has its keys out of
+// sorted order.
+TEST(OpenAiRequestTest, ToolsAndTemplateKwargsKeepTheClientsKeyOrder) {
+  const std::string tool =
+      R"({"type":"function","function":{"name":"get_weather","description":"Weather.",)"
+      R"("parameters":{"type":"object","properties":{"location":{"type":"string",)"
+      R"("description":"City"},"unit":{"type":"string","enum":["c","f"]}},)"
+      R"("required":["location"]}}})";
+  const std::string kwargs = R"({"zone":"UTC","style":{"tone":"brief","length":2}})";
+  GenerationRequest r;
+  ASSERT_FALSE(parseChat(R"({"messages": [{"role": "user", "content": "hi"}], "tools": [)" + tool +
+                             R"(], "chat_template_kwargs": )" + kwargs + "}",
+                         r));
+  EXPECT_EQ(r.prompt.chatExtra["tools"].dump(), "[" + tool + "]");
+  EXPECT_EQ(r.prompt.chatExtra["style"].dump(), R"({"tone":"brief","length":2})");
+  const std::string extra = R"({"zone":"UTC","style":{"tone":"brief","length":2},"tools":[)";
+  EXPECT_EQ(r.prompt.chatExtra.dump(), extra + tool + "]}");
+
+  // The prompt a tools template renders from it, as transformers renders it.
+  auto tmpl =
+      ChatTemplate::parse("{%- for tool in tools %}{{ tool | tojson }}\n{% endfor %}"
+                          "{%- for key, val in tools[0].function.items() %}{{ key }} {% endfor %}"
+                          "{{ style | tojson }} {{ messages[0].content }}");
+  ASSERT_TRUE(tmpl.isOk()) << tmpl.status().toString();
+  auto prompt =
+      tmpl->renderChat(r.prompt.messages, r.prompt.addGenerationPrompt, {}, r.prompt.chatExtra);
+  ASSERT_TRUE(prompt.isOk()) << prompt.status().toString();
+  EXPECT_EQ(*prompt,
+            R"({"type": "function", "function": {"name": "get_weather", "description": )"
+            R"("Weather.", "parameters": {"type": "object", "properties": {"location": )"
+            R"({"type": "string", "description": "City"}, "unit": {"type": "string", "enum": )"
+            R"(["c", "f"]}}, "required": ["location"]}}})"
+            "\nname description parameters "
+            R"({"tone": "brief", "length": 2} hi)");
 }
 
 TEST(OpenAiRequestTest, ErrorBodiesHaveOpenAiAndTgiShapes) {
