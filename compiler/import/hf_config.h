@@ -2,6 +2,7 @@
 // Plain C++ (no MLIR). Unsupported settings fail with an error naming the field.
 #pragma once
 
+#include "compiler/import/rope_scaling.h"
 #include "runtime/base/status.h"
 
 #include <cstdint>
@@ -11,46 +12,55 @@
 
 namespace kiln::compiler {
 
-struct RopeScaling {
-  std::string type;  // "llama3" (the only one supported so far)
-  double factor = 1.0;
-  double lowFreqFactor = 1.0;
-  double highFreqFactor = 4.0;
-  int64_t originalMaxPositionEmbeddings = 8192;
-};
-
 struct HfModelConfig {
-  std::string modelType;      // "llama"
-  std::string architecture;   // architectures[0], e.g. "LlamaForCausalLM"
+  std::string modelType;    // "llama"
+  std::string architecture; // architectures[0], e.g. "LlamaForCausalLM"
   int64_t vocabSize = 0;
   int64_t hiddenSize = 0;
   int64_t intermediateSize = 0;
   int64_t numLayers = 0;
   int64_t numHeads = 0;
-  int64_t numKvHeads = 0;     // defaults to numHeads
-  int64_t headDim = 0;        // defaults to hiddenSize / numHeads
+  int64_t numKvHeads = 0; // defaults to numHeads
+  int64_t headDim = 0;    // defaults to hiddenSize / numHeads
   double rmsNormEps = 1e-6;
   double ropeTheta = 10000.0;
-  std::optional<RopeScaling> ropeScaling;
+  std::optional<RopeScaling> ropeScaling; // rope_scaling.h; nullopt: unscaled ("default")
+  double partialRotaryFactor = 1.0;       // partial_rotary_factor
+  int64_t rotaryDim = 0; // int(headDim * partialRotaryFactor); 0 (a hand-built config): headDim
   bool tieWordEmbeddings = false;
   bool attentionBias = false;
   bool mlpBias = false;
   int64_t maxPositionEmbeddings = 2048;
-  std::string torchDtype;     // informational
+  std::string torchDtype; // informational
   int32_t bosTokenId = -1;
-  std::vector<int32_t> eosTokenIds;  // union of config.json and generation_config.json, in order
+  std::vector<int32_t> eosTokenIds; // union of config.json and generation_config.json, in order
   int32_t padTokenId = -1;
+
+  // Family features: the family's parseConfig sets them (compiler/models/<family>.cc), the
+  // shared decoder blocks read them (compiler/models/decoder.h).
+  bool qkvBias = false;                // q/k/v projections have biases
+  bool oBias = false;                  // o_proj has a bias
+  bool qkNorm = false;                 // per-head RMSNorm of q and k before rope (Qwen3)
+  std::vector<int64_t> slidingWindows; // per layer, 0 = full attention; empty: all full
 };
 
 // Reads MODEL_DIR/config.json and, when present, MODEL_DIR/generation_config.json.
-Result<HfModelConfig> loadHfModelConfig(const std::string &modelDir);
+// `ropeTypeAliases`: the model family's other names for scaling types (rope_scaling.h).
+Result<HfModelConfig> loadHfModelConfig(const std::string &modelDir,
+                                        const RopeTypeAliases &ropeTypeAliases = {});
 // Parses config.json text (generation_config optional, "" when absent). `source` names the file
 // in error messages.
 Result<HfModelConfig> parseHfModelConfig(const std::string &configJson,
                                          const std::string &generationConfigJson,
-                                         const std::string &source = "config.json");
+                                         const std::string &source = "config.json",
+                                         const RopeTypeAliases &ropeTypeAliases = {});
 
-// inv_freq[i] for i < rotaryDim/2, exactly as transformers computes it (including llama3 scaling).
+// The RoPE fields of `config` (rope_scaling.h), and the kernels' tables for them.
+RopeConfig ropeConfig(const HfModelConfig &config);
+RopeTables ropeTables(const HfModelConfig &config);
+// inv_freq[i] for i < rotaryDim/2, exactly as transformers computes it at construction: the only
+// row of a static rope (default, linear, yarn, llama3), the short row of longrope, dynamic's
+// unscaled row; ropeTables says how the kernels switch rows and scale cos/sin.
 std::vector<float> ropeInverseFrequencies(const HfModelConfig &config, int64_t rotaryDim);
 
 } // namespace kiln::compiler
