@@ -1,12 +1,18 @@
-// Versions recorded in every artifact. Bump kSchemaVersion on a breaking schema change; the
-// runtime rejects other versions with "recompile with kiln >= X".
+// Versions recorded in every artifact. Bump kSchemaVersion when a plan written now could mislead an
+// older runtime (a new field whose non-default value changes what an op computes); raise
+// kMinSchemaVersion on a breaking change. The runtime reads versions in [kMinSchemaVersion,
+// kSchemaVersion] and rejects others with "recompile with kiln >= X" or "upgrade kiln".
+//   1: the first plans.
+//   2: Attention.sliding_window; RopeKvWrite's rope modes, attention scaling and q/k norm
+//      (version-1 plans read the same with every new field at its default).
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 1;
+inline constexpr uint32_t kSchemaVersion = 2;
+inline constexpr uint32_t kMinSchemaVersion = 1;
 inline constexpr const char *kKilnVersion = "0.1.0";
 // Artifact file names inside a model.kiln directory.
 inline constexpr const char *kPlanFileName = "plan.kiln";

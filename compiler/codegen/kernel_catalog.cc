@@ -2,6 +2,7 @@
 
 #include "kernels/cuda/embedded_sources.h"
 #include "kernels/cuda/params.h"
+#include "runtime/ops/op_table.h"
 
 #include <algorithm>
 #include <charconv>
@@ -10,104 +11,24 @@
 namespace kiln::compiler {
 namespace {
 
-enum class Shape : uint8_t { kRowCta, kRowChunks, kRowChunksMixed, kAttention, kGemv };
+using rt::KernelGrid;
+using rt::KernelTemplate;
 
-struct OpSpec {
-  const char *op;
-  const char *header;                  // include name, under "kiln/"
-  const char *paramsType;              // struct in kernels/cuda/params.h
-  const char *callee;                  // template, called as callee<args>(p)
-  std::vector<const char *> constants; // template arguments in order
-  Shape shape;
-  const char *widthConstant; // kRowChunks*: the row width that is cut into chunks
-};
-
-const std::vector<OpSpec> &opSpecs() {
-  static const std::vector<OpSpec> specs = {
-      {"embedding",
-       "elementwise.cuh",
-       "EmbeddingParams",
-       "embedding",
-       {"dtype", "weight_dtype", "hidden", "threads"},
-       Shape::kRowChunksMixed,
-       "hidden"},
-      {"rms_norm",
-       "norm.cuh",
-       "RmsNormParams",
-       "rmsNorm",
-       {"dtype", "weight_dtype", "hidden", "threads"},
-       Shape::kRowCta,
-       nullptr},
-      {"add_rms_norm",
-       "norm.cuh",
-       "AddRmsNormParams",
-       "addRmsNorm",
-       {"dtype", "weight_dtype", "hidden", "threads"},
-       Shape::kRowCta,
-       nullptr},
-      {"rope_kv_write",
-       "rope_kv.cuh",
-       "RopeKvWriteParams",
-       "ropeKvWrite",
-       {"dtype", "num_heads", "num_kv_heads", "head_dim", "rotary_dim", "block_size", "threads"},
-       Shape::kRowCta,
-       nullptr},
-      {"silu_mul",
-       "elementwise.cuh",
-       "SiluMulParams",
-       "siluMul",
-       {"dtype", "intermediate", "threads"},
-       Shape::kRowChunks,
-       "intermediate"},
-      {"add",
-       "elementwise.cuh",
-       "AddParams",
-       "add",
-       {"dtype", "width", "threads"},
-       Shape::kRowChunks,
-       "width"},
-      {"gather_rows",
-       "elementwise.cuh",
-       "GatherRowsParams",
-       "gatherRows",
-       {"dtype", "width", "threads"},
-       Shape::kRowChunks,
-       "width"},
-      {"attention_decode",
-       "attention_decode.cuh",
-       "AttentionParams",
-       "PagedDecode",
-       {"dtype", "num_heads", "num_kv_heads", "head_dim", "block_size"},
-       Shape::kAttention,
-       nullptr},
-      {"attention_decode_reduce",
-       "attention_decode.cuh",
-       "AttentionParams",
-       "pagedDecodeReduce",
-       {"dtype", "num_heads", "head_dim"},
-       Shape::kAttention,
-       nullptr},
-      {"gemv", "gemv.cuh", "GemvParams", "gemv", {"dtype", "in", "y_dtype"}, Shape::kGemv, nullptr},
-      {"argmax_rows",
-       "sampling.cuh",
-       "ArgmaxRowsParams",
-       "argmaxRows",
-       {"threads"},
-       Shape::kRowCta,
-       nullptr},
-      {"attention_prefill",
-       "attention_prefill.cuh",
-       "AttentionParams",
-       "PagedPrefill",
-       {"dtype", "num_heads", "num_kv_heads", "head_dim", "block_size"},
-       Shape::kAttention,
-       nullptr},
-  };
+// Every template: the op table entries' (in table order), then the auxiliary ones.
+const std::vector<KernelTemplate> &opSpecs() {
+  static const std::vector<KernelTemplate> specs = [] {
+    std::vector<KernelTemplate> all;
+    for (const rt::OpEntry *entry : rt::opTable())
+      all.insert(all.end(), entry->cuda.templates.begin(), entry->cuda.templates.end());
+    const auto &aux = rt::auxiliaryKernelTemplates();
+    all.insert(all.end(), aux.begin(), aux.end());
+    return all;
+  }();
   return specs;
 }
 
-const OpSpec *findSpec(const std::string &op) {
-  for (const OpSpec &spec : opSpecs())
+const KernelTemplate *findSpec(const std::string &op) {
+  for (const KernelTemplate &spec : opSpecs())
     if (op == spec.op)
       return &spec;
   return nullptr;
@@ -203,7 +124,7 @@ Status checkConstantRelations(const KernelInstance &instance) {
 const std::vector<std::string> &kernelOps() {
   static const std::vector<std::string> ops = [] {
     std::vector<std::string> names;
-    for (const OpSpec &spec : opSpecs())
+    for (const KernelTemplate &spec : opSpecs())
       names.emplace_back(spec.op);
     return names;
   }();
@@ -220,21 +141,21 @@ Status unknownOp(const std::string &op) {
 } // namespace
 
 Result<std::vector<std::string>> kernelConstantNames(const std::string &op) {
-  const OpSpec *spec = findSpec(op);
+  const KernelTemplate *spec = findSpec(op);
   if (!spec)
     return unknownOp(op);
   return std::vector<std::string>(spec->constants.begin(), spec->constants.end());
 }
 
 Result<std::string> kernelParamsType(const std::string &op) {
-  const OpSpec *spec = findSpec(op);
+  const KernelTemplate *spec = findSpec(op);
   if (!spec)
     return unknownOp(op);
   return std::string(spec->paramsType);
 }
 
 Status validateKernelInstance(const KernelInstance &instance) {
-  const OpSpec *spec = findSpec(instance.op);
+  const KernelTemplate *spec = findSpec(instance.op);
   if (!spec) {
     std::string known;
     for (const std::string &op : kernelOps())
@@ -260,26 +181,27 @@ Status validateKernelInstance(const KernelInstance &instance) {
 
 Result<LaunchShape> launchShapeOf(const KernelInstance &instance) {
   KILN_RETURN_IF_ERROR(validateKernelInstance(instance));
-  const OpSpec &spec = *findSpec(instance.op);
+  const KernelTemplate &spec = *findSpec(instance.op);
   LaunchShape shape;
-  if (spec.shape == Shape::kAttention) {
+  if (spec.grid == KernelGrid::kAttention) {
     shape.gridRows = GridRows::kAttention;
-    shape.threads = 128; // kernels/cuda/params.h kAttentionThreads
+    shape.threads = kernels::cuda::kAttentionThreads;
     return shape;
   }
-  if (spec.shape == Shape::kGemv) {
+  if (spec.grid == KernelGrid::kGemv) {
     shape.gridRows = GridRows::kGemv;
     shape.threads = kernels::cuda::kGemvThreads;
     return shape;
   }
   shape.threads = static_cast<int32_t>(intConstant(instance, "threads"));
-  if (instance.op == "rope_kv_write")
-    shape.gridY = kernels::cuda::kRopeCtasPerToken;
-  if (spec.shape == Shape::kRowCta)
+  if (spec.grid == KernelGrid::kRowCta) {
+    if (spec.fixedGridY > 0)
+      shape.gridY = spec.fixedGridY;
     return shape;
+  }
   const int64_t width = intConstant(instance, spec.widthConstant);
   int vec = rowVectorWidth(instance.constants.at("dtype"), width);
-  if (spec.shape == Shape::kRowChunksMixed)
+  if (spec.grid == KernelGrid::kRowChunksMixed)
     vec = std::min(vec, rowVectorWidth(instance.constants.at("weight_dtype"), width));
   const int64_t chunk = static_cast<int64_t>(shape.threads) * vec;
   shape.gridY = static_cast<int32_t>((width + chunk - 1) / chunk);
@@ -294,7 +216,7 @@ Result<std::string> generateKernelSource(const std::vector<KernelInstance> &inst
     KILN_RETURN_IF_ERROR(validateKernelInstance(instance));
     if (!symbols.insert(instance.symbol).second)
       return invalidArgument("kernel symbol '" + instance.symbol + "' is defined twice");
-    const OpSpec &spec = *findSpec(instance.op);
+    const KernelTemplate &spec = *findSpec(instance.op);
     KILN_ASSIGN_OR_RETURN(LaunchShape shape, launchShapeOf(instance));
     headers.insert(spec.header);
     std::string args;

@@ -1,10 +1,11 @@
-// What codegen knows about each CUDA kernel template in kernels/cuda: the op name a
-// KernelInstance uses, the template constants it needs, the header it lives in, and how its
-// launch shape follows from the constants. Plain C++ (no MLIR, no NVRTC) so the plan emitter can
+// What codegen does with the CUDA kernel templates the op table declares (runtime/ops/op_table.h:
+// header, constants, parameter struct, grid rule per template): validate instances, compute their
+// launch shape and generate the NVRTC source. Plain C++ (no MLIR, no NVRTC) so the plan emitter can
 // ask for launch rules without compiling anything.
 #pragma once
 
 #include "runtime/base/status.h"
+#include "runtime/ops/kernel_template.h"
 
 #include <cstdint>
 #include <map>
@@ -13,15 +14,11 @@
 
 namespace kiln::compiler {
 
-// One specialization of a kernel template, exported as extern "C" __global__ `symbol`.
-// `op` names the template ("rms_norm", "attention_decode", ... see kernelOps()); `constants`
-// are its template arguments by name: "dtype" / "weight_dtype" are "f32", "f16" or "bf16", the
-// rest decimal integers (e.g. {"hidden", "4096"}, {"threads", "256"}).
-struct KernelInstance {
-  std::string op;
-  std::string symbol;
-  std::map<std::string, std::string> constants;
-};
+// One specialization of a kernel template (runtime/ops/kernel_template.h); the templates come from
+// the op table's entries (runtime/ops/op_table.h) and its auxiliary templates (argmax_rows).
+using rt::KernelInstance;
+using rt::kernelSymbol;
+using rt::makeKernelInstance;
 
 // How the plan launches an instance (schema GridRule): grid.x from the step's row count (or
 // computed by the runtime for attention), grid.y = gridY, block = threads.

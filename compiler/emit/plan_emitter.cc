@@ -7,9 +7,9 @@
 #include "compiler/emit/plan_header.h"
 #include "compiler/emit/weight_sources.h"
 #include "compiler/transforms/passes.h"
+#include "runtime/ops/op_table.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 #include <cstring>
 
@@ -58,6 +58,7 @@ private:
   schema::RankT *rank_ = nullptr;
   std::vector<rt::WeightSource> *weights_ = nullptr;
   llvm::DenseMap<Value, uint32_t> bufferOf_;
+  int32_t inPlaceInput_ = -1; // of the op being emitted (OpEntry::inPlaceInput)
 };
 
 uint32_t StepEmitter::addBuffer(std::unique_ptr<schema::BufferT> buffer) {
@@ -81,8 +82,8 @@ void StepEmitter::defineWeight(WeightOp weight) {
   std::vector<std::string> parts;
   for (mlir::Attribute attr : weight.getSources())
     parts.push_back(mlir::cast<mlir::StringAttr>(attr).str());
-  source.produce = [checkpoint = checkpoint_, parts, dtype = buffer->dtype](
-                       std::vector<uint8_t> &bytes) {
+  source.produce = [checkpoint = checkpoint_, parts,
+                    dtype = buffer->dtype](std::vector<uint8_t> &bytes) {
     return produceWeightBytes(*checkpoint, parts, dtype, bytes);
   };
   weights_->push_back(std::move(source));
@@ -124,6 +125,7 @@ void StepEmitter::defineStepInput(StepInputOp input) {
     buffer->shape = {batch + 1};
     break;
   case StepInputKind::ContextLens:
+  case StepInputKind::SequenceLengths:
     buffer->shape = {batch};
     break;
   case StepInputKind::BlockTables:
@@ -142,9 +144,9 @@ void StepEmitter::defineStepInput(StepInputOp input) {
 
 LogicalResult StepEmitter::defineActivation(mlir::Operation *op, unsigned resultIndex) {
   Value result = op->getResult(resultIndex);
-  if (auto fused = mlir::dyn_cast<AddRmsNormOp>(op); fused && resultIndex == 0) {
-    // plan.fbs: outputs[0] == inputs[1], the residual is updated in place.
-    bufferOf_[result] = bufferOf_.lookup(fused.getResidual());
+  if (inPlaceInput_ >= 0 && resultIndex == 0) {
+    // The op table entry says output 0 is an input updated in place (AddRmsNorm's residual).
+    bufferOf_[result] = bufferOf_.lookup(op->getOperand(static_cast<unsigned>(inPlaceInput_)));
     return success();
   }
   auto offsets = op->getAttrOfType<mlir::DenseI64ArrayAttr>(kArenaOffsetsAttr);
@@ -195,62 +197,31 @@ LogicalResult StepEmitter::lookup(mlir::Operation *op, mlir::ValueRange values,
   return success();
 }
 
-// Params per op kind; inputs are the op's operands in ODS order, which is plan.fbs's order.
+// The op table entry named by the kiln op (kiln.<name>) packs its attributes into the plan's
+// params; inputs are the op's operands in ODS order, which is plan.fbs's order.
 LogicalResult StepEmitter::emitOp(mlir::Operation *op) {
   if (mlir::isa<WeightOp, ConstantOp, StepInputOp, mlir::func::ReturnOp>(op))
     return success();
-  auto planOp = std::make_unique<schema::OpT>();
-  planOp->name = opName(op);
-  bool known = true;
-  llvm::TypeSwitch<mlir::Operation *>(op)
-      .Case([&](EmbeddingOp embedding) {
-        schema::EmbeddingParamsT params;
-        params.vocab_start = static_cast<uint32_t>(embedding.getVocabStart());
-        planOp->params.Set(std::move(params));
-      })
-      .Case([&](RmsNormOp norm) {
-        schema::RmsNormParamsT params;
-        params.eps = norm.getEps().convertToFloat();
-        planOp->params.Set(std::move(params));
-      })
-      .Case([&](AddRmsNormOp norm) {
-        schema::AddRmsNormParamsT params;
-        params.eps = norm.getEps().convertToFloat();
-        planOp->params.Set(std::move(params));
-      })
-      .Case([&](LinearOp linear) {
-        schema::LinearParamsT params;
-        params.has_bias = static_cast<bool>(linear.getBias());
-        planOp->params.Set(std::move(params));
-      })
-      .Case([&](RopeKvWriteOp rope) {
-        schema::RopeKvWriteParamsT params;
-        params.layer = rope.getLayer();
-        params.num_heads = rope.getNumHeads();
-        params.num_kv_heads = rope.getNumKvHeads();
-        params.head_dim = rope.getHeadDim();
-        params.rotary_dim = rope.getRotaryDim();
-        planOp->params.Set(std::move(params));
-        known = rope.getQkv().size() == 1;
-      })
-      .Case([&](AttentionOp attention) {
-        schema::AttentionParamsT params;
-        params.layer = attention.getLayer();
-        params.num_heads = attention.getNumHeads();
-        params.num_kv_heads = attention.getNumKvHeads();
-        params.head_dim = attention.getHeadDim();
-        params.scale = attention.getScale().convertToFloat();
-        planOp->params.Set(std::move(params));
-      })
-      .Case([&](SiluMulOp) { planOp->params.Set(schema::SiluMulParamsT{}); })
-      .Case([&](AddOp) { planOp->params.Set(schema::AddParamsT{}); })
-      .Case([&](GatherRowsOp) { planOp->params.Set(schema::GatherRowsParamsT{}); })
-      .Case([&](AllReduceOp) { planOp->params.Set(schema::AllReduceParamsT{}); })
-      .Case([&](AllGatherOp) { planOp->params.Set(schema::AllGatherParamsT{}); })
-      .Default([&](mlir::Operation *) { known = false; });
-  if (!known)
+  const rt::OpEntry *entry = rt::findOp(op->getName().stripDialect().str());
+  if (!entry || !entry->packParams)
     return op->emitOpError() << "has no plan op: the fusion passes (fuse-qkv, fuse-gate-up) "
                                 "must run before emission";
+  rt::OpParamValues values;
+  values.numInputs = op->getNumOperands();
+  for (mlir::NamedAttribute attr : op->getAttrs()) {
+    if (auto integer = mlir::dyn_cast<mlir::IntegerAttr>(attr.getValue()))
+      values.set(attr.getName().str(), static_cast<double>(integer.getInt()));
+    else if (auto real = mlir::dyn_cast<mlir::FloatAttr>(attr.getValue()))
+      values.set(attr.getName().str(), real.getValueAsDouble());
+    else if (auto flag = mlir::dyn_cast<mlir::BoolAttr>(attr.getValue()))
+      values.set(attr.getName().str(), flag.getValue() ? 1.0 : 0.0);
+  }
+  auto planOp = std::make_unique<schema::OpT>();
+  planOp->name = opName(op);
+  Status packed = entry->packParams(values, planOp->params);
+  if (!packed.isOk())
+    return op->emitOpError() << packed.message();
+  inPlaceInput_ = entry->inPlaceInput;
   if (failed(defineBuffers(op)) || failed(lookup(op, op->getOperands(), planOp->inputs)) ||
       failed(lookup(op, op->getResults(), planOp->outputs)))
     return failure();
@@ -270,8 +241,7 @@ LogicalResult StepEmitter::run(mlir::func::FuncOp step, uint32_t rankIndex, sche
     return step.emitError() << "@step has no memory plan: run plan-memory before emission";
   if (planned.getInt() != options_.maxTokensPerStep)
     return step.emitError() << "memory was planned for " << planned.getInt()
-                            << " rows but --max-tokens-per-step is "
-                            << options_.maxTokensPerStep;
+                            << " rows but --max-tokens-per-step is " << options_.maxTokensPerStep;
   rank.rank = rankIndex;
   rank.arena_bytes = static_cast<uint64_t>(arenaBytes.getInt());
   for (mlir::Operation &op : step.getBody().front()) {
@@ -297,8 +267,8 @@ emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelCo
     return failure();
   mlir::ModuleOp first = rankModules[0];
   if (static_cast<int64_t>(rankModules.size()) != options.tp)
-    return first.emitError() << "tp is " << options.tp << " but "
-                                      << rankModules.size() << " rank module(s) were given";
+    return first.emitError() << "tp is " << options.tp << " but " << rankModules.size()
+                             << " rank module(s) were given";
   rt::ArtifactContents contents;
   if (failed(fillPlanHeader(first, config, *checkpoint, options, contents.plan)))
     return failure();

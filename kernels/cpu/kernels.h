@@ -113,6 +113,15 @@ struct RopeKvWriteArgs {
   float ropeTheta = 0.0f;           // kDynamicNtk
   double dynamicFactor = 1.0;       // kDynamicNtk (transformers rounds factor - 1 from the double)
   float attentionScaling = 1.0f;
+  // L of each sequence ([numSeqs], plan.fbs SequenceLengths: all its known tokens, so a prompt
+  // rotates alike in one prefill or in chunks); null: positions[its last token in the step] + 1.
+  const int32_t *sequenceLengths = nullptr;
+  // Per-head RMSNorm before rotation (Qwen3): every q head becomes RmsNorm(head) * qNorm and every
+  // k head RmsNorm(head) * kNorm ([headDim] fp32 each, eps qkNormEps), as transformers'
+  // Qwen3RMSNorm in fp32. Null: none.
+  const float *qNorm = nullptr;
+  const float *kNorm = nullptr;
+  float qkNormEps = 0.0f;
 };
 void ropeKvWrite(const RopeKvWriteArgs &args);
 

@@ -43,22 +43,38 @@ void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const 
   }
 }
 
-// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head; for half qkv the
-// widened row.
+// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head; for half qkv, or
+// with q/k norms, the widened (and normalized) row.
 int64_t scratchFloats(const RopeKvWriteArgs &args, int64_t qkvStride) {
-  return 3 * int64_t(args.rotaryDim / 2) + args.headDim +
-         (args.type == ElemType::kF32 ? 0 : qkvStride);
+  const bool widen = args.type != ElemType::kF32 || args.qNorm;
+  return 3 * int64_t(args.rotaryDim / 2) + args.headDim + (widen ? qkvStride : 0);
 }
 
-// L of token t: positions[last token of its sequence] + 1 (a sequence's positions in a step are
-// consecutive, so this is the sequence's length after the step, transformers' max(position_ids)
-// + 1 for it alone).
+// L of token t's sequence: args.sequenceLengths' entry, else positions[its last token] + 1 (a
+// sequence's positions in a step are consecutive, so that is its length after the step,
+// transformers' max(position_ids) + 1 for it alone).
 int32_t sequenceLength(const RopeKvWriteArgs &args, int32_t t) {
   const int32_t *ends = args.queryStartLoc + 1;
   const int32_t *end = std::upper_bound(ends, ends + args.numSeqs, t);
   if (end == ends + args.numSeqs)
     return args.positions[t] + 1;
+  if (args.sequenceLengths)
+    return args.sequenceLengths[end - ends];
   return args.positions[*end - 1] + 1;
+}
+
+// Qwen3RMSNorm of each of `heads` heads of `x` in place: x * rsqrt(mean(x^2) + eps), then times
+// the weight, in fp32 (kernels/cpu/norm.cc's operation order).
+void normalizeHeads(float *x, int32_t heads, int32_t headDim, const float *weight, float eps) {
+  for (int32_t h = 0; h < heads; ++h) {
+    float *head = x + static_cast<int64_t>(h) * headDim;
+    float sumSquares = 0.0f;
+    for (int32_t i = 0; i < headDim; ++i)
+      sumSquares += head[i] * head[i];
+    const float inverse = 1.0f / std::sqrt(sumSquares / static_cast<float>(headDim) + eps);
+    for (int32_t i = 0; i < headDim; ++i)
+      head[i] = weight[i] * (head[i] * inverse);
+  }
 }
 
 // The inverse frequencies token t rotates with: a row of args.invFreq, or `dynamicRow` filled.
@@ -126,9 +142,14 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
         sines[i] = std::sin(angle) * scaling;
       }
       const float *qkv = static_cast<const float *>(args.qkv) + t * qkvStride;
-      if (args.type != ElemType::kF32) {
+      if (args.type != ElemType::kF32 || args.qNorm) {
         loadRun(args.qkv, args.type, t * qkvStride, qkvStride, widened);
         qkv = widened;
+      }
+      if (args.qNorm) {
+        normalizeHeads(widened, args.numHeads, args.headDim, args.qNorm, args.qkNormEps);
+        normalizeHeads(widened + args.numHeads * headDim, args.numKvHeads, args.headDim, args.kNorm,
+                       args.qkNormEps);
       }
       rotateHeadsInto(qkv, args.numHeads, cosines, sines, half, args.headDim, args.q, args.type,
                       t * qStride, headDim, staging);

@@ -139,7 +139,7 @@ constexpr int32_t kRopeCtasPerToken = 4;
 // RopeKvWriteParams::mode: the values of kernels/cpu/kernels.h RopeMode, which says what each
 // does.
 constexpr int32_t kRopeStatic = 0;
-constexpr int32_t kRopeLongShort = 1;   // invFreq = [short | long]
+constexpr int32_t kRopeLongShort = 1; // invFreq = [short | long]
 constexpr int32_t kRopeDynamicNtk = 2;
 // Rotates q and k, writes rotated k and raw v to the cache at slotMapping[t].
 // grid (numTokens, kRopeCtasPerToken); any grid.y works, the CTAs of a token share its work.
@@ -161,6 +161,10 @@ struct RopeKvWriteParams {
   float ropeTheta = 0.0f;
   double dynamicFactor = 1.0;
   float attentionScaling = 1.0f;
+  const int32_t *sequenceLengths = nullptr; // [numSeqs]; null: last position + 1
+  const float *qNorm = nullptr;             // [HEAD_DIM] fp32 each; null: no q/k norm
+  const float *kNorm = nullptr;
+  float qkNormEps = 0.0f;
 };
 
 // Paged causal attention (plan.fbs Attention), optionally over a sliding window. Decode: grid

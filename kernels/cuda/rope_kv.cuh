@@ -12,18 +12,24 @@
 // when stored (plan.fbs; the CPU reference's operation order).
 //
 // The run-time modes (p.mode; kernels/cpu/kernels.h RopeMode) pick the row from the token's
-// sequence length L = positions[last token of its sequence] + 1: kRopeLongShort the second row of
+// sequence length L (p.sequenceLengths, else positions[last token of its sequence] + 1):
+// kRopeLongShort the second row of
 // invFreq when L > originalMaxPositions; kRopeDynamicNtk the row recomputed for L with the steps
 // of kernels/cpu/rope_kv.cc dynamicNtkInvFreq (double powers rounded once, so the bits match).
 // The static path reads only p.mode beyond what it always read.
+//
+// With p.qNorm (Qwen3), every q and k head is first RMS-normalized over HEAD_DIM (one warp per
+// head, sums of squares in fp32, rsqrt(mean + eps)) and scaled by its weight, as the CPU
+// reference's normalizeHeads; the sums run in another order, so results agree within rounding.
 #pragma once
 
 #include "kiln/common.cuh"
 
 namespace kiln::kernels::cuda {
 
-// L of token t: positions[last token of its sequence] + 1 (the first sequence s with
-// queryStartLoc[s + 1] > t holds t; past the last one, the token's own position + 1).
+// L of token t: its sequence's p.sequenceLengths entry, else positions[last token of its
+// sequence] + 1 (the first sequence s with queryStartLoc[s + 1] > t holds t; past the last one,
+// the token's own position + 1).
 __device__ __forceinline__ int ropeSequenceLength(const RopeKvWriteParams &p, int t) {
   int lo = 0;
   int hi = p.numSeqs;
@@ -34,7 +40,9 @@ __device__ __forceinline__ int ropeSequenceLength(const RopeKvWriteParams &p, in
     else
       lo = mid + 1;
   }
-  return lo < p.numSeqs ? p.positions[p.queryStartLoc[lo + 1] - 1] + 1 : p.positions[t] + 1;
+  if (lo >= p.numSeqs)
+    return p.positions[t] + 1;
+  return p.sequenceLengths ? p.sequenceLengths[lo] : p.positions[p.queryStartLoc[lo + 1] - 1] + 1;
 }
 
 // base' of dynamic NTK for a sequence of seqLen tokens, kernels/cpu/rope_kv.cc's float32 steps.
@@ -59,10 +67,25 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   constexpr int64_t kRowWidth = (NUM_HEADS + 2 * NUM_KV_HEADS) * HEAD_DIM;
   __shared__ float cosines[kHalf > 0 ? kHalf : 1];
   __shared__ float sines[kHalf > 0 ? kHalf : 1];
+  __shared__ float headScale[kRotatedHeads]; // rsqrt(mean(x^2) + eps) per head, with p.qNorm
 
   const int t = blockIdx.x;
   if (t >= p.numTokens)
     return;
+  const T *row = static_cast<const T *>(p.qkv) + t * kRowWidth;
+  if (p.qNorm) {
+    const int lane = threadIdx.x % 32;
+    for (int h = threadIdx.x / 32; h < kRotatedHeads; h += THREADS / 32) {
+      float sumSquares = 0.0f;
+      for (int d = lane; d < HEAD_DIM; d += 32) {
+        const float x = toFloat<T>(row[h * HEAD_DIM + d]);
+        sumSquares += x * x;
+      }
+      sumSquares = warpSum(sumSquares);
+      if (lane == 0)
+        headScale[h] = 1.0f / sqrtf(sumSquares / static_cast<float>(HEAD_DIM) + p.qkNormEps);
+    }
+  }
   const float position = static_cast<float>(p.positions[t]);
   const float *invFreq = p.invFreq;
   float dynamicBase = 0.0f; // > 0: this token's row is dynamic NTK's for its L
@@ -90,7 +113,14 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   }
   __syncthreads();
 
-  const T *row = static_cast<const T *>(p.qkv) + t * kRowWidth;
+  // Element d of rotated head h as the rotation reads it: normalized and scaled with p.qNorm.
+  auto load = [&](int h, int d) -> float {
+    const float x = toFloat<T>(row[h * HEAD_DIM + d]);
+    if (!p.qNorm)
+      return x;
+    const float *weight = h < NUM_HEADS ? p.qNorm : p.kNorm;
+    return weight[d] * (x * headScale[h]);
+  };
   const int slot = p.slotMapping[t];
   const bool cached = slot >= 0; // a negative slot is a padding token: rotate q, cache nothing
   const int64_t cacheBase =
@@ -118,8 +148,8 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     T *out = target(h, i);
     if (!out)
       continue;
-    const float x0 = toFloat<T>(row[h * HEAD_DIM + i]);
-    const float x1 = toFloat<T>(row[h * HEAD_DIM + i + kHalf]);
+    const float x0 = load(h, i);
+    const float x1 = load(h, i + kHalf);
     const float c = cosines[i];
     const float s = sines[i];
     out[0] = fromFloat<T>(x0 * c + (-x1) * s);
@@ -129,7 +159,7 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     const int h = item / (kPass > 0 ? kPass : 1);
     const int d = ROTARY_DIM + item % (kPass > 0 ? kPass : 1);
     if (T *out = target(h, d))
-      *out = row[h * HEAD_DIM + d];
+      *out = p.qNorm ? fromFloat<T>(load(h, d)) : row[h * HEAD_DIM + d];
   }
   if (!cached)
     return;

@@ -58,11 +58,11 @@ Status checkPlanAgainstManifest(const MappedFile &planFile, const std::string &m
 }
 
 Status checkSchemaVersion(const schema::Plan &plan) {
-  if (plan.schema_version() == kSchemaVersion)
+  if (plan.schema_version() >= kMinSchemaVersion && plan.schema_version() <= kSchemaVersion)
     return okStatus();
   std::string message = std::string(kPlanFileName) + ": artifact schema version " +
                         std::to_string(plan.schema_version()) + "; this kiln reads " +
-                        std::to_string(kSchemaVersion);
+                        std::to_string(kMinSchemaVersion) + " to " + std::to_string(kSchemaVersion);
   if (plan.schema_version() > kSchemaVersion) {
     const char *by = plan.compiler_version() ? plan.compiler_version()->c_str() : "?";
     return failedPrecondition(message + ": the artifact was compiled by kiln " + by +

@@ -5,6 +5,7 @@
 
 #include "runtime/base/file.h"
 #include "runtime/base/status.h"
+#include "runtime/ops/plan_types.h"
 #include "schema/plan_generated.h"
 
 #include <cstdint>
@@ -54,13 +55,6 @@ private:
   const schema::Plan *plan_ = nullptr;
   std::vector<MappedFile> weights_; // per rank; empty MappedFile when not mapped
 };
-
-// Bytes of one element of `dtype`; 0 for a value outside the enum.
-size_t dtypeSize(schema::DType dtype);
-// "F32", "BF16", ...; "DType(<n>)" for a value outside the enum.
-std::string dtypeName(schema::DType dtype);
-// "Embedding", "Linear", ... for an op's params type.
-std::string opKindName(schema::OpParams kind);
 
 // Semantic checks of a verified plan (indices in range, op arities and widths per plan.fbs,
 // arena bounds, weight entries inside the file and aligned, step inputs present). `file` names the

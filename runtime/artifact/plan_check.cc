@@ -4,43 +4,13 @@
 // reading out of bounds at run time.
 #include "runtime/artifact/artifact.h"
 
+#include "runtime/ops/op_table.h"
 #include "schema/version.h"
 
 #include <algorithm>
 #include <limits>
 
 namespace kiln::rt {
-
-size_t dtypeSize(schema::DType dtype) {
-  switch (dtype) {
-  case schema::DType::F32:
-    return 4;
-  case schema::DType::F16:
-    return 2;
-  case schema::DType::BF16:
-    return 2;
-  case schema::DType::I32:
-    return 4;
-  case schema::DType::I64:
-    return 8;
-  case schema::DType::U8:
-    return 1;
-  }
-  return 0;
-}
-
-std::string dtypeName(schema::DType dtype) {
-  if (dtypeSize(dtype) == 0)
-    return "DType(" + std::to_string(static_cast<int>(dtype)) + ")";
-  return schema::EnumNameDType(dtype);
-}
-
-std::string opKindName(schema::OpParams kind) {
-  if (kind == schema::OpParams::NONE || kind > schema::OpParams::MAX)
-    return "OpParams(" + std::to_string(static_cast<int>(kind)) + ")";
-  std::string name = schema::EnumNameOpParams(kind);
-  return name.substr(0, name.size() - 6); // drop "Params"
-}
 
 namespace {
 
@@ -66,16 +36,13 @@ RowScale expectedRows(StepInputKind kind) {
   case StepInputKind::QueryStartLoc:
   case StepInputKind::ContextLens:
   case StepInputKind::BlockTables:
+  case StepInputKind::SequenceLengths:
     return RowScale::Sequences;
   case StepInputKind::LogitsIndices:
     return RowScale::Logits;
   default:
     return RowScale::Tokens;
   }
-}
-
-bool isFloatDType(schema::DType dtype) {
-  return dtype == schema::DType::F32 || dtype == schema::DType::F16 || dtype == schema::DType::BF16;
 }
 
 std::string str(const flatbuffers::String *s) {
@@ -96,12 +63,6 @@ private:
   Status checkWeights(const schema::Rank &rank);
   Status checkBuffer(const schema::Rank &rank, uint32_t index);
   Status checkOp(const schema::Rank &rank, uint32_t index);
-  Status checkRowOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
-                          const std::vector<const schema::Buffer *> &out);
-  Status checkEmbeddingRange(const schema::Op &op, uint64_t rows);
-  Status checkStepOpShapes(const schema::Op &op, const std::vector<const schema::Buffer *> &in,
-                           const std::vector<const schema::Buffer *> &out);
-  Status checkHeads(uint32_t layer, uint32_t heads, uint32_t kvHeads, uint32_t headDim);
   uint64_t maxRows(const schema::Buffer &buffer) const;
   Status error(const std::string &what) const { return dataLoss(file_ + ": " + where_ + what); }
 
@@ -131,8 +92,7 @@ Status PlanChecker::checkCollectivesMatch() {
   auto collectives = [](const schema::Rank &rank) {
     std::vector<schema::OpParams> kinds;
     for (const schema::Op *op : *rank.program())
-      if (op->params_type() == schema::OpParams::AllReduceParams ||
-          op->params_type() == schema::OpParams::AllGatherParams)
+      if (const OpEntry *entry = findOp(op->params_type()); entry && entry->collective)
         kinds.push_back(op->params_type());
     return kinds;
   };
@@ -323,60 +283,15 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
   return okStatus();
 }
 
-uint64_t widthOf(const schema::Buffer *b) {
-  return checkedProduct(b->shape(), 1, 1);
-}
-uint64_t elementsOf(const schema::Buffer *b) {
-  return checkedProduct(b->shape(), 0, 1);
-}
-bool isStepInput(const schema::Buffer *b, StepInputKind kind) {
-  return b->kind() == BufferKind::StepInput && b->step_input() == kind;
-}
-
-struct Arity {
-  uint32_t inputs = 0;
-  uint32_t outputs = 0;
-};
-
-// Input/output counts per op kind (plan.fbs header); Linear's depends on has_bias.
-Arity arityOf(const schema::Op &op) {
-  using K = schema::OpParams;
-  switch (op.params_type()) {
-  case K::EmbeddingParams:
-    return {2, 1};
-  case K::RmsNormParams:
-    return {2, 1};
-  case K::AddRmsNormParams:
-    return {3, 2};
-  case K::LinearParams:
-    return {op.params_as_LinearParams()->has_bias() ? 3u : 2u, 1};
-  case K::RopeKvWriteParams:
-    return {4, 1};
-  case K::AttentionParams:
-    return {5, 1};
-  case K::SiluMulParams:
-    return {1, 1};
-  case K::AddParams:
-    return {2, 1};
-  case K::GatherRowsParams:
-    return {2, 1};
-  case K::AllReduceParams:
-  case K::AllGatherParams:
-    return {1, 1};
-  default:
-    return {};
-  }
-}
-
 Status PlanChecker::checkOp(const schema::Rank &rank, uint32_t index) {
   const schema::Op &op = *rank.program()->Get(index);
   std::string rankWhere = where_;
   where_ += "op " + std::to_string(index) + " '" + str(op.name()) + "' (" +
             opKindName(op.params_type()) + "): ";
-  if (op.params_type() == schema::OpParams::NONE || op.params_type() > schema::OpParams::MAX ||
-      !op.params())
+  const OpEntry *entry = findOp(op.params_type());
+  if (!entry || !op.params())
     return error("unknown op kind or missing params");
-  Arity arity = arityOf(op);
+  OpArity arity = entry->arity(op);
   uint32_t numIn = op.inputs() ? op.inputs()->size() : 0;
   uint32_t numOut = op.outputs() ? op.outputs()->size() : 0;
   if (numIn != arity.inputs || numOut != arity.outputs)
@@ -398,149 +313,15 @@ Status PlanChecker::checkOp(const schema::Rank &rank, uint32_t index) {
                    "') must be an activation whose rows scale with the step");
     (isIn ? in : out).push_back(buffer);
   }
-  if (op.params_type() == schema::OpParams::AddRmsNormParams &&
-      op.outputs()->Get(0) != op.inputs()->Get(1))
-    return error("output 0 must be the residual (input 1), updated in place");
-  KILN_RETURN_IF_ERROR(checkRowOpShapes(op, in, out));
+  if (entry->inPlaceInput >= 0 &&
+      op.outputs()->Get(0) != op.inputs()->Get(static_cast<uint32_t>(entry->inPlaceInput)))
+    return error("output 0 must be input " + std::to_string(entry->inPlaceInput) +
+                 ", updated in place");
+  Status shapes = entry->checkShapes(PlanOpView{plan_, op, in, out});
+  if (!shapes.isOk())
+    return error(shapes.message());
   where_ = rankWhere;
   return okStatus();
-}
-
-Status PlanChecker::checkHeads(uint32_t layer, uint32_t heads, uint32_t kvHeads, uint32_t headDim) {
-  const schema::KvCacheSpec &kv = *plan_.kv_cache();
-  if (layer >= kv.num_layers())
-    return error("layer " + std::to_string(layer) + " >= kv_cache.num_layers " +
-                 std::to_string(kv.num_layers()));
-  if (kvHeads != kv.num_kv_heads() || headDim != kv.head_dim())
-    return error("num_kv_heads/head_dim " + std::to_string(kvHeads) + "/" +
-                 std::to_string(headDim) + " differ from kv_cache " +
-                 std::to_string(kv.num_kv_heads()) + "/" + std::to_string(kv.head_dim()));
-  if (heads == 0 || heads % kvHeads != 0)
-    return error("num_heads " + std::to_string(heads) + " is not a multiple of num_kv_heads " +
-                 std::to_string(kvHeads));
-  return okStatus();
-}
-
-// Ops that map rows to rows: widths must agree and rows follow the same rule.
-Status PlanChecker::checkRowOpShapes(const schema::Op &op,
-                                     const std::vector<const schema::Buffer *> &in,
-                                     const std::vector<const schema::Buffer *> &out) {
-  using K = schema::OpParams;
-  auto width = widthOf;
-  auto all = elementsOf;
-  auto bad = [&](const std::string &what) { return error(what); };
-  const schema::Buffer *y = out[0];
-  switch (op.params_type()) {
-  case K::RmsNormParams:
-    if (in[0]->rows() != y->rows() || width(in[0]) != width(y) || all(in[1]) != width(y))
-      return bad("x, w and y widths/rows differ");
-    return okStatus();
-  case K::AddRmsNormParams:
-    if (in[0]->rows() != in[1]->rows() || in[0]->rows() != out[1]->rows() ||
-        width(in[0]) != width(in[1]) || width(in[0]) != width(out[1]) || all(in[2]) != width(in[0]))
-      return bad("x, residual, w and y widths/rows differ");
-    return okStatus();
-  case K::LinearParams:
-    if (in[1]->shape()->size() != 2 || width(in[0]) != in[1]->shape()->Get(1) ||
-        width(y) != in[1]->shape()->Get(0) || in[0]->rows() != y->rows() ||
-        (in.size() == 3 && all(in[2]) != width(y)))
-      return bad("x(rows, in), W[out, in], bias[out], y(rows, out) do not agree");
-    return okStatus();
-  case K::SiluMulParams:
-    if (in[0]->rows() != y->rows() || width(in[0]) != 2 * width(y))
-      return bad("gu(rows, 2*I) -> y(rows, I) widths/rows do not agree");
-    return okStatus();
-  case K::AddParams:
-    if (in[0]->rows() != y->rows() || in[1]->rows() != y->rows() || width(in[0]) != width(y) ||
-        width(in[1]) != width(y))
-      return bad("a, b and y widths/rows differ");
-    return okStatus();
-  case K::AllReduceParams:
-    if (in[0]->rows() != y->rows() || width(in[0]) != width(y) || in[0]->dtype() != y->dtype())
-      return bad("x and y rows/widths/dtypes differ");
-    return okStatus();
-  case K::AllGatherParams: {
-    uint64_t n = width(in[0]), m = width(y), tp = plan_.tp();
-    if (in[0]->rows() != y->rows() || in[0]->dtype() != y->dtype() || m > tp * n ||
-        m <= (tp - 1) * n)
-      return bad("x(rows, n) -> y(rows, m) needs equal rows and (tp-1)*n < m <= tp*n (tp " +
-                 std::to_string(tp) + ", n " + std::to_string(n) + ", m " + std::to_string(m) +
-                 ")");
-    return okStatus();
-  }
-  default:
-    return checkStepOpShapes(op, in, out);
-  }
-}
-
-// One rank holds the whole table (vocab_start 0); with tp ranks each holds a vocab shard, and the
-// shards together must be able to cover the vocabulary.
-Status PlanChecker::checkEmbeddingRange(const schema::Op &op, uint64_t rows) {
-  uint64_t vocab = plan_.model()->vocab_size();
-  uint64_t start = op.params_as_EmbeddingParams()->vocab_start();
-  uint64_t tp = std::max<uint64_t>(plan_.tp(), 1);
-  if (tp == 1 && start != 0)
-    return error("vocab_start is " + std::to_string(start) + "; a tp 1 plan holds the whole table");
-  if (start >= vocab)
-    return error("vocab_start " + std::to_string(start) + " is not below vocab_size " +
-                 std::to_string(vocab));
-  if (rows < (vocab + tp - 1) / tp)
-    return error("table has " + std::to_string(rows) + " rows, fewer than vocab_size " +
-                 std::to_string(vocab) + (tp > 1 ? " / tp " + std::to_string(tp) : ""));
-  return okStatus();
-}
-
-// Ops that read step inputs or the KV cache.
-Status PlanChecker::checkStepOpShapes(const schema::Op &op,
-                                      const std::vector<const schema::Buffer *> &in,
-                                      const std::vector<const schema::Buffer *> &out) {
-  using K = schema::OpParams;
-  auto width = widthOf;
-  auto all = elementsOf;
-  auto is = isStepInput;
-  auto bad = [&](const std::string &what) { return error(what); };
-  const schema::Buffer *y = out[0];
-  switch (op.params_type()) {
-  case K::EmbeddingParams:
-    if (!is(in[0], StepInputKind::TokenIds) || in[1]->kind() != BufferKind::Weight ||
-        in[1]->shape()->size() != 2 || y->rows() != RowScale::Tokens ||
-        width(y) != in[1]->shape()->Get(1))
-      return bad("needs [token_ids step input, table weight [vocab, hidden]] -> y(Tokens, hidden)");
-    return checkEmbeddingRange(op, in[1]->shape()->Get(0));
-  case K::RopeKvWriteParams: {
-    const auto *p = op.params_as_RopeKvWriteParams();
-    KILN_RETURN_IF_ERROR(checkHeads(p->layer(), p->num_heads(), p->num_kv_heads(), p->head_dim()));
-    uint64_t h = p->num_heads(), kv = p->num_kv_heads(), d = p->head_dim();
-    if (p->rotary_dim() == 0 || p->rotary_dim() % 2 != 0 || p->rotary_dim() > d)
-      return bad("rotary_dim " + std::to_string(p->rotary_dim()) +
-                 " must be even and in (0, head_dim]");
-    if (in[0]->rows() != RowScale::Tokens || width(in[0]) != (h + 2 * kv) * d ||
-        !is(in[1], StepInputKind::Positions) || !is(in[2], StepInputKind::SlotMapping) ||
-        all(in[3]) != p->rotary_dim() / 2 || y->rows() != RowScale::Tokens || width(y) != h * d)
-      return bad("needs [qkv(Tokens,(H+2KV)*D), positions, slot_mapping, inv_freq[rotary_dim/2]] "
-                 "-> q(Tokens, H*D)");
-    return okStatus();
-  }
-  case K::AttentionParams: {
-    const auto *p = op.params_as_AttentionParams();
-    KILN_RETURN_IF_ERROR(checkHeads(p->layer(), p->num_heads(), p->num_kv_heads(), p->head_dim()));
-    uint64_t hd = uint64_t(p->num_heads()) * p->head_dim();
-    if (in[0]->rows() != RowScale::Tokens || width(in[0]) != hd ||
-        !is(in[1], StepInputKind::Positions) || !is(in[2], StepInputKind::QueryStartLoc) ||
-        !is(in[3], StepInputKind::ContextLens) || !is(in[4], StepInputKind::BlockTables) ||
-        y->rows() != RowScale::Tokens || width(y) != hd)
-      return bad("needs [q(Tokens,H*D), positions, query_start_loc, context_lens, block_tables] "
-                 "-> o(Tokens, H*D)");
-    return okStatus();
-  }
-  case K::GatherRowsParams:
-    if (in[0]->rows() != RowScale::Tokens || !is(in[1], StepInputKind::LogitsIndices) ||
-        y->rows() != RowScale::Logits || width(in[0]) != width(y))
-      return bad("needs [x(Tokens, n), logits_indices] -> y(Logits, n)");
-    return okStatus();
-  default:
-    return bad("unknown op kind");
-  }
 }
 
 } // namespace

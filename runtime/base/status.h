@@ -1,5 +1,6 @@
-// Errors as values (STYLE.md rule 4). Status carries a code and a message that names what failed;
-// Result<T> holds either a value or a non-OK Status. No exception crosses a module boundary.
+// Errors as values (docs/conventions.md rule 4). Status carries a code and a message that names
+// what failed; Result<T> holds either a value or a non-OK Status. No exception crosses a module
+// boundary.
 #pragma once
 
 #include <cassert>
@@ -11,12 +12,12 @@ namespace kiln {
 
 enum class StatusCode {
   kOk = 0,
-  kInvalidArgument,  // bad input from a user: flag, config field, request body
-  kNotFound,         // a file or tensor that should exist does not
-  kDataLoss,         // corrupted artifact: bad hash, truncated file, failed verifier
-  kUnimplemented,    // a valid input kiln does not support (yet)
+  kInvalidArgument, // bad input from a user: flag, config field, request body
+  kNotFound,        // a file or tensor that should exist does not
+  kDataLoss,        // corrupted artifact: bad hash, truncated file, failed verifier
+  kUnimplemented,   // a valid input kiln does not support (yet)
   kFailedPrecondition,
-  kOutOfRange,       // a limit was exceeded (names the limit)
+  kOutOfRange, // a limit was exceeded (names the limit)
   kResourceExhausted,
   kInternal,
   kUnavailable,
@@ -29,8 +30,6 @@ class [[nodiscard]] Status {
 public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
-
-  static Status ok() { return Status(); }
 
   bool isOk() const { return code_ == StatusCode::kOk; }
   explicit operator bool() const { return isOk(); }
@@ -47,21 +46,39 @@ private:
   std::string message_;
 };
 
-inline Status okStatus() { return Status(); }
-inline Status invalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
-inline Status notFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
-inline Status dataLoss(std::string m) { return {StatusCode::kDataLoss, std::move(m)}; }
-inline Status unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
+inline Status okStatus() {
+  return Status();
+}
+inline Status invalidArgument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
+inline Status notFound(std::string m) {
+  return {StatusCode::kNotFound, std::move(m)};
+}
+inline Status dataLoss(std::string m) {
+  return {StatusCode::kDataLoss, std::move(m)};
+}
+inline Status unimplemented(std::string m) {
+  return {StatusCode::kUnimplemented, std::move(m)};
+}
 inline Status failedPrecondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
 }
-inline Status outOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
+inline Status outOfRange(std::string m) {
+  return {StatusCode::kOutOfRange, std::move(m)};
+}
 inline Status resourceExhausted(std::string m) {
   return {StatusCode::kResourceExhausted, std::move(m)};
 }
-inline Status internalError(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
-inline Status unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
-inline Status cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
+inline Status internalError(std::string m) {
+  return {StatusCode::kInternal, std::move(m)};
+}
+inline Status unavailable(std::string m) {
+  return {StatusCode::kUnavailable, std::move(m)};
+}
+inline Status cancelled(std::string m) {
+  return {StatusCode::kCancelled, std::move(m)};
+}
 
 template <typename T> class [[nodiscard]] Result {
 public:

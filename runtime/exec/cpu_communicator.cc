@@ -1,6 +1,7 @@
 #include "runtime/exec/communicator.h"
 
 #include "runtime/base/half.h"
+#include "runtime/ops/op_table.h"
 
 #include <algorithm>
 #include <cstring>
@@ -41,8 +42,7 @@ CollectiveSizes collectiveSizes(const schema::Plan &plan) {
   CollectiveSizes sizes;
   for (const schema::Rank *rank : *plan.ranks()) {
     for (const schema::Op *op : *rank->program()) {
-      if (op->params_type() != schema::OpParams::AllReduceParams &&
-          op->params_type() != schema::OpParams::AllGatherParams)
+      if (const OpEntry *entry = findOp(op->params_type()); !entry || !entry->collective)
         continue;
       // Artifact::load verified every index against the buffer table.
       const schema::Buffer *in = rank->buffers()->Get(op->inputs()->Get(0));

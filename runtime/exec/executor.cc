@@ -1,5 +1,7 @@
 #include "runtime/exec/executor.h"
 
+#include "runtime/ops/op_table.h"
+
 #include "runtime/exec/communicator.h"
 
 #include <algorithm>
@@ -19,6 +21,15 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.maxBlocksPerSeq = static_cast<int32_t>(plan.limits()->max_blocks_per_seq());
   limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
   limits.vocabSize = static_cast<int32_t>(plan.model()->vocab_size());
+  for (const schema::Op *op : *plan.ranks()->Get(0)->program())
+    if (const auto *rope = op->params_as_RopeKvWriteParams();
+        rope && rope->mode() != schema::RopeMode::Static) {
+      const auto length = static_cast<int32_t>(rope->original_max_positions());
+      limits.ropeSwitchLength =
+          limits.ropeSwitchLength ? std::min(limits.ropeSwitchLength, length) : length;
+      limits.recomputeAtRopeSwitch =
+          limits.recomputeAtRopeSwitch || rope->mode() == schema::RopeMode::LongShort;
+    }
   return limits;
 }
 
@@ -41,7 +52,8 @@ Result<int32_t> kvBlockCount(const schema::KvCacheSpec &kv, const ExecutorOption
 }
 
 bool isCollective(schema::OpParams kind) {
-  return kind == schema::OpParams::AllReduceParams || kind == schema::OpParams::AllGatherParams;
+  const OpEntry *entry = findOp(kind);
+  return entry && entry->collective;
 }
 
 Status checkCommunicator(const Artifact &artifact, const Device &device,
@@ -148,9 +160,9 @@ Status Executor::allocate(const ExecutorOptions &options) {
     buffers_.push_back(bound);
   }
   if (device_.canArgmaxRows()) { // one id per logits row of a greedy step
-    KILN_ASSIGN_OR_RETURN(
-        DeviceMemory ids,
-        track(device_.allocate(sizeof(int32_t) * std::max(limits_.maxBatch, 1), MemoryKind::kDevice)));
+    KILN_ASSIGN_OR_RETURN(DeviceMemory ids,
+                          track(device_.allocate(sizeof(int32_t) * std::max(limits_.maxBatch, 1),
+                                                 MemoryKind::kDevice)));
     argmaxIds_ = ids.data;
   }
   return okStatus();

@@ -10,9 +10,9 @@
 namespace kiln::rt {
 
 enum class LogitsWanted : uint8_t {
-  kNone,  // a prefill chunk that does not reach the end of the prompt
-  kLast,  // the usual case: logits of the sequence's last new token, for sampling
-  kAll,   // logits of every new token (golden tests, prompt logprobs)
+  kNone, // a prefill chunk that does not reach the end of the prompt
+  kLast, // the usual case: logits of the sequence's last new token, for sampling
+  kAll,  // logits of every new token (golden tests, prompt logprobs)
   // Only the id of the last token's largest logit (greedy sampling without penalties,
   // suppression or logprobs). A runner may answer with StepOutput::argmaxIds instead of logits
   // when every sequence of the step asks for this; otherwise it gives the row as for kLast.
@@ -21,12 +21,16 @@ enum class LogitsWanted : uint8_t {
 
 // One sequence's slice of a step. Tokens before `startPosition` are already in the KV cache.
 struct SequenceStep {
-  std::vector<int32_t> tokenIds;   // new tokens: a prefill chunk or one decode token
-  int32_t startPosition = 0;       // position of tokenIds[0]
+  std::vector<int32_t> tokenIds; // new tokens: a prefill chunk or one decode token
+  int32_t startPosition = 0;     // position of tokenIds[0]
   // KV blocks covering positions [0, startPosition + tokenIds.size()), in order. Blocks may be
   // shared with other sequences (prefix cache, parallel samples) for positions already written.
   std::vector<int32_t> blockTable;
   LogitsWanted logits = LogitsWanted::kLast;
+  // The length of the sequence these tokens belong to, for RoPE whose rotation depends on it
+  // (plan.fbs SequenceLengths): all its known tokens, e.g. the whole prompt while a chunk of it
+  // is prefilled. 0: the step's end, startPosition + tokenIds.size().
+  int32_t sequenceLength = 0;
 };
 
 // The logits rows a sequence's step gives: all new tokens' (kAll), its last one's (kLast, and
@@ -53,8 +57,8 @@ struct StepBatch {
 // then empty (the id of the lowest largest finite logit, -1 when none is finite).
 struct StepOutput {
   int32_t vocabSize = 0;
-  std::vector<float> logits;           // [rows, vocabSize]
-  std::vector<int32_t> argmaxIds;      // [rows], or empty
+  std::vector<float> logits;      // [rows, vocabSize]
+  std::vector<int32_t> argmaxIds; // [rows], or empty
   std::vector<int32_t> rowsPerSequence;
   std::vector<int32_t> firstRowOfSequence;
 
@@ -80,13 +84,21 @@ inline bool onlyArgmaxWanted(const StepBatch &batch) {
 
 // Limits a runner enforces; the scheduler plans within them.
 struct RunnerLimits {
-  int32_t maxBatch = 0;          // sequences per step
+  int32_t maxBatch = 0; // sequences per step
   int32_t maxTokensPerStep = 0;
   int32_t maxSeqLen = 0;
   int32_t maxBlocksPerSeq = 0;
   int32_t blockSize = 0;
-  int32_t numKvBlocks = 0;       // size of the KV block pool
+  int32_t numKvBlocks = 0; // size of the KV block pool
   int32_t vocabSize = 0;
+  // > 0: a sequence longer than this rotates its keys by its length (plan.fbs RopeKvWrite modes
+  // LongShort / DynamicNtk), so only KV written while a sequence is at most this long may be
+  // shared through the prefix cache. 0: RoPE never depends on the length.
+  int32_t ropeSwitchLength = 0;
+  // The switch changes every key's rotation (plan.fbs RopeMode LongShort: longrope): a sequence
+  // whose cached keys were rotated for a length at most ropeSwitchLength recomputes them all when
+  // it grows past it, as transformers' Phi-3 generate() drops its cache there.
+  bool recomputeAtRopeSwitch = false;
 };
 
 // Runs steps of a model. The executor is the real one; tests use fakes.

@@ -23,6 +23,11 @@ Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &l
                       std::to_string(seq.startPosition) + " + " + std::to_string(numNew) +
                       " new); the artifact was compiled with --max-seq-len " +
                       std::to_string(limits.maxSeqLen));
+  if (seq.sequenceLength != 0 &&
+      (seq.sequenceLength < end || seq.sequenceLength > limits.maxSeqLen))
+    return outOfRange(seqName(s) + " has sequenceLength " + std::to_string(seq.sequenceLength) +
+                      "; it must be 0 or in [" + std::to_string(end) +
+                      " (the step's end), --max-seq-len " + std::to_string(limits.maxSeqLen) + "]");
   for (size_t i = 0; i < seq.tokenIds.size(); ++i) {
     int32_t id = seq.tokenIds[i];
     if (id < 0 || id >= limits.vocabSize)
@@ -74,7 +79,7 @@ Status validateStep(const StepBatch &batch, const RunnerLimits &limits) {
 HostStepInputs::HostStepInputs(const RunnerLimits &limits)
     : tokenIds(limits.maxTokensPerStep), positions(limits.maxTokensPerStep),
       slotMapping(limits.maxTokensPerStep), queryStartLoc(limits.maxBatch + 1),
-      contextLens(limits.maxBatch),
+      contextLens(limits.maxBatch), sequenceLengths(limits.maxBatch),
       blockTables(static_cast<size_t>(limits.maxBatch) * limits.maxBlocksPerSeq),
       logitsIndices(limits.maxTokensPerStep), maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
 
@@ -93,6 +98,8 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
     return {queryStartLoc.data(), seqs + 1};
   case K::ContextLens:
     return {contextLens.data(), seqs};
+  case K::SequenceLengths:
+    return {sequenceLengths.data(), seqs};
   case K::BlockTables:
     return {blockTables.data(), seqs * maxBlocksPerSeq_};
   case K::LogitsIndices:
@@ -123,6 +130,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
     }
     int32_t contextLen = seq.startPosition + numNew;
     inputs.contextLens[s] = contextLen;
+    inputs.sequenceLengths[s] = std::max(seq.sequenceLength, contextLen);
     counts.maxContextLen = std::max(counts.maxContextLen, contextLen);
     int32_t *row = inputs.blockTables.data() + static_cast<size_t>(s) * limits.maxBlocksPerSeq;
     std::fill(std::copy(seq.blockTable.begin(), seq.blockTable.end(), row),
@@ -155,6 +163,7 @@ StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerL
     inputs.slotMapping[i] = -1;
     inputs.queryStartLoc[i + 1] = i + 1;
     inputs.contextLens[i] = 1;
+    inputs.sequenceLengths[i] = 1;
     int32_t *row = inputs.blockTables.data() + static_cast<size_t>(i) * limits.maxBlocksPerSeq;
     std::fill(row, row + limits.maxBlocksPerSeq, 0);
   }

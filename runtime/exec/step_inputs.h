@@ -16,13 +16,14 @@ Status validateStep(const StepBatch &batch, const RunnerLimits &limits);
 
 // The step inputs in host memory, sized once at the compiled maxima so filling never allocates.
 struct HostStepInputs {
-  std::vector<int32_t> tokenIds;      // [maxTokensPerStep]
-  std::vector<int32_t> positions;     // [maxTokensPerStep]
-  std::vector<int32_t> slotMapping;   // [maxTokensPerStep]
-  std::vector<int32_t> queryStartLoc; // [maxBatch + 1]
-  std::vector<int32_t> contextLens;   // [maxBatch]
-  std::vector<int32_t> blockTables;   // [maxBatch, maxBlocksPerSeq], rows padded with block 0
-  std::vector<int32_t> logitsIndices; // [maxTokensPerStep]
+  std::vector<int32_t> tokenIds;        // [maxTokensPerStep]
+  std::vector<int32_t> positions;       // [maxTokensPerStep]
+  std::vector<int32_t> slotMapping;     // [maxTokensPerStep]
+  std::vector<int32_t> queryStartLoc;   // [maxBatch + 1]
+  std::vector<int32_t> contextLens;     // [maxBatch]
+  std::vector<int32_t> sequenceLengths; // [maxBatch]
+  std::vector<int32_t> blockTables;     // [maxBatch, maxBlocksPerSeq], rows padded with block 0
+  std::vector<int32_t> logitsIndices;   // [maxTokensPerStep]
 
   explicit HostStepInputs(const RunnerLimits &limits);
   // The filled prefix of the input of `kind` for a step with `counts` (elements).
@@ -48,7 +49,7 @@ inline bool isDecodeOnly(const StepCounts &counts) {
 // Pads a decode-only step filled by fillStepInputs to `bucket` sequences (numSeqs <= bucket <=
 // the largest decodeBatchBuckets), in place. Padding sequence i (numSeqs <= i < bucket) is:
 //   token i: id 0, position 0, slot -1 (a negative slot writes nothing to the KV cache);
-//   queryStartLoc[i + 1] = i + 1 (one token), contextLens[i] = 1;
+//   queryStartLoc[i + 1] = i + 1 (one token), contextLens[i] = sequenceLengths[i] = 1;
 //   block-table row i: all block 0, which always exists, so the attention of the padding row
 //   reads one valid cache position; its output is never used.
 // Logits indices [numLogits, bucket) are 0 (the first real token): padding logits rows come after

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/hal/device.h"
+#include "runtime/ops/op_table.h"
 
 namespace kiln::rt {
 
@@ -35,9 +36,8 @@ private:
   std::string name_ = "cpu";
 };
 
-// One function per op kind binds the op's schema params and buffers to its kernel's arguments.
-using CpuOpFn = void (*)(const BoundOp &op, const StepCounts &counts);
-// The function for `kind` after checking the bound dtypes; an error names the op and the buffer.
+// The op's cpu function from the op table (OpEntry::runCpu) after checking the bound dtypes; an
+// error names the op and the buffer.
 Result<CpuOpFn> selectCpuOp(const BoundOp &op);
 
 } // namespace kiln::rt

@@ -17,17 +17,17 @@ namespace kiln::cudasim {
 struct HostKernel {
   std::string symbol;
   KernelEntry entry = nullptr;
-  size_t paramsBytes = 0; // sizeof the kernel's parameter struct (kernels/cuda/params.h)
+  size_t paramsBytes = 0;  // sizeof the kernel's parameter struct (kernels/cuda/params.h)
   unsigned maxThreads = 0; // its __launch_bounds__
 };
 
-// The op and constants a codegen symbol stands for (llama_kernels.h kernelSymbol), checked with
-// validateKernelInstance. Errors name the symbol and what does not parse.
+// The op and constants a codegen symbol stands for (runtime/ops/kernel_template.h kernelSymbol),
+// checked with validateKernelInstance. Errors name the symbol and what does not parse.
 Result<compiler::KernelInstance> parseKernelSymbol(const std::string &symbol);
 
 struct JitOptions {
-  std::string compiler;  // the host C++ compiler; default $KILN_CUDASIM_CXX, else the build's
-  std::string cacheDir;  // default $KILN_CUDASIM_CACHE, else <tmp>/kiln-cudasim-<uid>
+  std::string compiler; // the host C++ compiler; default $KILN_CUDASIM_CXX, else the build's
+  std::string cacheDir; // default $KILN_CUDASIM_CACHE, else <tmp>/kiln-cudasim-<uid>
 };
 JitOptions defaultJitOptions();
 

@@ -1,6 +1,6 @@
 // Kernel instance validation, generated translation units and launch shapes: no NVRTC involved.
 #include "compiler/codegen/kernel_catalog.h"
-#include "compiler/codegen/llama_kernels.h"
+#include "tests/kernels/cuda/decoder_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -16,7 +16,8 @@ KernelInstance rmsNorm(std::string hidden = "4096", std::string threads = "512")
 
 TEST(KernelCatalog, SymbolsAreStableAndReadable) {
   EXPECT_EQ(rmsNorm().symbol, "kiln_rms_norm_bf16_4096_512_bf16");
-  // The ten of kernelsForLlama, gemv (Linear) and argmax_rows (greedy sampling).
+  // The ten of a decoder (tests/kernels/cuda/decoder_kernels.h), gemv (Linear) and argmax_rows
+  // (greedy sampling).
   EXPECT_EQ(kernelOps().size(), 12u);
 }
 
@@ -123,7 +124,7 @@ TEST(KernelCatalog, LaunchShapesFollowTheTemplatesGridRules) {
 
 TEST(KernelCatalog, LlamaNeedsTenKernelsSpecializedToTheModel) {
   std::vector<KernelInstance> kernels =
-      kernelsForLlama({4096, 32, 8, 128, 14336, 16, 0, "bf16", ""});
+      kiln::testing::decoderKernels({4096, 32, 8, 128, 14336, 16, 0, "bf16", ""});
   ASSERT_EQ(kernels.size(), 10u);
   std::vector<std::string> symbols;
   for (const KernelInstance &k : kernels) {
@@ -143,7 +144,8 @@ TEST(KernelCatalog, LlamaNeedsTenKernelsSpecializedToTheModel) {
                          "kiln_gather_rows_bf16_256_4096",
                      }));
   // Partial rotary and a tiny model: rotary_dim is its own constant, threads shrink to a warp.
-  std::vector<KernelInstance> tiny = kernelsForLlama({64, 4, 2, 16, 128, 16, 8, "f32", ""});
+  std::vector<KernelInstance> tiny =
+      kiln::testing::decoderKernels({64, 4, 2, 16, 128, 16, 8, "f32", ""});
   EXPECT_EQ(tiny[3].constants.at("rotary_dim"), "8");
   EXPECT_EQ(tiny[1].constants.at("threads"), "32");
 }

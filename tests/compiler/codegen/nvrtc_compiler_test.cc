@@ -1,7 +1,8 @@
 // NVRTC compiles every kernel a Llama plan needs, for the test fixtures' and Llama-3.1-8B's
 // shapes, to CUBIN for sm_80 and sm_90a plus PTX. No GPU needed.
-#include "compiler/codegen/llama_kernels.h"
+#include "compiler/codegen/kernel_catalog.h"
 #include "compiler/codegen/nvrtc_compiler.h"
+#include "tests/kernels/cuda/decoder_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -14,7 +15,7 @@ namespace {
 
 struct Shape {
   const char *name;
-  LlamaKernelParams params;
+  kiln::testing::DecoderKernelShape params;
 };
 
 std::vector<Shape> modelShapes() {
@@ -37,11 +38,11 @@ std::vector<KernelInstance> allInstances() {
     if (std::string_view(shape.name) == "tiny-llama3")
       dtypes.push_back("f16");
     for (const std::string &dtype : dtypes) {
-      LlamaKernelParams params = shape.params;
+      kiln::testing::DecoderKernelShape params = shape.params;
       params.dtype = dtype;
       if (dtype != "f32") // a bf16 table with fp32 activations is the tied fixture's case only
         params.weightDtype = "";
-      for (KernelInstance &instance : kernelsForLlama(params))
+      for (KernelInstance &instance : kiln::testing::decoderKernels(params))
         if (seen.insert(instance.symbol).second)
           all.push_back(std::move(instance));
     }
@@ -130,8 +131,8 @@ TEST(NvrtcCompiler, SyntaxErrorIncludesNvrtcLog) {
 }
 
 TEST(NvrtcCompiler, UnsupportedTargetIsAClearError) {
-  auto modules =
-      compileKernelModules(kernelsForLlama({64, 4, 2, 16, 128, 16, 0, "f32", ""}), {"sm_10"});
+  auto modules = compileKernelModules(
+      kiln::testing::decoderKernels({64, 4, 2, 16, 128, 16, 0, "f32", ""}), {"sm_10"});
   ASSERT_FALSE(modules.isOk());
   const std::string &message = modules.status().message();
   EXPECT_NE(message.find("unsupported GPU target 'sm_10'"), std::string::npos) << message;
@@ -145,8 +146,8 @@ TEST(NvrtcCompiler, UnsupportedTargetIsAClearError) {
 }
 
 TEST(NvrtcCompiler, CpuOnlyTargetsCompileNothing) {
-  auto modules =
-      compileKernelModules(kernelsForLlama({64, 4, 2, 16, 128, 16, 0, "f32", ""}), {"cpu"});
+  auto modules = compileKernelModules(
+      kiln::testing::decoderKernels({64, 4, 2, 16, 128, 16, 0, "f32", ""}), {"cpu"});
   ASSERT_TRUE(modules.isOk());
   EXPECT_TRUE(modules->empty());
   auto twice = compileKernelModules({}, {"sm_80", "sm_80"});

@@ -137,9 +137,10 @@ TEST(RopeKvWriteTest, PositionZeroIsIdentity) {
 // --- Run-time scaling modes -------------------------------------------------------------------
 
 // One sequence's tokens in a step: positions start .. start + count - 1, so its L (length after
-// the step) is start + count.
+// the step) is start + count, unless `length` (a chunk of a longer known prompt) says more.
 struct SeqChunk {
   int32_t start, count;
+  int32_t length = 0; // > 0: passed as the sequence's sequenceLengths entry
 };
 
 // How the reference rotates: the mode's rows and switch, written from the definition (L of the
@@ -151,7 +152,23 @@ struct ModeCase {
   float theta = 10000.0f;
   double factor = 1.0;
   float scaling = 1.0f;
+  // Qwen3's per-head norms ([headDim] each, empty: none) and their eps.
+  std::vector<float> qNorm, kNorm;
+  float qkNormEps = 1e-6f;
 };
+
+// Qwen3RMSNorm of one head in double: x / sqrt(mean(x^2) + eps) * w.
+std::vector<float> normalizedHead(const float *x, const std::vector<float> &weight, float eps) {
+  const size_t n = weight.size();
+  double sumSquares = 0;
+  for (size_t i = 0; i < n; ++i)
+    sumSquares += double(x[i]) * x[i];
+  const double inverse = 1.0 / std::sqrt(sumSquares / n + eps);
+  std::vector<float> out(n);
+  for (size_t i = 0; i < n; ++i)
+    out[i] = static_cast<float>(weight[i] * (x[i] * inverse));
+  return out;
+}
 
 std::vector<float> referenceRow(const ModeCase &c, int32_t seqLen, int32_t half) {
   const bool above = c.mode != RopeMode::kStatic && seqLen > c.originalMax;
@@ -165,11 +182,15 @@ std::vector<float> referenceRow(const ModeCase &c, int32_t seqLen, int32_t half)
 
 void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk> &chunks,
                uint32_t seed) {
-  std::vector<int32_t> positions, queryStartLoc = {0}, seqLenOf;
+  std::vector<int32_t> positions, queryStartLoc = {0}, seqLenOf, lengths;
+  bool anyLength = false;
   for (const SeqChunk &chunk : chunks) {
+    const int32_t length = chunk.length > 0 ? chunk.length : chunk.start + chunk.count;
+    anyLength = anyLength || chunk.length > 0;
+    lengths.push_back(length);
     for (int32_t p = chunk.start; p < chunk.start + chunk.count; ++p) {
       positions.push_back(p);
-      seqLenOf.push_back(chunk.start + chunk.count);
+      seqLenOf.push_back(length);
     }
     queryStartLoc.push_back(static_cast<int32_t>(positions.size()));
   }
@@ -193,6 +214,13 @@ void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk
   args.ropeTheta = c.theta;
   args.dynamicFactor = c.factor;
   args.attentionScaling = c.scaling;
+  if (anyLength)
+    args.sequenceLengths = lengths.data();
+  if (!c.qNorm.empty()) {
+    args.qNorm = c.qNorm.data();
+    args.kNorm = c.kNorm.data();
+    args.qkNormEps = c.qkNormEps;
+  }
   ropeKvWrite(args);
 
   for (int32_t t = 0; t < numTokens; ++t) {
@@ -201,7 +229,10 @@ void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk
     const std::vector<float> row = referenceRow(c, seqLenOf[t], s.rotaryDim / 2);
     const float *x = qkv.data() + t * qkvWidth;
     for (int32_t h = 0; h < s.numHeads + s.numKvHeads; ++h) {
-      const auto expected = rotateReference(x + h * s.headDim, positions[t], row, s, c.scaling);
+      std::vector<float> head(x + h * s.headDim, x + (h + 1) * s.headDim);
+      if (!c.qNorm.empty())
+        head = normalizedHead(head.data(), h < s.numHeads ? c.qNorm : c.kNorm, c.qkNormEps);
+      const auto expected = rotateReference(head.data(), positions[t], row, s, c.scaling);
       const int64_t slot = slots[t];
       const float *got =
           h < s.numHeads ? q.data() + (static_cast<int64_t>(t) * s.numHeads + h) * s.headDim
@@ -211,6 +242,16 @@ void checkMode(const RopeShape &s, const ModeCase &c, const std::vector<SeqChunk
                                    s.headDim;
       for (int32_t d = 0; d < s.headDim; ++d)
         ASSERT_NEAR(got[d], expected[d], kTolerance) << "head " << h << " dim " << d;
+    }
+    // v goes to the cache as it is: never normalized or rotated.
+    const int64_t slot = slots[t];
+    for (int32_t h = 0; h < s.numKvHeads; ++h) {
+      const float *v = x + (s.numHeads + s.numKvHeads + h) * s.headDim;
+      const float *got =
+          vCache.data() +
+          ((slot / s.blockSize * s.numKvHeads + h) * s.blockSize + slot % s.blockSize) * s.headDim;
+      for (int32_t d = 0; d < s.headDim; ++d)
+        ASSERT_EQ(got[d], v[d]) << "v head " << h << " dim " << d;
     }
   }
 }
@@ -251,6 +292,49 @@ TEST(RopeKvWriteTest, DynamicNtkRecomputesAboveMaxPositions) {
     checkMode(shape, c, batch, 1300 + shape.headDim);
     c.factor = 1.7; // factor - 1 is rounded from the double
     checkMode(shape, c, batch, 1400 + shape.headDim);
+  }
+}
+
+// A chunk of a longer prompt takes the row of the whole prompt (sequenceLengths), not of the
+// chunk's end: a prompt rotates alike in one prefill or in chunks.
+TEST(RopeKvWriteTest, SequenceLengthsPickTheRowOfTheWholeSequence) {
+  const RopeShape shape{4, 2, 16, 16, 4};
+  const int32_t half = shape.rotaryDim / 2;
+  const std::vector<SeqChunk> batch = {
+      {0, 8, 20},  // the first chunk of a 20-token prompt: above the switch at 16
+      {8, 8, 20},  // its second chunk
+      {0, 6, 16},  // a 16-token prompt's first chunk: at the switch, not above
+      {16, 1, 0},  // a decode token without an entry: L 17
+      {3, 2, 900}, // far above
+  };
+  ModeCase longShort{RopeMode::kLongShort, {}, 16};
+  const auto base = llamaInvFreq(shape.rotaryDim, 10000.0f);
+  for (int32_t row = 0; row < 2; ++row)
+    for (int32_t i = 0; i < half; ++i)
+      longShort.invFreq.push_back(base[i] / (row == 0 ? 1.0f : 1.0f + 3.0f * i / half));
+  checkMode(shape, longShort, batch, 1700);
+  ModeCase dynamic{RopeMode::kDynamicNtk, base, 16, 10000.0f, 2.0};
+  checkMode(shape, dynamic, batch, 1701);
+}
+
+// Qwen3: q and k heads RMS-normalized with their own weights before rotation, v untouched; with
+// a run-time mode and attention scaling too.
+TEST(RopeKvWriteTest, QkNormNormalizesEachHeadBeforeRotating) {
+  for (const RopeShape &shape : {RopeShape{4, 2, 16, 16, 4}, RopeShape{8, 1, 32, 24, 16}}) {
+    SCOPED_TRACE(::testing::Message() << "headDim " << shape.headDim);
+    ModeCase c{RopeMode::kStatic, llamaInvFreq(shape.rotaryDim, 1000000.0f)};
+    std::mt19937 rng(1800 + shape.headDim);
+    std::normal_distribution<float> around(1.0f, 0.3f);
+    for (int32_t i = 0; i < shape.headDim; ++i) {
+      c.qNorm.push_back(around(rng));
+      c.kNorm.push_back(around(rng));
+    }
+    checkMode(shape, c, kSwitchBatch, 1800 + shape.headDim);
+    c.mode = RopeMode::kDynamicNtk;
+    c.originalMax = 64;
+    c.factor = 2.0;
+    c.scaling = 1.2f;
+    checkMode(shape, c, kSwitchBatch, 1900 + shape.headDim);
   }
 }
 

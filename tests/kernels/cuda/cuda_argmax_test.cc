@@ -4,7 +4,6 @@
 // lower id must win wherever the copies sit), NaN and +-inf that must never win, and all-NaN /
 // all -inf rows. Label gpu: skips without a device.
 #include "compiler/codegen/kernel_catalog.h"
-#include "compiler/codegen/llama_kernels.h"
 #include "kernels/cuda/params.h"
 #include "runtime/sampling/sampler.h"
 #include "tests/kernels/cuda/gpu_harness.h"

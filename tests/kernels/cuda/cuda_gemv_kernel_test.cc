@@ -3,7 +3,6 @@
 // around a CTA's 16 outputs, fp32/fp16/bf16 with y of the same dtype or fp32 (the lm_head), with
 // and without an fp32 bias, and two Llama-3.1-8B shapes. Label gpu: skips without a device.
 #include "compiler/codegen/kernel_catalog.h"
-#include "compiler/codegen/llama_kernels.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/params.h"
 #include "tests/kernels/cuda/gpu_harness.h"

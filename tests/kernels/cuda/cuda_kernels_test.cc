@@ -1,8 +1,9 @@
 // Row kernels and RoPE + KV write on the GPU vs the CPU reference (kernels/cpu), for the test
-// models' shapes and Llama-3.1-8B's, in fp32, bf16 and fp16. Label gpu: skips without a device.
-#include "compiler/codegen/llama_kernels.h"
+// models' shapes and Llama-3.1-8B's, in fp32, bf16 and fp16, and RoPE's run-time scaling modes.
+// Label gpu: skips without a device.
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/params.h"
+#include "tests/kernels/cuda/decoder_kernels.h"
 #include "tests/kernels/cuda/gpu_harness.h"
 
 #include <set>
@@ -12,7 +13,10 @@ namespace {
 
 namespace kc = kiln::kernels::cuda;
 namespace cpu = kiln::kernels::cpu;
-using compiler::LlamaKernelParams;
+
+static_assert(kc::kRopeStatic == static_cast<int32_t>(cpu::RopeMode::kStatic));
+static_assert(kc::kRopeLongShort == static_cast<int32_t>(cpu::RopeMode::kLongShort));
+static_assert(kc::kRopeDynamicNtk == static_cast<int32_t>(cpu::RopeMode::kDynamicNtk));
 
 enum Kernel {
   kEmbedding,
@@ -27,7 +31,7 @@ enum Kernel {
   kGather
 };
 
-std::vector<LlamaKernelParams> shapes(const std::string &dtype) {
+std::vector<DecoderKernelShape> shapes(const std::string &dtype) {
   return {{64, 4, 2, 16, 128, 16, 0, dtype, ""},        // tiny-llama
           {64, 4, 2, 16, 128, 16, 8, dtype, ""},        // partial rotary
           {64, 4, 1, 32, 128, 16, 0, dtype, ""},        // tiny-llama3
@@ -36,14 +40,22 @@ std::vector<LlamaKernelParams> shapes(const std::string &dtype) {
           {4096, 32, 8, 128, 14336, 16, 0, dtype, ""}}; // Llama-3.1-8B
 }
 
+// RoPE's run-time modes run on one small partial-rotary shape (cudasim runs a fiber per thread).
+DecoderKernelShape ropeModeShape(const std::string &dtype) {
+  return {128, 4, 2, 32, 128, 16, 16, dtype, ""};
+}
+
 std::vector<KernelInstance> allInstances() {
   std::vector<KernelInstance> all;
   std::set<std::string> seen;
-  for (const char *dtype : {"f32", "bf16", "f16"})
-    for (const LlamaKernelParams &p : shapes(dtype))
-      for (KernelInstance &k : compiler::kernelsForLlama(p))
+  for (const char *dtype : {"f32", "bf16", "f16"}) {
+    std::vector<DecoderKernelShape> withModes = shapes(dtype);
+    withModes.push_back(ropeModeShape(dtype));
+    for (const DecoderKernelShape &p : withModes)
+      for (KernelInstance &k : decoderKernels(p))
         if (seen.insert(k.symbol).second)
           all.push_back(std::move(k));
+  }
   return all;
 }
 
@@ -61,7 +73,7 @@ size_t bytesOf(const std::string &dtype) {
   return dtype == "f32" ? 4 : 2;
 }
 
-void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
+void checkRowKernels(GpuHarness &gpu, const DecoderKernelShape &p,
                      const std::vector<KernelInstance> &k) {
   const std::string &dt = p.dtype;
   const int32_t rows = 7, hidden = static_cast<int32_t>(p.hidden);
@@ -112,10 +124,10 @@ void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
   const std::vector<int32_t> ids = {49, 0, 7, 7, 12};
   void *dt_ = gpu.upload(encode(table, dt)), *dids = gpu.uploadPod(ids);
   Launch embed = shapeOf(k[kEmbedding]);
-  ASSERT_TRUE(gpu.launch(k[kEmbedding].symbol, 5, embed.gridY, 1, embed.threads,
-                         kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5, 0,
-                                             vocab})
-                  .isOk());
+  ASSERT_TRUE(
+      gpu.launch(k[kEmbedding].symbol, 5, embed.gridY, 1, embed.threads,
+                 kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5, 0, vocab})
+          .isOk());
   std::vector<float> embedded(5 * static_cast<size_t>(hidden));
   cpu::embedding(
       {ids.data(), 5, table.data(), cpu::WeightType::kF32, vocab, hidden, embedded.data()});
@@ -124,8 +136,7 @@ void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
   // A vocab-parallel shard holding ids [5, 15) as its table rows 0..9: ids 7, 7 and 12 read rows
   // 2, 2 and 7; ids 49 and 0 belong to other ranks and give zero rows.
   ASSERT_TRUE(gpu.launch(k[kEmbedding].symbol, 5, embed.gridY, 1, embed.threads,
-                         kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5, 5,
-                                             10})
+                         kc::EmbeddingParams{static_cast<const int32_t *>(dids), dt_, dy, 5, 5, 10})
                   .isOk());
   std::vector<float> sharded(embedded.size(), 0.0f);
   for (size_t t = 0; t < ids.size(); ++t)
@@ -135,7 +146,7 @@ void checkRowKernels(GpuHarness &gpu, const LlamaKernelParams &p,
   EXPECT_EQ(decode(gpu.download(dy, sharded.size() * bytesOf(dt)), dt), sharded);
 }
 
-void checkSiluMul(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInstance &k) {
+void checkSiluMul(GpuHarness &gpu, const DecoderKernelShape &p, const KernelInstance &k) {
   const std::string &dt = p.dtype;
   const int32_t rows = 3, inter = static_cast<int32_t>(p.intermediate);
   std::vector<float> gu = randomValues(static_cast<size_t>(rows) * 2 * inter, 5, dt, -6.0f, 6.0f);
@@ -149,7 +160,7 @@ void checkSiluMul(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInsta
   expectClose(decode(gpu.download(dy, ref.size() * bytesOf(dt)), dt), ref, dt, "silu_mul", 6.0f);
 }
 
-void checkRope(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInstance &k) {
+void checkRope(GpuHarness &gpu, const DecoderKernelShape &p, const KernelInstance &k) {
   const std::string &dt = p.dtype;
   const int32_t H = static_cast<int32_t>(p.numHeads), KV = static_cast<int32_t>(p.numKvHeads),
                 D = static_cast<int32_t>(p.headDim), bs = 16, numBlocks = 8, tokens = 6;
@@ -181,15 +192,148 @@ void checkRope(GpuHarness &gpu, const LlamaKernelParams &p, const KernelInstance
   EXPECT_EQ(decode(gpu.download(dv, cacheElems * bytesOf(dt)), dt), vc) << "v is copied exactly";
 }
 
+// One step for the run-time modes: sequences (start position, tokens) on both sides of the
+// switch at 64, chunks straddling it (their L decides for every token), a padding token.
+struct RopeModeStep {
+  std::vector<int32_t> positions, queryStartLoc = {0}, slots;
+};
+RopeModeStep ropeModeStep() {
+  RopeModeStep step;
+  const std::pair<int32_t, int32_t> chunks[] = {{0, 3}, {60, 6}, {63, 1}, {64, 1}, {4000, 2}};
+  for (auto [start, count] : chunks) {
+    for (int32_t p = start; p < start + count; ++p) {
+      step.slots.push_back(static_cast<int32_t>(step.positions.size()) + 16);
+      step.positions.push_back(p);
+    }
+    step.queryStartLoc.push_back(static_cast<int32_t>(step.positions.size()));
+  }
+  step.slots[1] = -1;
+  return step;
+}
+
+struct RopeModeCase {
+  const char *name;
+  cpu::RopeMode mode;
+  float attentionScaling;
+  bool sequenceLengths = false; // each sequence's L = its chunk's end + 10 (a longer prompt)
+  bool qkNorm = false;          // Qwen3's per-head q/k norms before rotation
+};
+
+void checkRopeMode(GpuHarness &gpu, const DecoderKernelShape &p, const KernelInstance &k,
+                   const RopeModeCase &mode) {
+  SCOPED_TRACE(mode.name);
+  const std::string &dt = p.dtype;
+  const int32_t H = static_cast<int32_t>(p.numHeads), KV = static_cast<int32_t>(p.numKvHeads),
+                D = static_cast<int32_t>(p.headDim), rot = static_cast<int32_t>(p.rotaryDim),
+                bs = static_cast<int32_t>(p.blockSize), numBlocks = 3;
+  const RopeModeStep step = ropeModeStep();
+  const auto tokens = static_cast<int32_t>(step.positions.size());
+  const auto numSeqs = static_cast<int32_t>(step.queryStartLoc.size()) - 1;
+  std::vector<float> qkv = randomValues(static_cast<size_t>(tokens) * (H + 2 * KV) * D, 7, dt);
+  // Row 0: 1 / 10000^(2i/rot); kLongShort's long row divides it by up to 8.
+  std::vector<float> invFreq(rot);
+  for (int32_t i = 0; i < rot / 2; ++i) {
+    invFreq[i] = 1.0f / std::pow(10000.0f, 2.0f * i / rot);
+    invFreq[rot / 2 + i] = invFreq[i] / (1.0f + 7.0f * i / (rot / 2));
+  }
+  const size_t cacheElems = static_cast<size_t>(numBlocks) * KV * bs * D;
+  void *dqkv = gpu.upload(encode(qkv, dt)), *dpos = gpu.uploadPod(step.positions),
+       *dslot = gpu.uploadPod(step.slots), *dstart = gpu.uploadPod(step.queryStartLoc),
+       *dfreq = gpu.uploadPod(invFreq), *dq = gpu.alloc(tokens * H * D * bytesOf(dt)),
+       *dk = gpu.alloc(cacheElems * bytesOf(dt)), *dv = gpu.alloc(cacheElems * bytesOf(dt));
+  kc::RopeKvWriteParams params{dqkv,
+                               static_cast<const int32_t *>(dpos),
+                               static_cast<const int32_t *>(dslot),
+                               static_cast<const float *>(dfreq),
+                               dq,
+                               dk,
+                               dv,
+                               tokens};
+  params.mode = static_cast<int32_t>(mode.mode);
+  params.queryStartLoc = static_cast<const int32_t *>(dstart);
+  params.numSeqs = numSeqs;
+  params.originalMaxPositions = 64;
+  params.ropeTheta = 10000.0f;
+  params.dynamicFactor = 2.0;
+  params.attentionScaling = mode.attentionScaling;
+  std::vector<int32_t> lengths;
+  for (int32_t s = 0; s < numSeqs; ++s) // 60..65 ends 66: L 76 above 64; 63..63 ends 64: L 74
+    lengths.push_back(step.positions[step.queryStartLoc[s + 1] - 1] + 1 + 10);
+  std::vector<float> qNorm = randomValues(D, 11, "f32", 0.5f, 1.5f);
+  std::vector<float> kNorm = randomValues(D, 12, "f32", 0.5f, 1.5f);
+  if (mode.sequenceLengths)
+    params.sequenceLengths = static_cast<const int32_t *>(gpu.uploadPod(lengths));
+  if (mode.qkNorm) {
+    params.qNorm = static_cast<const float *>(gpu.uploadPod(qNorm));
+    params.kNorm = static_cast<const float *>(gpu.uploadPod(kNorm));
+    params.qkNormEps = 1e-6f;
+  }
+  Launch shape = shapeOf(k);
+  ASSERT_TRUE(gpu.launch(k.symbol, tokens, shape.gridY, 1, shape.threads, params).isOk());
+
+  std::vector<float> q(static_cast<size_t>(tokens) * H * D), kc_(cacheElems), vc(cacheElems);
+  cpu::RopeKvWriteArgs args{qkv.data(),
+                            step.positions.data(),
+                            step.slots.data(),
+                            invFreq.data(),
+                            q.data(),
+                            kc_.data(),
+                            vc.data(),
+                            tokens,
+                            H,
+                            KV,
+                            D,
+                            rot,
+                            bs};
+  args.mode = mode.mode;
+  args.queryStartLoc = step.queryStartLoc.data();
+  args.numSeqs = numSeqs;
+  args.originalMaxPositions = params.originalMaxPositions;
+  args.ropeTheta = params.ropeTheta;
+  args.dynamicFactor = params.dynamicFactor;
+  args.attentionScaling = params.attentionScaling;
+  if (mode.sequenceLengths)
+    args.sequenceLengths = lengths.data();
+  if (mode.qkNorm) {
+    args.qNorm = qNorm.data();
+    args.kNorm = kNorm.data();
+    args.qkNormEps = params.qkNormEps;
+  }
+  cpu::ropeKvWrite(args);
+  expectClose(decode(gpu.download(dq, q.size() * bytesOf(dt)), dt), q, dt, "rope q");
+  expectClose(decode(gpu.download(dk, cacheElems * bytesOf(dt)), dt), kc_, dt, "rope k cache");
+  EXPECT_EQ(decode(gpu.download(dv, cacheElems * bytesOf(dt)), dt), vc) << "v is copied exactly";
+}
+
+TEST(CudaKernels, RopeRunTimeModesMatchTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  ASSERT_TRUE(gpu->load(allInstances()).isOk());
+  const RopeModeCase modes[] = {
+      {"longrope", cpu::RopeMode::kLongShort, 1.1902381f},
+      {"dynamic", cpu::RopeMode::kDynamicNtk, 1.0f},
+      {"yarn", cpu::RopeMode::kStatic, 1.1386294f},
+      {"longrope, sequence lengths", cpu::RopeMode::kLongShort, 1.1902381f, true},
+      {"dynamic, sequence lengths", cpu::RopeMode::kDynamicNtk, 1.0f, true},
+      {"qk norm", cpu::RopeMode::kStatic, 1.0f, false, true},
+      {"qk norm, dynamic, sequence lengths", cpu::RopeMode::kDynamicNtk, 1.0f, true, true}};
+  for (const char *dtype : {"f32", "bf16", "f16"}) {
+    SCOPED_TRACE(dtype);
+    const DecoderKernelShape shape = ropeModeShape(dtype);
+    const KernelInstance rope = decoderKernels(shape)[kRope];
+    for (const RopeModeCase &mode : modes)
+      checkRopeMode(*gpu, shape, rope, mode);
+  }
+}
+
 TEST(CudaKernels, RowKernelsSiluMulAndRopeMatchTheCpuReference) {
   KILN_GPU_OR_SKIP(gpu);
   ASSERT_TRUE(gpu->load(allInstances()).isOk());
   for (const char *dtype : {"f32", "bf16", "f16"})
-    for (const LlamaKernelParams &p : shapes(dtype)) {
+    for (const DecoderKernelShape &p : shapes(dtype)) {
       SCOPED_TRACE(std::string(dtype) + " hidden " + std::to_string(p.hidden) + " heads " +
                    std::to_string(p.numHeads) + "/" + std::to_string(p.numKvHeads) + " dim " +
                    std::to_string(p.headDim) + " rotary " + std::to_string(p.rotaryDim));
-      std::vector<KernelInstance> k = compiler::kernelsForLlama(p);
+      std::vector<KernelInstance> k = decoderKernels(p);
       checkRowKernels(*gpu, p, k);
       checkSiluMul(*gpu, p, k[kSiluMul]);
       checkRope(*gpu, p, k[kRope]);

@@ -281,9 +281,18 @@ TEST_F(ArtifactTest, NewerSchemaVersion) {
   });
   EXPECT_EQ(loadError(dir), "plan.kiln: artifact schema version " +
                                 std::to_string(kSchemaVersion + 1) + "; this kiln reads " +
+                                std::to_string(kMinSchemaVersion) + " to " +
                                 std::to_string(kSchemaVersion) +
                                 ": the artifact was compiled by kiln 9.9.9; upgrade kiln to >= "
                                 "9.9.9 to load it");
+}
+
+// Version-1 plans (before sliding windows and rope modes) read the same: every new field has the
+// default that computes what version 1 did.
+TEST_F(ArtifactTest, OlderReadableSchemaVersionLoads) {
+  std::string dir = write([](schema::PlanT &plan) { plan.schema_version = kMinSchemaVersion; });
+  auto artifact = Artifact::load(dir);
+  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
 }
 
 TEST_F(ArtifactTest, OpBufferIndexOutOfRange) {

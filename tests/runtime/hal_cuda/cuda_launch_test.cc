@@ -80,8 +80,9 @@ TEST_F(LaunchTest, RmsNormFollowsTheGridRule) {
       schema::OpParams::RmsNormParams,
       [](auto &fbb) { return schema::CreateRmsNormParams(fbb, 1e-5f).Union(); }, 2, 1,
       "kiln_rms_norm");
-  op_.inputs = {fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 256, 4096),
-                fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 4096, 1, schema::BufferKind::Weight)};
+  op_.inputs = {
+      fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 256, 4096),
+      fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 4096, 1, schema::BufferKind::Weight)};
   op_.outputs = {fakeBuffer(0x300, DType::BF16, RowScale::Tokens, 256, 4096)};
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   StepCounts counts{7, 2, 2, 100};
@@ -287,15 +288,17 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
       1, "only_one");
   Status oneName = checkCudaOp(op_);
   EXPECT_NE(oneName.message().find("kernel 'only_one' should name 3 kernels: "
-                                   "<prefill>,<decode>,<decode_reduce>"),
+                                   "<attention_prefill>,<attention_decode>,"
+                                   "<attention_decode_reduce>"),
             std::string::npos)
       << oneName.message();
 
   makeOp(
       schema::OpParams::LinearParams,
       [](auto &fbb) { return schema::CreateLinearParams(fbb, false).Union(); }, 2, 1, "");
-  op_.inputs = {fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
-                fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 64, 64, schema::BufferKind::Weight)};
+  op_.inputs = {
+      fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 8, 64),
+      fakeBuffer(0x200, DType::BF16, RowScale::Fixed, 64, 64, schema::BufferKind::Weight)};
   op_.outputs = {fakeBuffer(0x300, DType::BF16, RowScale::Tokens, 8, 64)};
   Status linear = checkCudaOp(op_);
   EXPECT_EQ(linear.code(), StatusCode::kInvalidArgument);

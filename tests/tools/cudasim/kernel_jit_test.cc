@@ -2,8 +2,9 @@
 // kernels/cuda on the host runs through the grid runner with exact results.
 #include "tools/cudasim/kernel_jit.h"
 
-#include "compiler/codegen/llama_kernels.h"
+#include "compiler/codegen/kernel_catalog.h"
 #include "kernels/cuda/params.h"
+#include "tests/kernels/cuda/decoder_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -14,8 +15,8 @@ namespace {
 
 TEST(KernelJit, EveryLlamaKernelSymbolParsesBackIntoItsInstance) {
   for (const char *dtype : {"f32", "bf16", "f16"}) {
-    compiler::LlamaKernelParams params{4096, 32, 8, 128, 14336, 16, 0, dtype, "f32"};
-    for (const compiler::KernelInstance &instance : compiler::kernelsForLlama(params)) {
+    kiln::testing::DecoderKernelShape params{4096, 32, 8, 128, 14336, 16, 0, dtype, "f32"};
+    for (const compiler::KernelInstance &instance : kiln::testing::decoderKernels(params)) {
       Result<compiler::KernelInstance> parsed = parseKernelSymbol(instance.symbol);
       ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
       EXPECT_EQ(parsed->op, instance.op);

@@ -1,7 +1,7 @@
 // The simulated CUDA driver (libcuda.so.1 from tools/cudasim/sim_driver*.cc), loaded as kiln
 // loads the NVIDIA one: memory, copies, stream capture and graphs, modules and launches, and
 // the errors a GPU would report, checked by value.
-#include "compiler/codegen/llama_kernels.h"
+#include "compiler/codegen/kernel_catalog.h"
 #include "compiler/codegen/nvrtc_compiler.h"
 #include "kernels/cuda/params.h"
 #include "runtime/base/half.h"

@@ -1,0 +1,119 @@
+// Embedding (plan.fbs): y[t] = table[token_ids[t] - vocab_start], zeros outside the table's rows.
+#include "kernels/cuda/params.h"
+#include "runtime/ops/op_entries.h"
+#include "runtime/ops/op_util.h"
+
+namespace kiln::rt::ops {
+namespace {
+
+namespace kc = kiln::kernels::cuda;
+
+OpArity arity(const schema::Op &) {
+  return {2, 1};
+}
+
+Status pack(const OpParamValues &values, schema::OpParamsUnion &out) {
+  schema::EmbeddingParamsT params;
+  if (values.has("vocab_start")) {
+    KILN_ASSIGN_OR_RETURN(params.vocab_start, values.u32("vocab_start"));
+  }
+  out.Set(std::move(params));
+  return okStatus();
+}
+
+// One rank holds the whole table (vocab_start 0); with tp ranks each holds a vocab shard, and the
+// shards together must be able to cover the vocabulary.
+Status checkRange(const schema::Plan &plan, const schema::Op &op, uint64_t rows) {
+  uint64_t vocab = plan.model()->vocab_size();
+  uint64_t start = op.params_as_EmbeddingParams()->vocab_start();
+  uint64_t tp = std::max<uint64_t>(plan.tp(), 1);
+  if (tp == 1 && start != 0)
+    return shapeError("vocab_start is " + std::to_string(start) +
+                      "; a tp 1 plan holds the whole table");
+  if (start >= vocab)
+    return shapeError("vocab_start " + std::to_string(start) + " is not below vocab_size " +
+                      std::to_string(vocab));
+  if (rows < (vocab + tp - 1) / tp)
+    return shapeError("table has " + std::to_string(rows) + " rows, fewer than vocab_size " +
+                      std::to_string(vocab) + (tp > 1 ? " / tp " + std::to_string(tp) : ""));
+  return okStatus();
+}
+
+Status checkShapes(const PlanOpView &v) {
+  const schema::Buffer *table = v.in[1], *y = v.out[0];
+  if (!isStepInput(v.in[0], schema::StepInputKind::TokenIds) ||
+      table->kind() != schema::BufferKind::Weight || table->shape()->size() != 2 ||
+      y->rows() != schema::RowScale::Tokens || widthOf(y) != table->shape()->Get(1))
+    return shapeError(
+        "needs [token_ids step input, table weight [vocab, hidden]] -> y(Tokens, hidden)");
+  return checkRange(v.plan, v.op, table->shape()->Get(0));
+}
+
+// checkPlan keeps vocab_start below the model's vocab_size, which fits int32.
+int32_t vocabStartOf(const BoundOp &op) {
+  const auto *params = op.op->params_as_EmbeddingParams();
+  return params ? static_cast<int32_t>(params->vocab_start()) : 0;
+}
+
+void runCpu(const BoundOp &op, const StepCounts &c) {
+  const BoundBuffer &table = op.inputs[1];
+  const BoundBuffer &y = op.outputs[0];
+  kernels::cpu::embedding({i32(op.inputs[0]), c.numTokens, table.data, elemType(table),
+                           static_cast<int32_t>(table.fixedRows), widthOf(table), y.data,
+                           vocabStartOf(op), elemType(y)});
+}
+
+Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
+  const std::string dtype = kernelDType(k.output(0).dtype);
+  const int64_t hidden = static_cast<int64_t>(widthOf(k.output(0)));
+  return std::vector<KernelInstance>{makeKernelInstance(
+      "embedding", {{"dtype", dtype},
+                    {"weight_dtype", kernelDType(k.input(1).dtype)},
+                    {"hidden", str(hidden)},
+                    {"threads", str(threadsFor(vectorsPerRow(hidden, dtype), 256))}})};
+}
+
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+  return {launchWith(kc::EmbeddingParams{i32(op.inputs[0]), op.inputs[1].data, op.outputs[0].data,
+                                         c.numTokens, vocabStartOf(op),
+                                         static_cast<int32_t>(op.inputs[1].fixedRows)})};
+}
+
+// The token ids and one table row per token read, y written.
+OpCost cost(const OpCostInputs &in) {
+  OpCost cost;
+  const BoundBuffer &table = in.input(1);
+  cost.weightBytes = static_cast<uint64_t>(in.counts.numTokens) * rowBytes(table);
+  cost.bytesRead = stepBytes(in.input(0), in.counts) + cost.weightBytes;
+  cost.bytesWritten = stepBytes(in.output(0), in.counts);
+  return cost;
+}
+
+} // namespace
+
+const OpEntry &embeddingOp() {
+  static const OpEntry entry = [] {
+    OpEntry e;
+    e.kind = schema::OpParams::EmbeddingParams;
+    e.name = "embedding";
+    e.arity = &arity;
+    e.packParams = &pack;
+    e.checkShapes = &checkShapes;
+    e.halfWeightInputs = 1u << 1;
+    e.runCpu = &runCpu;
+    e.cuda.templates = {{"embedding",
+                         "elementwise.cuh",
+                         "EmbeddingParams",
+                         "embedding",
+                         {"dtype", "weight_dtype", "hidden", "threads"},
+                         KernelGrid::kRowChunksMixed,
+                         "hidden"}};
+    e.cuda.instances = &instances;
+    e.cuda.launches = &launches;
+    e.cost = &cost;
+    return e;
+  }();
+  return entry;
+}
+
+} // namespace kiln::rt::ops

@@ -1,0 +1,86 @@
+// Linear (plan.fbs): y = x W^T (+ b). A library op on GPUs (cuBLASLt, runtime/hal/cuda/
+// cuda_linear.h); its GEMV template runs decode-sized row counts where it beats cuBLASLt
+// (runtime/hal/cuda/cuda_gemv.h).
+#include "runtime/ops/op_entries.h"
+#include "runtime/ops/op_util.h"
+
+namespace kiln::rt::ops {
+namespace {
+
+OpArity arity(const schema::Op &op) {
+  const auto *params = op.params_as_LinearParams();
+  return {params && params->has_bias() ? 3u : 2u, 1};
+}
+
+Status pack(const OpParamValues &values, schema::OpParamsUnion &out) {
+  schema::LinearParamsT params;
+  params.has_bias = values.numInputs == 3;
+  out.Set(std::move(params));
+  return okStatus();
+}
+
+Status checkShapes(const PlanOpView &v) {
+  const schema::Buffer *x = v.in[0], *w = v.in[1], *y = v.out[0];
+  if (w->shape()->size() != 2 || widthOf(x) != w->shape()->Get(1) ||
+      widthOf(y) != w->shape()->Get(0) || x->rows() != y->rows() ||
+      (v.in.size() == 3 && elementsOf(v.in[2]) != widthOf(y)))
+    return shapeError("x(rows, in), W[out, in], bias[out], y(rows, out) do not agree");
+  return okStatus();
+}
+
+void runCpu(const BoundOp &op, const StepCounts &c) {
+  const BoundBuffer &x = op.inputs[0];
+  const BoundBuffer &w = op.inputs[1];
+  const BoundBuffer &y = op.outputs[0];
+  const float *bias = op.inputs.size() == 3 ? f32(op.inputs[2]) : nullptr;
+  kernels::cpu::linear({x.data, w.data, elemType(w), bias, y.data, rowsOf(x, c), widthOf(w),
+                        static_cast<int32_t>(w.fixedRows), elemType(x), elemType(y)});
+}
+
+// The GEMV kernel runs a Linear whose x and W share one float dtype, with no bias or an F32 one;
+// other Linears get no instance and always run on cuBLASLt.
+Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
+  const schema::BufferT &x = k.input(0), &w = k.input(1), &y = k.output(0);
+  const bool f32Bias = k.op.inputs.size() < 3 || k.input(2).dtype == schema::DType::F32;
+  if (x.dtype != w.dtype || !isFloatDType(x.dtype) || !isFloatDType(y.dtype) || !f32Bias ||
+      w.shape.size() != 2 || w.shape[1] < 1 || w.shape[1] > (1u << 20))
+    return std::vector<KernelInstance>{};
+  return std::vector<KernelInstance>{
+      makeKernelInstance("gemv", {{"dtype", kernelDType(x.dtype)},
+                                  {"in", str(w.shape[1])},
+                                  {"y_dtype", kernelDType(y.dtype)}})};
+}
+
+// x, W (+ bias) read, y written; 2 * rows * in * out flops.
+OpCost cost(const OpCostInputs &in) {
+  OpCost cost = everyBufferCost(in);
+  const BoundBuffer &x = in.input(0), &w = in.input(1);
+  const auto rows = static_cast<uint64_t>(in.counts.rows(x.rows, x.fixedRows));
+  cost.flops = 2 * rows * static_cast<uint64_t>(w.width) * static_cast<uint64_t>(w.fixedRows);
+  return cost;
+}
+
+} // namespace
+
+const OpEntry &linearOp() {
+  static const OpEntry entry = [] {
+    OpEntry e;
+    e.kind = schema::OpParams::LinearParams;
+    e.name = "linear";
+    e.arity = &arity;
+    e.packParams = &pack;
+    e.checkShapes = &checkShapes;
+    e.halfWeightInputs = 1u << 1;
+    e.outputDtypeMayDiffer = true; // the lm_head writes F32 logits from half activations
+    e.runCpu = &runCpu;
+    e.cuda.libraryOp = true;
+    e.cuda.templates = {
+        {"gemv", "gemv.cuh", "GemvParams", "gemv", {"dtype", "in", "y_dtype"}, KernelGrid::kGemv}};
+    e.cuda.instances = &instances;
+    e.cost = &cost;
+    return e;
+  }();
+  return entry;
+}
+
+} // namespace kiln::rt::ops
