@@ -20,7 +20,9 @@
 # The same file is the test's runner: CTest calls it with `cmake -P` (script mode, below).
 
 if(CMAKE_SCRIPT_MODE_FILE)
-  # Runner: -DKILN=... -DMODEL=... -DGOLDEN=... -DOUT=... -DCOMPILE_ARGS=a;b -DVERIFY_ARGS=a;b
+  # Runner: -DKILN=... -DMODEL=... -DGOLDEN=... -DOUT=... -DCOMPILE_ARGS=a|b -DVERIFY_ARGS=a|b
+  string(REPLACE "|" ";" COMPILE_ARGS "${COMPILE_ARGS}")
+  string(REPLACE "|" ";" VERIFY_ARGS "${VERIFY_ARGS}")
   if(NOT EXISTS "${MODEL}")
     message("skip: model directory ${MODEL} is absent")
     return()
@@ -62,9 +64,10 @@ function(kiln_verify_test)
   if(NOT V_TIMEOUT)
     set(V_TIMEOUT 600)
   endif()
-  # Lists travel to the runner as one -D argument each.
-  string(REPLACE ";" "\\;" compile_args "${V_COMPILE_ARGS}")
-  string(REPLACE ";" "\\;" verify_args "${V_VERIFY_ARGS}")
+  # Lists travel to the runner as one -D argument each, '|'-separated (an escaped ';' reaches the
+  # runner as part of one argument).
+  string(REPLACE ";" "|" compile_args "${V_COMPILE_ARGS}")
+  string(REPLACE ";" "|" verify_args "${V_VERIFY_ARGS}")
   add_test(NAME kiln_verify_${V_NAME}
            COMMAND ${CMAKE_COMMAND} -DKILN=${V_KILN} -DMODEL=${model} -DGOLDEN=${golden}
                    -DOUT=${CMAKE_CURRENT_BINARY_DIR}/kiln_verify_${V_NAME}.kiln

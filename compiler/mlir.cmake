@@ -1,6 +1,6 @@
 # The MLIR part of the compiler: kiln dialect, model builders (models/), passes, plan emission and
 # the compileModel() driver. MLIR is found here only so no MLIR target is visible to the runtime
-# (TOOLCHAIN.md). Link the shared libMLIR/libLLVM (unless KILN_STATIC_MLIR, below): the static
+# (docs/toolchain.md). Link the shared libMLIR/libLLVM (unless KILN_STATIC_MLIR, below): the static
 # archives take minutes to link.
 find_package(MLIR 19.1 REQUIRED CONFIG)
 list(APPEND CMAKE_MODULE_PATH ${MLIR_CMAKE_DIR} ${LLVM_CMAKE_DIR})
@@ -83,7 +83,7 @@ else()
   target_link_libraries(kiln_dialect PUBLIC MLIR LLVM)
 endif()
 
-file(GLOB KILN_MODEL_SOURCES CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/models/*.cc)
+file(GLOB KILN_MODEL_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/models/*.cc)
 add_library(kiln_models ${KILN_MODEL_SOURCES})
 target_link_libraries(kiln_models PUBLIC kiln_dialect kiln_import)
 

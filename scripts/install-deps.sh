@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache git pkg-config
   libssl-dev libflatbuffers-dev flatbuffers-compiler nlohmann-json3-dev
   libgtest-dev libgmock-dev libpcre2-dev libicu-dev
-  # the compiler only (TOOLCHAIN.md: libzstd-dev is a missing dependency of llvm-19-dev)
+  # the compiler only (docs/toolchain.md: libzstd-dev is a missing dependency of llvm-19-dev)
   libmlir-19-dev mlir-19-tools llvm-19-dev libzstd-dev
   python3 python3-venv
   # kiln serve (runtime/serve) and its end-to-end tests

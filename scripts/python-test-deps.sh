@@ -7,7 +7,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 venv=${1:-${KILN_TEST_VENV:-$root/.venv}}
-# pyenv's shims come first on PATH on some machines (TOOLCHAIN.md): use Debian's python3.
+# pyenv's shims come first on PATH on some machines (docs/toolchain.md): use Debian's python3.
 python=/usr/bin/python3
 [ -x "$python" ] || python=python3
 

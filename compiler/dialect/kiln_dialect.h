@@ -2,7 +2,7 @@
 // emitter share: which values are activations and how their rows scale at run time.
 #pragma once
 
-// Generated op headers expect the bytecode interface to be declared first (TOOLCHAIN.md).
+// Generated op headers expect the bytecode interface to be declared first (docs/toolchain.md).
 #include "mlir/Bytecode/BytecodeOpInterface.h"
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/BuiltinTypes.h"

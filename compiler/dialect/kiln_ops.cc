@@ -16,7 +16,9 @@ using mlir::RankedTensorType;
 using mlir::success;
 using mlir::Value;
 
-RankedTensorType tensorType(Value value) { return mlir::cast<RankedTensorType>(value.getType()); }
+RankedTensorType tensorType(Value value) {
+  return mlir::cast<RankedTensorType>(value.getType());
+}
 
 // An activation is [rows, n]: rows dynamic (scales with the step), n static.
 FailureOr<int64_t> activationWidth(mlir::Operation *op, Value value, llvm::StringRef what) {
@@ -41,8 +43,7 @@ FailureOr<int64_t> vectorSize(mlir::Operation *op, Value value, llvm::StringRef 
 
 LogicalResult expectRank(mlir::Operation *op, Value value, int64_t rank, llvm::StringRef what) {
   if (tensorType(value).getRank() != rank)
-    return op->emitOpError() << what << " must have rank " << rank << ", got "
-                             << value.getType();
+    return op->emitOpError() << what << " must have rank " << rank << ", got " << value.getType();
   return success();
 }
 
@@ -52,8 +53,8 @@ LogicalResult expectWidth(mlir::Operation *op, Value value, int64_t width, llvm:
   if (failed(actual))
     return failure();
   if (*actual != width)
-    return op->emitOpError() << what << " width " << *actual << " must equal " << expected
-                             << " (" << width << ")";
+    return op->emitOpError() << what << " width " << *actual << " must equal " << expected << " ("
+                             << width << ")";
   return success();
 }
 
@@ -137,9 +138,15 @@ LogicalResult RmsNormOp::verify() {
   return verifyNormWeight(*this, getX(), getW(), getEps());
 }
 
-LogicalResult AddOp::verify() { return verifySameActivation(*this); }
-LogicalResult MulOp::verify() { return verifySameActivation(*this); }
-LogicalResult SiluOp::verify() { return verifySameActivation(*this); }
+LogicalResult AddOp::verify() {
+  return verifySameActivation(*this);
+}
+LogicalResult MulOp::verify() {
+  return verifySameActivation(*this);
+}
+LogicalResult SiluOp::verify() {
+  return verifySameActivation(*this);
+}
 
 LogicalResult AddRmsNormOp::verify() {
   mlir::Type type = getX().getType();
@@ -181,6 +188,26 @@ LogicalResult SiluMulOp::verify() {
   return expectWidth(*this, getResult(), *width / 2, "result", "half the gate_up width");
 }
 
+// q_norm and k_norm come together, with a positive eps, as [head_dim] vectors.
+static LogicalResult verifyQkNorm(RopeKvWriteOp op, int64_t headDim) {
+  const bool norm = static_cast<bool>(op.getQNorm());
+  if (norm != static_cast<bool>(op.getKNorm()))
+    return op.emitOpError() << "takes q_norm and k_norm together";
+  if (norm != (op.getQkNormEps().convertToFloat() > 0.0f))
+    return op.emitOpError() << "qk_norm_eps must be positive exactly when q_norm is given";
+  for (Value weight : {op.getQNorm(), op.getKNorm()}) {
+    if (!weight)
+      continue;
+    FailureOr<int64_t> size = vectorSize(op, weight, "q_norm/k_norm");
+    if (failed(size))
+      return failure();
+    if (*size != headDim)
+      return op.emitOpError() << "q_norm/k_norm size " << *size << " must equal head_dim "
+                              << headDim;
+  }
+  return success();
+}
+
 LogicalResult RopeKvWriteOp::verify() {
   int64_t heads = getNumHeads(), kvHeads = getNumKvHeads(), headDim = getHeadDim();
   if (failed(verifyHeads(*this, heads, kvHeads, headDim)))
@@ -208,9 +235,25 @@ LogicalResult RopeKvWriteOp::verify() {
   FailureOr<int64_t> invFreq = vectorSize(*this, getInvFreq(), "inv_freq");
   if (failed(invFreq))
     return failure();
-  if (*invFreq != rotaryDim / 2)
-    return emitOpError() << "inv_freq size " << *invFreq << " must equal rotary_dim / 2 ("
-                         << rotaryDim / 2 << ")";
+  const int64_t mode = getRopeMode();
+  if (mode < 0 || mode > 2)
+    return emitOpError() << "rope_mode " << mode << " must be 0 (static), 1 (long/short) or 2 "
+                         << "(dynamic NTK)";
+  const int64_t tables = mode == 1 ? 2 : 1;
+  if (*invFreq != tables * (rotaryDim / 2))
+    return emitOpError() << "inv_freq size " << *invFreq << " must equal "
+                         << (tables == 2 ? "2 x " : "") << "rotary_dim / 2 (" << rotaryDim / 2
+                         << ")";
+  if ((mode != 0) != static_cast<bool>(getQueryStartLoc()) ||
+      static_cast<bool>(getQueryStartLoc()) != static_cast<bool>(getSequenceLengths()))
+    return emitOpError() << "reads query_start_loc and sequence_lengths exactly when rope_mode "
+                            "is not 0";
+  if (mode != 0 && getOriginalMaxPositions() <= 0)
+    return emitOpError() << "rope_mode " << mode << " needs original_max_positions > 0";
+  if (!(getAttentionScaling().convertToFloat() > 0.0f))
+    return emitOpError() << "attention_scaling must be positive";
+  if (failed(verifyQkNorm(*this, headDim)))
+    return failure();
   return expectWidth(*this, getQ(), heads * headDim, "result", "num_heads * head_dim");
 }
 
@@ -230,6 +273,9 @@ LogicalResult AttentionOp::verify() {
     return failure();
   if (!(getScale().convertToFloat() > 0.0f))
     return emitOpError() << "scale must be positive";
+  if (getSlidingWindow() < 0)
+    return emitOpError() << "sliding_window " << getSlidingWindow()
+                         << " must be 0 (full attention) or positive";
   return success();
 }
 
@@ -240,7 +286,9 @@ LogicalResult GatherRowsOp::verify() {
   return expectWidth(*this, getResult(), *width, "result", "x's width");
 }
 
-LogicalResult AllReduceOp::verify() { return verifySameActivation(*this); }
+LogicalResult AllReduceOp::verify() {
+  return verifySameActivation(*this);
+}
 
 LogicalResult AllGatherOp::verify() {
   FailureOr<int64_t> in = activationWidth(*this, getX(), "x");
@@ -265,6 +313,7 @@ Rows stepInputRows(StepInputKind kind) {
   case StepInputKind::QueryStartLoc:
   case StepInputKind::ContextLens:
   case StepInputKind::BlockTables:
+  case StepInputKind::SequenceLengths:
     return Rows::kSequences;
   case StepInputKind::LogitsIndices:
     return Rows::kLogits;

@@ -1,6 +1,7 @@
-// The kiln dialect: graph-level ops of a decoder step (DESIGN.md "Compiler"). Values are builtin
-// ranked tensors; activations are f32 with a dynamic dim 0 (rows scale with the step's tokens at
-// run time) and static trailing dims. Weights are f32 logically; `dtype` is how they are stored.
+// The kiln dialect: graph-level ops of a decoder step (docs/design.md "Compile"). Each op that
+// reaches the plan has an entry of the same name in the op table (runtime/ops/op_table.h).
+// Values are builtin ranked tensors; activations are f32 with a dynamic dim 0 (rows scale with
+// the step's tokens at run time) and static trailing dims. Weights are f32 logically; `dtype` is how they are stored.
 #ifndef KILN_OPS_TD
 #define KILN_OPS_TD
 
@@ -29,7 +30,8 @@ def Kiln_StepInputKind : I32EnumAttr<"StepInputKind", "which step input a value 
   I32EnumAttrCase<"QueryStartLoc", 4, "query_start_loc">,
   I32EnumAttrCase<"ContextLens", 5, "context_lens">,
   I32EnumAttrCase<"BlockTables", 6, "block_tables">,
-  I32EnumAttrCase<"LogitsIndices", 7, "logits_indices">
+  I32EnumAttrCase<"LogitsIndices", 7, "logits_indices">,
+  I32EnumAttrCase<"SequenceLengths", 8, "sequence_lengths">
 ]> {
   let cppNamespace = "::kiln::compiler";
 }
@@ -114,26 +116,54 @@ def Kiln_SiluMulOp : Kiln_Op<"silu_mul", [Pure]> {
   let results = (outs Kiln_Activation:$result);
 }
 
-def Kiln_RopeKvWriteOp : Kiln_Op<"rope_kv_write", [MemoryEffects<[MemWrite]>]> {
+def Kiln_RopeKvWriteOp : Kiln_Op<"rope_kv_write",
+                                  [MemoryEffects<[MemWrite]>, AttrSizedOperandSegments]> {
   let summary = "rotate q and k, write k and v into the layer's paged KV cache, return q";
   let description = [{
     `qkv` is either one fused [tokens, (H + 2 KV) D] value (what the plan executes) or the three
     unfused q [tokens, H D], k [tokens, KV D], v [tokens, KV D] values the builder emits; fuse-qkv
     rewrites the latter into the former by concatenating the projection weights.
+    `rope_mode` (plan.fbs RopeMode) 0 rotates every token by `inv_freq` [rotary_dim / 2]; 1
+    (long/short, longrope) holds two tables in `inv_freq` [rotary_dim] (short then long) and uses
+    the long one for a sequence whose length (`sequence_lengths`: all its known tokens) exceeds
+    `original_max_positions`; 2 (dynamic NTK) recomputes the frequencies from `rope_theta` and
+    `dynamic_factor` for such a sequence. Modes 1 and 2 read `query_start_loc` (which sequence a
+    token belongs to) and `sequence_lengths`.
+    `attention_scaling` multiplies cos and sin (yarn, longrope). With `q_norm` and `k_norm`
+    ([head_dim] each, fp32), every q and k head is RMS-normalized with `qk_norm_eps` and scaled by
+    its weight before rotation (Qwen3).
   }];
   let arguments = (ins Variadic<Kiln_Activation>:$qkv, Kiln_Index:$positions,
                    Kiln_Index:$slot_mapping, Kiln_Activation:$inv_freq,
+                   Optional<Kiln_Index>:$query_start_loc, Optional<Kiln_Index>:$sequence_lengths,
+                   Optional<Kiln_Activation>:$q_norm, Optional<Kiln_Activation>:$k_norm,
                    I64Attr:$layer, I64Attr:$num_heads, I64Attr:$num_kv_heads, I64Attr:$head_dim,
-                   I64Attr:$rotary_dim);
+                   I64Attr:$rotary_dim,
+                   DefaultValuedAttr<I64Attr, "0">:$rope_mode,
+                   DefaultValuedAttr<I64Attr, "0">:$original_max_positions,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$rope_theta,
+                   DefaultValuedAttr<F64Attr, "1.0">:$dynamic_factor,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$attention_scaling,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$qk_norm_eps);
   let results = (outs Kiln_Activation:$q);
+  let assemblyFormat = [{
+    `(` $qkv `)` $positions `,` $slot_mapping `,` $inv_freq
+    (`sequences` `(` $query_start_loc^ `,` $sequence_lengths `)`)?
+    (`qk_norm` `(` $q_norm^ `,` $k_norm `)`)?
+    attr-dict `:` functional-type(operands, results)
+  }];
 }
 
 def Kiln_AttentionOp : Kiln_Op<"attention", [MemoryEffects<[MemRead]>]> {
   let summary = "causal paged attention of q over the layer's KV cache";
+  let description = [{
+    With `sliding_window` W > 0 the token at position p attends to positions max(0, p - W + 1)..p
+    (transformers' sliding window: query - key < W); 0 attends to all of 0..p.
+  }];
   let arguments = (ins Kiln_Activation:$q, Kiln_Index:$positions, Kiln_Index:$query_start_loc,
                    Kiln_Index:$context_lens, Kiln_Index:$block_tables,
                    I64Attr:$layer, I64Attr:$num_heads, I64Attr:$num_kv_heads, I64Attr:$head_dim,
-                   F32Attr:$scale);
+                   F32Attr:$scale, DefaultValuedAttr<I64Attr, "0">:$sliding_window);
   let results = (outs Kiln_Activation:$result);
 }
 

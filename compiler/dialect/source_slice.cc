@@ -32,6 +32,29 @@ std::string range(int64_t begin, int64_t end) {
 
 } // namespace
 
+namespace {
+
+// [innerBegin, innerEnd) of the range [outerBegin, outerEnd) (-1: to the end) in absolute terms.
+bool composeRange(int64_t outerBegin, int64_t outerEnd, int64_t innerBegin, int64_t innerEnd,
+                  int64_t &begin, int64_t &end) {
+  begin = outerBegin + innerBegin;
+  end = innerEnd == -1 ? outerEnd : outerBegin + innerEnd;
+  return outerEnd == -1 || (begin <= outerEnd && end != -1 && end <= outerEnd);
+}
+
+} // namespace
+
+std::optional<SourceSlice> composeSourceSlices(const SourceSlice &outer, const SourceSlice &inner) {
+  SourceSlice slice;
+  slice.tensor = outer.tensor;
+  if (!composeRange(outer.rowBegin, outer.rowEnd, inner.rowBegin, inner.rowEnd, slice.rowBegin,
+                    slice.rowEnd) ||
+      !composeRange(outer.colBegin, outer.colEnd, inner.colBegin, inner.colEnd, slice.colBegin,
+                    slice.colEnd))
+    return std::nullopt;
+  return slice;
+}
+
 std::string formatSourceSlice(const SourceSlice &slice) {
   std::string spec = slice.tensor;
   if (slice.rowBegin != 0 || slice.rowEnd != -1)

@@ -27,6 +27,12 @@ std::string formatSourceSlice(const SourceSlice &slice);
 // nullopt on a malformed spec (unknown key, bad numbers, begin > end).
 std::optional<SourceSlice> parseSourceSlice(std::string_view spec);
 
+// `inner` (a slice of the tensor `outer` selects, relative to it) as one slice of outer's
+// tensor: how a tensor-parallel shard of a part of a fused checkpoint tensor (Phi-3's q rows of
+// qkv_proj) reads the checkpoint. nullopt when inner does not fit in outer's ranges (an inner
+// range "to the end" takes outer's end).
+std::optional<SourceSlice> composeSourceSlices(const SourceSlice &outer, const SourceSlice &inner);
+
 // The slice's shape for a tensor of `shape`, or nullopt (with `error` set) when the slice does not
 // fit: cols outside the tensor, a column slice of a rank-1 tensor, or a negative extent.
 std::optional<std::vector<int64_t>>

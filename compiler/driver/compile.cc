@@ -6,8 +6,10 @@
 #include "compiler/driver/options.h"
 #include "compiler/emit/plan_emitter.h"
 #include "compiler/emit/weight_sources.h"
+#include "compiler/import/config_fields.h"
+#include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
-#include "models/builders.h"
+#include "runtime/base/file.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -60,9 +62,8 @@ private:
 
 class Compilation {
 public:
-  explicit Compilation(const CompileOptions &options)
-      : options_(options), diagnostics_(context_) {
-    context_.disableMultithreading();  // IR printing after each pass needs it; 1 module anyway
+  explicit Compilation(const CompileOptions &options) : options_(options), diagnostics_(context_) {
+    context_.disableMultithreading(); // IR printing after each pass needs it; 1 module anyway
     loadKilnDialects(context_);
   }
   Status run();
@@ -82,16 +83,25 @@ private:
   mlir::MLIRContext context_;
   DiagnosticCollector diagnostics_;
   HfModelConfig config_;
+  const ModelFamily *family_ = nullptr;
   std::shared_ptr<const SafetensorsCheckpoint> checkpoint_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
-  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_;  // ranks 1.. of a tp > 1 compile
-  std::vector<mlir::ModuleOp> rankModules_;                     // every rank, in order
+  std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_; // ranks 1.. of a tp > 1 compile
+  std::vector<mlir::ModuleOp> rankModules_;                   // every rank, in order
 };
 
 Status Compilation::import() {
   KILN_RETURN_IF_ERROR(validateCompileFlags(options_));
   log("kiln compile " + options_.modelDir + " -> " + options_.outDir);
-  KILN_ASSIGN_OR_RETURN(config_, loadHfModelConfig(options_.modelDir));
+  // The family first: it says how its config reads (rope type aliases) and reads its own keys.
+  const std::string configPath = options_.modelDir + "/config.json";
+  if (!fileExists(configPath))
+    return notFound(configPath + ": not found (a Hugging Face model directory needs config.json)");
+  KILN_ASSIGN_OR_RETURN(std::string configText, readFile(configPath));
+  KILN_ASSIGN_OR_RETURN(ConfigFields fields, ConfigFields::parse(configText, configPath));
+  KILN_ASSIGN_OR_RETURN(family_, findModelFamily(fields));
+  KILN_ASSIGN_OR_RETURN(config_, loadHfModelConfig(options_.modelDir, family_->ropeTypeAliases));
+  KILN_RETURN_IF_ERROR(family_->parseConfig(fields, config_));
   KILN_ASSIGN_OR_RETURN(options_, resolveCompileOptions(options_, config_));
   KILN_ASSIGN_OR_RETURN(SafetensorsCheckpoint checkpoint,
                         SafetensorsCheckpoint::open(options_.modelDir));
@@ -105,23 +115,19 @@ Status Compilation::import() {
 }
 
 Status Compilation::build() {
-  const ModelBuilder *builder = findModelBuilder(config_.modelType);
-  if (!builder)
-    return unimplemented("config.json: model_type '" + config_.modelType +
-                         "' is not supported (kiln compiles: " + supportedModelTypes() + ")");
   mlir::Builder types(&context_);
   BuildOptions buildOptions;
   buildOptions.weightType = options_.dtype == "fp16"   ? types.getF16Type()
                             : options_.dtype == "bf16" ? types.getBF16Type()
                                                        : types.getF32Type();
-  auto module = builder->build(context_, config_, buildOptions);
+  auto module = family_->build(context_, config_, buildOptions);
   if (failed(module))
-    return diagnostics_.status(StatusCode::kInvalidArgument, "building the " +
-                                                                 config_.modelType + " graph");
+    return diagnostics_.status(StatusCode::kInvalidArgument,
+                               "building the " + config_.modelType + " graph");
   module_ = std::move(*module);
   if (failed(bindWeightSources(*module_, *checkpoint_)))
     return diagnostics_.status(StatusCode::kInvalidArgument, "checkpoint");
-  log("build: " + std::string(builder->modelType) + " graph built");
+  log("build: " + std::string(family_->name) + " graph built");
   return okStatus();
 }
 
@@ -132,7 +138,7 @@ Status Compilation::runPasses(int64_t rank, mlir::ModuleOp module) {
   std::unique_ptr<llvm::raw_os_ostream> irStream;
   if (options_.dumpIr && options_.log) {
     irStream = std::make_unique<llvm::raw_os_ostream>(*options_.log);
-    irStream->SetUnbuffered();  // progress lines go to the same std::ostream: keep the order
+    irStream->SetUnbuffered(); // progress lines go to the same std::ostream: keep the order
     if (rank == 0) {
       *irStream << "// ----- built module -----\n";
       module.print(*irStream);
@@ -220,12 +226,12 @@ Status Compilation::emit() {
     };
   KILN_RETURN_IF_ERROR(rt::writeArtifact(*contents, options_.outDir, progress)
                            .withContext("writing " + options_.outDir));
-  std::string perRank = options_.tp > 1 ? " per rank x " + std::to_string(options_.tp) + " ranks"
-                                         : "";
+  std::string perRank =
+      options_.tp > 1 ? " per rank x " + std::to_string(options_.tp) + " ranks" : "";
   log("emit: " + std::to_string(numOps) + " ops, " + std::to_string(numWeights) + " weights" +
       perRank + " (" + std::to_string(weightBytes) +
-      (options_.tp > 1 ? " bytes in all, " : " bytes, ") + options_.dtype +
-      ") written to " + options_.outDir);
+      (options_.tp > 1 ? " bytes in all, " : " bytes, ") + options_.dtype + ") written to " +
+      options_.outDir);
   return okStatus();
 }
 
@@ -238,6 +244,8 @@ Status Compilation::run() {
 
 } // namespace
 
-Status compileModel(const CompileOptions &options) { return Compilation(options).run(); }
+Status compileModel(const CompileOptions &options) {
+  return Compilation(options).run();
+}
 
 } // namespace kiln::compiler

@@ -15,16 +15,20 @@ namespace kiln::compiler {
 struct CompileOptions {
   std::string modelDir, outDir;
   int64_t maxBatch = 8;
-  int64_t maxSeqLen = 0;         // 0: min(max_position_embeddings, 4096)
-  int64_t maxTokensPerStep = 0;  // 0: max(max_batch, min(2048, max_batch * max_seq_len))
+  int64_t maxSeqLen = 0;        // 0: min(the model's positions, 4096) (compiler/driver/options.cc)
+  int64_t maxTokensPerStep = 0; // 0: max(max_batch, min(2048, max_batch * max_seq_len))
   int64_t tp = 1;
   int64_t kvBlockSize = 16;
-  std::string dtype = "fp32";    // fp32 | fp16 | bf16: matrices, activations and KV cache (logits F32)
+  std::string dtype = "fp32"; // fp32 | fp16 | bf16: matrices, activations and KV cache (logits F32)
   std::vector<std::string> targets = {"cpu"};
-  bool dumpIr = false;           // print the module after building and after each pass to `log`
-  std::ostream *log = nullptr;   // progress lines; nullptr: silent
+  bool dumpIr = false;         // print the module after building and after each pass to `log`
+  std::ostream *log = nullptr; // progress lines; nullptr: silent
 };
 
 Status compileModel(const CompileOptions &options);
+
+// The config.json model_types kiln compiles, "llama, mistral, ..." (compiler/models/
+// model_family.h supportedModelTypes).
+std::string supportedModelTypes();
 
 } // namespace kiln::compiler

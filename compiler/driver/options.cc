@@ -5,6 +5,7 @@
 #include "compiler/driver/gpu_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace kiln::compiler {
 namespace {
@@ -28,7 +29,8 @@ Status checkTargets(const std::vector<std::string> &targets) {
       continue;
     }
     if (target.rfind("compute_", 0) == 0 && gpuCodegenAvailable())
-      return invalidArgument("--target '" + target + "': name an SM target (sm_80, sm_90a); "
+      return invalidArgument("--target '" + target +
+                             "': name an SM target (sm_80, sm_90a); "
                              "the PTX module for newer GPUs is added automatically");
     if (target.rfind("compute_", 0) == 0)
       return checkGpuTarget(target);
@@ -81,25 +83,61 @@ Status validateCompileFlags(const CompileOptions &options) {
     return outOfRange("--tp " + std::to_string(options.tp) + " exceeds the limit " +
                       std::to_string(kMaxTp));
   if (options.dtype != "fp32" && options.dtype != "fp16" && options.dtype != "bf16")
-    return invalidArgument("--dtype '" + options.dtype + "' is not supported: use fp32, fp16 or "
+    return invalidArgument("--dtype '" + options.dtype +
+                           "' is not supported: use fp32, fp16 or "
                            "bf16");
   return checkTargets(options.targets);
 }
+
+namespace {
+
+// The longest sequence the model's positions are meant for: max_position_embeddings, stretched by
+// the factor of the scaling types that extend the context beyond what it was trained on (linear
+// and dynamic from max_position_embeddings, yarn from its original length), as vLLM derives
+// max_model_len. llama3 and longrope configs already state the extended length.
+struct PositionLimit {
+  int64_t positions = 0;
+  std::string why;
+  // Dynamic NTK rescales its frequencies for any length (as transformers does): the limit is only
+  // the default, a longer --max-seq-len is the user's call.
+  bool extensible = false;
+};
+PositionLimit positionLimit(const HfModelConfig &config) {
+  const int64_t declared = config.maxPositionEmbeddings;
+  PositionLimit limit{declared, "max_position_embeddings (" + std::to_string(declared) + ")"};
+  if (!config.ropeScaling)
+    return limit;
+  const RopeScaling &rope = *config.ropeScaling;
+  const bool fromDeclared = rope.type == "linear" || rope.type == "dynamic";
+  if (!fromDeclared && rope.type != "yarn")
+    return limit;
+  const int64_t base = fromDeclared ? declared : rope.originalMaxPositionEmbeddings;
+  const auto stretched = static_cast<int64_t>(std::floor(static_cast<double>(base) * rope.factor));
+  if (stretched <= declared)
+    return limit;
+  const std::string from =
+      fromDeclared ? "max_position_embeddings" : "rope_scaling's original_max_position_embeddings";
+  return {stretched,
+          from + " (" + std::to_string(base) + ") x the " + rope.type + " factor (" +
+              std::to_string(rope.factor) + ") = " + std::to_string(stretched),
+          rope.type == "dynamic"};
+}
+
+} // namespace
 
 Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
                                              const HfModelConfig &config) {
   KILN_RETURN_IF_ERROR(validateCompileFlags(options));
   CompileOptions resolved = options;
-  int64_t maxPositions = config.maxPositionEmbeddings;
-  if (maxPositions <= 0)
+  if (config.maxPositionEmbeddings <= 0)
     return invalidArgument("config.json: max_position_embeddings must be positive, got " +
-                           std::to_string(maxPositions));
+                           std::to_string(config.maxPositionEmbeddings));
+  const PositionLimit limit = positionLimit(config);
   if (resolved.maxSeqLen == 0)
-    resolved.maxSeqLen = std::min(maxPositions, kDefaultMaxSeqLen);
-  if (resolved.maxSeqLen > maxPositions)
+    resolved.maxSeqLen = std::min(limit.positions, kDefaultMaxSeqLen);
+  if (resolved.maxSeqLen > limit.positions && !limit.extensible)
     return outOfRange("--max-seq-len " + std::to_string(resolved.maxSeqLen) +
-                      " exceeds the model's max_position_embeddings (" +
-                      std::to_string(maxPositions) + ")");
+                      " exceeds the model's positions: " + limit.why);
   if (resolved.maxTokensPerStep == 0)
     resolved.maxTokensPerStep =
         std::max(resolved.maxBatch,
@@ -107,8 +145,8 @@ Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
   // A decode step of a full batch has one token per sequence.
   if (resolved.maxTokensPerStep < resolved.maxBatch)
     return invalidArgument("--max-tokens-per-step (" + std::to_string(resolved.maxTokensPerStep) +
-                           ") must be at least --max-batch (" +
-                           std::to_string(resolved.maxBatch) + ")");
+                           ") must be at least --max-batch (" + std::to_string(resolved.maxBatch) +
+                           ")");
   KILN_RETURN_IF_ERROR(checkTensorParallel(resolved.tp, config));
   std::vector<std::string> targets;
   for (const std::string &target : resolved.targets)

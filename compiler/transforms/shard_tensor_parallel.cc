@@ -83,9 +83,14 @@ mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight
                                   "operands: run it before the fusion passes";
   std::optional<SourceSlice> source =
       parseSourceSlice(mlir::cast<mlir::StringAttr>(op.getSources()[0]).strref());
-  if (!source || source->sliced())
-    return user->emitOpError() << "weight '" << op.getName() << "' is already sharded";
-  slice.tensor = source->tensor;
+  // A part of a fused checkpoint tensor (compiler/models/decoder.h) is a row slice already: the
+  // shard is a slice of that part.
+  std::optional<SourceSlice> composed =
+      source ? composeSourceSlices(*source, slice) : std::optional<SourceSlice>();
+  if (!composed)
+    return user->emitOpError() << "weight '" << op.getName()
+                               << "' cannot be sharded again within its slice";
+  slice = *composed;
   b_.setInsertionPoint(op);
   auto type = mlir::RankedTensorType::get(shape, b_.getF32Type());
   // A shared weight (the tied embedding table) keeps its name for its other users.

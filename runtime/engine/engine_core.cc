@@ -102,7 +102,8 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig &confi
                                                 config.enablePrefixCaching}));
   std::unique_ptr<EngineCore> core(new EngineCore(config, limits, std::move(kv)));
   SchedulerConfig sc{limits.maxBatch, limits.maxTokensPerStep, limits.maxSeqLen,
-                     config.enableChunkedPrefill};
+                     config.enableChunkedPrefill, config.runner->limits().ropeSwitchLength,
+                     config.runner->limits().recomputeAtRopeSwitch};
   KILN_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc, &core->kv_));
   core->scheduler_.emplace(std::move(scheduler));
   core->defaultSeed_ = config.seed ? *config.seed : std::random_device()();

@@ -1,4 +1,4 @@
-// Runs one engine step of a loaded artifact's plan on a Device (DESIGN.md "The step program").
+// Runs one engine step of a loaded artifact's plan on a Device (docs/design.md "The step program").
 // Everything is allocated at create (weights, activation arena, step inputs at the compiled
 // maxima, then the paged KV cache, last so it can take what memory is left) and the program is
 // resolved into prepared ops, so execute() allocates only the logits it returns and dispatches
@@ -23,7 +23,7 @@ namespace kiln::rt {
 class Communicator;
 
 // Decode-only steps (every sequence has one new token) padded to a batch-size bucket (1, 2, 4,
-// ..., max batch) and captured as one device graph per bucket (DESIGN.md "The step program").
+// ..., max batch) and captured as one device graph per bucket (docs/design.md "The step program").
 enum class DecodeBuckets : uint8_t {
   kAuto,    // pad and capture on devices that support graphs, for plans with tp 1 (collectives
             // run on the host between ops, so a tp > 1 step cannot be one graph); else neither

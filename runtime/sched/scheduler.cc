@@ -125,6 +125,7 @@ void Scheduler::scheduleRunning(SchedulerOutput &out, int32_t &budget) {
     if (it == seqs_.end() || !it->second.running)
       continue; // preempted or failed earlier in this step
     Sequence &seq = it->second;
+    followRopeSwitch(seq);
     const int32_t numNew = std::min(seq.numRemaining(), budget);
     if (numNew <= 0)
       continue;
@@ -184,7 +185,7 @@ void Scheduler::admitWaiting(SchedulerOutput &out, int32_t &budget) {
   while (!waiting_.empty() && numRunning() < config_.maxBatch && budget > 0) {
     const SeqId id = waiting_.front();
     Sequence &seq = seqs_.at(id);
-    const PrefixHit hit = kv_->findCachedPrefix(seq.tokenIds);
+    const PrefixHit hit = sharesKv(seq) ? kv_->findCachedPrefix(seq.tokenIds) : PrefixHit{};
     const int32_t remaining = seq.numTokens() - hit.numTokens;
     const int32_t numNew = std::min(remaining, budget);
     if (!config_.enableChunkedPrefill && numNew < remaining)
@@ -198,6 +199,7 @@ void Scheduler::admitWaiting(SchedulerOutput &out, int32_t &budget) {
       break; // strict FCFS: later arrivals never overtake the head
     waiting_.pop_front();
     seq.numComputed = hit.numTokens;
+    followRopeSwitch(seq);
     if (!seq.admittedOnce) {
       seq.numCachedPromptTokens = std::min(hit.numTokens, seq.promptLen);
       seq.admittedOnce = true;
@@ -230,6 +232,8 @@ Status Scheduler::onStepComputed(const SchedulerOutput &out) {
       continue;
     }
     seq.numComputed += chunk.numTokens;
+    if (!sharesKv(seq))
+      continue; // blocks written past the rope switch stay private (SchedulerConfig)
     Status committed = kv_->commitComputed(chunk.id, seq.tokenIds, seq.numComputed);
     if (!committed.isOk())
       status = committed;
@@ -268,9 +272,31 @@ StepBatch Scheduler::makeStepBatch(const SchedulerOutput &out) const {
     step.startPosition = chunk.startPosition;
     step.blockTable = kv_->blockTable(chunk.id);
     step.logits = chunk.wantsLogits ? LogitsWanted::kLast : LogitsWanted::kNone;
+    // A prompt rotates alike in one prefill or in chunks (plan.fbs SequenceLengths).
+    step.sequenceLength = seq.numTokens();
     batch.sequences.push_back(std::move(step));
   }
   return batch;
+}
+
+void Scheduler::followRopeSwitch(Sequence &seq) {
+  if (!config_.recomputeAtRopeSwitch || config_.ropeSwitchLength == 0)
+    return;
+  const bool past = seq.numTokens() > config_.ropeSwitchLength;
+  if (seq.numComputed == 0) {
+    seq.pastRopeSwitch = past;
+    return;
+  }
+  if (!past || seq.pastRopeSwitch)
+    return;
+  // Freeing a known sequence cannot fail unless the pool is corrupt (see preemptLatest).
+  (void)kv_->freeSequence(seq.id);
+  seq.numComputed = 0;
+  seq.pastRopeSwitch = true;
+}
+
+bool Scheduler::sharesKv(const Sequence &seq) const {
+  return config_.ropeSwitchLength == 0 || seq.numTokens() <= config_.ropeSwitchLength;
 }
 
 const Sequence *Scheduler::find(SeqId id) const {

@@ -27,6 +27,13 @@ struct SchedulerConfig {
   int32_t maxTokensPerStep = 0; // token budget per step; must be >= maxBatch
   int32_t maxSeqLen = 0;        // prompt + generated tokens; also bounded by the KV pool
   bool enableChunkedPrefill = true;
+  // RunnerLimits::ropeSwitchLength: a sequence longer than this neither takes nor gives
+  // prefix-cache blocks (its keys rotate by its length). 0: no such limit.
+  int32_t ropeSwitchLength = 0;
+  // RunnerLimits::recomputeAtRopeSwitch: a running sequence whose keys were written for a length
+  // at most ropeSwitchLength restarts from position 0 (its blocks freed, its tokens prefilled
+  // again) when it grows past it.
+  bool recomputeAtRopeSwitch = false;
 };
 
 struct Sequence {
@@ -39,6 +46,9 @@ struct Sequence {
   int32_t numPreemptions = 0;
   bool admittedOnce = false;
   bool running = false;
+  // Its KV was computed for a length past SchedulerConfig::ropeSwitchLength (set when it starts
+  // computing from position 0).
+  bool pastRopeSwitch = false;
 
   int32_t numTokens() const { return static_cast<int32_t>(tokenIds.size()); }
   int32_t numRemaining() const { return numTokens() - numComputed; }
@@ -107,6 +117,11 @@ private:
   void insertRunning(SeqId id);
   void insertWaiting(SeqId id);
   bool comesBefore(SeqId a, SeqId b) const;
+  // Whether `seq` may take or give prefix-cache blocks (SchedulerConfig::ropeSwitchLength).
+  bool sharesKv(const Sequence &seq) const;
+  // SchedulerConfig::recomputeAtRopeSwitch: restarts `seq` when it has grown past the switch
+  // with keys written before it; records which side of the switch a fresh start is on.
+  void followRopeSwitch(Sequence &seq);
 
   SchedulerConfig config_;
   KvCacheManager *kv_;

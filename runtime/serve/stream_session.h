@@ -2,8 +2,8 @@
 // per prompt; a /v1/completions batch has several) on the HTTP thread, formats them
 // (StreamFormatter: OpenAI SSE, TGI SSE, LMI JSON lines, or one whole JSON body at the end) and
 // writes them out. The engine is reached only through its output streams and Engine::cancel
-// (STYLE.md rule 6): a client that goes away cancels every prompt's request, so their KV blocks are
-// freed at the engine's next step.
+// (docs/conventions.md rule 6): a client that goes away cancels every prompt's request, so their KV
+// blocks are freed at the engine's next step.
 #pragma once
 
 #include "runtime/engine/engine.h"

@@ -78,6 +78,8 @@ Result<std::vector<float>> teacherForced(ModelRunner &executor, const std::vecto
     step.tokenIds.assign(tokens.begin() + position, tokens.begin() + position + chunk);
     step.startPosition = int32_t(position);
     step.logits = LogitsWanted::kAll;
+    // The whole prompt is known while any chunk of it is prefilled (plan.fbs SequenceLengths).
+    step.sequenceLength = int32_t(std::max(promptLength, position + chunk));
     KILN_ASSIGN_OR_RETURN(StepOutput output, executor.execute(StepBatch{{step}}));
     logits.insert(logits.end(), output.logits.begin(), output.logits.end());
     position += chunk;
@@ -237,6 +239,7 @@ Result<GoldenCase> recordCase(ModelRunner &executor, const std::vector<int32_t> 
     step.tokenIds.assign(prompt.begin() + position, prompt.begin() + position + chunk);
     step.startPosition = int32_t(position);
     step.logits = LogitsWanted::kLast;
+    step.sequenceLength = int32_t(prompt.size());
     KILN_ASSIGN_OR_RETURN(StepOutput output, executor.execute(StepBatch{{step}}));
     last = std::move(output.logits);
     position += chunk;
@@ -250,6 +253,7 @@ Result<GoldenCase> recordCase(ModelRunner &executor, const std::vector<int32_t> 
       break;
     step.tokenIds = {next};
     step.startPosition = position + 1;
+    step.sequenceLength = 0;
     KILN_ASSIGN_OR_RETURN(StepOutput output, executor.execute(StepBatch{{step}}));
     last = std::move(output.logits);
   }

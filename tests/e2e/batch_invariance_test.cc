@@ -91,5 +91,16 @@ TEST(BatchInvariance, TinyStories656KFourSequencesInOneStep) {
   checkBatchInvariance(*dir);
 }
 
+// Every other family: windows, biases, q/k norms, fused checkpoint tensors and the rope modes
+// that follow each sequence's length (the four sequences sit on both sides of tiny-qwen2-dynamic's
+// switch at 12 and tiny-phi3-longrope's at 16).
+TEST(BatchInvariance, OtherFamiliesFourSequencesInOneStep) {
+  for (const char *fixture : {"tiny-mistral", "tiny-qwen2", "tiny-qwen2-dynamic", "tiny-qwen3",
+                              "tiny-phi3", "tiny-phi3-longrope"}) {
+    SCOPED_TRACE(fixture);
+    checkBatchInvariance(std::string(KILN_TEST_DATA_DIR) + "/models/" + fixture);
+  }
+}
+
 } // namespace
 } // namespace kiln::e2e

@@ -83,7 +83,16 @@ expect_error "compile: tp not divisible or unsupported" "--tp" \
   "$kiln" compile "$fixture" -o "$work/bad.kiln" --tp 3 --quiet
 expect_error "compile: missing model dir" "config.json" \
   "$kiln" compile "$work/nonexistent" -o "$work/bad.kiln" --quiet
+mkdir -p "$work/gptneox"
+sed 's/"model_type": "llama"/"model_type": "gpt_neox"/' "$fixture/config.json" >"$work/gptneox/config.json"
+cp "$fixture"/*.safetensors* "$work/gptneox/"
+expect_error "compile: unsupported model_type lists the supported ones" \
+  "field 'model_type' is 'gpt_neox'; kiln compiles model_type: llama, mistral, qwen2, qwen3, phi3" \
+  "$kiln" compile "$work/gptneox" -o "$work/bad.kiln" --quiet
 [ ! -e "$work/bad.kiln" ] && pass "failed compiles leave no artifact" || fail "failed compile left $work/bad.kiln"
+expect_eq "compile --help lists the model types" \
+  "model_type (config.json): llama, mistral, qwen2, qwen3, phi3 (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5)" \
+  "$("$kiln" compile --help | grep '^model_type')"
 
 # --- corrupted artifacts are rejected with a clear message
 corrupt() { # name phrase mutation

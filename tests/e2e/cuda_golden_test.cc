@@ -17,26 +17,9 @@
 namespace kiln::e2e {
 namespace {
 
-// Compile options for cpu + GPU 0's SM, or nullopt with `why` (no device / no codegen).
-std::optional<compiler::CompileOptions> cudaOptions(std::string &why) {
-#ifndef KILN_HAVE_CODEGEN
-  why = "built without the CUDA code generator (KILN_ENABLE_CUDA=OFF)";
-  return std::nullopt;
-#else
-  auto device = rt::createDevice("cuda");
-  if (!device.isOk()) {
-    why = "no CUDA device: " + device.status().message();
-    return std::nullopt;
-  }
-  compiler::CompileOptions options;
-  options.targets = {"cpu", (*device)->target()};
-  return options;
-#endif
-}
-
 #define KILN_CUDA_OPTIONS_OR_SKIP(var)                                                             \
   std::string var##Why;                                                                            \
-  std::optional<compiler::CompileOptions> var = cudaOptions(var##Why);                             \
+  std::optional<compiler::CompileOptions> var = cudaCompileOptions(var##Why);                      \
   if (!var)                                                                                        \
   GTEST_SKIP() << var##Why
 
@@ -97,8 +80,8 @@ TEST(CudaGolden, TinyLlamaBf16MatchesTransformersAndKilnRounding) {
     ASSERT_EQ(rows[i].size(), gc.logits.size()) << "case " << i;
     worstHf = std::max(worstHf, maxAbsDiffOf(rows[i].data(), gc.logits.data(), rows[i].size()));
     ASSERT_EQ(gc.kilnRounding.size(), rows[i].size()) << "case " << i;
-    worstRounding = std::max(
-        worstRounding, maxAbsDiffOf(rows[i].data(), gc.kilnRounding.data(), rows[i].size()));
+    worstRounding = std::max(worstRounding,
+                             maxAbsDiffOf(rows[i].data(), gc.kilnRounding.data(), rows[i].size()));
   }
   std::printf("[ info ] tiny-llama bf16 on cuda: max |kiln - transformers-bf16| %.3g, max |kiln - "
               "kiln rounding reference| %.3g\n",

@@ -61,6 +61,7 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
   golden.modelDir = resolveModelDir(json["model_dir"]);
   golden.vocabSize = json["vocab_size"];
   golden.tolerance = json["tolerance"]["logits_max_abs"];
+  golden.incremental = json.value("incremental", false);
   if (!fs::exists(fs::path(golden.modelDir) / "config.json")) {
     skipReason = "model directory " + golden.modelDir +
                  " is absent (../shared/assets not present on this machine)";
@@ -70,6 +71,9 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
     GoldenCase gc;
     gc.promptIds = c["prompt_ids"].get<std::vector<int32_t>>();
     gc.greedyIds = c["greedy_ids"].get<std::vector<int32_t>>();
+    gc.generateIds = c.contains("hf_generate_greedy_ids")
+                         ? c["hf_generate_greedy_ids"].get<std::vector<int32_t>>()
+                         : gc.greedyIds;
     gc.rows = c["logits_rows"];
     Result<std::string> bytes = readFile(dir + c["logits_file"].get<std::string>());
     EXPECT_TRUE(bytes.isOk()) << bytes.status().toString();
@@ -81,6 +85,22 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
     golden.cases.push_back(std::move(gc));
   }
   return golden;
+}
+
+std::optional<compiler::CompileOptions> cudaCompileOptions(std::string &why) {
+#ifndef KILN_HAVE_CODEGEN
+  why = "built without the CUDA code generator (KILN_ENABLE_CUDA=OFF)";
+  return std::nullopt;
+#else
+  auto device = rt::createDevice("cuda");
+  if (!device.isOk()) {
+    why = "no CUDA device: " + device.status().message();
+    return std::nullopt;
+  }
+  compiler::CompileOptions options;
+  options.targets = {"cpu", (*device)->target()};
+  return options;
+#endif
 }
 
 std::string compileForTest(const std::string &modelDir, compiler::CompileOptions options) {
@@ -223,7 +243,71 @@ void checkGoldenLogits(const std::string &name, const std::string &device,
   ASSERT_NE(loaded.executor, nullptr);
   for (size_t i = 0; i < golden->cases.size(); ++i) {
     checkCase(*loaded.executor, *golden, golden->cases[i], i);
-    checkCaseAsOnePrefill(*loaded.executor, *golden, golden->cases[i], i);
+    if (!golden->incremental)
+      checkCaseAsOnePrefill(*loaded.executor, *golden, golden->cases[i], i);
+  }
+}
+
+namespace {
+
+// Runs tokens [begin, end) of case `gc`'s prompt + greedy ids as one step (the whole prompt known
+// while any of it is prefilled), checking every row against the golden.
+void runAndCheckRows(rt::Executor &executor, const Golden &golden, const GoldenCase &gc,
+                     const std::vector<int32_t> &blocks, int32_t begin, int32_t end,
+                     const std::string &what) {
+  const int32_t vocab = golden.vocabSize;
+  const int32_t prompt = static_cast<int32_t>(gc.promptIds.size());
+  std::vector<int32_t> all = gc.promptIds;
+  all.insert(all.end(), gc.greedyIds.begin(), gc.greedyIds.end());
+  rt::SequenceStep step;
+  step.tokenIds.assign(all.begin() + begin, all.begin() + end);
+  step.startPosition = begin;
+  step.blockTable = blocks;
+  step.logits = rt::LogitsWanted::kAll;
+  step.sequenceLength = std::max(end, prompt); // the whole prompt is known while prefilling
+  auto output = executor.execute(rt::StepBatch{{step}});
+  ASSERT_TRUE(output.isOk()) << output.status().toString();
+  ASSERT_EQ(output->numRows(), end - begin);
+  for (int32_t r = begin; r < end; ++r)
+    EXPECT_LE(maxAbsDiff(output->row(r - begin), gc.logits.data() + size_t(r) * vocab, vocab),
+              golden.tolerance)
+        << golden.model << " " << what << " row " << r;
+}
+
+} // namespace
+
+void checkGoldenChunkedAndCached(const std::string &name, int32_t chunk,
+                                 compiler::CompileOptions options, const std::string &device) {
+  std::string skipReason;
+  std::optional<Golden> golden = loadGolden(name, skipReason);
+  ASSERT_TRUE(golden) << skipReason;
+  LoadedArtifact loaded = loadForTest(compileForTest(golden->modelDir, options), 64, device);
+  ASSERT_NE(loaded.executor, nullptr);
+  rt::Executor &executor = *loaded.executor;
+  const int32_t blockSize = executor.limits().blockSize;
+  for (size_t i = 0; i < golden->cases.size(); ++i) {
+    const GoldenCase &gc = golden->cases[i];
+    const int32_t prompt = static_cast<int32_t>(gc.promptIds.size());
+    const std::string where = "case " + std::to_string(i);
+    // Sequence A: blocks 0.., the prompt in chunks, then decode steps.
+    std::vector<int32_t> blocksA = blocksFor(gc.rows, blockSize, 0);
+    for (int32_t begin = 0; begin < prompt; begin += chunk)
+      runAndCheckRows(executor, *golden, gc, blocksA, begin, std::min(prompt, begin + chunk),
+                      where + " chunked prefill");
+    for (int32_t position = prompt; position < gc.rows; ++position)
+      runAndCheckRows(executor, *golden, gc, blocksA, position, position + 1,
+                      where + " decode after chunks");
+    // Sequence B: A's full prompt blocks as its prefix-cache hit, its own blocks after them.
+    const int32_t cachedBlocks = (prompt - 1) / blockSize; // at least one token to compute
+    std::vector<int32_t> blocksB(blocksA.begin(), blocksA.begin() + cachedBlocks);
+    for (int32_t b = cachedBlocks; b * blockSize < gc.rows; ++b)
+      blocksB.push_back(32 + b);
+    runAndCheckRows(executor, *golden, gc, blocksB, cachedBlocks * blockSize, prompt,
+                    where + " prefill after a prefix-cache hit of " +
+                        std::to_string(cachedBlocks * blockSize) + " tokens");
+    for (int32_t position = prompt; position < gc.rows; ++position)
+      runAndCheckRows(executor, *golden, gc, blocksB, position, position + 1,
+                      where + " decode after the prefix-cache hit");
   }
 }
 
@@ -264,8 +348,8 @@ std::vector<int32_t> llama2cStories260KIds() {
 }
 
 void checkTinyStoriesFloat64Greedy(rt::Executor &executor) {
-  Result<std::string> text = readFile(std::string(KILN_ASSETS_DIR) +
-                                      "/expected/tinystories656K_hf_reference_greedy.json");
+  Result<std::string> text =
+      readFile(std::string(KILN_ASSETS_DIR) + "/expected/tinystories656K_hf_reference_greedy.json");
   ASSERT_TRUE(text.isOk()) << text.status().toString();
   nlohmann::json reference = nlohmann::json::parse(*text);
   ASSERT_EQ(reference["cases"].size(), 4u);

@@ -19,6 +19,9 @@ namespace kiln::e2e {
 struct GoldenCase {
   std::vector<int32_t> promptIds;
   std::vector<int32_t> greedyIds;
+  // What transformers' generate() returned, when it differs in kind from the rows (tiny-phi3-
+  // longrope: generate recomputes the cache at the rope switch); else greedyIds.
+  std::vector<int32_t> generateIds;
   std::vector<float> logits; // [rows, vocab]: row r = logits after token r of prompt + greedy
   int32_t rows = 0;
 };
@@ -28,6 +31,10 @@ struct Golden {
   std::string modelDir; // resolved path
   int32_t vocabSize = 0;
   float tolerance = 0;
+  // The rows come from a prefill of the prompt and one-token decode steps (RoPE that depends on
+  // the sequence's length: tests/data/README.md), so one prefill of prompt + greedy ids does not
+  // reproduce them.
+  bool incremental = false;
   std::vector<GoldenCase> cases;
 };
 
@@ -37,6 +44,10 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
 
 // Real checkpoints from ../shared/assets; nullopt when absent.
 std::optional<std::string> assetModelDir(const std::string &relative);
+
+// Compile options for cpu + GPU 0's SM, or nullopt with `why` (no device / no codegen) for the
+// GPU tests to skip with.
+std::optional<compiler::CompileOptions> cudaCompileOptions(std::string &why);
 
 // Compiles `modelDir` into a fresh temporary directory (removed at exit). Fails the test on error.
 std::string compileForTest(const std::string &modelDir, compiler::CompileOptions options = {});
@@ -74,5 +85,13 @@ void checkTinyStoriesFloat64Greedy(rt::Executor &executor);
 // are filled in), run on `device`.
 void checkGoldenLogits(const std::string &name, const std::string &device = "cpu",
                        compiler::CompileOptions options = {});
+
+// Every golden case with its prompt prefilled in chunks of `chunk` tokens, then again with its
+// full prompt blocks taken from the prefix cache (another sequence's blocks, only the rest
+// prefilled), each followed by teacher-forced decode steps: every row within the golden's
+// tolerance. Compiled with `options` (kv block size, ...), run on `device`.
+void checkGoldenChunkedAndCached(const std::string &name, int32_t chunk,
+                                 compiler::CompileOptions options = {},
+                                 const std::string &device = "cpu");
 
 } // namespace kiln::e2e

@@ -18,7 +18,9 @@ const CommandSpec kCompileSpec = {
         {"-o", "OUT.kiln", "artifact directory to write (replaced only when compiling succeeds)"},
         {"--output", "OUT.kiln", "same as -o"},
         {"--max-batch", "N", "max concurrent sequences per step (default 8)"},
-        {"--max-seq-len", "N", "max tokens per sequence (default min(max_position_embeddings, 4096))"},
+        {"--max-seq-len", "N",
+         "max tokens per sequence (default min(max_position_embeddings x the linear, dynamic or yarn "
+         "rope factor, 4096))"},
         {"--max-tokens-per-step", "N", "max tokens in one step (default max(max-batch, 2048))"},
         {"--tp", "N", "tensor-parallel degree (default 1)"},
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
@@ -70,7 +72,9 @@ int runCompile(const CommandArgs &argv) {
   if (!args.isOk())
     return reportError("compile", args.status());
   if (args->helpRequested()) {
-    std::cout << formatHelp(kCompileSpec);
+    std::cout << formatHelp(kCompileSpec)
+              << "\nmodel_type (config.json): " << compiler::supportedModelTypes()
+              << " (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5)\n";
     return 0;
   }
   Result<compiler::CompileOptions> options = optionsFromArgs(*args);

@@ -1,4 +1,4 @@
-// `kiln`: one binary, thin subcommands over the compiler and runtime libraries (DESIGN.md).
+// `kiln`: one binary, thin subcommands over the compiler and runtime libraries (docs/design.md).
 #include "schema/version.h"
 #include "tools/kiln/commands.h"
 

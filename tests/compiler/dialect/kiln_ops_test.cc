@@ -1,7 +1,7 @@
 // Verifier tests: well-formed IR parses and verifies; each shape error is rejected with a
 // message naming the operand and both numbers.
 #include "compiler/dialect/kiln_dialect.h"
-#include "models/builders.h"
+#include "compiler/models/model_family.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -103,14 +103,14 @@ TEST_F(KilnOpsTest, RopeKvWriteChecksFusedQkvWidth) {
   std::string ok = std::string(kInputs) + kRopeInputs + R"(
   %w = kiln.weight "qkv" {sources = ["q", "k", "v"], dtype = f32} : tensor<128x64xf32>
   %qkv = kiln.linear %h, %w : (tensor<?x64xf32>, tensor<128x64xf32>) -> tensor<?x128xf32>
-  %q = kiln.rope_kv_write %qkv, %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x128xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
+  %q = kiln.rope_kv_write (%qkv) %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x128xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
   return %q : tensor<?x64xf32>)";
   EXPECT_EQ(check(ok, "tensor<?x64xf32>"), "");
 
   std::string bad = std::string(kInputs) + kRopeInputs + R"(
   %w = kiln.weight "qkv" {sources = ["q", "k", "v"], dtype = f32} : tensor<96x64xf32>
   %qkv = kiln.linear %h, %w : (tensor<?x64xf32>, tensor<96x64xf32>) -> tensor<?x96xf32>
-  %q = kiln.rope_kv_write %qkv, %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x96xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
+  %q = kiln.rope_kv_write (%qkv) %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x96xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
   return %q : tensor<?x64xf32>)";
   std::string errors = check(bad, "tensor<?x64xf32>");
   EXPECT_NE(errors.find("qkv width 96 must equal (num_heads + 2 * num_kv_heads) * head_dim (128)"),
@@ -124,7 +124,7 @@ TEST_F(KilnOpsTest, RopeKvWriteChecksUnfusedKWidthAndInvFreq) {
   %wk = kiln.weight "k" {sources = ["k"], dtype = f32} : tensor<64x64xf32>
   %q0 = kiln.linear %h, %wq : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
   %k0 = kiln.linear %h, %wk : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
-  %q = kiln.rope_kv_write %q0, %k0, %k0, %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
+  %q = kiln.rope_kv_write (%q0, %k0, %k0) %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x64xf32>, tensor<?x64xf32>, tensor<?x64xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
   return %q : tensor<?x64xf32>)";
   std::string errors = check(bad, "tensor<?x64xf32>");
   EXPECT_NE(errors.find("k width 64 must equal num_kv_heads * head_dim (32)"), std::string::npos)
@@ -133,7 +133,7 @@ TEST_F(KilnOpsTest, RopeKvWriteChecksUnfusedKWidthAndInvFreq) {
   std::string badInvFreq = std::string(kInputs) + kRopeInputs + R"(
   %w = kiln.weight "qkv" {sources = ["q"], dtype = f32} : tensor<128x64xf32>
   %qkv = kiln.linear %h, %w : (tensor<?x64xf32>, tensor<128x64xf32>) -> tensor<?x128xf32>
-  %q = kiln.rope_kv_write %qkv, %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 8} : (tensor<?x128xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
+  %q = kiln.rope_kv_write (%qkv) %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 8} : (tensor<?x128xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
   return %q : tensor<?x64xf32>)";
   errors = check(badInvFreq, "tensor<?x64xf32>");
   EXPECT_NE(errors.find("inv_freq size 8 must equal rotary_dim / 2 (4)"), std::string::npos)
@@ -193,7 +193,7 @@ TEST_F(KilnOpsTest, BuiltLlamaVerifiesAndRowsFlowToLogits) {
   config.numKvHeads = 2;
   config.headDim = 16;
   BuildOptions options{mlir::Float32Type::get(&context_)};
-  auto module = buildLlama(context_, config, options);
+  auto module = llamaFamily().build(context_, config, options);
   ASSERT_TRUE(succeeded(module));
   auto step = (*module)->lookupSymbol<mlir::func::FuncOp>("step");
   ASSERT_TRUE(step);

@@ -33,8 +33,8 @@ class CompileTest : public ::testing::Test {
 protected:
   void SetUp() override {
     outDir_ = fs::path(::testing::TempDir()) /
-              ("kiln_compile_" + std::string(::testing::UnitTest::GetInstance()
-                                                 ->current_test_info()->name()));
+              ("kiln_compile_" +
+               std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
     fs::remove_all(outDir_);
   }
   void TearDown() override { fs::remove_all(outDir_); }
@@ -125,9 +125,9 @@ TEST_F(CompileTest, TinyStoriesCompilesToAVerifiedFusedPlan) {
   // Its tokenizer_config has no chat_template; FlatBuffers omits empty strings.
   EXPECT_EQ(flatbuffers::GetString(plan.model()->chat_template()), "");
   EXPECT_EQ(plan.limits()->max_batch(), 8u);
-  EXPECT_EQ(plan.limits()->max_seq_len(), 512u);        // min(max_position_embeddings, 4096)
+  EXPECT_EQ(plan.limits()->max_seq_len(), 512u); // min(max_position_embeddings, 4096)
   EXPECT_EQ(plan.limits()->max_tokens_per_step(), 2048u);
-  EXPECT_EQ(plan.limits()->max_blocks_per_seq(), 32u);  // 512 / 16
+  EXPECT_EQ(plan.limits()->max_blocks_per_seq(), 32u); // 512 / 16
   EXPECT_EQ(plan.kv_cache()->num_layers(), 2u);
   EXPECT_EQ(plan.kv_cache()->dtype(), schema::DType::F32);
   EXPECT_EQ(plan.activation_dtype(), schema::DType::F32);
@@ -139,9 +139,9 @@ TEST_F(CompileTest, TinyStoriesCompilesToAVerifiedFusedPlan) {
   const schema::Rank &rank = artifact->rank(0);
   std::map<OpParams, int> counts = opCounts(rank);
   EXPECT_EQ(counts[OpParams::EmbeddingParams], 1);
-  EXPECT_EQ(counts[OpParams::RmsNormParams], 1);      // layer 0's input norm only
-  EXPECT_EQ(counts[OpParams::AddRmsNormParams], 4);   // 2 per layer (the last feeds final_norm)
-  EXPECT_EQ(counts[OpParams::LinearParams], 2 * 4 + 1);  // qkv, o, gate_up, down; lm_head
+  EXPECT_EQ(counts[OpParams::RmsNormParams], 1);        // layer 0's input norm only
+  EXPECT_EQ(counts[OpParams::AddRmsNormParams], 4);     // 2 per layer (the last feeds final_norm)
+  EXPECT_EQ(counts[OpParams::LinearParams], 2 * 4 + 1); // qkv, o, gate_up, down; lm_head
   EXPECT_EQ(counts[OpParams::RopeKvWriteParams], 2);
   EXPECT_EQ(counts[OpParams::AttentionParams], 2);
   EXPECT_EQ(counts[OpParams::SiluMulParams], 2);
@@ -155,7 +155,7 @@ TEST_F(CompileTest, TinyStoriesCompilesToAVerifiedFusedPlan) {
             (std::vector<uint64_t>{768, 128}));
   EXPECT_EQ(shapeOf(findWeight(rank, "embed.weight")), (std::vector<uint64_t>{2048, 128}));
   EXPECT_EQ(shapeOf(findWeight(rank, "rope.inv_freq")), (std::vector<uint64_t>{8}));
-  EXPECT_EQ(findWeight(rank, "lm_head.weight"), nullptr);  // tied: one stored tensor
+  EXPECT_EQ(findWeight(rank, "lm_head.weight"), nullptr); // tied: one stored tensor
   EXPECT_EQ(findWeight(rank, "layers.0.attn.q.weight"), nullptr);
   EXPECT_EQ(storedF32(*artifact, "layers.0.attn.qkv.weight"),
             checkpointRows(model, {"model.layers.0.self_attn.q_proj.weight",
@@ -222,7 +222,7 @@ TEST_F(CompileTest, StoresWeightsInTheRequestedDtype) {
   auto artifact = load();
   ASSERT_TRUE(artifact);
   const schema::Rank &rank = artifact->rank(0);
-  EXPECT_EQ(artifact->plan().limits()->max_tokens_per_step(), 256u);  // min(2048, 4 * 64)
+  EXPECT_EQ(artifact->plan().limits()->max_tokens_per_step(), 256u); // min(2048, 4 * 64)
   // head_dim 32 with 4 / 1 heads: qkv rows (4 + 2) * 32.
   const schema::WeightEntry *qkv = findWeight(rank, "layers.0.attn.qkv.weight");
   ASSERT_NE(qkv, nullptr);
@@ -231,9 +231,9 @@ TEST_F(CompileTest, StoresWeightsInTheRequestedDtype) {
   EXPECT_EQ(findWeight(rank, "final_norm.weight")->dtype(), schema::DType::F32);
   EXPECT_EQ(findWeight(rank, "rope.inv_freq")->dtype(), schema::DType::F32);
   // F16 checkpoint -> bf16: each element is round-to-nearest-even of the exact fp32 value.
-  std::vector<float> expected = checkpointRows(
-      model, {"model.layers.0.self_attn.q_proj.weight", "model.layers.0.self_attn.k_proj.weight",
-              "model.layers.0.self_attn.v_proj.weight"});
+  std::vector<float> expected = checkpointRows(model, {"model.layers.0.self_attn.q_proj.weight",
+                                                       "model.layers.0.self_attn.k_proj.weight",
+                                                       "model.layers.0.self_attn.v_proj.weight"});
   for (uint32_t i = 0; i < rank.weights()->size(); ++i) {
     if (rank.weights()->Get(i) != qkv)
       continue;
@@ -320,9 +320,9 @@ TEST_F(CompileTest, TiedBf16FixtureCompilesWithOneTable) {
   ASSERT_TRUE(artifact);
   const schema::Rank &rank = artifact->rank(0);
   EXPECT_EQ(findWeight(rank, "lm_head.weight"), nullptr);
-  EXPECT_EQ(findWeight(rank, "embed.weight")->dtype(), schema::DType::F32);  // --dtype fp32
+  EXPECT_EQ(findWeight(rank, "embed.weight")->dtype(), schema::DType::F32); // --dtype fp32
   EXPECT_EQ(opCounts(rank)[OpParams::AttentionParams], 3);
-  ASSERT_EQ(artifact->plan().model()->eos_token_ids()->size(), 2u);  // config 2 + generation [2, 7]
+  ASSERT_EQ(artifact->plan().model()->eos_token_ids()->size(), 2u); // config 2 + generation [2, 7]
   EXPECT_EQ(artifact->plan().model()->eos_token_ids()->Get(1), 7);
 }
 
@@ -353,13 +353,18 @@ TEST_F(CompileTest, BadOptionsGiveTheDocumentedErrors) {
       {[](CompileOptions &o) { o.tp = 3; },
        "--tp 3 does not divide config.json num_attention_heads (4)"},
 #ifdef KILN_HAVE_CODEGEN
-      {[](CompileOptions &o) { o.targets = {"cpu", "sm_12"}; }, "--target 'sm_12'"},
+      {[](CompileOptions &o) {
+         o.targets = {"cpu", "sm_12"};
+       },
+       "--target 'sm_12'"},
 #else
-      {[](CompileOptions &o) { o.targets = {"cpu", "sm_90a"}; },
+      {[](CompileOptions &o) {
+         o.targets = {"cpu", "sm_90a"};
+       },
        "target sm_90a: the CUDA code generator is not built into this kiln yet"},
 #endif
       {[](CompileOptions &o) { o.maxSeqLen = 512; },
-       "--max-seq-len 512 exceeds the model's max_position_embeddings (256)"},
+       "--max-seq-len 512 exceeds the model's positions: max_position_embeddings (256)"},
       {[](CompileOptions &o) { o.kvBlockSize = 24; },
        "--kv-block-size must be a power of two in [1, 256], got 24"},
       {[](CompileOptions &o) { o.kvBlockSize = 512; },

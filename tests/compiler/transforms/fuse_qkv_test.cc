@@ -27,8 +27,9 @@ TEST(FuseQkvTest, FusesEachLayersProjectionsInQkvOrder) {
     ASSERT_TRUE(weight);
     std::string hf = "model.layers." + std::to_string(layer) + ".self_attn.";
     EXPECT_EQ(weight.getName(), "layers." + std::to_string(layer) + ".attn.qkv.weight");
-    EXPECT_EQ(sourcesOf(weight), (std::vector<std::string>{hf + "q_proj.weight", hf + "k_proj.weight",
-                                                           hf + "v_proj.weight"}));
+    EXPECT_EQ(sourcesOf(weight),
+              (std::vector<std::string>{hf + "q_proj.weight", hf + "k_proj.weight",
+                                        hf + "v_proj.weight"}));
     // (4 + 2 * 2) heads of 16 rows each.
     EXPECT_EQ(shapeOf(weight.getResult()), (std::vector<int64_t>{128, 64}));
     EXPECT_FALSE(linear.getBias());
@@ -43,7 +44,7 @@ TEST(FuseQkvTest, FusesEachLayersProjectionsInQkvOrder) {
 TEST(FuseQkvTest, FusesBiasesAndKeepsTheStoredDtype) {
   mlir::MLIRContext context;
   HfModelConfig config = smallLlamaConfig();
-  config.attentionBias = true;
+  config.qkvBias = config.oBias = true; // Llama's attention_bias
   auto module = buildSmallLlama(context, config, mlir::BFloat16Type::get(&context));
   ASSERT_EQ(runPasses(*module, createFuseQkvPass()), "");
   int fused = 0;
@@ -52,8 +53,9 @@ TEST(FuseQkvTest, FusesBiasesAndKeepsTheStoredDtype) {
     ASSERT_TRUE(linear && linear.getBias());
     auto bias = linear.getBias().getDefiningOp<WeightOp>();
     EXPECT_EQ(shapeOf(bias.getResult()), (std::vector<int64_t>{128}));
-    EXPECT_TRUE(bias.getDtype().isF32());  // biases are read as fp32
-    EXPECT_EQ(sourcesOf(bias)[2], "model.layers." + std::to_string(fused) + ".self_attn.v_proj.bias");
+    EXPECT_TRUE(bias.getDtype().isF32()); // biases are read as fp32
+    EXPECT_EQ(sourcesOf(bias)[2],
+              "model.layers." + std::to_string(fused) + ".self_attn.v_proj.bias");
     EXPECT_TRUE(linear.getW().getDefiningOp<WeightOp>().getDtype().isBF16());
     ++fused;
   });
@@ -78,7 +80,7 @@ func.func @step() -> tensor<?x64xf32> {
   %q = kiln.linear %h2, %wq : (tensor<?x64xf32>, tensor<64x64xf32>) -> tensor<?x64xf32>
   %k = kiln.linear %h, %wk : (tensor<?x64xf32>, tensor<32x64xf32>) -> tensor<?x32xf32>
   %v = kiln.linear %h, %wv : (tensor<?x64xf32>, tensor<32x64xf32>) -> tensor<?x32xf32>
-  %r = kiln.rope_kv_write %q, %k, %v, %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
+  %r = kiln.rope_kv_write (%q, %k, %v) %pos, %slots, %inv {layer = 0, num_heads = 4, num_kv_heads = 2, head_dim = 16, rotary_dim = 16} : (tensor<?x64xf32>, tensor<?x32xf32>, tensor<?x32xf32>, tensor<?xi32>, tensor<?xi32>, tensor<8xf32>) -> tensor<?x64xf32>
   return %r : tensor<?x64xf32>
 })");
   ASSERT_TRUE(module);
@@ -92,10 +94,10 @@ TEST(FuseQkvTest, IsRegisteredAsATextualPipeline) {
   mlir::MLIRContext context;
   auto module = buildSmallLlama(context, smallLlamaConfig());
   auto pm = mlir::PassManager::on<mlir::ModuleOp>(&context);
-  ASSERT_TRUE(succeeded(mlir::parsePassPipeline(
-      "kiln-fuse-qkv,kiln-fuse-gate-up,kiln-fuse-add-rmsnorm,"
-      "kiln-plan-memory{max-tokens-per-step=32}",
-      pm)));
+  ASSERT_TRUE(
+      succeeded(mlir::parsePassPipeline("kiln-fuse-qkv,kiln-fuse-gate-up,kiln-fuse-add-rmsnorm,"
+                                        "kiln-plan-memory{max-tokens-per-step=32}",
+                                        pm)));
   ASSERT_TRUE(succeeded(pm.run(*module)));
   EXPECT_EQ(countOps<LinearOp>(*module), 2 * 4 + 1);
   auto step = module->lookupSymbol<mlir::func::FuncOp>("step");

@@ -146,7 +146,7 @@ TEST(ShardTensorParallelTest, BiasOfARowParallelLinearIsAddedByRankZeroOnly) {
   for (int64_t rank : {0, 1}) {
     mlir::MLIRContext context;
     HfModelConfig config = smallLlamaConfig();
-    config.attentionBias = true;
+    config.qkvBias = config.oBias = true; // Llama's attention_bias
     auto module = buildSmallLlama(context, config);
     ASSERT_EQ(runPasses(*module, createShardTensorParallelPass(rank, 2)), "");
     auto weights = weightsByName(*module);

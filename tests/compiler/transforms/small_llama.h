@@ -3,8 +3,8 @@
 #pragma once
 
 #include "compiler/dialect/kiln_dialect.h"
+#include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
-#include "models/builders.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -34,7 +34,7 @@ inline mlir::OwningOpRef<mlir::ModuleOp> buildSmallLlama(mlir::MLIRContext &cont
                                                          const HfModelConfig &config,
                                                          mlir::Type weightType = {}) {
   BuildOptions options{weightType ? weightType : mlir::Float32Type::get(&context)};
-  auto module = buildLlama(context, config, options);
+  auto module = llamaFamily().build(context, config, options);
   EXPECT_TRUE(succeeded(module));
   return succeeded(module) ? std::move(*module) : mlir::OwningOpRef<mlir::ModuleOp>();
 }

@@ -189,6 +189,61 @@ TEST(SchedulerTest, PrefixHitStartsASequenceFurtherAlong) {
   EXPECT_EQ(h.kv->blockTable(2)[1], h.kv->blockTable(1)[1]);
 }
 
+// RoPE that follows the sequence's length past 12 tokens (RunnerLimits::ropeSwitchLength): only
+// sequences of at most 12 tokens take or give prefix-cache blocks; a longer one computes its whole
+// prompt itself and publishes none of its blocks (their keys rotate by its length).
+TEST(SchedulerTest, SequencesPastTheRopeSwitchNeitherTakeNorGivePrefixBlocks) {
+  SchedulerConfig config{4, 64, 64, true, /*ropeSwitchLength=*/12};
+  Harness h(config, 32, 4);
+  ASSERT_TRUE(h.sched->addSequence(1, iota(10), 0).isOk()); // L 10: its 2 full blocks cached
+  h.step();
+  Ids longer = iota(8);
+  for (int32_t i = 0; i < 8; ++i)
+    longer.push_back(100 + i); // L 16: past the switch
+  ASSERT_TRUE(h.sched->addSequence(2, longer, 1).isOk());
+  Ids shorter = iota(8);
+  shorter.push_back(99); // L 9: may reuse sequence 1's two blocks
+  ASSERT_TRUE(h.sched->addSequence(3, shorter, 2).isOk());
+  SchedulerOutput out = h.step();
+  ASSERT_EQ(tokensPerSeq(out), (std::vector<std::pair<SeqId, int32_t>>{{1, 1}, {2, 16}, {3, 1}}));
+  EXPECT_EQ(out.chunks[1].startPosition, 0);
+  EXPECT_EQ(out.chunks[2].startPosition, 8);
+  EXPECT_EQ(out.numCachedTokens, 8);
+  EXPECT_NE(h.kv->blockTable(2)[0], h.kv->blockTable(1)[0]);
+  EXPECT_EQ(h.kv->blockTable(3)[0], h.kv->blockTable(1)[0]);
+  // Sequence 2's blocks were written past the switch: a copy of its prompt finds nothing.
+  ASSERT_TRUE(h.sched->addSequence(4, longer, 3).isOk());
+  out = h.step();
+  EXPECT_EQ(out.chunks.back().id, 4);
+  EXPECT_EQ(out.chunks.back().startPosition, 0);
+}
+
+// longrope (RunnerLimits::recomputeAtRopeSwitch): a sequence whose keys were written for at most
+// 12 tokens recomputes all of them once it grows to 13, then decodes on; one that starts past 12
+// never restarts.
+TEST(SchedulerTest, CrossingTheRopeSwitchRecomputesTheSequenceOnce) {
+  SchedulerConfig config{4,
+                         64,
+                         64,
+                         true,
+                         /*ropeSwitchLength=*/12,
+                         /*recomputeAtRopeSwitch=*/true};
+  Harness h(config, 32, 4);
+  ASSERT_TRUE(h.sched->addSequence(1, iota(11), 0).isOk());      // prefill 11, then decode
+  ASSERT_TRUE(h.sched->addSequence(2, iota(20, 100), 1).isOk()); // past the switch from the start
+  EXPECT_EQ(tokensPerSeq(h.step()), (std::vector<std::pair<SeqId, int32_t>>{{1, 11}, {2, 20}}));
+  // Sequence 1 has 12 tokens: position 11 decodes at length 12, still short.
+  EXPECT_EQ(tokensPerSeq(h.step()), (std::vector<std::pair<SeqId, int32_t>>{{1, 1}, {2, 1}}));
+  // 13 tokens: every key again, from position 0, in one chunk; sequence 2 decodes on.
+  SchedulerOutput crossing = h.step();
+  ASSERT_EQ(tokensPerSeq(crossing), (std::vector<std::pair<SeqId, int32_t>>{{1, 13}, {2, 1}}));
+  EXPECT_EQ(crossing.chunks[0].startPosition, 0);
+  EXPECT_TRUE(crossing.chunks[0].wantsLogits);
+  EXPECT_TRUE(crossing.preempted.empty());
+  EXPECT_EQ(tokensPerSeq(h.step()), (std::vector<std::pair<SeqId, int32_t>>{{1, 1}, {2, 1}}));
+  EXPECT_EQ(h.sched->find(1)->numComputed, 14);
+}
+
 TEST(SchedulerTest, ForkedSampleSharesFullPromptBlocksAndRecomputesTheTail) {
   Harness h({4, 64, 64, true}, 16, 4, /*prefix=*/false);
   ASSERT_TRUE(h.sched->addSequence(1, iota(10), 0).isOk());

@@ -12,7 +12,7 @@ need=$1
 script=$2
 shift 2
 repo=$(cd "$(dirname "$0")/../../.." && pwd)
-# pyenv's shims may come first on PATH (TOOLCHAIN.md): prefer Debian's python3.
+# pyenv's shims may come first on PATH (docs/toolchain.md): prefer Debian's python3.
 system=/usr/bin/python3
 [ -x "$system" ] || system=$(command -v python3 || true)
 

@@ -1,0 +1,243 @@
+#include "compiler/models/decoder.h"
+
+#include "compiler/dialect/source_slice.h"
+#include "compiler/emit/activation_dtype.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Verifier.h"
+
+#include <cmath>
+
+namespace kiln::compiler {
+
+using mlir::Value;
+
+DecoderGraph::DecoderGraph(mlir::MLIRContext &context, const HfModelConfig &config,
+                           const BuildOptions &options, DecoderLayout layout)
+    : context_(context), config_(config), options_(options), layout_(std::move(layout)),
+      b_(&context) {}
+
+mlir::LogicalResult DecoderGraph::checkConfig() {
+  auto fail = [&](const std::string &message) {
+    mlir::emitError(mlir::UnknownLoc::get(&context_)) << "config.json: " << message;
+    return mlir::failure();
+  };
+  const HfModelConfig &c = config_;
+  if (c.vocabSize <= 0 || c.hiddenSize <= 0 || c.intermediateSize <= 0 || c.numLayers <= 0 ||
+      c.numHeads <= 0 || c.numKvHeads <= 0 || c.headDim <= 0)
+    return fail("vocab_size, hidden_size, intermediate_size, num_hidden_layers, "
+                "num_attention_heads, num_key_value_heads and head_dim must be positive");
+  if (c.numHeads % c.numKvHeads != 0)
+    return fail("num_attention_heads (" + std::to_string(c.numHeads) +
+                ") must be a multiple of num_key_value_heads (" + std::to_string(c.numKvHeads) +
+                ")");
+  if (c.headDim % 2 != 0)
+    return fail("head_dim (" + std::to_string(c.headDim) + ") must be even for rotary embeddings");
+  if (rotaryDim() <= 0 || rotaryDim() % 2 != 0 || rotaryDim() > c.headDim)
+    return fail("the rotary dimension (head_dim x partial_rotary_factor = " +
+                std::to_string(rotaryDim()) + ") must be even and in [2, head_dim]");
+  if (!(c.rmsNormEps > 0.0))
+    return fail("rms_norm_eps must be positive");
+  if (!c.slidingWindows.empty() && static_cast<int64_t>(c.slidingWindows.size()) != c.numLayers)
+    return fail("sliding windows are given for " + std::to_string(c.slidingWindows.size()) +
+                " layers but num_hidden_layers is " + std::to_string(c.numLayers));
+  return mlir::success();
+}
+
+int64_t DecoderGraph::rotaryDim() const {
+  return config_.rotaryDim > 0 ? config_.rotaryDim : config_.headDim;
+}
+
+mlir::RankedTensorType DecoderGraph::activation(int64_t width) {
+  return mlir::RankedTensorType::get({mlir::ShapedType::kDynamic, width}, b_.getF32Type());
+}
+
+Value DecoderGraph::weight(const std::string &name, const std::string &source,
+                           llvm::ArrayRef<int64_t> shape, mlir::Type dtype) {
+  auto type = mlir::RankedTensorType::get(shape, b_.getF32Type());
+  return b_.create<WeightOp>(loc(name), type, b_.getStringAttr(name), b_.getStrArrayAttr({source}),
+                             mlir::TypeAttr::get(dtype));
+}
+
+Value DecoderGraph::stepInput(StepInputKind kind) {
+  int64_t rank = kind == StepInputKind::BlockTables ? 2 : 1;
+  llvm::SmallVector<int64_t> shape(rank, mlir::ShapedType::kDynamic);
+  auto type = mlir::RankedTensorType::get(shape, b_.getI32Type());
+  std::string name = "step." + stringifyStepInputKind(kind).str();
+  return b_.create<StepInputOp>(loc(name), type, kind);
+}
+
+void DecoderGraph::defineStepInputs() {
+  tokenIds_ = stepInput(StepInputKind::TokenIds);
+  positions_ = stepInput(StepInputKind::Positions);
+  slotMapping_ = stepInput(StepInputKind::SlotMapping);
+  queryStartLoc_ = stepInput(StepInputKind::QueryStartLoc);
+  contextLens_ = stepInput(StepInputKind::ContextLens);
+  blockTables_ = stepInput(StepInputKind::BlockTables);
+  logitsIndices_ = stepInput(StepInputKind::LogitsIndices);
+}
+
+// RoPE inverse frequencies, computed exactly as transformers does, stored as a constant: one
+// table, or for longrope the short then the long one (rope_kv_write picks per sequence).
+Value DecoderGraph::ropeFrequencies() {
+  std::vector<float> invFreq = rope_.invFreq;
+  invFreq.insert(invFreq.end(), rope_.longInvFreq.begin(), rope_.longInvFreq.end());
+  auto type = mlir::RankedTensorType::get({static_cast<int64_t>(invFreq.size())}, b_.getF32Type());
+  return b_.create<ConstantOp>(loc("rope.inv_freq"), type, b_.getStringAttr("rope.inv_freq"),
+                               mlir::DenseElementsAttr::get(type, llvm::ArrayRef<float>(invFreq)));
+}
+
+std::string DecoderGraph::layerName(int64_t layer) const {
+  return layout_.layerPrefix + std::to_string(layer);
+}
+
+std::string DecoderGraph::partSource(int64_t layer, const std::string &block,
+                                     const std::string &part, const std::string &fused,
+                                     int64_t begin, int64_t rows, const std::string &suffix) const {
+  const std::string prefix = layerName(layer) + "." + block + ".";
+  if (fused.empty())
+    return prefix + part + suffix;
+  SourceSlice slice;
+  slice.tensor = prefix + fused + suffix;
+  slice.rowBegin = begin;
+  slice.rowEnd = begin + rows;
+  return formatSourceSlice(slice);
+}
+
+// `name` is the kiln prefix ("layers.0.attn.q"); weights are `name`.weight / `name`.bias.
+Value DecoderGraph::linear(const std::string &name, const std::string &source, Value x, int64_t out,
+                           const std::string &biasSource) {
+  int64_t in = mlir::cast<mlir::RankedTensorType>(x.getType()).getDimSize(1);
+  Value w = weight(name + ".weight", source, {out, in}, options_.weightType);
+  Value b =
+      biasSource.empty() ? Value() : weight(name + ".bias", biasSource, {out}, b_.getF32Type());
+  return b_.create<LinearOp>(loc(name), activation(out), x, w, b);
+}
+
+Value DecoderGraph::rmsNorm(const std::string &name, const std::string &source, Value x) {
+  int64_t width = mlir::cast<mlir::RankedTensorType>(x.getType()).getDimSize(1);
+  Value w = weight(name + ".weight", source, {width}, b_.getF32Type());
+  return b_.create<RmsNormOp>(loc(name), x.getType(), x, w,
+                              b_.getF32FloatAttr(static_cast<float>(config_.rmsNormEps)));
+}
+
+Value DecoderGraph::attentionBlock(int64_t layer, Value normed) {
+  const HfModelConfig &c = config_;
+  const std::string name = "layers." + std::to_string(layer) + ".attn";
+  const int64_t qRows = c.numHeads * c.headDim, kvRows = c.numKvHeads * c.headDim;
+  const std::string fused = layout_.fusedQkv ? "qkv_proj" : "";
+  auto part = [&](const char *proj, int64_t begin, int64_t rows, bool bias) {
+    std::string w = partSource(layer, "self_attn", proj, fused, begin, rows, ".weight");
+    std::string b = bias ? partSource(layer, "self_attn", proj, fused, begin, rows, ".bias") : "";
+    return std::make_pair(w, b);
+  };
+  auto [qw, qb] = part("q_proj", 0, qRows, c.qkvBias);
+  auto [kw, kb] = part("k_proj", qRows, kvRows, c.qkvBias);
+  auto [vw, vb] = part("v_proj", qRows + kvRows, kvRows, c.qkvBias);
+  Value q = linear(name + ".q", qw, normed, qRows, qb);
+  Value k = linear(name + ".k", kw, normed, kvRows, kb);
+  Value v = linear(name + ".v", vw, normed, kvRows, vb);
+  Value qNorm, kNorm;
+  if (c.qkNorm) {
+    const std::string prefix = layerName(layer) + ".self_attn.";
+    qNorm = weight(name + ".q_norm.weight", prefix + "q_norm.weight", {c.headDim}, b_.getF32Type());
+    kNorm = weight(name + ".k_norm.weight", prefix + "k_norm.weight", {c.headDim}, b_.getF32Type());
+  }
+  mlir::Type qType = activation(qRows);
+  auto i64 = [&](int64_t v) { return b_.getI64IntegerAttr(v); };
+  auto f32 = [&](double v) { return b_.getF32FloatAttr(static_cast<float>(v)); };
+  // Frequencies that follow the sequence's length need to know which sequence a token is in.
+  const bool byLength = rope_.mode != RopeMode::kStatic;
+  Value rotated = b_.create<RopeKvWriteOp>(
+      loc(name + ".rope_kv_write"), qType, mlir::ValueRange{q, k, v}, positions_, slotMapping_,
+      invFreq_, byLength ? queryStartLoc_ : Value(), byLength ? sequenceLengths_ : Value(), qNorm,
+      kNorm, i64(layer), i64(c.numHeads), i64(c.numKvHeads), i64(c.headDim), i64(rotaryDim()),
+      i64(static_cast<int64_t>(rope_.mode)), i64(rope_.originalMaxPositions), f32(rope_.ropeTheta),
+      b_.getF64FloatAttr(rope_.dynamicFactor), f32(rope_.attentionScaling),
+      f32(c.qkNorm ? c.rmsNormEps : 0));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+  const int64_t window = c.slidingWindows.empty() ? 0 : c.slidingWindows[layer];
+  Value attended = b_.create<AttentionOp>(
+      loc("layers." + std::to_string(layer) + ".attention"), qType, rotated, positions_,
+      queryStartLoc_, contextLens_, blockTables_, i64(layer), i64(c.numHeads), i64(c.numKvHeads),
+      i64(c.headDim), f32(scale), i64(window));
+  const std::string prefix = layerName(layer) + ".self_attn.o_proj";
+  return linear(name + ".o", prefix + ".weight", attended, c.hiddenSize,
+                c.oBias ? prefix + ".bias" : "");
+}
+
+Value DecoderGraph::gatedMlp(int64_t layer, Value normed) {
+  const HfModelConfig &c = config_;
+  const std::string name = "layers." + std::to_string(layer) + ".mlp";
+  const int64_t rows = c.intermediateSize;
+  const std::string fused = layout_.fusedGateUp ? "gate_up_proj" : "";
+  auto source = [&](const char *proj, int64_t begin, const char *suffix) {
+    return partSource(layer, "mlp", proj, fused, begin, rows, suffix);
+  };
+  Value gate = linear(name + ".gate", source("gate_proj", 0, ".weight"), normed, rows,
+                      c.mlpBias ? source("gate_proj", 0, ".bias") : "");
+  Value up = linear(name + ".up", source("up_proj", rows, ".weight"), normed, rows,
+                    c.mlpBias ? source("up_proj", rows, ".bias") : "");
+  Value activated = b_.create<SiluOp>(loc(name + ".silu"), gate.getType(), gate);
+  Value product = b_.create<MulOp>(loc(name + ".mul"), gate.getType(), activated, up);
+  const std::string down = layerName(layer) + ".mlp.down_proj";
+  return linear(name + ".down", down + ".weight", product, c.hiddenSize,
+                c.mlpBias ? down + ".bias" : "");
+}
+
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
+  if (failed(checkConfig()))
+    return mlir::failure();
+  const HfModelConfig &c = config_;
+  mlir::OwningOpRef<mlir::ModuleOp> module = mlir::ModuleOp::create(loc("model"));
+  module->getOperation()->setAttr("kiln.model_type", b_.getStringAttr(c.modelType));
+  // --dtype stores the activations (and so the KV cache) in the weights' type: one compute dtype
+  // for the whole step, as transformers runs a model loaded with that torch_dtype.
+  module->getOperation()->setAttr(kActivationDtypeAttr, mlir::TypeAttr::get(options_.weightType));
+  b_.setInsertionPointToEnd(module->getBody());
+  auto funcType = b_.getFunctionType({}, {activation(c.vocabSize)});
+  auto func = b_.create<mlir::func::FuncOp>(loc("step"), "step", funcType);
+  b_.setInsertionPointToStart(func.addEntryBlock());
+  rope_ = ropeTables(config_);
+  defineStepInputs();
+  if (rope_.mode != RopeMode::kStatic)
+    sequenceLengths_ = stepInput(StepInputKind::SequenceLengths);
+  invFreq_ = ropeFrequencies();
+
+  // Tied checkpoints may store only one of the two names; the safetensors loader resolves the
+  // alias, and the emitter falls back to lm_head.weight when only that one is stored.
+  Value table =
+      weight("embed.weight", layout_.embedTokens, {c.vocabSize, c.hiddenSize}, options_.weightType);
+  Value hidden = b_.create<EmbeddingOp>(loc("embed"), activation(c.hiddenSize), tokenIds_, table);
+  for (int64_t layer = 0; layer < c.numLayers; ++layer) {
+    const std::string prefix = "layers." + std::to_string(layer);
+    const std::string hf = layerName(layer);
+    Value normed = rmsNorm(prefix + ".attn_norm", hf + ".input_layernorm.weight", hidden);
+    hidden = b_.create<AddOp>(loc(prefix + ".attn_residual"), hidden.getType(), hidden,
+                              attentionBlock(layer, normed));
+    normed = rmsNorm(prefix + ".mlp_norm", hf + ".post_attention_layernorm.weight", hidden);
+    hidden = b_.create<AddOp>(loc(prefix + ".mlp_residual"), hidden.getType(), hidden,
+                              gatedMlp(layer, normed));
+  }
+  Value normed = rmsNorm("final_norm", layout_.finalNorm, hidden);
+  Value rows =
+      b_.create<GatherRowsOp>(loc("logits_rows"), normed.getType(), normed, logitsIndices_);
+  Value head = c.tieWordEmbeddings ? table
+                                   : weight("lm_head.weight", layout_.lmHead,
+                                            {c.vocabSize, c.hiddenSize}, options_.weightType);
+  Value logits = b_.create<LinearOp>(loc("lm_head"), activation(c.vocabSize), rows, head, Value());
+  b_.create<mlir::func::ReturnOp>(loc("return"), logits);
+  if (failed(mlir::verify(*module)))
+    return mlir::failure();
+  return module;
+}
+
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildDecoder(mlir::MLIRContext &context,
+                                                                const HfModelConfig &config,
+                                                                const BuildOptions &options,
+                                                                const DecoderLayout &layout) {
+  loadKilnDialects(context);
+  return DecoderGraph(context, config, options, layout).build();
+}
+
+} // namespace kiln::compiler

@@ -1,0 +1,72 @@
+#include "compiler/models/family_config.h"
+
+namespace kiln::compiler {
+namespace {
+
+Status readWindow(const ConfigFields &fields, int64_t &window) {
+  window = 0;
+  if (!fields.has("sliding_window"))
+    return okStatus();
+  return fields.readPositiveInt("sliding_window", window);
+}
+
+} // namespace
+
+Status readSlidingWindowAllLayers(const ConfigFields &fields, HfModelConfig &config) {
+  int64_t window = 0;
+  KILN_RETURN_IF_ERROR(readWindow(fields, window));
+  config.slidingWindows.assign(window > 0 ? config.numLayers : 0, window);
+  return okStatus();
+}
+
+Status readQwenLayerWindows(const ConfigFields &fields, HfModelConfig &config) {
+  bool useSlidingWindow = false;
+  KILN_RETURN_IF_ERROR(fields.readBool("use_sliding_window", useSlidingWindow));
+  int64_t window = 4096; // transformers' default when use_sliding_window is set without one
+  if (useSlidingWindow && fields.has("sliding_window"))
+    KILN_RETURN_IF_ERROR(readWindow(fields, window));
+  if (!useSlidingWindow)
+    window = 0;
+  config.slidingWindows.clear();
+  if (fields.has("layer_types")) {
+    std::vector<std::string> types;
+    KILN_RETURN_IF_ERROR(fields.readStrings("layer_types", types));
+    if (static_cast<int64_t>(types.size()) != config.numLayers)
+      return fields.error("layer_types", "lists " + std::to_string(types.size()) +
+                                             " attention kinds for num_hidden_layers " +
+                                             std::to_string(config.numLayers));
+    bool anySliding = false;
+    for (const std::string &type : types) {
+      if (type != "full_attention" && type != "sliding_attention")
+        return fields.error("layer_types", "holds '" + type +
+                                               "'; kiln supports full_attention and "
+                                               "sliding_attention");
+      anySliding = anySliding || type == "sliding_attention";
+    }
+    // transformers drops sliding_window unless use_sliding_window is set: then a
+    // "sliding_attention" layer attends fully too.
+    if (!anySliding || window == 0)
+      return okStatus();
+    for (const std::string &type : types)
+      config.slidingWindows.push_back(type == "sliding_attention" ? window : 0);
+    return okStatus();
+  }
+  if (window == 0)
+    return okStatus();
+  int64_t fullLayers = 28; // transformers' default max_window_layers
+  KILN_RETURN_IF_ERROR(fields.readInt("max_window_layers", fullLayers));
+  for (int64_t i = 0; i < config.numLayers; ++i)
+    config.slidingWindows.push_back(i >= fullLayers ? window : 0);
+  return okStatus();
+}
+
+Status requireSiluActivation(const ConfigFields &fields) {
+  std::string act = "silu";
+  KILN_RETURN_IF_ERROR(fields.readString("hidden_act", act));
+  if (act != "silu")
+    return unimplemented(fields.source() + ": field 'hidden_act' is '" + act +
+                         "'; this family supports hidden_act: silu");
+  return okStatus();
+}
+
+} // namespace kiln::compiler

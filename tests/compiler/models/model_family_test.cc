@@ -1,0 +1,211 @@
+// The family registry (compiler/models/model_family.h): model_type picks the family, the
+// architecture must be one it builds, and each family reads its own config keys (windows, biases,
+// q/k norms), refusing what it cannot compile with the field named.
+#include "compiler/models/model_family.h"
+
+#include "runtime/base/file.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace kiln::compiler {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kAssets = KILN_ASSETS_DIR;
+
+Json configOf(const std::string &modelType, const std::string &architecture, int layers = 3) {
+  return {{"architectures", {architecture}},
+          {"model_type", modelType},
+          {"vocab_size", 512},
+          {"hidden_size", 64},
+          {"intermediate_size", 128},
+          {"num_hidden_layers", layers},
+          {"num_attention_heads", 4},
+          {"num_key_value_heads", 2},
+          {"max_position_embeddings", 256}};
+}
+
+struct Resolved {
+  Result<const ModelFamily *> family = internalError("unset");
+  HfModelConfig config;
+};
+
+Resolved resolve(const Json &json) {
+  Resolved out;
+  auto config = parseHfModelConfig(json.dump(), "", "m/config.json");
+  EXPECT_TRUE(config.isOk()) << config.status().toString();
+  if (!config.isOk())
+    return out;
+  out.config = *config;
+  auto fields = ConfigFields::parse(json.dump(), "m/config.json");
+  EXPECT_TRUE(fields.isOk()) << fields.status().toString();
+  out.family = resolveModelFamily(*fields, out.config);
+  return out;
+}
+
+std::string errorOf(const Json &json) {
+  Resolved r = resolve(json);
+  EXPECT_FALSE(r.family.isOk()) << json.dump();
+  return r.family.isOk() ? "" : r.family.status().message();
+}
+
+TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
+  EXPECT_EQ(supportedModelTypes(), "llama, mistral, qwen2, qwen3, phi3");
+  for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
+                                    {"mistral", "MistralForCausalLM"},
+                                    {"qwen2", "Qwen2ForCausalLM"},
+                                    {"qwen3", "Qwen3ForCausalLM"},
+                                    {"phi3", "Phi3ForCausalLM"}}) {
+    Resolved r = resolve(configOf(type, architecture));
+    ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+    EXPECT_EQ(std::string((*r.family)->name), type);
+  }
+}
+
+TEST(ModelFamilyTest, UnknownModelTypeListsTheSupportedOnes) {
+  std::string message = errorOf(configOf("gpt_neox", "GPTNeoXForCausalLM"));
+  EXPECT_NE(message.find("m/config.json: field 'model_type' is 'gpt_neox'; kiln compiles "
+                         "model_type: llama, mistral, qwen2, qwen3, phi3"),
+            std::string::npos)
+      << message;
+}
+
+TEST(ModelFamilyTest, RealGpt2ConfigIsRefusedNamingItsModelType) {
+  if (!fileExists(kAssets + "/configs/gpt2-gptq.config.json"))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto text = readFile(kAssets + "/configs/gpt2-gptq.config.json");
+  ASSERT_TRUE(text.isOk());
+  Json json = Json::parse(*text);
+  json.erase("quantization_config"); // refused by the import layer first otherwise
+  json["intermediate_size"] = 3072;  // GPT-2 calls it n_inner (null); the import layer needs it
+  json["vocab_size"] = 50257;
+  json["hidden_size"] = 768;
+  json["num_hidden_layers"] = 12;
+  json["num_attention_heads"] = 12;
+  std::string message = errorOf(json);
+  EXPECT_NE(message.find("field 'model_type' is 'gpt2'"), std::string::npos) << message;
+}
+
+// A classification head is not a causal LM head: the architecture must be one the family builds.
+TEST(ModelFamilyTest, ArchitectureOutsideTheFamilyIsRefused) {
+  std::string message = errorOf(configOf("qwen2", "Qwen2ForSequenceClassification"));
+  EXPECT_NE(message.find("field 'architectures' names 'Qwen2ForSequenceClassification'; for "
+                         "model_type 'qwen2' kiln compiles Qwen2ForCausalLM"),
+            std::string::npos)
+      << message;
+}
+
+TEST(ModelFamilyTest, EveryFamilyRefusesOtherActivations) {
+  for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
+                                    {"mistral", "MistralForCausalLM"},
+                                    {"qwen2", "Qwen2ForCausalLM"},
+                                    {"qwen3", "Qwen3ForCausalLM"},
+                                    {"phi3", "Phi3ForCausalLM"}}) {
+    Json json = configOf(type, architecture);
+    json["hidden_act"] = "gelu";
+    std::string message = errorOf(json);
+    EXPECT_NE(message.find("field 'hidden_act' is 'gelu'"), std::string::npos) << message;
+  }
+}
+
+TEST(ModelFamilyTest, BiasesAndQkNormFollowTheFamily) {
+  Json llama = configOf("llama", "LlamaForCausalLM");
+  llama["attention_bias"] = true;
+  Resolved r = resolve(llama);
+  EXPECT_TRUE(r.config.qkvBias && r.config.oBias && !r.config.qkNorm);
+  r = resolve(configOf("qwen2", "Qwen2ForCausalLM")); // q/k/v biases, none on o_proj
+  EXPECT_TRUE(r.config.qkvBias && !r.config.oBias && !r.config.qkNorm);
+  r = resolve(configOf("qwen3", "Qwen3ForCausalLM"));
+  EXPECT_TRUE(!r.config.qkvBias && !r.config.oBias && r.config.qkNorm);
+  r = resolve(configOf("mistral", "MistralForCausalLM"));
+  EXPECT_TRUE(!r.config.qkvBias && !r.config.oBias && !r.config.qkNorm);
+}
+
+TEST(ModelFamilyTest, MistralAndPhi3WindowEveryLayer) {
+  for (auto [type, architecture] :
+       {std::pair{"mistral", "MistralForCausalLM"}, {"phi3", "Phi3ForCausalLM"}}) {
+    Json json = configOf(type, architecture);
+    Resolved r = resolve(json);
+    EXPECT_TRUE(r.config.slidingWindows.empty()) << type; // no sliding_window: full attention
+    json["sliding_window"] = nullptr;
+    EXPECT_TRUE(resolve(json).config.slidingWindows.empty()) << type;
+    json["sliding_window"] = 2047;
+    EXPECT_EQ(resolve(json).config.slidingWindows, (std::vector<int64_t>{2047, 2047, 2047}))
+        << type;
+    json["sliding_window"] = 0;
+    EXPECT_NE(errorOf(json).find("field 'sliding_window' must be positive, got 0"),
+              std::string::npos)
+        << type;
+  }
+}
+
+// transformers' Qwen2Config/Qwen3Config: windows only with use_sliding_window, from
+// max_window_layers on unless layer_types says which layers slide.
+TEST(ModelFamilyTest, QwenWindowsFollowUseSlidingWindowAndLayerTypes) {
+  for (auto [type, architecture] :
+       {std::pair{"qwen2", "Qwen2ForCausalLM"}, {"qwen3", "Qwen3ForCausalLM"}}) {
+    Json json = configOf(type, architecture);
+    json["sliding_window"] = 8;
+    json["max_window_layers"] = 1;
+    EXPECT_TRUE(resolve(json).config.slidingWindows.empty()) << type;
+    json["use_sliding_window"] = true;
+    EXPECT_EQ(resolve(json).config.slidingWindows, (std::vector<int64_t>{0, 8, 8})) << type;
+    json["layer_types"] = {"sliding_attention", "full_attention", "sliding_attention"};
+    EXPECT_EQ(resolve(json).config.slidingWindows, (std::vector<int64_t>{8, 0, 8})) << type;
+    json["use_sliding_window"] = false; // a sliding layer attends fully without the switch
+    EXPECT_TRUE(resolve(json).config.slidingWindows.empty()) << type;
+    json["use_sliding_window"] = true;
+    json["layer_types"] = {"sliding_attention", "full_attention"};
+    EXPECT_NE(errorOf(json).find("field 'layer_types' lists 2 attention kinds for "
+                                 "num_hidden_layers 3"),
+              std::string::npos)
+        << type;
+    json["layer_types"] = {"sliding_attention", "linear_attention", "full_attention"};
+    EXPECT_NE(errorOf(json).find("field 'layer_types' holds 'linear_attention'"), std::string::npos)
+        << type;
+  }
+}
+
+// Phi3Config reads the "su" and "yarn" types of early Phi-3 releases as longrope; other families
+// read "yarn" as yarn and refuse "su".
+TEST(ModelFamilyTest, Phi3ReadsSuAndYarnAsLongrope) {
+  for (const char *type : {"su", "yarn"}) {
+    Json json = configOf("phi3", "Phi3ForCausalLM");
+    json["original_max_position_embeddings"] = 64;
+    json["rope_scaling"] = {{"type", type},
+                            {"short_factor", std::vector<double>(8, 1.0)},
+                            {"long_factor", std::vector<double>(8, 2.0)}};
+    auto fields = ConfigFields::parse(json.dump(), "m/config.json");
+    ASSERT_TRUE(fields.isOk());
+    auto family = findModelFamily(*fields);
+    ASSERT_TRUE(family.isOk()) << family.status().toString();
+    auto config = parseHfModelConfig(json.dump(), "", "m/config.json", (*family)->ropeTypeAliases);
+    ASSERT_TRUE(config.isOk()) << type << ": " << config.status().toString();
+    ASSERT_TRUE(config->ropeScaling.has_value());
+    EXPECT_EQ(config->ropeScaling->type, "longrope") << type;
+    EXPECT_EQ(ropeTables(*config).mode, RopeMode::kLongShort) << type;
+  }
+  Json qwen = configOf("qwen2", "Qwen2ForCausalLM");
+  qwen["rope_scaling"] = {{"type", "su"}, {"factor", 2.0}};
+  auto refused = parseHfModelConfig(qwen.dump(), "", "m/config.json");
+  ASSERT_FALSE(refused.isOk());
+  EXPECT_NE(refused.status().message().find("field 'rope_scaling.type' is 'su'"), std::string::npos)
+      << refused.status().message();
+}
+
+TEST(ModelFamilyTest, RealMistralConfigHasFullAttention) {
+  const std::string path = kAssets + "/tokenizers/mistral-7b-instruct-v0.3/config.json";
+  if (!fileExists(path))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto text = readFile(path);
+  ASSERT_TRUE(text.isOk());
+  Resolved r = resolve(Json::parse(*text));
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_EQ(std::string((*r.family)->name), "mistral");
+  EXPECT_TRUE(r.config.slidingWindows.empty()); // v0.3: "sliding_window": null
+}
+
+} // namespace
+} // namespace kiln::compiler
