@@ -7,6 +7,7 @@
 #include "compiler/emit/plan_emitter.h"
 #include "compiler/emit/weight_sources.h"
 #include "compiler/import/config_fields.h"
+#include "compiler/import/safetensors.h"
 #include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
 #include "runtime/base/file.h"
@@ -84,7 +85,7 @@ private:
   DiagnosticCollector diagnostics_;
   HfModelConfig config_;
   const ModelFamily *family_ = nullptr;
-  std::shared_ptr<const SafetensorsCheckpoint> checkpoint_;
+  std::shared_ptr<const Checkpoint> checkpoint_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_; // ranks 1.. of a tp > 1 compile
   std::vector<mlir::ModuleOp> rankModules_;                   // every rank, in order

@@ -37,7 +37,7 @@ schema::RowScale toRowScale(Rows rows) {
 
 class StepEmitter {
 public:
-  StepEmitter(std::shared_ptr<const SafetensorsCheckpoint> checkpoint, const EmitOptions &options)
+  StepEmitter(std::shared_ptr<const Checkpoint> checkpoint, const EmitOptions &options)
       : checkpoint_(std::move(checkpoint)), options_(options) {}
 
   LogicalResult run(mlir::func::FuncOp step, uint32_t rankIndex, schema::RankT &rank,
@@ -53,7 +53,7 @@ private:
   LogicalResult emitOp(mlir::Operation *op);
   LogicalResult lookup(mlir::Operation *op, mlir::ValueRange values, std::vector<uint32_t> &out);
 
-  std::shared_ptr<const SafetensorsCheckpoint> checkpoint_;
+  std::shared_ptr<const Checkpoint> checkpoint_;
   const EmitOptions &options_;
   schema::RankT *rank_ = nullptr;
   std::vector<rt::WeightSource> *weights_ = nullptr;
@@ -261,7 +261,7 @@ LogicalResult StepEmitter::run(mlir::func::FuncOp step, uint32_t rankIndex, sche
 
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelConfig &config,
-                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     std::shared_ptr<const Checkpoint> checkpoint,
                      const EmitOptions &options) {
   if (rankModules.empty())
     return failure();
@@ -290,7 +290,7 @@ emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelCo
 
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
-                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     std::shared_ptr<const Checkpoint> checkpoint,
                      const EmitOptions &options) {
   return emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp>(module), config, std::move(checkpoint),
                               options);

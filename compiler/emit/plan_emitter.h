@@ -4,7 +4,7 @@
 #pragma once
 
 #include "compiler/import/hf_config.h"
-#include "compiler/import/safetensors.h"
+#include "compiler/import/checkpoint.h"
 #include "runtime/artifact/artifact_writer.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -31,13 +31,13 @@ struct EmitOptions {
 // reading `checkpoint`. Errors are emitted as diagnostics on the offending op.
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
-                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     std::shared_ptr<const Checkpoint> checkpoint,
                      const EmitOptions &options);
 // Tensor parallelism: `rankModules[r]` is rank r's sharded, fused, memory-planned module (one per
 // rank, options.tp of them); rank r's weights go to weights.rank<r>.bin.
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelConfig &config,
-                     std::shared_ptr<const SafetensorsCheckpoint> checkpoint,
+                     std::shared_ptr<const Checkpoint> checkpoint,
                      const EmitOptions &options);
 
 // tokenizer_config.json "chat_template" when it is a string, "" when absent or not a string

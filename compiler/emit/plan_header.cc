@@ -15,7 +15,7 @@ namespace kiln::compiler {
 namespace {
 
 // The checkpoint's dtype, as seen on the embedding table (every Llama checkpoint has one).
-schema::DType sourceDType(mlir::ModuleOp module, const SafetensorsCheckpoint &checkpoint) {
+schema::DType sourceDType(mlir::ModuleOp module, const Checkpoint &checkpoint) {
   schema::DType dtype = schema::DType::F32;
   module.walk([&](WeightOp weight) {
     auto spec = mlir::cast<mlir::StringAttr>(weight.getSources()[0]).str();
@@ -83,7 +83,7 @@ std::vector<std::string> extraModelFiles(const std::string &modelDir) {
 }
 
 mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &config,
-                                   const SafetensorsCheckpoint &checkpoint,
+                                   const Checkpoint &checkpoint,
                                    const EmitOptions &options, schema::PlanT &plan) {
   plan.schema_version = kSchemaVersion;
   plan.compiler_version = kKilnVersion;

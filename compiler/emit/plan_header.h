@@ -7,7 +7,7 @@
 namespace kiln::compiler {
 
 mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &config,
-                                   const SafetensorsCheckpoint &checkpoint,
+                                   const Checkpoint &checkpoint,
                                    const EmitOptions &options, schema::PlanT &plan);
 
 } // namespace kiln::compiler

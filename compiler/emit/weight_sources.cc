@@ -20,7 +20,7 @@ std::string shapeString(llvm::ArrayRef<int64_t> shape) {
   return text + "]";
 }
 
-mlir::LogicalResult bindWeight(WeightOp weight, const SafetensorsCheckpoint &checkpoint) {
+mlir::LogicalResult bindWeight(WeightOp weight, const Checkpoint &checkpoint) {
   llvm::SmallVector<std::string> sources;
   for (mlir::Attribute attr : weight.getSources())
     sources.push_back(mlir::cast<mlir::StringAttr>(attr).str());
@@ -132,7 +132,7 @@ schema::DType toSchemaDType(TensorDType dtype) {
 }
 
 mlir::LogicalResult bindWeightSources(mlir::ModuleOp module,
-                                      const SafetensorsCheckpoint &checkpoint) {
+                                      const Checkpoint &checkpoint) {
   mlir::WalkResult result = module.walk([&](WeightOp weight) {
     return failed(bindWeight(weight, checkpoint)) ? mlir::WalkResult::interrupt()
                                                   : mlir::WalkResult::advance();
@@ -140,7 +140,7 @@ mlir::LogicalResult bindWeightSources(mlir::ModuleOp module,
   return mlir::failure(result.wasInterrupted());
 }
 
-Status produceWeightBytes(const SafetensorsCheckpoint &checkpoint,
+Status produceWeightBytes(const Checkpoint &checkpoint,
                           const std::vector<std::string> &sources, schema::DType dtype,
                           std::vector<uint8_t> &bytes) {
   if (dtype != schema::DType::F32 && dtype != schema::DType::F16 && dtype != schema::DType::BF16)
@@ -153,7 +153,7 @@ Status produceWeightBytes(const SafetensorsCheckpoint &checkpoint,
     if (!slice)
       return invalidArgument("malformed weight source '" + source + "'");
     KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
-    bool raw = toSchemaDType(info->dtype) == dtype;
+    bool raw = info->rawReadable && toSchemaDType(info->dtype) == dtype;
     std::vector<uint8_t> &target = slice->sliced() ? whole : bytes;
     if (slice->sliced())
       whole.clear();

@@ -3,7 +3,7 @@
 // in memory twice).
 #pragma once
 
-#include "compiler/import/safetensors.h"
+#include "compiler/import/checkpoint.h"
 #include "runtime/base/status.h"
 #include "schema/plan_generated.h"
 
@@ -18,11 +18,11 @@ namespace kiln::compiler {
 // tied embedding stored only as "lm_head.weight" (no alias recorded) is rebound to that name.
 // Errors are emitted on the weight op and name the weight, the tensor and both shapes.
 mlir::LogicalResult bindWeightSources(mlir::ModuleOp module,
-                                      const SafetensorsCheckpoint &checkpoint);
+                                      const Checkpoint &checkpoint);
 
 // `sources` concatenated in order, converted to `dtype` (F32, F16 or BF16). Tensors already in
 // `dtype` are copied bit for bit.
-Status produceWeightBytes(const SafetensorsCheckpoint &checkpoint,
+Status produceWeightBytes(const Checkpoint &checkpoint,
                           const std::vector<std::string> &sources, schema::DType dtype,
                           std::vector<uint8_t> &bytes);
 

@@ -148,27 +148,6 @@ Result<std::map<std::string, std::string>> readWeightMap(const std::string &inde
 
 } // namespace
 
-const char *tensorDTypeName(TensorDType dtype) {
-  switch (dtype) {
-  case TensorDType::kF32:
-    return "F32";
-  case TensorDType::kF16:
-    return "F16";
-  case TensorDType::kBF16:
-    return "BF16";
-  }
-  return "?";
-}
-
-size_t tensorDTypeSize(TensorDType dtype) { return dtype == TensorDType::kF32 ? 4 : 2; }
-
-int64_t TensorInfo::numElements() const {
-  int64_t n = 1;
-  for (int64_t dim : shape)
-    n *= dim;
-  return n;
-}
-
 Status SafetensorsCheckpoint::addFile(const std::string &path,
                                       std::map<std::string, std::string> &metadata) {
   KILN_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::open(path));

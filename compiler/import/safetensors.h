@@ -3,6 +3,7 @@
 // `__metadata__` (name -> stored name, as TinyStories-656K's tied embedding) resolve transparently.
 #pragma once
 
+#include "compiler/import/checkpoint.h"
 #include "runtime/base/file.h"
 #include "runtime/base/status.h"
 
@@ -15,33 +16,18 @@
 
 namespace kiln::compiler {
 
-enum class TensorDType { kF32, kF16, kBF16 };
-const char *tensorDTypeName(TensorDType dtype);   // "F32", "F16", "BF16"
-size_t tensorDTypeSize(TensorDType dtype);
-
-struct TensorInfo {
-  std::string name;            // the stored name
-  TensorDType dtype = TensorDType::kF32;
-  std::vector<int64_t> shape;
-  int fileIndex = 0;
-  uint64_t offset = 0;         // absolute byte offset in its file
-  uint64_t size = 0;           // bytes
-  int64_t numElements() const;
-};
-
-class SafetensorsCheckpoint {
+class SafetensorsCheckpoint final : public Checkpoint {
 public:
   // Opens MODEL_DIR/model.safetensors.index.json if present, else MODEL_DIR/model.safetensors.
   // Fails on a missing shard, a header that is not JSON, offsets outside the file, a dtype other
   // than F32/F16/BF16 (naming tensor and dtype), or a shape that does not match the byte size.
   static Result<SafetensorsCheckpoint> open(const std::string &modelDir);
 
-  bool contains(const std::string &name) const;            // alias-aware
-  Result<const TensorInfo *> info(const std::string &name) const;
-  std::vector<std::string> names() const;                  // stored names, sorted
-  Result<std::span<const uint8_t>> rawBytes(const std::string &name) const;
-  // The tensor converted to fp32, row-major.
-  Result<std::vector<float>> readF32(const std::string &name) const;
+  bool contains(const std::string &name) const override;   // alias-aware
+  Result<const TensorInfo *> info(const std::string &name) const override;
+  std::vector<std::string> names() const override;         // stored names, sorted
+  Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
+  Result<std::vector<float>> readF32(const std::string &name) const override;
   // Path of the file that stores `info` (for messages).
   const std::string &filePath(const TensorInfo &info) const;
   const std::string &modelDir() const { return modelDir_; }

@@ -3,6 +3,7 @@
 // plan-memory, and weight bytes produced by concatenation and dtype conversion.
 #include "compiler/emit/plan_emitter.h"
 #include "compiler/emit/weight_sources.h"
+#include "compiler/import/safetensors.h"
 #include "tests/compiler/transforms/small_llama.h"
 #include "runtime/base/file.h"
 #include "runtime/base/half.h"

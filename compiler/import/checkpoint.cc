@@ -1,0 +1,26 @@
+#include "compiler/import/checkpoint.h"
+
+namespace kiln::compiler {
+
+const char *tensorDTypeName(TensorDType dtype) {
+  switch (dtype) {
+  case TensorDType::kF32:
+    return "F32";
+  case TensorDType::kF16:
+    return "F16";
+  case TensorDType::kBF16:
+    return "BF16";
+  }
+  return "?";
+}
+
+size_t tensorDTypeSize(TensorDType dtype) { return dtype == TensorDType::kF32 ? 4 : 2; }
+
+int64_t TensorInfo::numElements() const {
+  int64_t n = 1;
+  for (int64_t dim : shape)
+    n *= dim;
+  return n;
+}
+
+} // namespace kiln::compiler
