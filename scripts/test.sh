@@ -9,6 +9,8 @@ if [ ! -d "$root/../shared/assets" ]; then
   echo "note: $root/../shared/assets is absent: tests labelled 'model' will skip, saying so"
 fi
 "$root/scripts/python-test-deps.sh" || echo "note: no Python clients: the serve e2e tests will skip"
+"$root/scripts/fetch-smollm2.sh" >/dev/null ||
+  echo "note: SmolLM2-135M-Instruct could not be fetched: its tests skip (and fail in CI)"
 cd "$build"
 # ctest hides why a test skipped: show the GPU tests' reasons first (they skip without a device).
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then

@@ -7,6 +7,7 @@
 #include "compiler/emit/plan_emitter.h"
 #include "compiler/emit/weight_sources.h"
 #include "compiler/import/config_fields.h"
+#include "compiler/import/gguf_model.h"
 #include "compiler/import/safetensors.h"
 #include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
@@ -85,6 +86,8 @@ private:
   DiagnosticCollector diagnostics_;
   HfModelConfig config_;
   const ModelFamily *family_ = nullptr;
+  std::unique_ptr<GgufModel> gguf_;   // a GGUF compile: staged config/tokenizer files + tensors
+  std::string configDir_;              // where config.json and the tokenizer files are read
   std::shared_ptr<const Checkpoint> checkpoint_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_; // ranks 1.. of a tp > 1 compile
@@ -94,19 +97,28 @@ private:
 Status Compilation::import() {
   KILN_RETURN_IF_ERROR(validateCompileFlags(options_));
   log("kiln compile " + options_.modelDir + " -> " + options_.outDir);
+  configDir_ = options_.modelDir;
+  if (isGgufPath(options_.modelDir)) {
+    KILN_ASSIGN_OR_RETURN(gguf_, GgufModel::open(options_.modelDir, options_.log));
+    configDir_ = gguf_->stagingDir();
+    checkpoint_ = gguf_->checkpoint();
+  }
   // The family first: it says how its config reads (rope type aliases) and reads its own keys.
-  const std::string configPath = options_.modelDir + "/config.json";
+  const std::string configPath = configDir_ + "/config.json";
   if (!fileExists(configPath))
-    return notFound(configPath + ": not found (a Hugging Face model directory needs config.json)");
+    return notFound(configPath + ": not found (a Hugging Face model directory needs config.json; "
+                                 "a GGUF model is a .gguf file)");
   KILN_ASSIGN_OR_RETURN(std::string configText, readFile(configPath));
   KILN_ASSIGN_OR_RETURN(ConfigFields fields, ConfigFields::parse(configText, configPath));
   KILN_ASSIGN_OR_RETURN(family_, findModelFamily(fields));
-  KILN_ASSIGN_OR_RETURN(config_, loadHfModelConfig(options_.modelDir, family_->ropeTypeAliases));
+  KILN_ASSIGN_OR_RETURN(config_, loadHfModelConfig(configDir_, family_->ropeTypeAliases));
   KILN_RETURN_IF_ERROR(family_->parseConfig(fields, config_));
   KILN_ASSIGN_OR_RETURN(options_, resolveCompileOptions(options_, config_));
-  KILN_ASSIGN_OR_RETURN(SafetensorsCheckpoint checkpoint,
-                        SafetensorsCheckpoint::open(options_.modelDir));
-  checkpoint_ = std::make_shared<const SafetensorsCheckpoint>(std::move(checkpoint));
+  if (!checkpoint_) {
+    KILN_ASSIGN_OR_RETURN(SafetensorsCheckpoint checkpoint,
+                          SafetensorsCheckpoint::open(options_.modelDir));
+    checkpoint_ = std::make_shared<const SafetensorsCheckpoint>(std::move(checkpoint));
+  }
   log("import: " + config_.modelType + " (" + config_.architecture + "), " +
       std::to_string(config_.numLayers) + " layers, hidden " + std::to_string(config_.hiddenSize) +
       ", vocab " + std::to_string(config_.vocabSize) + "; limits: max-batch " +
@@ -192,7 +204,7 @@ Status Compilation::runPasses() {
 
 Status Compilation::emit() {
   EmitOptions emitOptions;
-  emitOptions.modelDir = options_.modelDir;
+  emitOptions.modelDir = configDir_;
   emitOptions.maxBatch = options_.maxBatch;
   emitOptions.maxSeqLen = options_.maxSeqLen;
   emitOptions.maxTokensPerStep = options_.maxTokensPerStep;

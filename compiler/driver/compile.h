@@ -1,4 +1,4 @@
-// compileModel(): HF model directory -> model.kiln artifact. The `kiln compile` CLI is a thin
+// compileModel(): HF model directory or GGUF file -> model.kiln artifact. The `kiln compile` CLI is a thin
 // main over this. Plain C++ interface (no MLIR types): errors are kiln::Status values whose
 // messages name the flag, config field or tensor and the limit that was violated.
 #pragma once
@@ -13,7 +13,7 @@
 namespace kiln::compiler {
 
 struct CompileOptions {
-  std::string modelDir, outDir;
+  std::string modelDir, outDir; // modelDir: a HF model directory, or a GGUF path (gguf_file.h)
   int64_t maxBatch = 8;
   int64_t maxSeqLen = 0;        // 0: min(the model's positions, 4096) (compiler/driver/options.cc)
   int64_t maxTokensPerStep = 0; // 0: max(max_batch, min(2048, max_batch * max_seq_len))
@@ -30,5 +30,7 @@ Status compileModel(const CompileOptions &options);
 // The config.json model_types kiln compiles, "llama, mistral, ..." (compiler/models/
 // model_family.h supportedModelTypes).
 std::string supportedModelTypes();
+// The GGUF general.architecture values kiln compiles (compiler/import/gguf_config.h).
+std::string supportedGgufArchitectures();
 
 } // namespace kiln::compiler

@@ -1,5 +1,7 @@
 #include "tests/e2e/e2e_util.h"
 
+#include "compiler/import/gguf_file.h"
+
 #include "runtime/base/file.h"
 
 #include <gtest/gtest.h>
@@ -62,7 +64,9 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
   golden.vocabSize = json["vocab_size"];
   golden.tolerance = json["tolerance"]["logits_max_abs"];
   golden.incremental = json.value("incremental", false);
-  if (!fs::exists(fs::path(golden.modelDir) / "config.json")) {
+  // A HF model directory, or a GGUF file (tests/data/gguf).
+  if (!fs::exists(fs::path(golden.modelDir) / "config.json") &&
+      !(compiler::isGgufPath(golden.modelDir) && fs::exists(golden.modelDir))) {
     skipReason = "model directory " + golden.modelDir +
                  " is absent (../shared/assets not present on this machine)";
     return std::nullopt;

@@ -206,6 +206,15 @@ TEST(TpEquivalence, Phi3LongRopeTp1Tp2) {
   checkTpEquivalence("tiny-phi3-longrope", {1, 2});
 }
 
+// GGUF files (tests/data/gguf): the permuted-and-restored q/k rows and the fused phi3 parts are
+// sharded like the HF checkpoint's.
+TEST(TpEquivalence, GgufLlamaTp1Tp2) {
+  checkTpEquivalence("tiny-llama.gguf", {1, 2});
+}
+TEST(TpEquivalence, GgufPhi3Tp1Tp2) {
+  checkTpEquivalence("tiny-phi3.gguf", {1, 2});
+}
+
 TEST(TpEquivalence, KvHeadsNotDivisibleFailsToCompileNamingTheField) {
   compiler::CompileOptions options;
   options.modelDir = std::string(KILN_TEST_DATA_DIR) + "/models/tiny-llama3"; // 1 KV head

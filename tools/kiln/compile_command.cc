@@ -1,4 +1,4 @@
-// `kiln compile MODEL_DIR -o OUT.kiln [options]`: a thin main over compiler::compileModel.
+// `kiln compile MODEL -o OUT.kiln [options]`: a thin main over compiler::compileModel.
 #include "compiler/driver/compile.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -11,9 +11,12 @@ namespace {
 
 const CommandSpec kCompileSpec = {
     "compile",
-    "MODEL_DIR -o OUT.kiln [options]",
-    "Compile a Hugging Face model directory (config.json, *.safetensors, tokenizer files) into a\n"
-    "kiln artifact directory (plan.kiln, weights.rank0.bin, manifest.json, tokenizer files).",
+    "MODEL -o OUT.kiln [options]",
+    "Compile a model into a kiln artifact directory (plan.kiln, weights.rank0.bin, manifest.json,\n"
+    "tokenizer files). MODEL is a Hugging Face model directory (config.json, *.safetensors,\n"
+    "tokenizer files), or a GGUF file (MODEL.gguf, the first part NAME-00001-of-0000N.gguf of a\n"
+    "split one, or a directory holding one); GGUF tensors are dequantized into --dtype and the\n"
+    "tokenizer and chat template come from its metadata.",
     {
         {"-o", "OUT.kiln", "artifact directory to write (replaced only when compiling succeeds)"},
         {"--output", "OUT.kiln", "same as -o"},
@@ -74,7 +77,9 @@ int runCompile(const CommandArgs &argv) {
   if (args->helpRequested()) {
     std::cout << formatHelp(kCompileSpec)
               << "\nmodel_type (config.json): " << compiler::supportedModelTypes()
-              << " (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5)\n";
+              << " (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5)\n"
+              << "general.architecture (GGUF): " << compiler::supportedGgufArchitectures()
+              << "\n";
     return 0;
   }
   Result<compiler::CompileOptions> options = optionsFromArgs(*args);
