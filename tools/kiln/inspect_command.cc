@@ -4,6 +4,7 @@
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include <iostream>
@@ -166,6 +167,41 @@ json kernelModulesJson(const schema::Plan &plan) {
   return modules;
 }
 
+// JSON indented two spaces, except that arrays of scalars, and small objects (at most 4 members)
+// holding only scalars and such arrays, print on one line: one weight per line in --summary
+// rather than seven.
+void printReadable(std::ostream &out, const json &value, int indent) {
+  auto flat = [](const json &v) {
+    if (!v.is_structured())
+      return true;
+    if (v.is_object() && v.size() > 4)
+      return false;
+    for (const json &item : v)
+      if (item.is_object() || (item.is_array() && !std::all_of(item.begin(), item.end(),
+                                                               [](const json &x) {
+                                                                 return !x.is_structured();
+                                                               })))
+        return false;
+    return true;
+  };
+  if (flat(value)) {
+    out << value.dump();
+    return;
+  }
+  std::string pad(indent + 2, ' ');
+  bool object = value.is_object();
+  out << (object ? "{" : "[");
+  bool first = true;
+  for (auto it = value.begin(); it != value.end(); ++it) {
+    out << (first ? "\n" : ",\n") << pad;
+    first = false;
+    if (object)
+      out << json(it.key()).dump() << ": ";
+    printReadable(out, *it, indent + 2);
+  }
+  out << "\n" << std::string(indent, ' ') << (object ? "}" : "]");
+}
+
 } // namespace
 
 int runInspect(const CommandArgs &argv) {
@@ -188,7 +224,11 @@ int runInspect(const CommandArgs &argv) {
   for (int r = 0; r < (*artifact)->numRanks(); ++r)
     out["ranks"].push_back(rankJson((*artifact)->rank(r), summary));
   out["kernel_modules"] = kernelModulesJson(plan);
-  std::cout << out.dump(summary ? 2 : 1) << "\n";
+  if (summary)
+    printReadable(std::cout, out, 0);
+  else
+    std::cout << out.dump(1);
+  std::cout << "\n";
   return 0;
 }
 
