@@ -40,8 +40,10 @@ emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelCo
                      std::shared_ptr<const Checkpoint> checkpoint,
                      const EmitOptions &options);
 
-// tokenizer_config.json "chat_template" when it is a string, "" when absent or not a string
-// (named template lists are not supported yet). Fails on a file that is not JSON.
+// The model's chat template: chat_template.jinja when present (transformers 4.47+ saves it there),
+// else tokenizer_config.json "chat_template" when a string, or the entry named "default" of a
+// list of named templates; "" when there is none. Fails on a tokenizer_config.json that is not
+// JSON.
 Result<std::string> readChatTemplate(const std::string &modelDir);
 
 // The files copied into the artifact beside the plan: those of tokenizer.json,

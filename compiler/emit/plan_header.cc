@@ -56,6 +56,9 @@ std::unique_ptr<schema::ModelInfoT> modelInfo(const HfModelConfig &config) {
 } // namespace
 
 Result<std::string> readChatTemplate(const std::string &modelDir) {
+  // transformers 4.47 and later save the template as its own file, which wins when both exist.
+  if (std::string jinja = modelDir + "/chat_template.jinja"; fileExists(jinja))
+    return readFile(jinja);
   std::string path = modelDir + "/tokenizer_config.json";
   if (!fileExists(path))
     return std::string();
@@ -66,15 +69,21 @@ Result<std::string> readChatTemplate(const std::string &modelDir) {
   if (!json.is_object())
     return invalidArgument(path + ": expected a JSON object");
   auto it = json.find("chat_template");
-  if (it == json.end() || !it->is_string())
-    return std::string();
-  return it->get<std::string>();
+  if (it != json.end() && it->is_string())
+    return it->get<std::string>();
+  // A list of named templates: the one named "default", as transformers picks without a name.
+  if (it != json.end() && it->is_array())
+    for (const nlohmann::json &entry : *it)
+      if (entry.is_object() && entry.value("name", "") == "default" &&
+          entry.contains("template") && entry["template"].is_string())
+        return entry["template"].get<std::string>();
+  return std::string();
 }
 
 std::vector<std::string> extraModelFiles(const std::string &modelDir) {
   static constexpr const char *kNames[] = {"tokenizer.json", "tokenizer_config.json",
                                            "special_tokens_map.json", "generation_config.json",
-                                           "config.json"};
+                                           "config.json", "chat_template.jinja"};
   std::vector<std::string> files;
   for (const char *name : kNames)
     if (fileExists(modelDir + "/" + name))

@@ -323,7 +323,7 @@ TEST_F(PlanEmitterTest, RefusesUnfusedOrUnplannedModules) {
   EXPECT_NE(errors_.find("run plan-memory before emission"), std::string::npos) << errors_;
 }
 
-TEST_F(PlanEmitterTest, ChatTemplateIsTakenOnlyWhenItIsAString) {
+TEST_F(PlanEmitterTest, ChatTemplateFromTokenizerConfigOrChatTemplateJinja) {
   auto write = [&](const std::string &json) {
     ASSERT_TRUE(writeFileAtomic((dir_ / "tokenizer_config.json").string(), json).isOk());
   };
@@ -332,7 +332,10 @@ TEST_F(PlanEmitterTest, ChatTemplateIsTakenOnlyWhenItIsAString) {
   EXPECT_EQ(*absent, "");
   write(R"({"chat_template": "{{ messages[0]['content'] }}"})");
   EXPECT_EQ(*readChatTemplate(dir_.string()), "{{ messages[0]['content'] }}");
-  write(R"({"chat_template": [{"name": "default", "template": "x"}]})");
+  write(R"({"chat_template": [{"name": "tool_use", "template": "t"},
+                               {"name": "default", "template": "x"}]})");
+  EXPECT_EQ(*readChatTemplate(dir_.string()), "x");
+  write(R"({"chat_template": [{"name": "tool_use", "template": "t"}]})");
   EXPECT_EQ(*readChatTemplate(dir_.string()), "");
   write("{not json");
   auto bad = readChatTemplate(dir_.string());
@@ -341,6 +344,13 @@ TEST_F(PlanEmitterTest, ChatTemplateIsTakenOnlyWhenItIsAString) {
             std::string::npos);
   EXPECT_EQ(extraModelFiles(dir_.string()),
             (std::vector<std::string>{(dir_ / "tokenizer_config.json").string()}));
+  // transformers 4.47+ writes the template to chat_template.jinja; it wins and is copied along.
+  write(R"({"chat_template": "old"})");
+  ASSERT_TRUE(writeFileAtomic((dir_ / "chat_template.jinja").string(), "{{ 'jinja' }}").isOk());
+  EXPECT_EQ(*readChatTemplate(dir_.string()), "{{ 'jinja' }}");
+  EXPECT_EQ(extraModelFiles(dir_.string()),
+            (std::vector<std::string>{(dir_ / "tokenizer_config.json").string(),
+                                      (dir_ / "chat_template.jinja").string()}));
 }
 
 } // namespace
