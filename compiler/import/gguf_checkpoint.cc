@@ -92,6 +92,12 @@ GgufCheckpoint::create(std::shared_ptr<const GgufFile> gguf, const GgufArchitect
     std::string name = hfName(tensor.name, arch);
     if (name.empty())
       continue;
+    // Refused here, before anything is built, rather than when the weights are written.
+    const GgmlTypeTraits *traits = ggmlTypeTraits(tensor.type);
+    if (traits == nullptr || !traits->dequantizable)
+      return unimplemented(gguf->path() + ": tensor '" + tensor.name + "' has " +
+                           (traits ? "ggml type " : "") + ggmlTypeName(tensor.type) +
+                           ", which kiln does not read; it reads " + dequantizableList());
     Entry entry{};
     entry.tensor = &tensor;
     entry.info.name = name;

@@ -314,6 +314,8 @@ BlockFunction blockFunction(uint32_t type) {
   }
 }
 
+} // namespace
+
 std::string dequantizableList() {
   std::string out;
   for (const GgmlTypeTraits &traits : kTraits)
@@ -321,8 +323,6 @@ std::string dequantizableList() {
       out += (out.empty() ? "" : ", ") + std::string(traits.name);
   return out;
 }
-
-} // namespace
 
 const GgmlTypeTraits *ggmlTypeTraits(uint32_t type) {
   if (type >= kTraits.size() || kTraits[type].name == nullptr)

@@ -22,6 +22,8 @@ struct GgmlTypeTraits {
 const GgmlTypeTraits *ggmlTypeTraits(uint32_t type);
 // "Q4_K", or "ggml type 42" for an unknown number.
 std::string ggmlTypeName(uint32_t type);
+// The types kiln dequantizes, "F32, F16, Q4_0, ..." for messages.
+std::string dequantizableList();
 
 // Dequantizes `count` elements (a multiple of the type's block size) stored in `bytes` (exactly
 // count / blockSize * typeSize bytes) into `out` (count floats). An unknown or unsupported type,

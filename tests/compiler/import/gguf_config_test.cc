@@ -164,6 +164,20 @@ TEST(GgufCheckpointTest, LlamaQkRowsAreUnpermutedAndNamesAreHf) {
   EXPECT_TRUE(ckpt.rawBytes("model.layers.0.self_attn.v_proj.weight").isOk());
 }
 
+TEST(GgufCheckpointTest, ATypeKilnDoesNotReadIsNamedWithItsTensor) {
+  GgufBuilder b = llamaMetadata();
+  b.tensor("blk.0.attn_v.weight", {256, 1}, 15, std::string(292, '\0')); // one Q8_K block
+  Result<GgufFile> file = parse(b);
+  ASSERT_TRUE(file.isOk()) << file.status().toString();
+  auto shared = std::make_shared<const GgufFile>(std::move(*file));
+  auto checkpoint = GgufCheckpoint::create(shared, ggufArchitectures()[0], 2, 1);
+  ASSERT_FALSE(checkpoint.isOk());
+  const std::string &message = checkpoint.status().message();
+  EXPECT_NE(message.find("tensor 'blk.0.attn_v.weight' has ggml type Q8_K"), std::string::npos)
+      << message;
+  EXPECT_NE(message.find("Q4_K"), std::string::npos) << message; // the list of readable types
+}
+
 TEST(GgufCheckpointTest, Phi3FfnUpIsTheFusedGateUp) {
   const GgufArchitecture *phi3 = nullptr;
   for (const GgufArchitecture &arch : ggufArchitectures())
