@@ -27,7 +27,16 @@ std::string archiveError(archive *a) {
   return message ? message : "unknown libarchive error";
 }
 
-Status addFile(archive *out, const std::string &dir, const std::string &name, uint64_t size) {
+// One progress line per `every` bytes of a large file ("weights.rank0.bin: 128/424 MiB").
+void fileProgress(const PackageOptions &options, const std::string &name, uint64_t done,
+                  uint64_t size) {
+  if (options.progress)
+    options.progress("package: " + name + ": " + std::to_string(done >> 20) + "/" +
+                     std::to_string(size >> 20) + " MiB");
+}
+
+Status addFile(archive *out, const std::string &dir, const std::string &name, uint64_t size,
+               const PackageOptions &options) {
   std::string path = dir + "/" + name;
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0)
@@ -55,7 +64,11 @@ Status addFile(archive *out, const std::string &dir, const std::string &name, ui
       break;
     if (archive_write_data(out, buffer.data(), size_t(n)) != n)
       status = unavailable("cannot write '" + name + "' into the archive: " + archiveError(out));
+    uint64_t before = written;
     written += uint64_t(n);
+    if (options.progressEveryBytes > 0 && written < size &&
+        written / options.progressEveryBytes != before / options.progressEveryBytes)
+      fileProgress(options, name, written, size);
   }
   ::close(fd);
   if (status.isOk() && written != size)
@@ -98,13 +111,16 @@ Status packageArtifact(const std::string &artifactDir, const std::string &outPat
   ArchivePtr out(archive_write_new(), archive_write_free);
   archive_write_set_format_pax_restricted(out.get());
   archive_write_add_filter_gzip(out.get());
+  // gzip's header holds the time of writing unless told not to: leave it 0 (reproducible bytes).
+  if (archive_write_set_filter_option(out.get(), "gzip", "timestamp", nullptr) != ARCHIVE_OK)
+    return internalError("libarchive refused gzip:!timestamp: " + archiveError(out.get()));
   if (archive_write_open_filename(out.get(), tmp.c_str()) != ARCHIVE_OK)
     return unavailable("cannot create '" + tmp + "': " + archiveError(out.get()));
   Status status;
   for (const ManifestFile &file : files) {
     if (options.progress)
       options.progress("package: " + file.name + " (" + std::to_string(file.size) + " bytes)");
-    status = addFile(out.get(), artifactDir, file.name, file.size);
+    status = addFile(out.get(), artifactDir, file.name, file.size, options);
     if (!status.isOk())
       break;
   }

@@ -1,10 +1,11 @@
 // model.tar.gz: an artifact's files at the archive root (SageMaker extracts ModelDataUrl into
 // /opt/ml/model, so /opt/ml/model/plan.kiln etc.), written with libarchive, deterministic (sorted
-// names, mtime 0, uid/gid 0, mode 0644), pax format so files above 8 GiB fit.
+// names, mtime 0, uid/gid 0, mode 0644, no gzip timestamp), pax format so files above 8 GiB fit.
 #pragma once
 
 #include "runtime/base/status.h"
 
+#include <cstdint>
 #include <functional>
 #include <string>
 
@@ -13,7 +14,9 @@ namespace kiln::rt {
 struct PackageOptions {
   // Hash every file against manifest.json first (refuses to package a corrupted artifact).
   bool verify = true;
-  std::function<void(const std::string &)> progress; // one line per file
+  // One line per file, and one per `progressEveryBytes` inside a larger file (0: none).
+  std::function<void(const std::string &)> progress;
+  uint64_t progressEveryBytes = uint64_t(64) << 20;
 };
 
 // Writes `outPath` atomically (temp file + rename).

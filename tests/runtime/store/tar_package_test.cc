@@ -41,6 +41,37 @@ TEST(TarPackage, IsByteForByteReproducible) {
   EXPECT_EQ(fileText(tmp / "a.tar.gz"), fileText(tmp / "b.tar.gz"));
 }
 
+// Packages made at different times are equal only if gzip's header time (bytes 4-7, RFC 1952
+// MTIME) is not the time of writing: it must be 0.
+TEST(TarPackage, GzipHeaderCarriesNoTimestamp) {
+  TempDir tmp;
+  writeFakeArtifact(tmp / "model.kiln", kFiles);
+  ASSERT_TRUE(packageArtifact(tmp / "model.kiln", tmp / "a.tar.gz").isOk());
+  std::string bytes = fileText(tmp / "a.tar.gz");
+  ASSERT_GE(bytes.size(), 10u);
+  EXPECT_EQ(bytes.substr(0, 2), "\x1f\x8b");
+  EXPECT_EQ(bytes.substr(4, 4), std::string(4, '\0'));
+}
+
+// A large file reports progress inside it, not only when it starts.
+TEST(TarPackage, ReportsProgressInsideALargeFile) {
+  TempDir tmp;
+  std::map<std::string, std::string> files = kFiles;
+  files["weights.rank0.bin"] = std::string(size_t(5) << 20, '\x11'); // 5 MiB
+  writeFakeArtifact(tmp / "model.kiln", files);
+  PackageOptions options;
+  std::vector<std::string> lines;
+  options.progress = [&](const std::string &line) { lines.push_back(line); };
+  options.progressEveryBytes = uint64_t(2) << 20;
+  ASSERT_TRUE(packageArtifact(tmp / "model.kiln", tmp / "a.tar.gz", options).isOk());
+  std::vector<std::string> inside;
+  for (const std::string &line : lines)
+    if (line.rfind("package: weights.rank0.bin: ", 0) == 0)
+      inside.push_back(line);
+  EXPECT_EQ(inside, (std::vector<std::string>{"package: weights.rank0.bin: 2/5 MiB",
+                                              "package: weights.rank0.bin: 4/5 MiB"}));
+}
+
 TEST(TarPackage, RefusesACorruptedArtifactAndWritesNothing) {
   TempDir tmp;
   writeFakeArtifact(tmp / "model.kiln", kFiles);
