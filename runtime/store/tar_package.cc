@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstring>
 #include <filesystem>
 #include <memory>
@@ -167,7 +168,9 @@ Status checkEntry(archive_entry *entry, const std::string &archivePath) {
   return okStatus();
 }
 
-Status copyData(archive *in, archive *out, const std::string &where) {
+// Copies the entry's data; more than `limit` bytes (its header's size, or the manifest's) is an
+// error before the block past the limit is written.
+Status copyData(archive *in, archive *out, const std::string &where, uint64_t limit) {
   const void *block;
   size_t size;
   la_int64_t offset;
@@ -177,6 +180,8 @@ Status copyData(archive *in, archive *out, const std::string &where) {
       return okStatus();
     if (rc != ARCHIVE_OK)
       return dataLoss(where + ": " + archiveError(in));
+    if (offset < 0 || uint64_t(offset) > limit || size > limit - uint64_t(offset))
+      return dataLoss(where + " holds more than its " + std::to_string(limit) + " bytes");
     if (archive_write_data_block(out, block, size, offset) != ARCHIVE_OK)
       return unavailable(where + ": " + archiveError(out));
   }
@@ -184,13 +189,76 @@ Status copyData(archive *in, archive *out, const std::string &where) {
 
 } // namespace
 
-Status extractArchive(const std::string &archivePath, const std::string &destDir) {
+namespace {
+
+// "./plan.kiln" and "plan.kiln" name the same entry (tar -C dir . writes the first).
+std::string plainName(std::string name) {
+  while (name.rfind("./", 0) == 0)
+    name.erase(0, 2);
+  return name;
+}
+
+// An artifact archive holds manifest.json and the files it lists, nothing else, each of its
+// listed size: checked per entry before it is written.
+Status checkArtifactEntry(archive_entry *entry, const std::string &where,
+                          const std::map<std::string, uint64_t> &allowed) {
+  std::string name = plainName(archive_entry_pathname(entry));
+  if (archive_entry_filetype(entry) == AE_IFDIR && (name.empty() || name == "."))
+    return okStatus();
+  auto it = allowed.find(name);
+  if (it == allowed.end() || archive_entry_filetype(entry) != AE_IFREG ||
+      archive_entry_hardlink(entry) != nullptr)
+    return dataLoss(where + " is not a file manifest.json lists; an artifact archive holds only "
+                            "those");
+  if (!archive_entry_size_is_set(entry) || uint64_t(archive_entry_size(entry)) != it->second)
+    return dataLoss(where + " has " + std::to_string(archive_entry_size(entry)) +
+                    " bytes; manifest.json lists " + std::to_string(it->second));
+  return okStatus();
+}
+
+ArchivePtr openArchiveForReading(const std::string &archivePath, Status &status) {
   ArchivePtr in(archive_read_new(), archive_read_free);
   archive_read_support_format_tar(in.get());
   archive_read_support_format_gnutar(in.get());
   archive_read_support_filter_all(in.get());
   if (archive_read_open_filename(in.get(), archivePath.c_str(), size_t(1) << 20) != ARCHIVE_OK)
-    return dataLoss("cannot open archive '" + archivePath + "': " + archiveError(in.get()));
+    status = dataLoss("cannot open archive '" + archivePath + "': " + archiveError(in.get()));
+  return in;
+}
+
+constexpr uint64_t kMaxManifestBytes = uint64_t(16) << 20;
+
+// The text of the archive's manifest.json (a first pass over the headers, stopping there).
+Result<std::string> archiveManifestText(const std::string &archivePath) {
+  Status status;
+  ArchivePtr in = openArchiveForReading(archivePath, status);
+  KILN_RETURN_IF_ERROR(status);
+  for (;;) {
+    archive_entry *entry = nullptr;
+    int rc = archive_read_next_header(in.get(), &entry);
+    if (rc == ARCHIVE_EOF)
+      return dataLoss("archive '" + archivePath + "' has no manifest.json: not a kiln artifact");
+    if (rc != ARCHIVE_OK)
+      return dataLoss("archive '" + archivePath + "' is damaged: " + archiveError(in.get()));
+    if (plainName(archive_entry_pathname(entry)) != kManifestFileName ||
+        archive_entry_filetype(entry) != AE_IFREG)
+      continue;
+    la_int64_t size = archive_entry_size(entry);
+    if (size < 0 || uint64_t(size) > kMaxManifestBytes)
+      return dataLoss("archive '" + archivePath + "': manifest.json has " + std::to_string(size) +
+                      " bytes, more than the " + std::to_string(kMaxManifestBytes) + " allowed");
+    std::string text(size_t(size), '\0');
+    if (archive_read_data(in.get(), text.data(), text.size()) != size)
+      return dataLoss("archive '" + archivePath + "': manifest.json is truncated");
+    return text;
+  }
+}
+
+Status extractArchiveChecked(const std::string &archivePath, const std::string &destDir,
+                             const std::map<std::string, uint64_t> *allowed) {
+  Status opened;
+  ArchivePtr in = openArchiveForReading(archivePath, opened);
+  KILN_RETURN_IF_ERROR(opened);
   ArchivePtr out(archive_write_disk_new(), archive_write_free);
   // Names were checked above; entries are written under an absolute destination, so only the
   // symlink and '..' guards apply here (defence in depth against a link planted earlier).
@@ -210,6 +278,8 @@ Status extractArchive(const std::string &archivePath, const std::string &destDir
     KILN_RETURN_IF_ERROR(checkEntry(entry, archivePath));
     std::string name = archive_entry_pathname(entry);
     std::string where = archivePath + ": entry '" + name + "'";
+    if (allowed)
+      KILN_RETURN_IF_ERROR(checkArtifactEntry(entry, where, *allowed));
     archive_entry_set_pathname(entry, (root + "/" + name).c_str());
     if (const char *hard = archive_entry_hardlink(entry))
       archive_entry_set_hardlink(entry, (root + "/" + hard).c_str());
@@ -219,13 +289,19 @@ Status extractArchive(const std::string &archivePath, const std::string &destDir
     if (archive_write_header(out.get(), entry) != ARCHIVE_OK)
       return dataLoss(where + " cannot be extracted: " + archiveError(out.get()));
     if (archive_entry_size(entry) > 0)
-      KILN_RETURN_IF_ERROR(copyData(in.get(), out.get(), where));
+      KILN_RETURN_IF_ERROR(copyData(in.get(), out.get(), where, uint64_t(archive_entry_size(entry))));
     if (archive_write_finish_entry(out.get()) != ARCHIVE_OK)
       return unavailable(where + ": " + archiveError(out.get()));
   }
   if (archive_write_close(out.get()) != ARCHIVE_OK)
     return unavailable("extracting '" + archivePath + "': " + archiveError(out.get()));
   return okStatus();
+}
+
+} // namespace
+
+Status extractArchive(const std::string &archivePath, const std::string &destDir) {
+  return extractArchiveChecked(archivePath, destDir, nullptr);
 }
 
 Status extractArtifactArchive(const std::string &archivePath, const std::string &destDir) {
@@ -239,7 +315,21 @@ Status extractArtifactArchive(const std::string &archivePath, const std::string 
   fs::create_directories(tmp, ec);
   if (ec)
     return unavailable("cannot create '" + tmp + "': " + ec.message());
-  Status status = extractArchive(archivePath, tmp);
+  // The manifest first: only the files it lists, of their listed sizes, are written.
+  Status status;
+  std::map<std::string, uint64_t> allowed;
+  Result<std::string> manifest = archiveManifestText(archivePath);
+  Result<std::vector<ManifestFile>> listed =
+      manifest.isOk() ? parseManifestFiles(*manifest, archivePath + ": manifest.json")
+                      : Result<std::vector<ManifestFile>>(manifest.status());
+  if (!listed.isOk())
+    status = listed.status();
+  else {
+    for (const ManifestFile &file : *listed)
+      allowed[file.name] = file.size;
+    allowed[kManifestFileName] = manifest->size();
+    status = extractArchiveChecked(archivePath, tmp, &allowed);
+  }
   if (status.isOk()) {
     Result<std::vector<ManifestFile>> files = readArtifactManifest(tmp);
     status = files.isOk() ? verifyArtifactFiles(tmp, *files) : files.status();

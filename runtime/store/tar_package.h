@@ -32,7 +32,10 @@ Status packageArtifact(const std::string &artifactDir, const std::string &outPat
 Status extractArchive(const std::string &archivePath, const std::string &destDir);
 
 // extractArchive into a temporary directory beside `destDir`, check every file against the
-// extracted manifest.json, then rename into place (`destDir` must not exist).
+// extracted manifest.json, then rename into place (`destDir` must not exist). The archive's
+// manifest.json is read first (at most 16 MiB): an entry it does not list, or a listed file whose
+// size differs from the listed one, is refused before it is written, and writing stops at the
+// entry's size.
 Status extractArtifactArchive(const std::string &archivePath, const std::string &destDir);
 
 // Whether a relative archive path stays inside the tree: no '..' component, not absolute, not

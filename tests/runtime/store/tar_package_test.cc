@@ -129,6 +129,68 @@ void writeArchive(const std::string &path, const std::vector<Entry> &entries) {
   archive_write_free(a);
 }
 
+// An archive of regular files with the given bodies, in order.
+void writeFilesArchive(const std::string &path,
+                       const std::vector<std::pair<std::string, std::string>> &files) {
+  archive *a = archive_write_new();
+  archive_write_set_format_pax_restricted(a);
+  archive_write_add_filter_gzip(a);
+  ASSERT_EQ(archive_write_open_filename(a, path.c_str()), ARCHIVE_OK);
+  for (const auto &[name, body] : files) {
+    archive_entry *entry = archive_entry_new();
+    archive_entry_set_pathname(entry, name.c_str());
+    archive_entry_set_filetype(entry, AE_IFREG);
+    archive_entry_set_perm(entry, 0644);
+    archive_entry_set_size(entry, la_int64_t(body.size()));
+    ASSERT_EQ(archive_write_header(a, entry), ARCHIVE_OK) << name;
+    archive_write_data(a, body.data(), body.size());
+    archive_entry_free(entry);
+  }
+  archive_write_close(a);
+  archive_write_free(a);
+}
+
+// The artifact's files as archive entries ("./" prefixes as tar -C dir . writes them), plus
+// `extra`, with `resized` given another body.
+std::vector<std::pair<std::string, std::string>>
+artifactEntries(const fs::path &dir, const std::string &resized = "") {
+  std::vector<std::pair<std::string, std::string>> files = {
+      {"./manifest.json", fileText(dir / "manifest.json")}};
+  for (const auto &[name, bytes] : kFiles)
+    files.push_back({"./" + name, name == resized ? bytes + "more" : bytes});
+  return files;
+}
+
+// A pulled archive is untrusted: an entry manifest.json does not list, or a listed file of
+// another size, is refused before it is written, and nothing is published.
+TEST(TarExtract, AnArtifactArchiveHoldsOnlyTheManifestsFilesAtTheirSizes) {
+  TempDir tmp;
+  writeFakeArtifact(tmp / "model.kiln", kFiles);
+  auto good = artifactEntries(tmp / "model.kiln");
+  writeFilesArchive(tmp / "good.tar.gz", good);
+  Status ok = extractArtifactArchive(tmp / "good.tar.gz", tmp / "good");
+  ASSERT_TRUE(ok.isOk()) << ok.toString(); // "./" names are the same files
+  auto junk = good;
+  junk.push_back({"junk.bin", std::string(1000, 'j')});
+  writeFilesArchive(tmp / "junk.tar.gz", junk);
+  Status status = extractArtifactArchive(tmp / "junk.tar.gz", tmp / "junk");
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("entry 'junk.bin' is not a file manifest.json lists"),
+            std::string::npos)
+      << status.message();
+  EXPECT_FALSE(fs::exists(tmp / "junk"));
+  writeFilesArchive(tmp / "big.tar.gz", artifactEntries(tmp / "model.kiln", "plan.kiln"));
+  status = extractArtifactArchive(tmp / "big.tar.gz", tmp / "big");
+  EXPECT_EQ(status.code(), StatusCode::kDataLoss);
+  EXPECT_NE(status.message().find("entry './plan.kiln' has 14 bytes; manifest.json lists 10"),
+            std::string::npos)
+      << status.message();
+  EXPECT_FALSE(fs::exists(tmp / "big"));
+  writeFilesArchive(tmp / "nomanifest.tar.gz", {{"plan.kiln", "PLAN BYTES"}});
+  status = extractArtifactArchive(tmp / "nomanifest.tar.gz", tmp / "nm");
+  EXPECT_NE(status.message().find("has no manifest.json"), std::string::npos) << status.message();
+}
+
 struct HostileCase {
   const char *label;
   std::vector<Entry> entries;
