@@ -14,6 +14,25 @@ ApiError badRequest(std::string param, std::string message) {
   return error;
 }
 
+ApiError modelNotFound(const std::string &requested, const std::string &served) {
+  ApiError error;
+  error.httpStatus = 404;
+  error.param = "model";
+  error.code = "model_not_found";
+  error.type = "NotFoundError";
+  error.message =
+      "the model '" + requested + "' does not exist; this server serves '" + served + "'";
+  return error;
+}
+
+ApiError unexpectedServerError() {
+  ApiError error;
+  error.httpStatus = 500;
+  error.type = "internal_server_error";
+  error.message = "internal server error; the server log has the details";
+  return error;
+}
+
 ApiError errorFromStatus(const Status &status, std::string param) {
   ApiError error;
   error.message = status.message();
@@ -22,6 +41,7 @@ ApiError errorFromStatus(const Status &status, std::string param) {
   case StatusCode::kInvalidArgument:
   case StatusCode::kOutOfRange:
   case StatusCode::kNotFound:
+  case StatusCode::kFailedPrecondition:
     error.httpStatus = 400;
     break;
   case StatusCode::kUnimplemented:

@@ -18,8 +18,14 @@ struct ApiError {
 
 // 400 naming the field.
 ApiError badRequest(std::string param, std::string message);
-// Maps an engine/model Status to an HTTP error: invalid argument / out of range -> 400,
-// unavailable -> 503, unimplemented -> 501, anything else -> 500.
+// 404 `model_not_found`: the client named a model other than the served one.
+ApiError modelNotFound(const std::string &requested, const std::string &served);
+// An error for a request that reached a handler and threw: a generic 500 that says nothing of
+// what was thrown (the text goes to the server's log only).
+ApiError unexpectedServerError();
+// Maps an engine/model Status to an HTTP error: invalid argument / out of range / not found /
+// failed precondition -> 400 (what the request asked of this model cannot be done: gRPC's
+// mapping), unavailable -> 503, unimplemented -> 501, anything else -> 500.
 ApiError errorFromStatus(const Status &status, std::string param = "");
 
 // {"error":{"message","type","param","code"}} (OpenAI).

@@ -18,6 +18,8 @@ std::optional<ApiError> encodePrompt(const PromptInput &prompt, const ServeModel
     encoded = model.encodePrompt(prompt.text);
     break;
   case PromptInput::Kind::kChat:
+    if (!model.hasChatTemplate())
+      return badRequest(prompt.field, kNoChatTemplateMessage);
     encoded = model.encodeChat(prompt.messages, prompt.addGenerationPrompt, prompt.chatExtra);
     break;
   }
@@ -75,21 +77,28 @@ std::optional<ApiError> checkLengths(const GenerationRequest &request, const Pro
   return std::nullopt;
 }
 
+// The engine runs a request's `n` samples side by side, so `n` is bounded by the running batch
+// (EngineLimits::maxSamplesPerRequest) as well as by the parser's kMaxSamples.
+std::optional<ApiError> checkSampleCount(const GenerationRequest &request,
+                                         const EngineLimits &limits) {
+  int32_t n = request.sampling.n;
+  if (n <= limits.maxSamplesPerRequest)
+    return std::nullopt;
+  return badRequest("n", "field 'n' is " + std::to_string(n) + "; this server runs at most " +
+                             std::to_string(limits.maxSamplesPerRequest) +
+                             " samples per request (its max batch: kiln serve --max-batch, "
+                             "kiln compile --max-batch)");
+}
+
 } // namespace
 
 std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
                                            const PromptInput &prompt, ServeModel &model,
                                            Request &out) {
-  if (!request.model.empty() && request.model != model.name()) {
-    ApiError error;
-    error.httpStatus = 404;
-    error.param = "model";
-    error.code = "model_not_found";
-    error.type = "NotFoundError";
-    error.message = "the model '" + request.model + "' does not exist; this server serves '" +
-                    model.name() + "'";
+  if (!request.model.empty() && request.model != model.name())
+    return modelNotFound(request.model, model.name());
+  if (auto error = checkSampleCount(request, model.engine().limits()))
     return error;
-  }
   out.sampling = request.sampling;
   if (auto error = encodePrompt(prompt, model, out.promptIds))
     return error;

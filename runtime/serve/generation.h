@@ -17,10 +17,16 @@
 
 namespace kiln::rt::serve {
 
+// The 400 a chat request gets when the model has no chat template (vLLM answers 400 too).
+inline constexpr const char *kNoChatTemplateMessage =
+    "this model has no chat template; start kiln serve with --chat-template FILE";
+
 // Encodes `prompt` (one of the request's prompts) and fills the engine request. Errors: a "model"
 // that is not the served one (404), token ids outside the vocabulary (400), a prompt with no room
 // for one generated token (400 naming both numbers), an explicit max tokens that does not fit (400
-// naming the field), encoding failures (400). Errors about a batch's prompt name it ("prompt[2]").
+// naming the field), `n` above the engine's samples per request (400 naming `n`), a chat prompt
+// for a model without a chat template (400), encoding failures (400). Errors about a batch's
+// prompt name it ("prompt[2]").
 std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
                                            const PromptInput &prompt, ServeModel &model,
                                            Request &out);

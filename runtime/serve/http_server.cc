@@ -25,6 +25,8 @@ struct HttpServer::Impl {
                                  void (*route)(RouteContext &, const httplib::Request &,
                                                httplib::Response &));
   void handleMetrics(httplib::Response &res);
+  void handleException(const httplib::Request &req, httplib::Response &res,
+                       std::exception_ptr thrown);
 };
 
 HttpServer::HttpServer(HttpServerConfig config) : impl_(std::make_unique<Impl>()) {
@@ -68,10 +70,39 @@ void HttpServer::Impl::handleMetrics(httplib::Response &res) {
                   "text/plain; version=0.0.4; charset=utf-8");
 }
 
+namespace {
+
+std::string describeException(std::exception_ptr thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const std::exception &e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+} // namespace
+
+// Without this handler httplib answers a throwing handler with a 500 whose EXCEPTION_WHAT header
+// carries the exception's text to the client. Whatever the handler had set is dropped.
+void HttpServer::Impl::handleException(const httplib::Request &req, httplib::Response &res,
+                                       std::exception_ptr thrown) {
+  if (config.log)
+    config.log("internal error answering " + req.method + " " + req.path + ": " +
+               describeException(thrown));
+  res = httplib::Response();
+  bool tgi = req.path == "/generate" || req.path == "/generate_stream" ||
+             req.path == "/invocations";
+  sendError(res, unexpectedServerError(), tgi ? ErrorStyle::kTgi : ErrorStyle::kOpenAi);
+}
+
 void HttpServer::Impl::registerGeneration() {
   server.Post("/v1/completions", guard(ErrorStyle::kOpenAi, handleCompletions));
   server.Post("/v1/chat/completions", guard(ErrorStyle::kOpenAi, handleChatCompletions));
   server.Get("/v1/models", guard(ErrorStyle::kOpenAi, handleModels));
+  // The id may hold '/' ("org/model"), as served names copied from hub ids do.
+  server.Get(R"(/v1/models/(.+))", guard(ErrorStyle::kOpenAi, handleModel));
   server.Post("/generate", guard(ErrorStyle::kTgi, handleTgiGenerate));
   server.Post("/generate_stream", guard(ErrorStyle::kTgi, handleTgiGenerateStream));
   server.Post("/invocations", guard(ErrorStyle::kTgi, handleInvocations));
@@ -104,6 +135,10 @@ void HttpServer::Impl::registerRoutes() {
                                         : "the request could not be handled";
     sendError(res, error, ErrorStyle::kOpenAi);
   });
+  server.set_exception_handler(
+      [this](const httplib::Request &req, httplib::Response &res, std::exception_ptr thrown) {
+        handleException(req, res, thrown);
+      });
   server.set_post_routing_handler(
       [this](const httplib::Request &, httplib::Response &res) { ctx.metrics.countResponse(res.status); });
 }

@@ -16,6 +16,7 @@
 #include "runtime/serve/sse.h"
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -36,6 +37,9 @@ struct HttpServerConfig {
   int listenBacklog = 1024;
   int keepAliveSeconds = 5;
   Framing sageMakerStreamFormat = Framing::kJsonLines;
+  // Receives one line per request a handler failed on unexpectedly (an exception); the client
+  // gets only a generic 500. Null: not logged.
+  std::function<void(const std::string &)> log;
 };
 
 class HttpServer {

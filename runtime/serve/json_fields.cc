@@ -183,6 +183,99 @@ bool JsonFields::readIntList(const char *name, int64_t min, int64_t max,
   return true;
 }
 
+namespace {
+
+// Replays a body nlohmann::json rejected through its SAX interface to learn where it failed: the
+// path of the value being read ("messages[0].content"), the parser's message, and whether it
+// failed on a number that does not fit a double (1e309, which the lexer reads but cannot hold).
+class JsonErrorLocator : public nlohmann::json::json_sax_t {
+public:
+  bool null() override { return enterValue(); }
+  bool boolean(bool) override { return enterValue(); }
+  bool number_integer(number_integer_t) override { return enterValue(); }
+  bool number_unsigned(number_unsigned_t) override { return enterValue(); }
+  bool number_float(number_float_t, const string_t &) override { return enterValue(); }
+  bool string(string_t &) override { return enterValue(); }
+  bool binary(binary_t &) override { return enterValue(); }
+  bool start_object(std::size_t) override { return enterContainer(false); }
+  bool start_array(std::size_t) override { return enterContainer(true); }
+  bool end_object() override { return leaveContainer(); }
+  bool end_array() override { return leaveContainer(); }
+  bool key(string_t &name) override {
+    frames_.back().key = name;
+    return true;
+  }
+  bool parse_error(std::size_t, const std::string &,
+                   const nlohmann::json::exception &error) override {
+    numberOverflow_ = error.id == kNumberOverflowId;
+    message_ = error.what();
+    path_ = currentPath();
+    return false;
+  }
+
+  bool numberOverflow() const { return numberOverflow_; }
+  const std::string &message() const { return message_; }
+  const std::string &path() const { return path_; }
+
+private:
+  // nlohmann's out_of_range.406: "number overflow parsing '1e309'".
+  static constexpr int kNumberOverflowId = 406;
+  struct Frame {
+    bool isArray = false;
+    std::string key;  // an object's current member
+    size_t index = 0; // an array's current element
+    size_t next = 0;  // an array's elements begun so far
+  };
+
+  bool enterValue() {
+    if (!frames_.empty() && frames_.back().isArray)
+      frames_.back().index = frames_.back().next++;
+    return true;
+  }
+  bool enterContainer(bool isArray) {
+    enterValue();
+    frames_.push_back(Frame{isArray, "", 0, 0});
+    return true;
+  }
+  bool leaveContainer() {
+    frames_.pop_back();
+    return true;
+  }
+  // The value being read when the parser failed; in an array that is the element after the last
+  // one begun.
+  std::string currentPath() const {
+    std::string path;
+    for (size_t i = 0; i < frames_.size(); ++i) {
+      const Frame &frame = frames_[i];
+      bool last = i + 1 == frames_.size();
+      if (frame.isArray)
+        path += "[" + std::to_string(last ? frame.next : frame.index) + "]";
+      else if (!frame.key.empty() || !last)
+        path += (path.empty() ? "" : ".") + frame.key;
+    }
+    return path;
+  }
+
+  std::vector<Frame> frames_;
+  bool numberOverflow_ = false;
+  std::string message_;
+  std::string path_;
+};
+
+ApiError invalidJson(const std::string &body) {
+  JsonErrorLocator locator;
+  (void)nlohmann::json::sax_parse(body, &locator);
+  if (!locator.numberOverflow())
+    return badRequest("", "the request body is not valid JSON: " + locator.message());
+  if (locator.path().empty() || locator.path()[0] == '[')
+    return badRequest("", "request body: number out of range (JSON numbers must fit a double)");
+  return badRequest(locator.path(), "field '" + locator.path() +
+                                        "' holds a number out of range (JSON numbers must fit "
+                                        "a double)");
+}
+
+} // namespace
+
 std::optional<ApiError> parseJsonObject(const std::string &body, nlohmann::json &out) {
   if (body.empty())
     return badRequest("", "the request body is empty; expected a JSON object");
@@ -191,16 +284,8 @@ std::optional<ApiError> parseJsonObject(const std::string &body, nlohmann::json 
     return badRequest("", "the request body is not valid UTF-8 (byte offset " +
                               std::to_string(bad) + ")");
   out = nlohmann::json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded()) {
-    // Re-parse with a throwing parser only for the position in the message.
-    std::string detail;
-    try {
-      (void)nlohmann::json::parse(body);
-    } catch (const nlohmann::json::parse_error &e) {
-      detail = ": " + std::string(e.what());
-    }
-    return badRequest("", "the request body is not valid JSON" + detail);
-  }
+  if (out.is_discarded())
+    return invalidJson(body);
   if (!out.is_object())
     return badRequest("", std::string("the request body must be a JSON object, got ") +
                               jsonTypeName(out));

@@ -1,6 +1,7 @@
 #include "runtime/serve/metrics_text.h"
 
-#include <cstdio>
+#include <charconv>
+#include <cmath>
 #include <sstream>
 
 namespace kiln::rt::serve {
@@ -12,10 +13,16 @@ std::vector<double> e2eBuckets() {
           120.0, 240.0, 480.0, 960.0, 1920.0, 7680.0};
 }
 
+// The shortest text that reads back as the same double (0.005, not 0.0050000000000000001), as
+// Prometheus' own clients print bucket bounds and values.
 std::string number(double v) {
+  if (std::isnan(v))
+    return "NaN";
+  if (std::isinf(v))
+    return v > 0 ? "+Inf" : "-Inf";
   char buffer[64];
-  std::snprintf(buffer, sizeof(buffer), "%.17g", v);
-  return buffer;
+  auto [end, ec] = std::to_chars(buffer, buffer + sizeof(buffer), v);
+  return ec == std::errc() ? std::string(buffer, end) : std::string("NaN");
 }
 
 class Writer {

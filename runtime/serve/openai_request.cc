@@ -206,6 +206,11 @@ std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, Gener
   std::optional<bool> echo;
   f.readBool("echo", echo);
   out.echo = echo.value_or(false);
+  // OpenAI then reports the prompt's tokens in the logprobs too; the engine computes logits only
+  // where it samples, so it has no prompt logprobs to give.
+  if (out.echo && logprobs)
+    f.fail("echo", "fields 'echo' and 'logprobs' cannot be used together: kiln does not compute "
+                   "the prompt's logprobs; send one of them");
   return f.error();
 }
 
@@ -213,6 +218,25 @@ std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, Gener
 
 namespace kiln::rt::serve {
 namespace {
+
+// The model is text-only: a content part must be {"type": "text", "text": "..."}. Images, audio
+// and files are refused rather than dropped, so the model never answers a prompt it did not see.
+void checkContentParts(JsonFields &f, const nlohmann::ordered_json &parts, const std::string &at) {
+  for (size_t j = 0; j < parts.size() && f.ok(); ++j) {
+    const auto &part = parts[j];
+    std::string here = at + ".content[" + std::to_string(j) + "]";
+    auto type = part.is_object() ? part.find("type") : part.end();
+    if (!part.is_object() || type == part.end() || !type->is_string()) {
+      f.fail(here, "field '" + here + "' must be an object with a string 'type'");
+    } else if (*type != "text") {
+      f.fail(here + ".type", "field '" + here + ".type' is '" + type->get<std::string>() +
+                                 "': this server serves a text-only model; the supported content "
+                                 "part type is 'text'");
+    } else if (auto text = part.find("text"); text == part.end() || !text->is_string()) {
+      f.fail(here + ".text", "field '" + here + ".text' must be a string");
+    }
+  }
+}
 
 // Each message is an object with a string "role" and a "content" that is a string, an array of
 // content parts, or null (an assistant turn carrying tool calls).
@@ -241,6 +265,10 @@ void checkMessages(JsonFields &f, const nlohmann::ordered_json &messages) {
                                   ".content' must be a string, an array of content parts or null");
       return;
     }
+    if (content != m.end() && content->is_array())
+      checkContentParts(f, *content, at);
+    if (!f.ok())
+      return;
   }
 }
 
@@ -256,6 +284,22 @@ void readChatLogprobs(JsonFields &f, GenerationRequest &out) {
     out.topLogprobs = static_cast<int32_t>(top.value_or(0));
     out.sampling.logprobs = out.topLogprobs;
   }
+}
+
+// kiln returns what the model writes as text and does not parse or force tool calls: "auto" (the
+// model decides, the default with tools) and "none" are what it does; "required" and a named
+// function would need constrained decoding, so they are refused until kiln has it.
+void readToolChoice(JsonFields &f) {
+  const nlohmann::json *choice = f.get("tool_choice");
+  if (!choice)
+    return;
+  if (choice->is_string() && (*choice == "auto" || *choice == "none"))
+    return;
+  std::string got = choice->is_string() ? "'" + choice->get<std::string>() + "'"
+                                        : std::string(jsonTypeName(*choice));
+  f.fail("tool_choice", "field 'tool_choice' is " + got +
+                            "; kiln supports only \"auto\" and \"none\" (it does not force a "
+                            "tool call)");
 }
 
 // The fields that reach the template are checked on the sorted body (`f`) and taken from the
@@ -279,6 +323,7 @@ void readChatTemplateOptions(JsonFields &f, const nlohmann::ordered_json &ordere
     else
       out.prompt.chatExtra["tools"] = ordered["tools"];
   }
+  readToolChoice(f);
   if (const nlohmann::json *format = f.get("response_format")) {
     auto type = format->is_object() ? format->find("type") : format->end();
     if (!format->is_object() || type == format->end() || *type != "text")

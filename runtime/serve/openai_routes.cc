@@ -1,4 +1,4 @@
-// POST /v1/completions, POST /v1/chat/completions, GET /v1/models.
+// POST /v1/completions, POST /v1/chat/completions, GET /v1/models, GET /v1/models/{id}.
 #include "runtime/serve/openai_request.h"
 #include "runtime/serve/openai_stream.h"
 #include "runtime/serve/routes.h"
@@ -101,19 +101,36 @@ void handleChatCompletions(RouteContext &ctx, const httplib::Request &req, httpl
   runChat(ctx, *model, std::move(request), res, Framing::kSse);
 }
 
+namespace {
+
+// One entry of GET /v1/models, as vLLM writes it.
+nlohmann::json modelObject(ServeModel &model) {
+  return {{"id", model.name()},
+          {"object", "model"},
+          {"created", unixSeconds()},
+          {"owned_by", "kiln"},
+          {"root", model.name()},
+          {"parent", nullptr},
+          {"max_model_len", model.engine().limits().maxSeqLen}};
+}
+
+} // namespace
+
 void handleModels(RouteContext &ctx, const httplib::Request &, httplib::Response &res) {
   ServeModel *model = modelOrError(ctx, res, ErrorStyle::kOpenAi);
   if (!model)
     return;
-  const EngineLimits &limits = model->engine().limits();
-  nlohmann::json entry = {{"id", model->name()},
-                          {"object", "model"},
-                          {"created", unixSeconds()},
-                          {"owned_by", "kiln"},
-                          {"root", model->name()},
-                          {"parent", nullptr},
-                          {"max_model_len", limits.maxSeqLen}};
-  sendJson(res, {{"object", "list"}, {"data", nlohmann::json::array({entry})}});
+  sendJson(res, {{"object", "list"}, {"data", nlohmann::json::array({modelObject(*model)})}});
+}
+
+void handleModel(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
+  ServeModel *model = modelOrError(ctx, res, ErrorStyle::kOpenAi);
+  if (!model)
+    return;
+  std::string id = req.matches.size() > 1 ? req.matches[1].str() : "";
+  if (id != model->name())
+    return sendError(res, modelNotFound(id, model->name()), ErrorStyle::kOpenAi);
+  sendJson(res, modelObject(*model));
 }
 
 } // namespace kiln::rt::serve

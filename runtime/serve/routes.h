@@ -84,6 +84,8 @@ void handleCompletions(RouteContext &ctx, const httplib::Request &req, httplib::
 void handleChatCompletions(RouteContext &ctx, const httplib::Request &req,
                            httplib::Response &res);
 void handleModels(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
+// GET /v1/models/{id}: the served model's entry, or 404 model_not_found for another id.
+void handleModel(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
 void handleTgiGenerate(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
 void handleTgiGenerateStream(RouteContext &ctx, const httplib::Request &req,
                              httplib::Response &res);

@@ -116,6 +116,20 @@ Status applyOption(const std::string &key, const std::string &value, const std::
   return okStatus();
 }
 
+// TENSOR_PARALLEL_DEGREE, as the LMI guides set it, means OPTION_TENSOR_PARALLEL_DEGREE; when
+// both are set the OPTION_ one wins (a warning says so if they differ).
+Status applyTensorParallelDegree(const std::map<std::string, std::string> &env,
+                                 const std::string &value, const std::string &where,
+                                 ServeConfig &config) {
+  auto option = env.find("OPTION_TENSOR_PARALLEL_DEGREE");
+  if (option == env.end())
+    return applyOption("tensor_parallel_degree", value, where, config);
+  if (option->second != value)
+    config.warnings.push_back(where + " is overridden by OPTION_TENSOR_PARALLEL_DEGREE=" +
+                              option->second);
+  return okStatus();
+}
+
 } // namespace
 
 Result<std::map<std::string, std::string>> parseProperties(const std::string &text,
@@ -174,6 +188,8 @@ Status applyEnvironment(const std::map<std::string, std::string> &env, ServeConf
       KILN_ASSIGN_OR_RETURN(int64_t v, parseInt(value, where, 1, 1 << 30));
       config.maxModelLen = static_cast<int32_t>(v);
       config.sources["max_model_len"] = where;
+    } else if (name == "TENSOR_PARALLEL_DEGREE") {
+      KILN_RETURN_IF_ERROR(applyTensorParallelDegree(env, value, where, config));
     } else if (name == "SAGEMAKER_BIND_TO_PORT") {
       KILN_ASSIGN_OR_RETURN(int64_t v, parseInt(value, where, 1, 65535));
       config.port = static_cast<int>(v);

@@ -61,7 +61,9 @@ Result<std::map<std::string, std::string>> parseProperties(const std::string &te
 Status applyServingProperties(const std::map<std::string, std::string> &properties,
                               const std::string &fileName, ServeConfig &config);
 // Applies environment variables (OPTION_FOO_BAR as option.foo_bar, HF_MODEL_ID, SM_NUM_GPUS,
-// NUM_SHARD, MAX_CONCURRENT_REQUESTS, MAX_TOTAL_TOKENS, SAGEMAKER_BIND_TO_PORT).
+// NUM_SHARD, TENSOR_PARALLEL_DEGREE, MAX_CONCURRENT_REQUESTS, MAX_TOTAL_TOKENS,
+// SAGEMAKER_BIND_TO_PORT). Tensor parallel degree: OPTION_TENSOR_PARALLEL_DEGREE wins over
+// TENSOR_PARALLEL_DEGREE, which wins over NUM_SHARD.
 Status applyEnvironment(const std::map<std::string, std::string> &env, ServeConfig &config);
 // The process environment as a map.
 std::map<std::string, std::string> processEnvironment();

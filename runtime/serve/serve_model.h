@@ -28,6 +28,8 @@ public:
 
   // Text -> prompt ids with the model's special-token rules (BOS as the model expects).
   virtual Result<std::vector<int32_t>> encodePrompt(std::string_view text) const = 0;
+  // False when the model has no chat template: chat requests are then refused with a 400.
+  virtual bool hasChatTemplate() const = 0;
   // Renders the chat template and encodes it. `extra` holds further template variables.
   virtual Result<std::vector<int32_t>> encodeChat(const nlohmann::ordered_json &messages,
                                                   bool addGenerationPrompt,

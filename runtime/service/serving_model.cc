@@ -172,7 +172,7 @@ std::vector<int32_t> ServingModel::eosTokenIds() const {
 
 Result<std::vector<int32_t>> ServingModel::encodePrompt(std::string_view text) const {
   if (!tokenizer_)
-    return failedPrecondition("the artifact has no tokenizer.json: give the prompt as token ids");
+    return invalidArgument("the artifact has no tokenizer.json: give the prompt as token ids");
   return tokenizer_->encode(text, /*addSpecialTokens=*/true);
 }
 
@@ -180,8 +180,8 @@ Result<std::string> ServingModel::renderChat(const nlohmann::ordered_json &messa
                                              bool addGenerationPrompt,
                                              const nlohmann::ordered_json &extra) const {
   if (!chatTemplate_)
-    return failedPrecondition("the artifact has no chat template (tokenizer_config.json has no "
-                              "chat_template): serve with --chat-template FILE");
+    return invalidArgument("this model has no chat template (the artifact's tokenizer_config.json "
+                           "has no chat_template); start kiln serve with --chat-template FILE");
   return chatTemplate_->renderChat(messages, addGenerationPrompt, specialTokens_,
                                    extra.is_null() ? nlohmann::ordered_json::object() : extra);
 }
@@ -190,7 +190,7 @@ Result<std::vector<int32_t>> ServingModel::encodeChat(const nlohmann::ordered_js
                                                       bool addGenerationPrompt,
                                                       const nlohmann::ordered_json &extra) const {
   if (!tokenizer_)
-    return failedPrecondition("the artifact has no tokenizer.json: chat needs a tokenizer");
+    return invalidArgument("the artifact has no tokenizer.json: chat needs a tokenizer");
   KILN_ASSIGN_OR_RETURN(std::string prompt, renderChat(messages, addGenerationPrompt, extra));
   // The template already wrote BOS and friends, as transformers' apply_chat_template assumes.
   return tokenizer_->encode(prompt, /*addSpecialTokens=*/false);

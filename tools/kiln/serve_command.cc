@@ -228,6 +228,7 @@ rt::serve::HttpServerConfig httpConfig(const rt::serve::ServeConfig &config) {
   http.maxConcurrentRequests = config.maxConcurrentRequests;
   http.httpThreads = config.httpThreads;
   http.sageMakerStreamFormat = config.sageMakerStreamFormat;
+  http.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   return http;
 }
 
@@ -283,6 +284,10 @@ int serve(const Args &args) {
     return reportError("serve", model.status().withContext("loading " + config->modelDir));
   }
   server.setModel(model->get());
+  if (!(*model)->hasChatTemplate())
+    std::cerr << "kiln serve: warning: the artifact has no chat template: /v1/chat/completions "
+                 "and chat bodies sent to /invocations answer 400; start kiln serve with "
+                 "--chat-template FILE to serve chat\n";
   std::cerr << "kiln serve: serving '" << (*model)->name() << "' on http://" << config->host << ":"
             << *port << "\n"
             << std::flush;

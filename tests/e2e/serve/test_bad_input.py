@@ -1,4 +1,4 @@
-"""Table-driven bad input over HTTP (44 cases): each gets the expected status and names the
+"""Table-driven bad input over HTTP (52 cases): each gets the expected status and names the
 offending field in the API's error shape; the server answers a normal request afterwards."""
 import json
 import unittest
@@ -60,6 +60,22 @@ CASES = [
     ("/invocations", {"text": "a"}, 400, "inputs"),
     ("/invocations", {"inputs": "a", "parameters": "fast"}, 400, "parameters"),
     ("/v1/unknown", {"prompt": "a"}, 404, None),
+    # Issue 18: refused until supported, instead of silently accepted.
+    ("/v1/completions", {"prompt": "a", "echo": True, "logprobs": 1}, 400, "echo"),
+    ("/v1/completions", {"prompt": "a", "n": 17}, 400, "n"),  # compiled --max-batch 16
+    ("/v1/chat/completions", {"messages": MSG, "tool_choice": "required"}, 400, "tool_choice"),
+    ("/v1/chat/completions", {"messages": MSG, "tool_choice": {
+        "type": "function", "function": {"name": "f"}}}, 400, "tool_choice"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": [
+        {"type": "text", "text": "what is this?"},
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}]}]}, 400,
+     "messages[0].content[1].type"),
+    # Numbers that overflow a double, even in an unknown field.
+    ("/v1/completions", b'{"prompt": "a", "unknown": 1e309}', 400, "unknown"),
+    ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "x"}], '
+                             b'"temperature": -1e400}', 400, "temperature"),
+    ("/generate", b'{"inputs": "a", "parameters": {"top_p": 1e999}}', 400,
+     "parameters.top_p"),
 ]
 
 
@@ -73,6 +89,8 @@ class BadInputTest(unittest.TestCase):
                     raw = body if isinstance(body, bytes) else json.dumps(body)
                     got, headers, payload = server.post(path, raw)
                     self.assertEqual(got, status, payload[:300])
+                    self.assertNotIn("EXCEPTION_WHAT", {k.upper() for k in headers})
+                    self.assertNotIn(b"json.exception.out_of_range", payload)
                     error = json.loads(payload)
                     tgi = path in ("/generate", "/generate_stream", "/invocations")
                     if tgi and "error_type" in error:
@@ -95,6 +113,26 @@ class BadInputTest(unittest.TestCase):
                                           json.dumps({"prompt": "Hello", "max_tokens": 3}))
             self.assertEqual(got, 200, payload)
             self.assertEqual(json.loads(payload)["usage"]["completion_tokens"] <= 3, True)
+            self.assertEqual(server.stop(), 0)
+
+
+    def test_chat_without_a_template_is_400_naming_the_flag(self):
+        # tiny-llama's tokenizer_config.json has no chat_template.
+        with h.Server(h.tiny_artifact()) as server:
+            self.assertIn("warning: the artifact has no chat template", server.logs())
+            self.assertIn("--chat-template FILE", server.logs())
+            body = {"messages": MSG, "max_tokens": 2}
+            got, _, payload = server.post("/v1/chat/completions", body)
+            self.assertEqual(got, 400, payload)
+            self.assertEqual(json.loads(payload), {"error": {
+                "message": "this model has no chat template; start kiln serve with "
+                           "--chat-template FILE",
+                "type": "invalid_request_error", "param": "messages", "code": None}})
+            got, _, payload = server.post("/invocations", body)
+            self.assertEqual(got, 400, payload)
+            self.assertIn("--chat-template", json.loads(payload)["error"]["message"])
+            got, _, _ = server.post("/v1/completions", {"prompt": "Hello", "max_tokens": 2})
+            self.assertEqual(got, 200)
             self.assertEqual(server.stop(), 0)
 
 

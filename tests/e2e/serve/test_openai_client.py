@@ -28,6 +28,18 @@ class OpenAiClientTest(unittest.TestCase):
         models = self.client.models.list().data
         self.assertEqual([m.id for m in models], ["tiny-llama"])
 
+    def test_models_retrieve(self):
+        model = self.client.models.retrieve("tiny-llama")
+        self.assertEqual(model.id, "tiny-llama")
+        self.assertEqual(model.object, "model")
+        self.assertEqual(model.owned_by, "kiln")
+        with self.assertRaises(openai.NotFoundError) as caught:
+            self.client.models.retrieve("gpt-4")
+        self.assertEqual(caught.exception.status_code, 404)
+        self.assertEqual(caught.exception.body["code"], "model_not_found")
+        self.assertEqual(caught.exception.body["message"],
+                         "the model 'gpt-4' does not exist; this server serves 'tiny-llama'")
+
     def test_greedy_completion_equals_kiln_generate(self):
         expected = h.kiln_generate(self.artifact, PROMPT, 12)
         r = self.client.completions.create(model=self.model, prompt=PROMPT, max_tokens=12,

@@ -9,6 +9,7 @@
 #include "runtime/serve/serve_model.h"
 
 #include <memory>
+#include <stdexcept>
 
 namespace kiln::rt::serve::testing {
 
@@ -35,11 +36,17 @@ struct FakeModelOptions {
   int32_t maxSeqLen = 128;
   int32_t numKvBlocks = 512;
   float eosBoost = 0.0f;
+  bool hasChatTemplate = true;
 };
+
+// The prompt text on which the fake's encodePrompt throws: a handler bug as the server sees it.
+inline constexpr const char *kThrowingPrompt = "THROW-IN-HANDLER";
+inline constexpr const char *kThrownText = "secret internal detail /srv/kiln/model.cc:42";
 
 class FakeServeModel : public ServeModel {
 public:
-  explicit FakeServeModel(FakeModelOptions options = {}) {
+  explicit FakeServeModel(FakeModelOptions options = {})
+      : hasChatTemplate_(options.hasChatTemplate) {
     FakeRunnerConfig rc;
     rc.limits.maxBatch = options.maxBatch;
     rc.limits.maxTokensPerStep = 512;
@@ -65,11 +72,14 @@ public:
   const std::string &name() const override { return name_; }
   std::vector<int32_t> eosTokenIds() const override { return {kEos}; }
   Result<std::vector<int32_t>> encodePrompt(std::string_view text) const override {
+    if (text == kThrowingPrompt)
+      throw std::runtime_error(kThrownText);
     std::vector<int32_t> ids;
     for (unsigned char c : text)
       ids.push_back(c);
     return ids;
   }
+  bool hasChatTemplate() const override { return hasChatTemplate_; }
   // The contents, one a line, then the template variables (tools, chat_template_kwargs) as JSON
   // when there are any, as tool templates print them.
   Result<std::vector<int32_t>> encodeChat(const nlohmann::ordered_json &messages, bool,
@@ -95,6 +105,7 @@ public:
   FakeRunner &runner() { return *runner_; }
 
 private:
+  bool hasChatTemplate_;
   std::string name_ = "fake-model";
   ByteDetokenizer detokenizer_;
   std::unique_ptr<FakeRunner> runner_;

@@ -1,5 +1,6 @@
 // The HTTP server over a FakeRunner engine, through real sockets: routes, streaming framing,
 // limits (413, 503 + Retry-After, prompt too long), auth, disconnect -> cancel, drain.
+#include "runtime/serve/generation.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/json_text.h"
 #include "runtime/serve/sse.h"
@@ -8,6 +9,8 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <memory>
+#include <mutex>
 #include <thread>
 
 namespace kiln::rt::serve {
@@ -216,6 +219,140 @@ TEST(HttpServerTest, LimitsAnswerWithClearErrors) {
   EXPECT_EQ(json::parse(tgiBad->body)["error_type"], "validation");
   EXPECT_EQ(f.client().Get("/nope")->status, 404);
   // The server still answers a normal request afterwards.
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
+}
+
+// A model without a chat template: chat is the client's to fix (400 naming --chat-template, as
+// vLLM answers), not a 500 the openai client would retry.
+TEST(HttpServerTest, ChatWithoutATemplateIs400NamingTheFlag) {
+  FakeModelOptions options;
+  options.hasChatTemplate = false;
+  ServerFixture f({}, options);
+  const std::string chat = R"({"messages": [{"role": "user", "content": "hi"}]})";
+  auto res = f.post("/v1/chat/completions", chat);
+  ASSERT_EQ(res->status, 400);
+  EXPECT_EQ(json::parse(res->body),
+            json::parse(R"({"error": {"message": "this model has no chat template; start kiln )"
+                        R"(serve with --chat-template FILE", "type": "invalid_request_error",)"
+                        R"( "param": "messages", "code": null}})"));
+  auto invocations = f.post("/invocations", chat);
+  ASSERT_EQ(invocations->status, 400);
+  EXPECT_EQ(json::parse(invocations->body)["error"]["message"], kNoChatTemplateMessage);
+  // Completions do not need the template.
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
+}
+
+// `n` runs side by side in the batch, so the max batch bounds it; the error names `n` and the
+// limit.
+TEST(HttpServerTest, SamplesAboveTheMaxBatchAre400NamingN) {
+  ServerFixture f; // max batch 8
+  auto res = f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "n": 9})");
+  ASSERT_EQ(res->status, 400);
+  json error = json::parse(res->body)["error"];
+  EXPECT_EQ(error["param"], "n");
+  EXPECT_EQ(error["message"], "field 'n' is 9; this server runs at most 8 samples per request "
+                              "(its max batch: kiln serve --max-batch, kiln compile --max-batch)");
+  EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2, "n": 8})")->status,
+            200);
+}
+
+TEST(HttpServerTest, ModelsRetrieveServesTheModelAnd404sOthers) {
+  ServerFixture f;
+  auto res = f.client().Get("/v1/models/fake-model");
+  ASSERT_EQ(res->status, 200) << res->body;
+  json model = json::parse(res->body);
+  EXPECT_EQ(model["id"], "fake-model");
+  EXPECT_EQ(model["object"], "model");
+  EXPECT_EQ(model["owned_by"], "kiln");
+  EXPECT_EQ(model["max_model_len"], 128);
+  json listed = json::parse(f.client().Get("/v1/models")->body)["data"][0];
+  listed.erase("created");
+  model.erase("created");
+  EXPECT_EQ(model, listed);
+  for (const char *other : {"/v1/models/gpt-4", "/v1/models/org/fake-model"}) {
+    auto missing = f.client().Get(other);
+    ASSERT_EQ(missing->status, 404) << other;
+    json error = json::parse(missing->body)["error"];
+    EXPECT_EQ(error["code"], "model_not_found");
+    EXPECT_EQ(error["param"], "model");
+    EXPECT_EQ(error["type"], "NotFoundError");
+    std::string id = std::string(other).substr(11);
+    EXPECT_EQ(error["message"],
+              "the model '" + id + "' does not exist; this server serves 'fake-model'");
+  }
+}
+
+// No response carries internal text: httplib's EXCEPTION_WHAT header never appears.
+void expectNoInternalText(const httplib::Result &res) {
+  ASSERT_TRUE(res);
+  EXPECT_FALSE(res->has_header("EXCEPTION_WHAT"));
+  for (const auto &[name, value] : res->headers)
+    EXPECT_EQ(value.find("json.exception"), std::string::npos) << name << ": " << value;
+  EXPECT_EQ(res->body.find("json.exception"), std::string::npos) << res->body;
+  EXPECT_EQ(res->body.find(testing::kThrownText), std::string::npos) << res->body;
+}
+
+TEST(HttpServerTest, NumbersThatOverflowADoubleAre400NamingTheField) {
+  ServerFixture f;
+  struct Case {
+    const char *path, *body, *param;
+  };
+  const Case cases[] = {
+      {"/v1/completions", R"({"prompt": "abc", "unknown": 1e309})", "unknown"},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}],
+          "temperature": 1e309})", "temperature"},
+      {"/invocations", R"({"inputs": "abc", "parameters": {"top_p": -1e999}})",
+       "parameters.top_p"},
+  };
+  for (const Case &c : cases) {
+    auto res = f.post(c.path, c.body);
+    expectNoInternalText(res);
+    ASSERT_EQ(res->status, 400) << c.path << " " << res->body;
+    json body = json::parse(res->body);
+    std::string message = "field '" + std::string(c.param) +
+                          "' holds a number out of range (JSON numbers must fit a double)";
+    if (body["error"].is_object()) {
+      EXPECT_EQ(body["error"]["param"], c.param);
+      EXPECT_EQ(body["error"]["message"], message);
+    } else {
+      EXPECT_EQ(body["error"], message);
+      EXPECT_EQ(body["error_type"], "validation");
+    }
+  }
+}
+
+// A handler that throws answers a generic 500 in the route's shape; the exception's text goes to
+// the server's log only.
+TEST(HttpServerTest, AHandlerThatThrowsAnswersAGeneric500) {
+  auto lines = std::make_shared<std::vector<std::string>>();
+  auto mutex = std::make_shared<std::mutex>();
+  HttpServerConfig config;
+  config.log = [lines, mutex](const std::string &line) {
+    std::lock_guard<std::mutex> lock(*mutex);
+    lines->push_back(line);
+  };
+  ServerFixture f(config);
+  const std::string prompt = testing::kThrowingPrompt;
+  auto openAi = f.post("/v1/completions", R"({"prompt": ")" + prompt + R"("})");
+  expectNoInternalText(openAi);
+  ASSERT_EQ(openAi->status, 500);
+  EXPECT_EQ(openAi->get_header_value("Content-Type"), "application/json");
+  EXPECT_EQ(json::parse(openAi->body),
+            json::parse(R"({"error": {"message": "internal server error; the server log has the )"
+                        R"(details", "type": "internal_server_error", "param": null,)"
+                        R"( "code": null}})"));
+  auto tgi = f.post("/generate", R"({"inputs": ")" + prompt + R"("})");
+  expectNoInternalText(tgi);
+  ASSERT_EQ(tgi->status, 500);
+  EXPECT_EQ(json::parse(tgi->body),
+            json({{"error", "internal server error; the server log has the details"},
+                  {"error_type", "generation"}}));
+  {
+    std::lock_guard<std::mutex> lock(*mutex);
+    ASSERT_EQ(lines->size(), 2u);
+    EXPECT_EQ((*lines)[0], "internal error answering POST /v1/completions: " +
+                               std::string(testing::kThrownText));
+  }
   EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
 }
 

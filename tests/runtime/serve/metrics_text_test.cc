@@ -60,7 +60,7 @@ TEST(MetricsTextTest, EngineAndServerMetricsInPrometheusFormat) {
       "kiln:prompt_tokens_total{model_name=\"tiny\\\"model\"} 100\n",
       "kiln:generation_tokens_total{model_name=\"tiny\\\"model\"} 42\n",
       "# TYPE kiln:time_to_first_token_seconds histogram\n",
-      "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"0.10000000000000001\"} 2\n",
+      "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"0.1\"} 2\n",
       "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"1\"} 3\n",
       "kiln:time_to_first_token_seconds_bucket{model_name=\"tiny\\\"model\",le=\"+Inf\"} 4\n",
       "kiln:time_to_first_token_seconds_sum{model_name=\"tiny\\\"model\"} 3.5\n",
@@ -78,6 +78,28 @@ TEST(MetricsTextTest, EngineAndServerMetricsInPrometheusFormat) {
   };
   for (const char *line : expected)
     EXPECT_NE(text.find(line), std::string::npos) << "missing: " << line;
+}
+
+// Bucket bounds and values print in their shortest round-trip form, as Prometheus clients print
+// them: 0.005, not %.17g's 0.0050000000000000001.
+TEST(MetricsTextTest, NumbersPrintInShortestRoundTripForm) {
+  MetricsSnapshot engine;
+  engine.kvUsage = 0.3;
+  engine.timeToFirstToken.upperBounds = {0.001, 0.005, 0.02, 0.1, 2.5, 7680.0};
+  engine.timeToFirstToken.counts = {0, 1, 0, 0, 0, 0, 0};
+  engine.timeToFirstToken.count = 1;
+  engine.timeToFirstToken.sumSeconds = 0.004;
+  std::string text = renderPrometheus(engine, ServerMetrics().snapshot(), "m");
+  const std::string bucket = "kiln:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"";
+  for (const char *le : {"0.001", "0.005", "0.02", "0.1", "2.5", "7680"})
+    EXPECT_NE(text.find(bucket + le + "\"}"), std::string::npos) << "missing le=" << le;
+  EXPECT_NE(text.find("kiln:kv_cache_usage_perc{model_name=\"m\"} 0.3\n"), std::string::npos);
+  EXPECT_NE(text.find("kiln:time_to_first_token_seconds_sum{model_name=\"m\"} 0.004\n"),
+            std::string::npos);
+  EXPECT_EQ(text.find("00000000"), std::string::npos) << text;
+  // vLLM's e2e buckets, rendered by the server itself.
+  EXPECT_NE(text.find("kiln:e2e_request_latency_seconds_bucket{model_name=\"m\",le=\"0.3\"} 0"),
+            std::string::npos);
 }
 
 TEST(MetricsTextTest, EscapesLabelValues) {

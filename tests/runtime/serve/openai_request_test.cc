@@ -70,6 +70,11 @@ TEST(OpenAiRequestTest, BadCompletionBodiesNameTheField) {
       {R"({"prompt": "a", "ignore_eos": 1})", "ignore_eos", "a boolean"},
       {R"({"prompt": "a", "model": 7})", "model", "a string"},
       {R"({"prompt": "a", "echo": "no"})", "echo", "a boolean"},
+      // No prompt logprobs in the engine: refused rather than answered without prompt entries.
+      {R"({"prompt": "a", "echo": true, "logprobs": 0})", "echo",
+       "fields 'echo' and 'logprobs' cannot be used together: kiln does not compute the prompt's "
+       "logprobs; send one of them"},
+      {R"({"prompt": "a", "n": 129})", "n", "[1, 128]"},
   };
   for (const BadCase &c : cases) {
     GenerationRequest request;
@@ -105,6 +110,31 @@ TEST(OpenAiRequestTest, BadChatBodiesNameTheField) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools", "an array"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",
        "chat_template_kwargs", "an object"},
+      // A text-only model: image, audio and file parts are refused, not dropped.
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "what is this?"},
+          {"type": "image_url", "image_url": {"url": "https://x/cat.png"}}]}]})",
+       "messages[0].content[1].type",
+       "field 'messages[0].content[1].type' is 'image_url': this server serves a text-only model; "
+       "the supported content part type is 'text'"},
+      {R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content":
+          [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]})",
+       "messages[1].content[0].type", "'input_audio': this server serves a text-only model"},
+      {R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})",
+       "messages[0].content[0]", "must be an object with a string 'type'"},
+      {R"({"messages": [{"role": "user", "content": ["x"]}]})", "messages[0].content[0]",
+       "must be an object with a string 'type'"},
+      {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]})",
+       "messages[0].content[0].text", "must be a string"},
+      // kiln neither forces nor parses tool calls.
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
+       "tool_choice",
+       "field 'tool_choice' is 'required'; kiln supports only \"auto\" and \"none\" (it does "
+       "not force a tool call)"},
+      {R"({"messages": [{"role": "user", "content": "x"}],
+          "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})",
+       "tool_choice", "field 'tool_choice' is an object; kiln supports only \"auto\" and"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": 1})", "tool_choice",
+       "is an integer"},
   };
   for (const BadCase &c : cases) {
     GenerationRequest request;
@@ -136,13 +166,62 @@ TEST(OpenAiRequestTest, BodyLevelErrors) {
   }
 }
 
+// A number that overflows a double (1e309, even in a field kiln ignores) used to escape the parser
+// as an exception: now a 400 naming the field it sits in.
+TEST(OpenAiRequestTest, NumbersThatOverflowADoubleNameTheirField) {
+  const std::string huge = "1" + std::string(400, '0');
+  const BadCase cases[] = {
+      {R"({"prompt": "a", "unknown_field": 1e309})", "unknown_field", ""},
+      {R"({"prompt": "a", "temperature": -1e400})", "temperature", ""},
+      {R"({"messages": [{"role": "user", "content": "x", "extra": [1, 2, 1e309]}]})",
+       "messages[0].extra[2]", ""},
+      {R"({"a": {"b": [[0], [1e999]]}, "prompt": "x"})", "a.b[1][0]", ""},
+  };
+  for (const BadCase &c : cases) {
+    GenerationRequest request;
+    std::optional<ApiError> error;
+    ASSERT_NO_THROW(error = parseCompletion(c.body, request)) << c.body;
+    ASSERT_TRUE(error.has_value()) << c.body;
+    EXPECT_EQ(error->httpStatus, 400) << c.body;
+    EXPECT_EQ(error->param, c.param) << c.body;
+    EXPECT_EQ(error->message, "field '" + std::string(c.param) +
+                                  "' holds a number out of range (JSON numbers must fit a double)");
+  }
+  GenerationRequest request;
+  std::optional<ApiError> error;
+  ASSERT_NO_THROW(error = parseCompletion("{\"prompt\": \"a\", \"n\": " + huge + "}", request));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->param, "n");
+  ASSERT_NO_THROW(error = parseCompletion("[1e309]", request));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_EQ(error->param, "");
+  EXPECT_EQ(error->message, "request body: number out of range (JSON numbers must fit a double)");
+  // Syntax errors still say where.
+  ASSERT_NO_THROW(error = parseCompletion("{\"prompt\": 1e}", request));
+  ASSERT_TRUE(error.has_value());
+  EXPECT_NE(error->message.find("the request body is not valid JSON: "), std::string::npos);
+  EXPECT_NE(error->message.find("column"), std::string::npos) << error->message;
+}
+
+TEST(OpenAiRequestTest, SupportedToolChoicesAndTextPartsAreAccepted) {
+  for (const char *body :
+       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "auto", "tools": []})",
+        R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "none"})",
+        R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": null})",
+        R"({"messages": [{"role": "user", "content": [{"type": "text", "text": "a"},
+            {"type": "text", "text": "b"}]}]})"}) {
+    GenerationRequest request;
+    EXPECT_FALSE(parseChat(body, request).has_value()) << body;
+  }
+}
+
 TEST(OpenAiRequestTest, CompletionFieldsReachTheEngineRequest) {
   GenerationRequest r;
   ASSERT_FALSE(parseCompletion(R"({"model": "m", "prompt": [5, 6, 7], "max_tokens": 9,
       "temperature": 0.5, "top_p": 0.9, "top_k": 40, "min_p": 0.1, "n": 3, "seed": 42,
       "presence_penalty": 0.5, "frequency_penalty": -0.5, "repetition_penalty": 1.2,
       "stop": "END", "stop_token_ids": [3], "ignore_eos": true, "min_tokens": 2, "logprobs": 4,
-      "echo": true, "stream": true, "stream_options": {"include_usage": true},
+      "stream": true, "stream_options": {"include_usage": true},
       "return_token_ids": true, "best_of": 3, "user": "u"})",
                                r));
   EXPECT_EQ(r.model, "m");
@@ -165,10 +244,17 @@ TEST(OpenAiRequestTest, CompletionFieldsReachTheEngineRequest) {
   EXPECT_EQ(r.sampling.logprobs, 4);
   EXPECT_TRUE(r.logprobs);
   EXPECT_EQ(r.topLogprobs, 4);
-  EXPECT_TRUE(r.echo);
+  EXPECT_FALSE(r.echo);
   EXPECT_TRUE(r.stream);
   EXPECT_TRUE(r.includeUsage);
   EXPECT_TRUE(r.returnTokenIds);
+}
+
+TEST(OpenAiRequestTest, EchoWithoutLogprobs) {
+  GenerationRequest r;
+  ASSERT_FALSE(parseCompletion(R"({"prompt": "a", "echo": true, "logprobs": null})", r));
+  EXPECT_TRUE(r.echo);
+  EXPECT_FALSE(r.logprobs);
 }
 
 TEST(OpenAiRequestTest, CompletionDefaults) {

@@ -94,6 +94,12 @@ TEST(OpenAiRoutesTest, EchoAndLogprobsApplyPerChoice) {
                            {{"max_tokens", 5},
                             {"temperature", 0},
                             {"echo", true},
+                            {"ignore_eos", true},
+                            {"return_token_ids", true}},
+                           1);
+  expectBatchEqualsSingles(f,
+                           {{"max_tokens", 5},
+                            {"temperature", 0},
                             {"logprobs", 2},
                             {"ignore_eos", true},
                             {"return_token_ids", true}},

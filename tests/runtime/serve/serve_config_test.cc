@@ -134,5 +134,44 @@ TEST(ServeConfigTest, ContradictionsWithTheArtifactNameTheKey) {
   EXPECT_TRUE(checkAgainstArtifact(gpus, ArtifactFacts{1, "bf16", 8, 128}).isOk());
 }
 
+// The LMI guides set TENSOR_PARALLEL_DEGREE without the OPTION_ prefix: it counts like
+// OPTION_TENSOR_PARALLEL_DEGREE, which wins when both are set (with a warning if they differ).
+TEST(ServeConfigTest, TensorParallelDegreeWithoutThePrefixIsHonoured) {
+  ArtifactFacts facts{1, "fp32", 8, 128};
+  ServeConfig plain;
+  ASSERT_TRUE(applyEnvironment({{"TENSOR_PARALLEL_DEGREE", "2"}}, plain).isOk());
+  EXPECT_EQ(plain.tensorParallelDegree, 2);
+  Status s = checkAgainstArtifact(plain, facts);
+  EXPECT_EQ(s.message(), "environment variable TENSOR_PARALLEL_DEGREE=2 contradicts the artifact, "
+                         "compiled with --tp 1; recompile with kiln compile --tp 2 or drop the "
+                         "setting");
+  EXPECT_TRUE(plain.warnings.empty());
+
+  ServeConfig max;
+  ASSERT_TRUE(applyEnvironment({{"TENSOR_PARALLEL_DEGREE", "max"}}, max).isOk());
+  EXPECT_EQ(max.tensorParallelDegree, 0);
+
+  ServeConfig both;
+  ASSERT_TRUE(applyEnvironment({{"OPTION_TENSOR_PARALLEL_DEGREE", "1"},
+                                {"TENSOR_PARALLEL_DEGREE", "2"}, {"NUM_SHARD", "4"}},
+                               both)
+                  .isOk());
+  EXPECT_EQ(both.tensorParallelDegree, 1);
+  EXPECT_TRUE(checkAgainstArtifact(both, facts).isOk());
+  ASSERT_EQ(both.warnings.size(), 1u);
+  EXPECT_EQ(both.warnings[0], "environment variable TENSOR_PARALLEL_DEGREE=2 is overridden by "
+                              "OPTION_TENSOR_PARALLEL_DEGREE=1");
+
+  ServeConfig overShard;
+  ASSERT_TRUE(
+      applyEnvironment({{"TENSOR_PARALLEL_DEGREE", "1"}, {"NUM_SHARD", "4"}}, overShard).isOk());
+  EXPECT_EQ(overShard.tensorParallelDegree, 1);
+
+  ServeConfig bad;
+  EXPECT_EQ(applyEnvironment({{"TENSOR_PARALLEL_DEGREE", "two"}}, bad).message(),
+            "environment variable TENSOR_PARALLEL_DEGREE=two must be an integer in [1, 1024], "
+            "got 'two'");
+}
+
 } // namespace
 } // namespace kiln::rt::serve
