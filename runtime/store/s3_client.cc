@@ -224,6 +224,16 @@ std::string S3Location::url(const std::string &name) const {
   return "s3://" + bucket + (k.empty() ? "" : "/" + k);
 }
 
+std::string S3Location::artifactName() const {
+  std::string name = prefix.empty() ? bucket : prefix.substr(prefix.rfind('/') + 1);
+  for (const char *suffix : {".tar.gz", ".tgz", ".tar"}) {
+    std::string s = suffix;
+    if (name.size() > s.size() && name.compare(name.size() - s.size(), s.size(), s) == 0)
+      return name.substr(0, name.size() - s.size());
+  }
+  return name;
+}
+
 Result<S3Location> parseS3Url(const std::string &url) {
   const std::string kScheme = "s3://";
   if (url.rfind(kScheme, 0) != 0)

@@ -26,6 +26,9 @@ struct S3Location {
   // PREFIX/name (or name when the prefix is empty).
   std::string key(const std::string &name) const;
   std::string url(const std::string &name = "") const; // "s3://bucket/prefix/name"
+  // The artifact's name: the prefix's last part (the bucket when there is no prefix), without a
+  // .tar.gz / .tgz / .tar suffix: "llama.kiln" for s3://b/models/llama.kiln/.
+  std::string artifactName() const;
 };
 
 // Accepts s3://bucket, s3://bucket/, s3://bucket/a/b/. Errors name the URL and what is wrong.

@@ -12,9 +12,12 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace kiln::rt {
@@ -361,10 +364,61 @@ Status pullPrefix(S3Client &client, const S3Location &from, const std::string &d
 
 } // namespace
 
+namespace {
+
+constexpr std::initializer_list<const char *> kPullSuffixes = {".pull-", ".new-", ".old-",
+                                                               ".extract-"};
+
+// The pid of `name` when it is `base` + one of `suffixes` + digits (+ ".tar").
+std::optional<pid_t> temporaryPid(const std::string &name, const std::string &base,
+                                  std::initializer_list<const char *> suffixes) {
+  for (const char *suffix : suffixes) {
+    std::string prefix = base + suffix;
+    if (name.rfind(prefix, 0) != 0)
+      continue;
+    std::string digits = name.substr(prefix.size());
+    if (digits.size() > 4 && digits.compare(digits.size() - 4, 4, ".tar") == 0)
+      digits.resize(digits.size() - 4);
+    if (digits.empty() || digits.size() > 9 ||
+        digits.find_first_not_of("0123456789") != std::string::npos)
+      return std::nullopt;
+    return static_cast<pid_t>(std::stol(digits));
+  }
+  return std::nullopt;
+}
+
+bool processRuns(pid_t pid) { return ::kill(pid, 0) == 0 || errno != ESRCH; }
+
+// Removes the entries of `dir` named base + suffix + PID whose process no longer runs.
+int removeStaleTemporaries(const fs::path &dir, const std::string &base,
+                           std::initializer_list<const char *> suffixes) {
+  std::error_code ec;
+  int removed = 0;
+  for (const fs::directory_entry &entry : fs::directory_iterator(dir, ec)) {
+    std::optional<pid_t> pid = temporaryPid(entry.path().filename().string(), base, suffixes);
+    if (pid && *pid != ::getpid() && !processRuns(*pid) && fs::remove_all(entry.path(), ec) > 0)
+      ++removed;
+  }
+  return removed;
+}
+
+} // namespace
+
+int removeStalePullTemporaries(const std::string &destDir) {
+  std::error_code ec;
+  fs::path dest = fs::absolute(destDir, ec).lexically_normal();
+  if (dest.filename().empty())
+    dest = dest.parent_path();
+  return removeStaleTemporaries(dest.parent_path(), dest.filename().string(), kPullSuffixes);
+}
+
 Status pullArtifact(const std::string &s3Url, const std::string &destDir,
                     const PullOptions &options) {
   KILN_ASSIGN_OR_RETURN(S3Location from, parseS3Url(s3Url));
   KILN_RETURN_IF_ERROR(checkDestination(destDir, options.replace));
+  if (int stale = removeStalePullTemporaries(destDir); stale > 0 && options.log)
+    options.log("removed " + std::to_string(stale) + " temporary director" +
+                (stale == 1 ? "y" : "ies") + " left by interrupted pulls beside '" + destDir + "'");
   std::error_code ec;
   fs::path parent = fs::absolute(destDir, ec).parent_path();
   fs::create_directories(parent, ec);
@@ -465,6 +519,7 @@ Result<std::string> pullToCache(const std::string &s3Url, const PullOptions &opt
     return remember(dir);
   }
   // A tarball's manifest is inside it: pull, then file it under its manifest's hash.
+  removeStaleTemporaries(root + "/artifacts", "", {".staging-"}); // of interrupted runs
   std::string staging = root + "/artifacts/.staging-" + std::to_string(::getpid());
   fs::remove_all(staging, ec);
   KILN_RETURN_IF_ERROR(pullArtifact(s3Url, staging, options));

@@ -56,6 +56,11 @@ inline constexpr uint64_t kMinPartSize = uint64_t(5) << 20;
 Status pushArtifact(const std::string &artifactDir, const std::string &s3Url,
                     const PushOptions &options = {});
 
+// Removes what interrupted pulls into `destDir` left beside it (DIR.pull-PID, DIR.pull-PID.tar,
+// DIR.new-PID, DIR.old-PID, DIR.extract-PID) when process PID no longer runs; a live puller's
+// directory is kept. Every pull runs it first. Returns how many it removed.
+int removeStalePullTemporaries(const std::string &destDir);
+
 // `s3Url` is a prefix holding an artifact, or an object ending in .tar.gz / .tgz.
 Status pullArtifact(const std::string &s3Url, const std::string &destDir,
                     const PullOptions &options = {});

@@ -110,9 +110,15 @@ Status applyFlags(const Args &args, rt::serve::ServeConfig &config) {
   return okStatus();
 }
 
-// Pulled once into a cache keyed by the manifest's hash; a second start reuses it.
-Result<std::string> pullArtifact(const std::string &s3Url) {
+// Pulled once into a cache keyed by the manifest's hash; a second start reuses it. Served under
+// the artifact's name in the URL (not the cache directory's hash) unless --served-model-name
+// says otherwise.
+Result<std::string> pullArtifact(const std::string &s3Url, rt::serve::ServeConfig &config) {
 #ifdef KILN_HAVE_STORE
+  if (config.servedModelName.empty()) {
+    KILN_ASSIGN_OR_RETURN(rt::S3Location location, rt::parseS3Url(s3Url));
+    config.servedModelName = location.artifactName();
+  }
   rt::PullOptions pull;
   pull.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   pull.client.log = pull.log;
@@ -129,7 +135,7 @@ Result<rt::serve::ServeConfig> buildConfig(const Args &args) {
   config.modelDir = args.positionals().empty() ? rt::serve::kSageMakerModelDir
                                                : args.positionals()[0];
   if (config.modelDir.rfind("s3://", 0) == 0) {
-    KILN_ASSIGN_OR_RETURN(config.modelDir, pullArtifact(config.modelDir));
+    KILN_ASSIGN_OR_RETURN(config.modelDir, pullArtifact(config.modelDir, config));
   }
   if (config.sageMaker) {
     config.port = rt::serve::kSageMakerPort;
@@ -137,7 +143,7 @@ Result<rt::serve::ServeConfig> buildConfig(const Args &args) {
     // option.s3url / model_id / HF_MODEL_ID naming an S3 prefix: serving.properties stays in
     // the model directory, the artifact comes from the store.
     if (!config.s3Source.empty()) {
-      KILN_ASSIGN_OR_RETURN(config.modelDir, pullArtifact(config.s3Source));
+      KILN_ASSIGN_OR_RETURN(config.modelDir, pullArtifact(config.s3Source, config));
     }
   }
   KILN_RETURN_IF_ERROR(applyFlags(args, config));

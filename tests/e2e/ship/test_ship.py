@@ -136,6 +136,12 @@ class ShipTest(unittest.TestCase):
             expected = kiln("generate", self.artifact, "--prompt", "Mira rang the bell.",
                             "--max-tokens", "8")
             self.assertEqual(body["choices"][0]["text"], json.loads(expected.stdout)["text"])
+            if dest.startswith("s3://") and not any(a == "--served-model-name" for a in extra):
+                # served under the artifact's name in the URL, not the cache directory's hash
+                models = json.loads(urllib.request.urlopen(
+                    f"http://127.0.0.1:{port}/v1/models", timeout=30).read())
+                self.assertEqual([m["id"] for m in models["data"]],
+                                 [dest.rstrip("/").rsplit("/", 1)[-1]])
         finally:
             proc.terminate()
             proc.wait(30)

@@ -131,6 +131,14 @@ TEST(S3Url, Parses) {
   }
 }
 
+// `kiln serve s3://...` serves the artifact under this name, not the cache directory's hash.
+TEST(S3Url, ArtifactName) {
+  EXPECT_EQ(parseS3Url("s3://models/team/llama.kiln/")->artifactName(), "llama.kiln");
+  EXPECT_EQ(parseS3Url("s3://models/team/llama.tar.gz")->artifactName(), "llama");
+  EXPECT_EQ(parseS3Url("s3://models/model.tgz")->artifactName(), "model");
+  EXPECT_EQ(parseS3Url("s3://models")->artifactName(), "models");
+}
+
 TEST(S3Url, UriEncode) {
   EXPECT_EQ(uriEncode("a b/c+d~e", false), "a%20b/c%2Bd~e");
   EXPECT_EQ(uriEncode("a/b", true), "a%2Fb");
