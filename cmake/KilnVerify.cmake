@@ -15,7 +15,9 @@
 #                    [LABELS labels...] [TIMEOUT seconds])
 #
 # Goldens come from `kiln verify ARTIFACT --write GOLDEN.json` on a known-good build, or from
-# transformers (tests/data/golden/*.json as written by tools/goldens/make_llama_goldens.py).
+# transformers: tools/goldens/make_verify_golden.py MODEL_DIR for your own model, or the
+# repository's tests/data/golden/*.json (docs/verify.md). The failure message says whether verify
+# found a regression (exit 1) or could not run (exit 2: a missing golden, an unloadable artifact).
 #
 # The same file is the test's runner: CTest calls it with `cmake -P` (script mode, below).
 
@@ -35,8 +37,11 @@ if(CMAKE_SCRIPT_MODE_FILE)
   endif()
   execute_process(COMMAND "${KILN}" verify "${OUT}" --golden "${GOLDEN}" ${VERIFY_ARGS}
                   RESULT_VARIABLE rc)
-  if(NOT rc EQUAL 0)
-    message(FATAL_ERROR "kiln verify ${OUT} --golden ${GOLDEN} failed (exit ${rc})")
+  if(rc EQUAL 1)
+    message(FATAL_ERROR "kiln verify ${OUT} --golden ${GOLDEN}: regression (exit 1)")
+  elseif(NOT rc EQUAL 0)
+    message(FATAL_ERROR "kiln verify ${OUT} --golden ${GOLDEN} could not run (exit ${rc}: an "
+                        "error, not a regression)")
   endif()
   return()
 endif()

@@ -1,6 +1,8 @@
 #include "runtime/store/golden.h"
 
 #include "runtime/base/file.h"
+#include "runtime/base/half.h"
+#include "runtime/base/sha256.h"
 
 #include <nlohmann/json.hpp>
 
@@ -82,32 +84,95 @@ Result<GoldenCase> readKilnCase(const Json &c, const std::string &where) {
   return out;
 }
 
-// tests/data/golden/<model>.json: every row of prompt + greedy ids in a float32 file beside it.
-Result<GoldenCase> readTransformersCase(const Json &c, int32_t vocab, const std::string &dir,
-                                        const std::string &where) {
+// Bytes per logit of a transformers golden's logits file, by its dtype name; 0 if unknown.
+size_t logitBytes(const std::string &dtype) {
+  return dtype == "fp32" ? 4 : dtype == "bf16" || dtype == "fp16" ? 2 : 0;
+}
+
+float logitAt(const char *data, size_t index, const std::string &dtype) {
+  if (dtype == "fp32") {
+    float value;
+    std::memcpy(&value, data + index * 4, 4);
+    return value;
+  }
+  uint16_t bits;
+  std::memcpy(&bits, data + index * 2, 2);
+  return dtype == "bf16" ? bf16ToF32(bits) : f16ToF32(bits);
+}
+
+Result<std::vector<float>> greedyMargins(const Json &c, size_t steps, const std::string &where) {
+  std::vector<float> margins;
+  auto it = c.find("greedy_margins");
+  if (it == c.end())
+    return margins;
+  if (!it->is_array() || it->size() != steps)
+    return invalidArgument(where + ": field 'greedy_margins' must hold one number per greedy id");
+  for (const Json &v : *it) {
+    if (!v.is_number())
+      return invalidArgument(where + ": field 'greedy_margins' holds a non-number");
+    margins.push_back(v.get<float>());
+  }
+  return margins;
+}
+
+// A transformers golden's case: every row of prompt + greedy ids in a raw file beside the JSON,
+// little-endian, in `dtype` (fp32, bf16 or fp16).
+Result<GoldenCase> readTransformersCase(const Json &c, int32_t vocab, const std::string &dtype,
+                                        const std::string &dir, const std::string &where) {
   GoldenCase out;
   KILN_ASSIGN_OR_RETURN(out.promptIds, idList(c, "prompt_ids", where));
   KILN_ASSIGN_OR_RETURN(out.expectedIds, idList(c, "greedy_ids", where));
+  KILN_ASSIGN_OR_RETURN(out.greedyMargins, greedyMargins(c, out.expectedIds.size(), where));
   std::string file = c["logits_file"].get<std::string>();
   if (file.find('/') != std::string::npos)
     return invalidArgument(where + ": 'logits_file' must be a file name beside the golden");
   KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(dir + "/" + file));
+  auto sha = c.find("logits_sha256");
+  if (sha != c.end() && sha->is_string() &&
+      sha->get<std::string>() != sha256Hex(bytes.data(), bytes.size()))
+    return invalidArgument(where + ": '" + file +
+                           "' does not match the golden's logits_sha256 (damaged or replaced)");
   size_t rows = out.promptIds.size() + out.expectedIds.size();
-  if (bytes.size() != rows * size_t(vocab) * sizeof(float))
+  size_t width = logitBytes(dtype);
+  if (bytes.size() != rows * size_t(vocab) * width)
     return invalidArgument(where + ": '" + file + "' has " + std::to_string(bytes.size()) +
                            " bytes; expected " + std::to_string(rows) + " rows x " +
-                           std::to_string(vocab) + " float32");
+                           std::to_string(vocab) + " " + dtype + " logits");
   for (size_t r = 0; r < rows; ++r) {
     GoldenRow row;
     row.position = int32_t(r);
     row.values.resize(size_t(vocab));
-    std::memcpy(row.values.data(), bytes.data() + r * vocab * sizeof(float), vocab * sizeof(float));
+    for (size_t i = 0; i < size_t(vocab); ++i)
+      row.values[i] = logitAt(bytes.data(), r * vocab + i, dtype);
     out.rows.push_back(std::move(row));
   }
   return out;
 }
 
+// tolerance.logits_max_abs, else (a half golden of tests/data/golden) the dtype's measured bound.
+Status readTolerance(const Json &json, const std::string &path, VerifyGolden &golden) {
+  auto tolerance = json.find("tolerance");
+  if (tolerance != json.end() && tolerance->is_object() && tolerance->contains("logits_max_abs") &&
+      (*tolerance)["logits_max_abs"].is_number()) {
+    golden.logitsTolerance = (*tolerance)["logits_max_abs"].get<float>();
+    if (!(golden.logitsTolerance >= 0))
+      return invalidArgument("golden '" + path + "': 'tolerance.logits_max_abs' is negative");
+    return okStatus();
+  }
+  float fallback = halfGoldenTolerance(golden.dtype);
+  if (tolerance != json.end() || fallback < 0)
+    return invalidArgument("golden '" + path + "': field 'tolerance.logits_max_abs' is missing");
+  golden.logitsTolerance = fallback;
+  golden.toleranceNote =
+      "the golden has no tolerance; the " + golden.dtype + " default of transformers goldens";
+  return okStatus();
+}
+
 } // namespace
+
+float halfGoldenTolerance(const std::string &dtype) {
+  return dtype == "bf16" ? 0.35f : dtype == "fp16" ? 0.04f : -1.0f;
+}
 
 Result<VerifyGolden> readGolden(const std::string &path) {
   KILN_ASSIGN_OR_RETURN(std::string text, readFile(path));
@@ -125,12 +190,18 @@ Result<VerifyGolden> readGolden(const std::string &path) {
   golden.vocabSize = json["vocab_size"].get<int32_t>();
   golden.model = json.value("model", std::string());
   golden.topK = kilnFormat ? json.value("top_k", 0) : 0;
-  if (json.contains("tolerance") && json["tolerance"].is_object() &&
-      json["tolerance"].contains("logits_max_abs") &&
-      json["tolerance"]["logits_max_abs"].is_number())
-    golden.logitsTolerance = json["tolerance"]["logits_max_abs"].get<float>();
-  else
-    return invalidArgument("golden '" + path + "': field 'tolerance.logits_max_abs' is missing");
+  std::string logitsDtype = "fp32";
+  if (!kilnFormat) {
+    for (const char *field : {"dtype", "logits_dtype"})
+      if (json.contains(field) && !json[field].is_string())
+        return invalidArgument("golden '" + path + "': field '" + field + "' is not a string");
+    golden.dtype = json.value("dtype", std::string("fp32"));
+    logitsDtype = json.value("logits_dtype", golden.dtype);
+    if (logitBytes(logitsDtype) == 0)
+      return invalidArgument("golden '" + path + "': logits dtype '" + logitsDtype +
+                             "' is not one of fp32, bf16, fp16");
+  }
+  KILN_RETURN_IF_ERROR(readTolerance(json, path, golden));
   if (json.contains("generator"))
     golden.generator = json["generator"].dump();
   else if (json.contains("versions"))
@@ -143,12 +214,13 @@ Result<VerifyGolden> readGolden(const std::string &path) {
     std::string where = "golden '" + path + "' cases[" + std::to_string(i) + "]";
     if (!c.is_object())
       return invalidArgument(where + " is not an object");
-    Result<GoldenCase> parsed = kilnFormat ? readKilnCase(c, where)
-                                : c.contains("logits_file") && c["logits_file"].is_string()
-                                    ? readTransformersCase(c, golden.vocabSize, dir, where)
-                                    : Result<GoldenCase>(invalidArgument(
-                                          where + ": neither format '" + kVerifyGoldenFormat +
-                                          "' nor a transformers golden with 'logits_file'"));
+    Result<GoldenCase> parsed =
+        kilnFormat ? readKilnCase(c, where)
+        : c.contains("logits_file") && c["logits_file"].is_string()
+            ? readTransformersCase(c, golden.vocabSize, logitsDtype, dir, where)
+            : Result<GoldenCase>(invalidArgument(where + ": neither format '" +
+                                                 kVerifyGoldenFormat +
+                                                 "' nor a transformers golden with 'logits_file'"));
     KILN_RETURN_IF_ERROR(parsed.status());
     if (parsed->name.empty())
       parsed->name = "case" + std::to_string(i);

@@ -23,8 +23,11 @@ struct CaseVerdict {
   int32_t firstDifferingIndex = -1; // index into expectedIds
   int32_t expectedId = -1;
   int32_t gotId = -1;
-  std::vector<int32_t> gotIds; // argmax of each predicting row
-  float maxLogitDiff = 0;      // max |got - expected| over the stored logits (inf on NaN)
+  std::vector<int32_t> expectedIds; // the golden's
+  std::vector<int32_t> gotIds;      // argmax of each predicting row
+  int32_t differingIds = 0;         // compared steps whose id differs
+  int32_t nearTieDiffering = 0;     // near-tie steps (GoldenCase::greedyMargins) whose id differs
+  float maxLogitDiff = 0;           // max |got - expected| over the stored logits (inf on NaN)
   int32_t maxDiffPosition = -1;
   int32_t maxDiffTokenId = -1;
   float maxDiffExpected = 0;

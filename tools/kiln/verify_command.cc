@@ -1,7 +1,9 @@
 // `kiln verify ARTIFACT --golden GOLDEN.json`: runs every golden case through the executor
 // (teacher-forced) and exits 0 only when every id matches and every logit is within tolerance;
-// otherwise prints where it differs and exits 1. `--write GOLDEN.json` records this artifact's
-// greedy ids and top-k logits as a golden instead.
+// otherwise prints where it differs and exits 1 (a regression). Anything that keeps the check
+// from running (bad flags, a missing or unreadable golden, an artifact that does not load or does
+// not fit the golden) exits 2, so a CI gate can tell a regression from a broken setup.
+// `--write GOLDEN.json` records this artifact's greedy ids and top-k logits as a golden instead.
 #include "runtime/store/verify.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -21,7 +23,13 @@ const CommandSpec kVerifySpec = {
     "fed one at a time (teacher-forced, deterministic). Exit 0 only when every greedy id matches\n"
     "and every stored logit is within the golden's tolerance; otherwise print the first\n"
     "differing position and the largest logit difference, and exit 1.\n"
-    "Goldens: written by --write, or transformers goldens as in tests/data/golden.",
+    "Exit codes: 0 pass; 1 regression (an id or a logit differs); 2 error (bad flags, a missing\n"
+    "or unreadable golden, an artifact that does not load or does not match the golden's\n"
+    "vocabulary or length).\n"
+    "Goldens: written by --write, by tools/goldens/make_verify_golden.py from transformers for\n"
+    "your own model, or the transformers goldens of tests/data/golden (fp32, bf16, fp16).\n"
+    "Where a golden records top-2 margins, an id whose margin is <= 2 x tolerance (a near tie)\n"
+    "is not compared; its logits are. See docs/verify.md.",
     {
         {"--golden", "FILE", "the golden to check against"},
         {"--write", "FILE", "record this artifact's outputs as a golden instead"},
@@ -29,7 +37,9 @@ const CommandSpec kVerifySpec = {
         {"--input", "FILE", "--write: JSON lines with {\"prompt_ids\": [...]} per prompt"},
         {"--max-tokens", "N", "--write: greedy ids recorded per prompt (default 16)"},
         {"--top-k", "K", "--write: logits kept per position, 0 = all (default 16)"},
-        {"--tolerance", "T", "--write: max |logit difference| allowed (default 1e-4)"},
+        {"--tolerance", "T",
+         "max |logit difference|: --write records it (default 1e-4); --golden: instead of the "
+         "golden's"},
         {"--device", "cpu|cuda|cuda:N", "device to run on (default cpu; cuda is cuda:0)"},
         {"--devices", "0,1,...",
          "CUDA GPU of each tensor-parallel rank (default 0..tp-1); "
@@ -38,6 +48,15 @@ const CommandSpec kVerifySpec = {
     1,
     1,
 };
+
+// Exit codes (docs/verify.md): 1 is reserved for a regression, so every error is 2.
+constexpr int kExitRegression = 1;
+constexpr int kExitError = 2;
+
+int verifyError(const Status &status) {
+  reportError("verify", status);
+  return kExitError;
+}
 
 Result<std::vector<std::vector<int32_t>>> promptsFromFlags(const Args &args) {
   std::vector<std::vector<int32_t>> prompts;
@@ -92,26 +111,26 @@ int writeGoldenFile(const Args &args, const std::string &artifact, const std::st
   rt::RecordOptions options;
   Result<std::vector<std::vector<int32_t>>> prompts = promptsFromFlags(args);
   if (!prompts.isOk())
-    return reportError("verify", prompts.status());
+    return verifyError(prompts.status());
   options.prompts = std::move(prompts).value();
   Result<int64_t> maxTokens = args.getInt("--max-tokens", 16, 1, 1 << 20);
   Result<int64_t> topK = args.getInt("--top-k", 16, 0, 1 << 24);
   Result<double> tolerance = args.getDouble("--tolerance", 1e-4, 0.0, 1e6);
   for (const Status &s : {maxTokens.status(), topK.status(), tolerance.status()})
     if (!s.isOk())
-      return reportError("verify", s);
+      return verifyError(s);
   options.maxTokens = int32_t(*maxTokens);
   options.topK = int32_t(*topK);
   options.tolerance = float(*tolerance);
   Status placed = placementFromFlags(args, options.device, options.devices);
   if (!placed.isOk())
-    return reportError("verify", placed);
+    return verifyError(placed);
   Result<rt::VerifyGolden> golden = rt::recordGolden(artifact, options);
   if (!golden.isOk())
-    return reportError("verify", golden.status());
+    return verifyError(golden.status());
   Status status = rt::writeGolden(*golden, out);
   if (!status.isOk())
-    return reportError("verify", status);
+    return verifyError(status);
   std::cerr << "verify: wrote " << out << " (" << golden->cases.size() << " cases, "
             << options.maxTokens << " ids each)\n";
   return 0;
@@ -122,29 +141,38 @@ int writeGoldenFile(const Args &args, const std::string &artifact, const std::st
 int runVerify(const CommandArgs &argv) {
   Result<Args> args = Args::parse(kVerifySpec, argv);
   if (!args.isOk())
-    return reportError("verify", args.status());
+    return verifyError(args.status());
   if (args->helpRequested()) {
     std::cout << formatHelp(kVerifySpec);
     return 0;
   }
   const std::string &artifact = args->positionals()[0];
   if (args->has("--golden") == args->has("--write"))
-    return reportError("verify",
-                       invalidArgument("give exactly one of --golden FILE or --write FILE"));
+    return verifyError(invalidArgument("give exactly one of --golden FILE or --write FILE"));
   if (args->has("--write"))
     return writeGoldenFile(*args, artifact, *args->get("--write"));
   Result<rt::VerifyGolden> golden = rt::readGolden(*args->get("--golden"));
   if (!golden.isOk())
-    return reportError("verify", golden.status());
+    return verifyError(golden.status());
+  if (args->has("--tolerance")) {
+    Result<double> tolerance = args->getDouble("--tolerance", 0.0, 0.0, 1e6);
+    if (!tolerance.isOk())
+      return verifyError(tolerance.status());
+    golden->logitsTolerance = float(*tolerance);
+    golden->toleranceNote.clear();
+  }
+  if (!golden->toleranceNote.empty())
+    std::cerr << "verify: tolerance " << golden->logitsTolerance << " (" << golden->toleranceNote
+              << "; --tolerance overrides)\n";
   rt::VerifyOptions options;
   Status placed = placementFromFlags(*args, options.device, options.devices);
   if (!placed.isOk())
-    return reportError("verify", placed);
+    return verifyError(placed);
   Result<rt::VerifyReport> report = rt::verifyArtifact(artifact, *golden, options);
   if (!report.isOk())
-    return reportError("verify", report.status());
+    return verifyError(report.status());
   std::cout << report->text();
-  return report->passed() ? 0 : 1;
+  return report->passed() ? 0 : kExitRegression;
 }
 
 } // namespace kiln::tools
