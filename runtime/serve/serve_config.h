@@ -26,6 +26,7 @@ struct ServeConfig {
   // An s3://bucket/prefix artifact named by option.s3url / option.model_id / HF_MODEL_ID: the
   // serve command pulls it into the local cache and serves that directory (modelDir then).
   std::string s3Source;
+  std::string pulledFrom;          // the s3:// URL modelDir was pulled from; "" for a local one
   bool sageMaker = false;          // started with no artifact argument
   std::string host = "0.0.0.0";
   int port = kDefaultPort;

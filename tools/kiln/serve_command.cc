@@ -119,6 +119,7 @@ Result<std::string> pullArtifact(const std::string &s3Url, rt::serve::ServeConfi
     KILN_ASSIGN_OR_RETURN(rt::S3Location location, rt::parseS3Url(s3Url));
     config.servedModelName = location.artifactName();
   }
+  config.pulledFrom = s3Url;
   rt::PullOptions pull;
   pull.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   pull.client.log = pull.log;
@@ -283,6 +284,22 @@ int serve(const Args &args) {
   Status served;
   std::thread httpThread([&] { served = server.serve(); });
   auto model = loadModel(*config, *flags, !args.has("--no-verify-weights"));
+  if (!model.isOk() && model.status().code() == StatusCode::kDataLoss &&
+      !config->pulledFrom.empty()) {
+    // A cached pull that fails its checksums (a disk error, an edit) would fail every start while
+    // S3 still holds the good artifact: drop the cache entry and pull it again, once.
+    std::cerr << "kiln serve: the cached copy of " << config->pulledFrom << " failed its check ("
+              << model.status().message() << "); pulling it again\n";
+    std::error_code ignored;
+    std::filesystem::remove_all(config->modelDir, ignored);
+    Result<std::string> pulled = pullArtifact(config->pulledFrom, *config);
+    if (pulled.isOk()) {
+      config->modelDir = *pulled;
+      model = loadModel(*config, *flags, !args.has("--no-verify-weights"));
+    } else {
+      model = pulled.status();
+    }
+  }
   if (!model.isOk()) {
     server.drain();
     httpThread.join();

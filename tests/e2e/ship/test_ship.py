@@ -94,6 +94,20 @@ class ShipTest(unittest.TestCase):
         self.assertIn("into the cache", logged)
         self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
         self.assertIn("using cached artifact", read(os.path.join(self.work, "serve.log"), "r"))
+        # A cached copy that fails its checksum (same size, one byte changed) is pulled again
+        # instead of failing every start.
+        artifacts = os.path.join(self.dest("serve-cache"), "artifacts")
+        cached = [d for d in os.listdir(artifacts) if not d.startswith(".")]
+        self.assertEqual(len(cached), 1, cached)
+        weights = os.path.join(artifacts, cached[0], "weights.rank0.bin")
+        with open(weights, "r+b") as f:
+            first = f.read(1)
+            f.seek(0)
+            f.write(bytes([first[0] ^ 0xFF]))
+        self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
+        logged = read(os.path.join(self.work, "serve.log"), "r")
+        self.assertIn("failed its check", logged)
+        self.assertIn("pulling it again", logged)
 
     def test_sagemaker_serving_properties_s3url_pulls_the_artifact(self):
         # The LMI way: /opt/ml/model holds only serving.properties; option.s3url names the
