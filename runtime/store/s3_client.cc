@@ -342,6 +342,17 @@ Result<S3Client::Response> S3Client::attempt(const Request &request, uint64_t &c
   return response;
 }
 
+namespace {
+
+// An object shorter than the range asked for (HTTP 416, or a short complete response).
+Status shortObject(const std::string &what, const std::string &detail) {
+  return dataLoss("S3 " + what + ": the object is shorter than the bytes asked for (" + detail +
+                  "): it was replaced or truncated, or manifest.json lists a larger size than "
+                  "what was uploaded; push the artifact again");
+}
+
+} // namespace
+
 Result<S3Client::Response> S3Client::perform(const Request &request) {
   std::string what = request.method + " " + "s3://" + request.bucket + "/" + request.key;
   const RetryPolicy &retry = options_.retry;
@@ -361,6 +372,11 @@ Result<S3Client::Response> S3Client::perform(const Request &request) {
     } else if (response->status >= 200 && response->status < 300) {
       if (request.expectBytes < 0 || response->bytesToFile == uint64_t(request.expectBytes))
         return response;
+      // A complete response (its Content-Length all delivered) that is short: the object holds
+      // fewer bytes than asked for, which no retry changes.
+      if (response->contentLength >= 0 && response->bytesToFile == uint64_t(response->contentLength))
+        return shortObject(what, std::to_string(response->bytesToFile) + " of " +
+                                     std::to_string(request.expectBytes) + " bytes sent");
       last = unavailable("connection closed after " + std::to_string(response->bytesToFile) +
                          " of " + std::to_string(request.expectBytes) + " bytes");
       retryable = true;
@@ -376,6 +392,8 @@ Result<S3Client::Response> S3Client::perform(const Request &request) {
                                   config_.credentialSource + ", region " + config_.region + ")");
       if (response->status == 404)
         return notFound("S3 " + what + ": " + detail);
+      if (response->status == 416)
+        return shortObject(what, detail);
       if (!retryableHttp(response->status, code))
         return failedPrecondition("S3 " + what + ": " + detail);
       last = unavailable(detail);

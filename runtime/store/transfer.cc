@@ -330,7 +330,14 @@ Status pullTarball(S3Client &client, const S3Location &from, const std::string &
   }
   progress.filesDone = 1;
   progress.report(true);
-  return extractArtifactArchive(tmp, destDir);
+  // Errors name the object in S3, not the temporary download.
+  Status extracted = extractArtifactArchive(tmp, destDir);
+  if (extracted.isOk())
+    return extracted;
+  std::string message = extracted.message();
+  for (size_t at = message.find(tmp); at != std::string::npos; at = message.find(tmp, at))
+    message.replace(at, tmp.size(), from.url());
+  return Status(extracted.code(), message);
 }
 
 Status pullPrefix(S3Client &client, const S3Location &from, const std::string &destDir,

@@ -199,6 +199,31 @@ class ShipTest(unittest.TestCase):
         self.assertFalse(os.path.exists(dest))
         self.assertEqual(leftovers(dest), [])
 
+    def test_object_shorter_than_its_manifest_says_what_to_do(self):
+        # The manifest lists the old size, the object was replaced by a shorter one: S3 answers
+        # the byte range with 416, which kiln explains instead of printing it raw.
+        self.push("short")
+        with open(self.dest("short.bin"), "wb") as f:
+            f.write(b"x" * 10)
+        MOTO.aws(["s3", "cp", self.dest("short.bin"), "s3://kiln-test/short/weights.rank0.bin"])
+        dest = self.dest("short.kiln")
+        r = kiln("pull", "s3://kiln-test/short", dest, "--retries", "1")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("GET s3://kiln-test/short/weights.rank0.bin: the object is shorter", r.stderr)
+        self.assertIn("push the artifact again", r.stderr)
+        self.assertFalse(os.path.exists(dest))
+
+    def test_a_damaged_tarball_is_named_by_its_s3_url(self):
+        with open(self.dest("junk.tar.gz"), "wb") as f:
+            f.write(b"\x1f\x8b" + b"not a gzip stream" * 10)
+        MOTO.aws(["s3", "cp", self.dest("junk.tar.gz"), "s3://kiln-test/junk/model.tar.gz"])
+        dest = self.dest("junk.kiln")
+        r = kiln("pull", "s3://kiln-test/junk/model.tar.gz", dest)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("s3://kiln-test/junk/model.tar.gz", r.stderr)
+        self.assertNotIn(".pull-", r.stderr)
+        self.assertFalse(os.path.exists(dest))
+
     def test_wrong_credentials_give_a_clear_error(self):
         self.push("creds")
         wrong_secret = MOTO.base_env(MOTO.env["AWS_ACCESS_KEY_ID"], "not-the-secret")
