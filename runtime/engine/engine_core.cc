@@ -20,6 +20,9 @@ struct EngineCore::RequestState {
   RequestId id = 0;
   Request request;
   Clock::time_point arrival;
+  // Engine-clock times for the request-phase histograms (EngineMetrics).
+  Clock::time_point queuedAt, firstScheduledAt, firstTokenAt, lastTokenAt;
+  bool scheduled = false;
   std::vector<int32_t> stopIds; // sorted: eos (unless ignore_eos) and stop_token_ids
   bool forked = false;
   bool sawFirstToken = false;
@@ -108,6 +111,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig &confi
   core->scheduler_.emplace(std::move(scheduler));
   core->defaultSeed_ = config.seed ? *config.seed : std::random_device()();
   core->metrics_.kvBlocksTotal = limits.numKvBlocks;
+  core->metrics_.cacheConfig = {limits.blockSize, limits.numKvBlocks, config.enablePrefixCaching};
   return core;
 }
 
@@ -163,14 +167,16 @@ Status EngineCore::openTextHooks(RequestState &req, int32_t index) {
   return okStatus();
 }
 
-void EngineCore::addRequest(RequestId id, Request request, Clock::time_point arrival) {
+void EngineCore::addRequest(RequestId id, Request request,
+                            std::optional<Clock::time_point> arrival) {
   Status status = validate(request);
   if (status.isOk() && requests_.count(id))
     status = invalidArgument("request id " + std::to_string(id) + " is already in use");
   const int32_t promptLen = static_cast<int32_t>(request.promptIds.size());
   auto req = std::make_unique<RequestState>();
   req->id = id;
-  req->arrival = arrival;
+  req->queuedAt = now();
+  req->arrival = arrival.value_or(req->queuedAt);
   req->usage.promptTokens = promptLen;
   const SamplingParams &params = request.sampling;
   req->stopIds = params.stopTokenIds;
@@ -264,6 +270,7 @@ void EngineCore::finishSample(RequestState &req, int32_t index, FinishReason rea
     return;
   out.requestFinished = true;
   out.usage = req.usage;
+  observeRequestTimes(req);
   if (reason == FinishReason::kAbort)
     metrics_.requestsAborted++;
   else if (reason == FinishReason::kError)
@@ -299,10 +306,46 @@ void EngineCore::handleStall() {
                                   std::to_string(limits_.numKvBlocks) + " blocks"));
 }
 
+void EngineCore::observeRequestTimes(const RequestState &req) {
+  if (!req.sawFirstToken)
+    return; // aborted or failed before its first token: no phase ended
+  using Seconds = std::chrono::duration<double>;
+  metrics_.requestQueueTime.observe(Seconds(req.firstScheduledAt - req.queuedAt).count());
+  metrics_.requestPrefillTime.observe(Seconds(req.firstTokenAt - req.firstScheduledAt).count());
+  metrics_.requestDecodeTime.observe(Seconds(req.lastTokenAt - req.firstTokenAt).count());
+}
+
+uint64_t EngineCore::recordAdmissions(const SchedulerOutput &plan,
+                                      const std::vector<SeqId> &wasRunning,
+                                      Clock::time_point scheduledAt) {
+  uint64_t queried = 0;
+  for (const ScheduledChunk &chunk : plan.chunks) {
+    if (std::binary_search(wasRunning.begin(), wasRunning.end(), chunk.id))
+      continue;
+    // Admitted from the waiting queue: the scheduler looked its tokens up in the prefix cache.
+    if (config_.enablePrefixCaching)
+      if (const Sequence *seq = scheduler_->find(chunk.id))
+        queried += static_cast<uint64_t>(seq->numTokens());
+    auto owner = seqOwner_.find(chunk.id);
+    if (owner == seqOwner_.end())
+      continue;
+    RequestState &req = *requests_.at(owner->second.first);
+    if (!req.scheduled) {
+      req.scheduled = true;
+      req.firstScheduledAt = scheduledAt;
+    }
+  }
+  return queried;
+}
+
 void EngineCore::step() {
   metrics_.steps++;
+  const Clock::time_point scheduledAt = now();
+  std::vector<SeqId> wasRunning = scheduler_->runningQueue();
+  std::sort(wasRunning.begin(), wasRunning.end());
   lastSchedule_ = scheduler_->schedule();
   const SchedulerOutput &plan = lastSchedule_;
+  const uint64_t queried = recordAdmissions(plan, wasRunning, scheduledAt);
   metrics_.preemptions += plan.preempted.size();
   for (const auto &[seq, status] : plan.failed)
     failOwnerOf(seq, status);
@@ -322,8 +365,11 @@ void EngineCore::step() {
       for (const ScheduledChunk &chunk : plan.chunks)
         failOwnerOf(chunk.id, status.withContext("model step"));
     } else {
+      stepTokenTime_ = now();
       metrics_.computedTokens += plan.numTokens;
       metrics_.cachedTokens += plan.numCachedTokens;
+      metrics_.prefixCacheQueries += queried;
+      metrics_.iterationTokens.observe(plan.numTokens);
       const StepOutput &out = *result;
       for (size_t i = 0; i < plan.chunks.size(); ++i) {
         if (!plan.chunks[i].wantsLogits)
@@ -449,15 +495,18 @@ FinishReason EngineCore::appendText(RequestState &req, int32_t index, int32_t to
 
 void EngineCore::onTokenSampled(RequestState &req, int32_t index, const SampledToken &sampled) {
   SampleState &s = req.samples[index];
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point tokenTime = stepTokenTime_;
   if (!req.sawFirstToken) {
     req.sawFirstToken = true;
-    metrics_.timeToFirstToken.observe(std::chrono::duration<double>(now - req.arrival).count());
+    req.firstTokenAt = tokenTime;
+    metrics_.timeToFirstToken.observe(
+        std::chrono::duration<double>(tokenTime - req.arrival).count());
   }
+  req.lastTokenAt = tokenTime;
   if (s.numGenerated > 0)
     metrics_.interTokenLatency.observe(
-        std::chrono::duration<double>(now - s.lastTokenTime).count());
-  s.lastTokenTime = now;
+        std::chrono::duration<double>(tokenTime - s.lastTokenTime).count());
+  s.lastTokenTime = tokenTime;
   ++s.numGenerated;
   ++req.usage.completionTokens;
   metrics_.generationTokens++;

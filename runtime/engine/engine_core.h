@@ -12,6 +12,7 @@
 #include "runtime/sched/scheduler.h"
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -34,6 +35,9 @@ struct EngineConfig {
   int32_t maxLogprobs = 20;
   int32_t maxSamplesPerRequest = 0; // limit on n; 0: maxBatch
   std::optional<uint64_t> seed;     // for unseeded requests; unset: random per engine
+  // The monotonic clock the engine thread reads for its metrics' times; tests inject a fake.
+  // Unset: std::chrono::steady_clock::now.
+  std::function<std::chrono::steady_clock::time_point()> clock;
 };
 
 // Limits the engine actually runs with, after defaults and the KV pool's capacity.
@@ -58,8 +62,10 @@ public:
 
   // Thread-safe (reads only immutable configuration): Engine::submit calls it on caller threads.
   Status validate(const Request &request) const;
-  // Adds a request; a request failing validation ends at once with an error output.
-  void addRequest(RequestId id, Request request, Clock::time_point arrival = Clock::now());
+  // Adds a request; a request failing validation ends at once with an error output. `arrival`
+  // (when the client submitted it; TTFT counts from it) defaults to now on the engine's clock.
+  void addRequest(RequestId id, Request request,
+                  std::optional<Clock::time_point> arrival = std::nullopt);
   // Ends the request with finish reason abort and frees its blocks; unknown ids are ignored.
   void abortRequest(RequestId id);
   // One engine iteration. A failed execute fails the requests in that step; others go on.
@@ -102,6 +108,13 @@ private:
                     RequestOutput &out);
   std::string flushText(RequestState &req, int32_t index);
   void updateGauges();
+  Clock::time_point now() const { return config_.clock ? config_.clock() : Clock::now(); }
+  // Notes the first-scheduled time of each request `plan` admitted from the waiting queue (its
+  // sequence not in `wasRunning`, sorted) and returns their prefix-cache queries in tokens.
+  uint64_t recordAdmissions(const SchedulerOutput &plan, const std::vector<SeqId> &wasRunning,
+                            Clock::time_point scheduledAt);
+  // A request ended: its queue, prefill and decode times, if it produced a first token.
+  void observeRequestTimes(const RequestState &req);
 
   EngineConfig config_;
   EngineLimits limits_;
@@ -115,6 +128,7 @@ private:
   std::unordered_map<SeqId, std::pair<RequestId, int32_t>> seqOwner_;
   std::vector<RequestOutput> outputs_;
   SchedulerOutput lastSchedule_;
+  Clock::time_point stepTokenTime_; // when this step's model output came back
   EngineMetrics metrics_;
 };
 

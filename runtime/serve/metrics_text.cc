@@ -53,7 +53,7 @@ public:
              ",le=\"" + number(h.upperBounds[i]) + "\"");
     }
     sample(name + "_bucket", static_cast<double>(h.count), ",le=\"+Inf\"");
-    sample(name + "_sum", h.sumSeconds);
+    sample(name + "_sum", h.sum);
     sample(name + "_count", static_cast<double>(h.count));
   }
   std::string str() const { return out_.str(); }
@@ -62,6 +62,20 @@ private:
   std::string label_;
   std::ostringstream out_;
 };
+
+// vLLM's info metric: a gauge fixed at 1 whose labels carry the configuration, printed as vLLM
+// prints them (Python's str(): True/False). The KV cache holds the activations' dtype, which is
+// what vLLM's cache_dtype "auto" means.
+void writeCacheConfig(Writer &w, const CacheConfigInfo &c) {
+  if (c.blockSize == 0)
+    return; // no engine
+  w.header("kiln:cache_config_info", "gauge",
+           "Information of the KV cache configuration (vLLM's CacheConfig); always 1.");
+  w.sample("kiln:cache_config_info", 1,
+           ",block_size=\"" + std::to_string(c.blockSize) + "\",cache_dtype=\"auto\"" +
+               ",enable_prefix_caching=\"" + (c.enablePrefixCaching ? "True" : "False") +
+               "\",num_gpu_blocks=\"" + std::to_string(c.numGpuBlocks) + "\"");
+}
 
 void writeEngine(Writer &w, const MetricsSnapshot &e) {
   w.gauge("kiln:num_requests_running", e.numRunning, "Number of requests in the running batch.");
@@ -75,8 +89,10 @@ void writeEngine(Writer &w, const MetricsSnapshot &e) {
             "Prompt tokens of accepted requests.");
   w.counter("kiln:generation_tokens_total", static_cast<double>(e.generationTokens),
             "Generated tokens.");
+  w.counter("kiln:prefix_cache_queries_total", static_cast<double>(e.prefixCacheQueries),
+            "Prefix cache queries, in terms of number of queried tokens.");
   w.counter("kiln:prefix_cache_hits_total", static_cast<double>(e.cachedTokens),
-            "Prompt tokens served from the prefix cache.");
+            "Prefix cache hits, in terms of number of cached tokens.");
   w.counter("kiln:num_preemptions_total", static_cast<double>(e.preemptions),
             "Requests preempted (recomputed later).");
   w.counter("kiln:engine_steps_total", static_cast<double>(e.steps), "Engine steps run.");
@@ -86,6 +102,15 @@ void writeEngine(Writer &w, const MetricsSnapshot &e) {
               "Histogram of inter-token latency in seconds.");
   w.histogram("kiln:time_per_output_token_seconds", e.interTokenLatency,
               "Histogram of time per output token in seconds (vLLM's older name).");
+  w.histogram("kiln:request_queue_time_seconds", e.requestQueueTime,
+              "Histogram of time spent in WAITING phase for request.");
+  w.histogram("kiln:request_prefill_time_seconds", e.requestPrefillTime,
+              "Histogram of time spent in PREFILL phase for request.");
+  w.histogram("kiln:request_decode_time_seconds", e.requestDecodeTime,
+              "Histogram of time spent in DECODE phase for request.");
+  w.histogram("kiln:iteration_tokens_total", e.iterationTokens,
+              "Histogram of number of tokens per engine_step.");
+  writeCacheConfig(w, e.cacheConfig);
 }
 
 void writeServer(Writer &w, const ServerMetricsSnapshot &s) {

@@ -39,7 +39,7 @@ TEST(MetricsTextTest, EngineAndServerMetricsInPrometheusFormat) {
   engine.timeToFirstToken.upperBounds = {0.1, 1.0};
   engine.timeToFirstToken.counts = {2, 1, 1};
   engine.timeToFirstToken.count = 4;
-  engine.timeToFirstToken.sumSeconds = 3.5;
+  engine.timeToFirstToken.sum = 3.5;
   ServerMetrics server;
   server.observeRequest(FinishReason::kStop, 0.4);
   server.observeRequest(FinishReason::kLength, 2.0);
@@ -88,7 +88,7 @@ TEST(MetricsTextTest, NumbersPrintInShortestRoundTripForm) {
   engine.timeToFirstToken.upperBounds = {0.001, 0.005, 0.02, 0.1, 2.5, 7680.0};
   engine.timeToFirstToken.counts = {0, 1, 0, 0, 0, 0, 0};
   engine.timeToFirstToken.count = 1;
-  engine.timeToFirstToken.sumSeconds = 0.004;
+  engine.timeToFirstToken.sum = 0.004;
   std::string text = renderPrometheus(engine, ServerMetrics().snapshot(), "m");
   const std::string bucket = "kiln:time_to_first_token_seconds_bucket{model_name=\"m\",le=\"";
   for (const char *le : {"0.001", "0.005", "0.02", "0.1", "2.5", "7680"})
@@ -100,6 +100,76 @@ TEST(MetricsTextTest, NumbersPrintInShortestRoundTripForm) {
   // vLLM's e2e buckets, rendered by the server itself.
   EXPECT_NE(text.find("kiln:e2e_request_latency_seconds_bucket{model_name=\"m\",le=\"0.3\"} 0"),
             std::string::npos);
+}
+
+// The metric families vLLM v1 has beyond the first set: prefix-cache queries next to hits (hit
+// rate = hits / queries), request phase times, tokens per step and the cache configuration,
+// rendered from EngineMetrics' own buckets.
+TEST(MetricsTextTest, VllmV1FamiliesRenderAsVllmDoes) {
+  EngineMetrics metrics;
+  metrics.prefixCacheQueries = 23;
+  metrics.cachedTokens = 8;
+  metrics.requestQueueTime.observe(0.7);
+  metrics.requestQueueTime.observe(1.2);
+  metrics.requestPrefillTime.observe(0.2);
+  metrics.requestDecodeTime.observe(0.4);
+  for (double tokens : {10.0, 1.0, 1.0, 5.0})
+    metrics.iterationTokens.observe(tokens);
+  metrics.cacheConfig = {16, 1024, true};
+  std::string text = renderPrometheus(metrics.snapshot(), ServerMetrics().snapshot(), "m");
+  expectWellFormed(text);
+  const char *expected[] = {
+      "# HELP kiln:prefix_cache_queries_total Prefix cache queries, in terms of number of "
+      "queried tokens.\n# TYPE kiln:prefix_cache_queries_total counter\n"
+      "kiln:prefix_cache_queries_total{model_name=\"m\"} 23\n"
+      "# HELP kiln:prefix_cache_hits_total Prefix cache hits, in terms of number of cached "
+      "tokens.\n# TYPE kiln:prefix_cache_hits_total counter\n"
+      "kiln:prefix_cache_hits_total{model_name=\"m\"} 8\n",
+      "# HELP kiln:request_queue_time_seconds Histogram of time spent in WAITING phase for "
+      "request.\n# TYPE kiln:request_queue_time_seconds histogram\n"
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"0.3\"} 0\n"
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"0.5\"} 0\n"
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"0.8\"} 1\n"
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"1\"} 1\n"
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"1.5\"} 2\n",
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"7680\"} 2\n"
+      "kiln:request_queue_time_seconds_bucket{model_name=\"m\",le=\"+Inf\"} 2\n"
+      "kiln:request_queue_time_seconds_sum{model_name=\"m\"} 1.9\n"
+      "kiln:request_queue_time_seconds_count{model_name=\"m\"} 2\n",
+      "# HELP kiln:request_prefill_time_seconds Histogram of time spent in PREFILL phase for "
+      "request.\n# TYPE kiln:request_prefill_time_seconds histogram\n"
+      "kiln:request_prefill_time_seconds_bucket{model_name=\"m\",le=\"0.3\"} 1\n",
+      "kiln:request_prefill_time_seconds_count{model_name=\"m\"} 1\n",
+      "# HELP kiln:request_decode_time_seconds Histogram of time spent in DECODE phase for "
+      "request.\n# TYPE kiln:request_decode_time_seconds histogram\n"
+      "kiln:request_decode_time_seconds_bucket{model_name=\"m\",le=\"0.3\"} 0\n"
+      "kiln:request_decode_time_seconds_bucket{model_name=\"m\",le=\"0.5\"} 1\n",
+      "kiln:request_decode_time_seconds_sum{model_name=\"m\"} 0.4\n",
+      "# HELP kiln:iteration_tokens_total Histogram of number of tokens per engine_step.\n"
+      "# TYPE kiln:iteration_tokens_total histogram\n"
+      "kiln:iteration_tokens_total_bucket{model_name=\"m\",le=\"1\"} 2\n"
+      "kiln:iteration_tokens_total_bucket{model_name=\"m\",le=\"8\"} 3\n"
+      "kiln:iteration_tokens_total_bucket{model_name=\"m\",le=\"16\"} 4\n"
+      "kiln:iteration_tokens_total_bucket{model_name=\"m\",le=\"32\"} 4\n",
+      "kiln:iteration_tokens_total_bucket{model_name=\"m\",le=\"16384\"} 4\n"
+      "kiln:iteration_tokens_total_bucket{model_name=\"m\",le=\"+Inf\"} 4\n"
+      "kiln:iteration_tokens_total_sum{model_name=\"m\"} 17\n"
+      "kiln:iteration_tokens_total_count{model_name=\"m\"} 4\n",
+      "# HELP kiln:cache_config_info Information of the KV cache configuration (vLLM's "
+      "CacheConfig); always 1.\n# TYPE kiln:cache_config_info gauge\n"
+      "kiln:cache_config_info{model_name=\"m\",block_size=\"16\",cache_dtype=\"auto\","
+      "enable_prefix_caching=\"True\",num_gpu_blocks=\"1024\"} 1\n",
+  };
+  for (const char *lines : expected)
+    EXPECT_NE(text.find(lines), std::string::npos) << "missing:\n" << lines << "\nin:\n" << text;
+
+  metrics.cacheConfig.enablePrefixCaching = false;
+  text = renderPrometheus(metrics.snapshot(), ServerMetrics().snapshot(), "m");
+  EXPECT_NE(text.find("enable_prefix_caching=\"False\""), std::string::npos);
+  // No engine (no model loaded): no cache configuration to report.
+  text = renderPrometheus(MetricsSnapshot{}, ServerMetrics().snapshot(), "");
+  EXPECT_EQ(text.find("cache_config_info"), std::string::npos);
+  EXPECT_NE(text.find("kiln:prefix_cache_queries_total{model_name=\"\"} 0\n"), std::string::npos);
 }
 
 TEST(MetricsTextTest, EscapesLabelValues) {
