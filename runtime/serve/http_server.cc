@@ -93,7 +93,7 @@ void HttpServer::Impl::handleException(const httplib::Request &req, httplib::Res
                describeException(thrown));
   res = httplib::Response();
   bool tgi = req.path == "/generate" || req.path == "/generate_stream" ||
-             req.path == "/invocations";
+             req.path == "/invocations" || req.path == "/" || req.path == "/info";
   sendError(res, unexpectedServerError(), tgi ? ErrorStyle::kTgi : ErrorStyle::kOpenAi);
 }
 
@@ -105,6 +105,8 @@ void HttpServer::Impl::registerGeneration() {
   server.Get(R"(/v1/models/(.+))", guard(ErrorStyle::kOpenAi, handleModel));
   server.Post("/generate", guard(ErrorStyle::kTgi, handleTgiGenerate));
   server.Post("/generate_stream", guard(ErrorStyle::kTgi, handleTgiGenerateStream));
+  server.Post("/", guard(ErrorStyle::kTgi, handleTgiCompat));
+  server.Get("/info", guard(ErrorStyle::kTgi, handleTgiInfo));
   server.Post("/invocations", guard(ErrorStyle::kTgi, handleInvocations));
 }
 

@@ -89,6 +89,10 @@ void handleModel(RouteContext &ctx, const httplib::Request &req, httplib::Respon
 void handleTgiGenerate(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
 void handleTgiGenerateStream(RouteContext &ctx, const httplib::Request &req,
                              httplib::Response &res);
+// POST /: a TGI body streamed (SSE) or not (a one-element array), as TGI's compat route.
+void handleTgiCompat(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
+// GET /info: TGI's Info object.
+void handleTgiInfo(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
 void handleInvocations(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
 
 // Shared by /v1/* and /invocations: run a parsed OpenAI request.

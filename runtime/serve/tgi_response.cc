@@ -1,14 +1,17 @@
 #include "runtime/serve/tgi_response.h"
 
 #include "runtime/serve/json_text.h"
+#include "runtime/serve/tgi_token_text.h"
+
+#include <cstring>
 
 namespace kiln::rt::serve {
 namespace {
 
-std::string fullText(const TgiContext &context, const SampleResult &sample) {
+std::string fullText(const TgiContext &context, const std::string &generated) {
   if (!context.request->returnFullText)
-    return sample.text;
-  return context.request->prompt.text + sample.text;
+    return generated;
+  return context.request->prompt.text + generated;
 }
 
 nlohmann::json seedJson(const TgiContext &context) {
@@ -46,20 +49,39 @@ nlohmann::json tgiTokenJson(const TgiContext &context, int32_t id, const std::st
           {"special", context.model->isSpecialToken(id)}};
 }
 
+namespace {
+
+bool endedByStopSequence(const TgiContext &context, const SampleResult &sample) {
+  const char *reason = tgiFinishReason(sample, context.eosIds, context.request->sampling);
+  return std::strcmp(reason, "stop_sequence") == 0;
+}
+
+} // namespace
+
+std::string tgiGeneratedText(const TgiContext &context, const SampleResult &sample,
+                             const std::string &joinedTokenTexts) {
+  return endedByStopSequence(context, sample) ? joinedTokenTexts : sample.text;
+}
+
 nlohmann::json tgiGenerateResponse(const TgiContext &context, const GenerationResult &result) {
   const SampleResult &sample = result.samples.at(0);
-  nlohmann::json body = {{"generated_text", sanitizeUtf8(fullText(context, sample))}};
-  if (!context.request->details)
-    return body;
-  nlohmann::json details = shortDetails(context, sample);
+  if (!context.request->details && !endedByStopSequence(context, sample))
+    return {{"generated_text", sanitizeUtf8(fullText(context, sample.text))}};
+  TgiTokenTexts texts(*context.model, result.promptIds);
   nlohmann::json tokens = nlohmann::json::array(), topTokens = nlohmann::json::array();
   for (size_t i = 0; i < sample.tokenIds.size(); ++i) {
     const TokenLogprobs *lp = i < sample.logprobs.size() ? &sample.logprobs[i] : nullptr;
     int32_t id = sample.tokenIds[i];
-    tokens.push_back(tgiTokenJson(context, id, context.model->tokenText(id), lp));
+    bool last = i + 1 == sample.tokenIds.size();
+    tokens.push_back(tgiTokenJson(context, id, texts.push(id, last), lp));
     if (lp && context.request->topLogprobs > 0)
       topTokens.push_back(tgiTopTokensJson(context, *lp));
   }
+  std::string generated = tgiGeneratedText(context, sample, texts.joined());
+  nlohmann::json body = {{"generated_text", sanitizeUtf8(fullText(context, generated))}};
+  if (!context.request->details)
+    return body;
+  nlohmann::json details = shortDetails(context, sample);
   details["prefill"] = nlohmann::json::array();
   details["tokens"] = std::move(tokens);
   if (context.request->topLogprobs > 0)
@@ -69,14 +91,16 @@ nlohmann::json tgiGenerateResponse(const TgiContext &context, const GenerationRe
 }
 
 nlohmann::json tgiStreamEvent(const TgiContext &context, int64_t index, nlohmann::json token,
-                              nlohmann::json topTokens, const SampleResult *finished) {
+                              nlohmann::json topTokens, const SampleResult *finished,
+                              const std::string &joinedTokenTexts) {
   nlohmann::json event = {{"index", index},
                           {"token", std::move(token)},
                           {"top_tokens", std::move(topTokens)},
                           {"generated_text", nullptr},
                           {"details", nullptr}};
   if (finished) {
-    event["generated_text"] = sanitizeUtf8(fullText(context, *finished));
+    std::string generated = tgiGeneratedText(context, *finished, joinedTokenTexts);
+    event["generated_text"] = sanitizeUtf8(fullText(context, generated));
     event["details"] = shortDetails(context, *finished);
   }
   return event;
@@ -90,7 +114,7 @@ nlohmann::json lmiStreamLine(const TgiContext &context, int32_t id, const std::s
         {"text", sanitizeUtf8(text)},
         {"log_prob", logprobs ? nlohmann::json(logprobs->sampled.logprob) : nlohmann::json()}}}};
   if (finished) {
-    line["generated_text"] = sanitizeUtf8(fullText(context, *finished));
+    line["generated_text"] = sanitizeUtf8(fullText(context, finished->text));
     if (context.request->details)
       line["details"] = shortDetails(context, *finished);
   }

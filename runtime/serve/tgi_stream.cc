@@ -1,6 +1,9 @@
 #include "runtime/serve/tgi_stream.h"
 
 #include "runtime/serve/json_text.h"
+#include "runtime/serve/tgi_token_text.h"
+
+#include <optional>
 
 namespace kiln::rt::serve {
 namespace {
@@ -16,16 +19,15 @@ public:
       return frame(tgiErrorBody(error));
     }
     const SampleResult &sample = soFar.samples[out.index];
+    if (!texts_)
+      texts_.emplace(*c_.model, soFar.promptIds);
     std::string events;
-    // The engine usually releases one token per output; when it releases several, the text
-    // goes with the last of them (it cannot be split back into tokens).
     for (size_t i = 0; i < out.tokenIds.size(); ++i) {
       bool last = i + 1 == out.tokenIds.size();
       const TokenLogprobs *lp = i < out.logprobs.size() ? &out.logprobs[i] : nullptr;
       const SampleResult *finished =
           last && out.finishReason != FinishReason::kNone ? &sample : nullptr;
-      std::string text = last ? out.text : "";
-      events += frame(dumpJson(event(out.tokenIds[i], text, lp, finished)));
+      events += frame(dumpJson(event(out.tokenIds[i], last ? out.text : "", lp, finished)));
     }
     return events;
   }
@@ -33,13 +35,19 @@ public:
   std::string end(const std::vector<GenerationResult> &) override { return {}; }
 
 private:
-  nlohmann::json event(int32_t id, const std::string &text, const TokenLogprobs *lp,
+  // LMI reports the engine's text, which usually comes one token per output; when the engine
+  // releases several, it goes with the last of them (it cannot be split back into tokens). TGI
+  // reports each token's own text, as details.tokens does (tgi_token_text.h), stop tokens and
+  // stop sequences included.
+  nlohmann::json event(int32_t id, const std::string &engineText, const TokenLogprobs *lp,
                        const SampleResult *finished) {
     if (style_ == TgiStreamStyle::kLmiJsonLines)
-      return lmiStreamLine(c_, id, text, lp, finished);
+      return lmiStreamLine(c_, id, engineText, lp, finished);
+    std::string text = texts_->push(id, /*last=*/finished != nullptr);
     nlohmann::json top = lp && c_.request->topLogprobs > 0 ? tgiTopTokensJson(c_, *lp)
                                                            : nlohmann::json(nullptr);
-    return tgiStreamEvent(c_, ++index_, tgiTokenJson(c_, id, text, lp), std::move(top), finished);
+    return tgiStreamEvent(c_, ++index_, tgiTokenJson(c_, id, text, lp), std::move(top), finished,
+                          texts_->joined());
   }
 
   std::string frame(const std::string &payload) const {
@@ -50,6 +58,7 @@ private:
 
   TgiContext c_;
   TgiStreamStyle style_;
+  std::optional<TgiTokenTexts> texts_; // made from the prompt ids on the first output
   int64_t index_ = 0;
 };
 
