@@ -123,6 +123,13 @@ Result<std::string> pullArtifact(const std::string &s3Url, rt::serve::ServeConfi
   rt::PullOptions pull;
   pull.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   pull.client.log = pull.log;
+  // About once a second while bytes move: a large model's pull is minutes of otherwise silence.
+  pull.progress = [](const rt::TransferProgress &p) {
+    int percent = p.bytesTotal ? int(100.0 * double(p.bytesDone) / double(p.bytesTotal)) : 100;
+    std::cerr << "kiln serve: pull: " << (p.bytesDone >> 20) << " of " << (p.bytesTotal >> 20)
+              << " MiB (" << percent << "%), " << p.filesDone << " of " << p.filesTotal
+              << " files" << (p.finished ? ", done" : "") << "\n";
+  };
   return rt::pullToCache(s3Url, pull);
 #else
   return unimplemented("serving from S3 (" + s3Url + ") needs a kiln built with "

@@ -92,6 +92,8 @@ class ShipTest(unittest.TestCase):
         self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
         logged = read(os.path.join(self.work, "serve.log"), "r")
         self.assertIn("into the cache", logged)
+        self.assertIn("kiln serve: pull: ", logged)  # progress while the bytes move
+        self.assertIn("files, done", logged)
         self.serve_and_compare("s3://kiln-test/models/serve-s3", env=env)
         self.assertIn("using cached artifact", read(os.path.join(self.work, "serve.log"), "r"))
         # A cached copy that fails its checksum (same size, one byte changed) is pulled again
@@ -121,6 +123,8 @@ class ShipTest(unittest.TestCase):
         self.serve_and_compare(model_dir, env=env, extra=["--sagemaker"])
         logged = read(os.path.join(self.work, "serve.log"), "r")
         self.assertIn("into the cache", logged)
+        self.assertIn("kiln serve: pull: ", logged)  # progress while the bytes move
+        self.assertIn("files, done", logged)
 
     def serve_and_compare(self, dest, env=None, extra=()):
         if kiln("serve", "--help").returncode != 0:
