@@ -30,7 +30,7 @@ using Task = std::function<Status()>;
 // Runs tasks on up to `parallelism` threads. The first failure cancels the client (so parts in
 // flight stop) and is returned. `tick` runs on the calling thread about once a second.
 Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
-                const std::function<void()> &tick) {
+                const std::function<void()> &tick, const std::atomic<bool> *interrupted) {
   std::atomic<size_t> next{0};
   std::mutex mutex;
   std::condition_variable done;
@@ -66,6 +66,10 @@ Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
     auto nextTick = std::chrono::steady_clock::now() + std::chrono::seconds(1);
     while (running > 0) {
       done.wait_until(lock, nextTick);
+      if (interrupted && interrupted->load() && firstError.isOk()) {
+        firstError = cancelled("cancelled"); // workers stop taking tasks
+        client.cancel();                     // and the requests in flight stop
+      }
       if (tick && running > 0 && std::chrono::steady_clock::now() >= nextTick) {
         nextTick += std::chrono::seconds(1);
         lock.unlock();
@@ -76,6 +80,8 @@ Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
   }
   for (std::thread &thread : pool)
     thread.join();
+  if (interrupted && interrupted->load())
+    return cancelled("interrupted by SIGINT or SIGTERM");
   return firstError;
 }
 
@@ -153,6 +159,36 @@ Status planUpload(S3Client &client, const S3Location &to, const std::string &nam
 
 } // namespace
 
+namespace {
+
+// A failed or interrupted push: its multipart uploads are aborted (S3 keeps and bills their parts
+// otherwise), and `failure` says so, or says how to abort one by hand when that fails too.
+Status abortUploads(const S3Client &client, const S3Location &to,
+                    const std::vector<std::unique_ptr<MultipartUpload>> &uploads,
+                    const PushOptions &options, const Status &failure) {
+  if (uploads.empty())
+    return failure;
+  S3Client cleanup(client.config(), options.client); // the first client is cancelled
+  std::string notes;
+  int aborted = 0;
+  for (const auto &upload : uploads) {
+    Status abort = cleanup.abortMultipartUpload(to.bucket, upload->key, upload->uploadId);
+    if (abort.isOk()) {
+      ++aborted;
+      continue;
+    }
+    notes += "; aborting the multipart upload of s3://" + to.bucket + "/" + upload->key +
+             " failed (" + abort.message() + "): abort it with aws s3api abort-multipart-upload "
+             "--bucket " + to.bucket + " --key " + upload->key + " --upload-id " +
+             upload->uploadId;
+  }
+  if (aborted > 0)
+    notes = "; aborted " + std::to_string(aborted) + " multipart upload(s)" + notes;
+  return Status(failure.code(), failure.message() + notes);
+}
+
+} // namespace
+
 Status pushArtifact(const std::string &artifactDir, const std::string &s3Url,
                     const PushOptions &options) {
   KILN_ASSIGN_OR_RETURN(S3Location to, parseS3Url(s3Url));
@@ -178,7 +214,8 @@ Status pushArtifact(const std::string &artifactDir, const std::string &s3Url,
   for (size_t i = 0; i < files.size() && status.isOk(); ++i)
     status = planUpload(*client, to, files[i].name, mapped[i], options, progress, tasks, uploads);
   if (status.isOk())
-    status = runTasks(tasks, options.parallelism, *client, [&] { progress.report(false); });
+    status = runTasks(tasks, options.parallelism, *client, [&] { progress.report(false); },
+                      options.interrupted);
   for (const auto &upload : uploads) {
     if (status.isOk()) {
       status =
@@ -187,12 +224,8 @@ Status pushArtifact(const std::string &artifactDir, const std::string &s3Url,
         ++progress.filesDone;
     }
   }
-  if (!status.isOk()) {
-    S3Client cleanup(client->config(), options.client); // the first client is cancelled
-    for (const auto &upload : uploads)
-      (void)cleanup.abortMultipartUpload(to.bucket, upload->key, upload->uploadId);
-    return status.withContext("push to " + to.url());
-  }
+  if (!status.isOk())
+    return abortUploads(*client, to, uploads, options, status.withContext("push to " + to.url()));
   // Last, so a reader never finds a manifest whose files are still on their way.
   KILN_RETURN_IF_ERROR(client->putObject(
       to.bucket, to.key(kManifestFileName),
@@ -303,7 +336,8 @@ Status downloadFiles(S3Client &client, const S3Location &from,
                   progress, tasks);
   }
   KILN_RETURN_IF_ERROR(
-      runTasks(tasks, options.parallelism, client, [&] { progress.report(false); }));
+      runTasks(tasks, options.parallelism, client, [&] { progress.report(false); },
+                 options.interrupted));
   for (size_t i = 0; i < files.size(); ++i)
     KILN_RETURN_IF_ERROR(syncFile(fds[i].fd, dir + "/" + files[i].name));
   return okStatus();
@@ -326,7 +360,8 @@ Status pullTarball(S3Client &client, const S3Location &from, const std::string &
     std::vector<Task> tasks;
     addRangeTasks(client, from.bucket, from.prefix, size, file.fd, options, progress, tasks);
     KILN_RETURN_IF_ERROR(
-        runTasks(tasks, options.parallelism, client, [&] { progress.report(false); }));
+        runTasks(tasks, options.parallelism, client, [&] { progress.report(false); },
+                 options.interrupted));
   }
   progress.filesDone = 1;
   progress.report(true);

@@ -12,6 +12,7 @@
 #include "runtime/store/s3_client.h"
 
 #include <cstdint>
+#include <atomic>
 #include <functional>
 #include <string>
 
@@ -37,6 +38,10 @@ struct TransferOptions {
   std::function<void(const TransferProgress &)> progress;
   // Hash every local file against manifest.json before pushing (refuses a corrupted artifact).
   bool verifyBeforePush = true;
+  // Set (by a SIGINT/SIGTERM handler) to stop: requests in flight are cancelled within about a
+  // second, a push aborts its multipart uploads (and says so when an abort fails), a pull removes
+  // its temporary directory; the result is a kCancelled error. Null: never interrupted.
+  const std::atomic<bool> *interrupted = nullptr;
 };
 
 using PushOptions = TransferOptions;

@@ -5,9 +5,13 @@
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
+#include <atomic>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
+#include <mutex>
+#include <thread>
 
 namespace kiln::tools {
 
@@ -26,6 +30,30 @@ std::vector<FlagSpec> s3FlagSpecs() {
 }
 
 namespace {
+
+// SIGINT / SIGTERM during a transfer: a thread waits for them (they are blocked everywhere else)
+// and sets the flag the transfer polls, so a push aborts its multipart uploads and a pull removes
+// its temporary directory before the command exits, instead of dying mid-request.
+const std::atomic<bool> *interruptFlag() {
+  static std::atomic<bool> interrupted{false};
+  static std::once_flag started;
+  std::call_once(started, [] {
+    sigset_t signals;
+    sigemptyset(&signals);
+    sigaddset(&signals, SIGINT);
+    sigaddset(&signals, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+    std::thread([signals] {
+      int signal = 0;
+      if (sigwait(&signals, &signal) == 0) {
+        std::cerr << "kiln: " << (signal == SIGINT ? "SIGINT" : "SIGTERM")
+                  << ": stopping the transfer and cleaning up\n";
+        interrupted = true;
+      }
+    }).detach();
+  });
+  return &interrupted;
+}
 
 std::string mib(uint64_t bytes) {
   char buffer[32];
@@ -48,6 +76,7 @@ Result<rt::PullOptions> transferOptionsFromFlags(const Args &args) {
   options.client.retry.maxAttempts = int(retries);
   // Retry notices always reach stderr: a retry is worth knowing about even with --quiet.
   options.client.log = [](const std::string &line) { std::cerr << "kiln: " << line << "\n"; };
+  options.interrupted = interruptFlag();
   if (!args.has("--quiet")) {
     auto start = std::chrono::steady_clock::now();
     options.progress = [start](const rt::TransferProgress &p) {

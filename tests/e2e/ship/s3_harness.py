@@ -94,7 +94,12 @@ class DyingProxy:
     whose path contains `victim` gets its headers and half its body, then the connection drops and
     the proxy stops listening: every retry after that finds the server gone."""
 
-    def __init__(self, upstream_port, victim):
+    def __init__(self, upstream_port, victim, stall=None):
+        # stall: a "METHOD path-substring" request that is held (never forwarded) until `release`
+        # is set; `stalled` is set when it arrives, for a test to act at that moment.
+        self.stall = stall
+        self.stalled = threading.Event()
+        self.release = threading.Event()
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.upstream_port = upstream_port
@@ -131,6 +136,11 @@ class DyingProxy:
             length = int(dict((k.lower(), v) for k, v in headers).get("content-length", "0"))
             body = handler.rfile.read(length) if length else None
             self.requests.append((method, path))
+            if self.stall and f"{method} {path}".startswith(self.stall.split(" ")[0] + " ") \
+                    and self.stall.split(" ", 1)[1] in path:
+                self.stalled.set()
+                self.release.wait(120)
+                return
             conn = http.client.HTTPConnection("127.0.0.1", self.upstream_port, timeout=30)
             conn.putrequest(method, path, skip_host=True, skip_accept_encoding=True)
             for name, value in headers:

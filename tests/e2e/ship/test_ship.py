@@ -7,6 +7,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -202,6 +203,39 @@ class ShipTest(unittest.TestCase):
         self.assertIn(hashlib.sha256(bytes(bad)).hexdigest(), r.stderr)
         self.assertFalse(os.path.exists(dest))
         self.assertEqual(leftovers(dest), [])
+
+    def test_sigint_during_a_push_aborts_its_multipart_upload(self):
+        big = self.dest("interrupted.kiln")
+        shutil.copytree(self.artifact, big)
+        with open(os.path.join(big, "extra.bin"), "wb") as f:
+            f.write(os.urandom(12 * 1024 * 1024))  # 3 parts of 5 MiB
+        manifest = load_json(os.path.join(big, "manifest.json"))
+        data = read(os.path.join(big, "extra.bin"))
+        manifest["files"].append({"name": "extra.bin", "size": len(data),
+                                  "sha256": hashlib.sha256(data).hexdigest()})
+        save_json(manifest, os.path.join(big, "manifest.json"))
+        # Part 2 is held by the proxy: the push is mid-transfer when the signal comes.
+        proxy = DyingProxy(MOTO.port, victim="no object has this name", stall="PUT partNumber=2")
+        try:
+            env = dict(MOTO.env, AWS_ENDPOINT_URL=proxy.url)
+            proc = subprocess.Popen([ARGS.kiln, "push", big, "s3://kiln-test/interrupted",
+                                     "--part-size-mb", "5", "--parallel", "1"], env=env,
+                                    stderr=subprocess.PIPE, text=True)
+            self.assertTrue(proxy.stalled.wait(120), "the push never sent part 2")
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            proxy.release.set()
+            proxy.close()
+        self.assertEqual(proc.returncode, 1, stderr)
+        self.assertIn("SIGINT: stopping the transfer", stderr)
+        self.assertIn("interrupted by SIGINT or SIGTERM", stderr)
+        self.assertIn("aborted 1 multipart upload(s)", stderr)
+        uploads = MOTO.aws(["s3api", "list-multipart-uploads", "--bucket", "kiln-test",
+                            "--prefix", "interrupted/"])
+        self.assertNotIn("UploadId", uploads)
+        listing = MOTO.aws(["s3", "ls", "s3://kiln-test/interrupted/"], check=False)
+        self.assertNotIn("manifest.json", listing)  # nothing a reader would take for an artifact
 
     def test_object_shorter_than_its_manifest_says_what_to_do(self):
         # The manifest lists the old size, the object was replaced by a shorter one: S3 answers
