@@ -5,12 +5,23 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh" "$@"
 build=${KILN_BUILD_DIR:-$root/build}
+# Under CI (CI=true) a missing test input is a failure, not a quiet skip of the tests needing it.
+ci=false
+case "${CI:-}" in true | 1 | yes) ci=true ;; esac
+missing() {
+  if [ "$ci" = true ]; then
+    echo "error (CI): $1" >&2
+    exit 1
+  fi
+  echo "note: $1"
+}
 if [ ! -d "$root/../shared/assets" ]; then
-  echo "note: $root/../shared/assets is absent: tests labelled 'model' will skip, saying so"
+  missing "$root/../shared/assets is absent: tests labelled 'model' would skip"
 fi
-"$root/scripts/python-test-deps.sh" || echo "note: no Python clients: the serve e2e tests will skip"
+"$root/scripts/python-test-deps.sh" ||
+  missing "the Python test clients did not install: the Python e2e tests would skip"
 "$root/scripts/fetch-smollm2.sh" >/dev/null ||
-  echo "note: SmolLM2-135M-Instruct could not be fetched: its tests skip (and fail in CI)"
+  missing "SmolLM2-135M-Instruct could not be fetched: its tests would skip"
 cd "$build"
 # ctest hides why a test skipped: show the GPU tests' reasons first (they skip without a device).
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi >/dev/null 2>&1; then
