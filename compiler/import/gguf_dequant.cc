@@ -221,34 +221,14 @@ void scaleMinK4(int j, const uint8_t *q, int &scale, int &min) {
   }
 }
 
-// block_q4_K: fp16 d, fp16 dmin, 12 bytes of scales/mins, 128 bytes of nibbles: each 32 bytes
-// hold 64 elements, low nibbles first.
-void dequantizeQ4_KBlock(const uint8_t *block, float *out) {
+// block_q4_K: fp16 d and dmin, 12 bytes of packed 6-bit scales/mins, 128 bytes of nibbles that
+// hold 64 elements, low nibbles first. block_q5_K is the same with 32 bytes qh after the scales:
+// bit 2i / 2i+1 of qh[l] is the fifth bit of element l / l + 32 of the i-th 64-element group.
+// `qh` null: Q4_K.
+void dequantizeK4Groups(const uint8_t *block, const uint8_t *qh, const uint8_t *ql, float *out) {
   const float d = loadF16(block);
   const float min = loadF16(block + 2);
   const uint8_t *scales = block + 4;
-  const uint8_t *q = block + 4 + kKScaleSize;
-  for (int is = 0; is < 8; is += 2, q += 32) {
-    int sc, m;
-    scaleMinK4(is, scales, sc, m);
-    const float d1 = d * static_cast<float>(sc), m1 = min * static_cast<float>(m);
-    scaleMinK4(is + 1, scales, sc, m);
-    const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
-    for (int l = 0; l < 32; ++l)
-      *out++ = d1 * static_cast<float>(q[l] & 0xF) - m1;
-    for (int l = 0; l < 32; ++l)
-      *out++ = d2 * static_cast<float>(q[l] >> 4) - m2;
-  }
-}
-
-// block_q5_K: as Q4_K with 32 bytes qh after the scales: bit 2i / 2i+1 of qh[l] is the fifth
-// bit of element l / l + 32 of the i-th 64-element group.
-void dequantizeQ5_KBlock(const uint8_t *block, float *out) {
-  const float d = loadF16(block);
-  const float min = loadF16(block + 2);
-  const uint8_t *scales = block + 4;
-  const uint8_t *qh = block + 4 + kKScaleSize;
-  const uint8_t *ql = qh + 32;
   uint8_t u1 = 1, u2 = 2;
   for (int is = 0; is < 8; is += 2, ql += 32, u1 <<= 2, u2 <<= 2) {
     int sc, m;
@@ -257,10 +237,19 @@ void dequantizeQ5_KBlock(const uint8_t *block, float *out) {
     scaleMinK4(is + 1, scales, sc, m);
     const float d2 = d * static_cast<float>(sc), m2 = min * static_cast<float>(m);
     for (int l = 0; l < 32; ++l)
-      *out++ = d1 * static_cast<float>((ql[l] & 0xF) + ((qh[l] & u1) ? 16 : 0)) - m1;
+      *out++ = d1 * static_cast<float>((ql[l] & 0xF) + (qh && (qh[l] & u1) ? 16 : 0)) - m1;
     for (int l = 0; l < 32; ++l)
-      *out++ = d2 * static_cast<float>((ql[l] >> 4) + ((qh[l] & u2) ? 16 : 0)) - m2;
+      *out++ = d2 * static_cast<float>((ql[l] >> 4) + (qh && (qh[l] & u2) ? 16 : 0)) - m2;
   }
+}
+
+void dequantizeQ4_KBlock(const uint8_t *block, float *out) {
+  dequantizeK4Groups(block, nullptr, block + 4 + kKScaleSize, out);
+}
+
+void dequantizeQ5_KBlock(const uint8_t *block, float *out) {
+  const uint8_t *qh = block + 4 + kKScaleSize;
+  dequantizeK4Groups(block, qh, qh + 32, out);
 }
 
 // block_q6_K: 128 bytes low nibbles, 64 bytes of high 2-bit pairs, 16 int8 scales, fp16 d.
