@@ -307,7 +307,8 @@ Result<S3Client::Response> S3Client::attempt(const Request &request, uint64_t &c
   // No "Expect:" override: curl 7.88 signs an empty header it then does not send, which breaks
   // the signature. curl's own Expect: 100-continue for large PUTs is added after signing.
   if (request.method == "PUT") {
-    headers.push_back("Content-MD5: " + md5Base64(request.body));
+    if (!request.body.empty()) // a copy's PUT has no body to check
+      headers.push_back("Content-MD5: " + md5Base64(request.body));
     curl_easy_setopt(curl, CURLOPT_UPLOAD, 1L);
     curl_easy_setopt(curl, CURLOPT_READFUNCTION, readBody);
     curl_easy_setopt(curl, CURLOPT_READDATA, &state);
@@ -556,6 +557,62 @@ Status S3Client::abortMultipartUpload(const std::string &bucket, const std::stri
   request.bucket = bucket;
   request.key = key;
   request.query = "uploadId=" + uriEncode(uploadId, true);
+  return perform(request).status();
+}
+
+namespace {
+
+// x-amz-copy-source: the source's bucket and key, percent-encoded like a path.
+std::string copySourceHeader(const std::string &bucket, const std::string &key) {
+  return "x-amz-copy-source: /" + bucket + "/" + uriEncode(key, /*encodeSlash=*/false);
+}
+
+} // namespace
+
+Status S3Client::copyObject(const std::string &bucket, const std::string &fromKey,
+                            const std::string &toKey) {
+  Request request;
+  request.method = "PUT";
+  request.bucket = bucket;
+  request.key = toKey;
+  request.headers.push_back(copySourceHeader(bucket, fromKey));
+  KILN_ASSIGN_OR_RETURN(Response response, perform(request));
+  // Like CompleteMultipartUpload, a copy can fail late with 200 and an <Error> body.
+  if (response.body.find("<Error>") != std::string::npos)
+    return unavailable("S3 CopyObject s3://" + bucket + "/" + fromKey + " to " + toKey + ": " +
+                       xmlValue(response.body, "Code") + " " + xmlValue(response.body, "Message"));
+  return okStatus();
+}
+
+Result<std::string> S3Client::uploadPartCopy(const std::string &bucket, const std::string &key,
+                                             const std::string &uploadId, int partNumber,
+                                             const std::string &fromKey, uint64_t offset,
+                                             uint64_t length) {
+  Request request;
+  request.method = "PUT";
+  request.bucket = bucket;
+  request.key = key;
+  request.query =
+      "partNumber=" + std::to_string(partNumber) + "&uploadId=" + uriEncode(uploadId, true);
+  request.headers.push_back(copySourceHeader(bucket, fromKey));
+  request.headers.push_back("x-amz-copy-source-range: bytes=" + std::to_string(offset) + "-" +
+                            std::to_string(offset + length - 1));
+  KILN_ASSIGN_OR_RETURN(Response response, perform(request));
+  std::string etag = xmlValue(response.body, "ETag"); // in the CopyPartResult body
+  if (etag.empty())
+    return dataLoss("S3 UploadPartCopy " + std::to_string(partNumber) + " of s3://" + bucket +
+                    "/" + key + ": the response has no ETag" +
+                    (response.body.find("<Error>") != std::string::npos
+                         ? " (" + xmlValue(response.body, "Code") + ")"
+                         : ""));
+  return etag;
+}
+
+Status S3Client::deleteObject(const std::string &bucket, const std::string &key) {
+  Request request;
+  request.method = "DELETE";
+  request.bucket = bucket;
+  request.key = key;
   return perform(request).status();
 }
 

@@ -86,6 +86,16 @@ public:
   Status abortMultipartUpload(const std::string &bucket, const std::string &key,
                               const std::string &uploadId);
 
+  // Server-side copies within a bucket (no bytes pass through the client): a whole object up to
+  // 5 GiB, or bytes [offset, offset + length) of one as a part of a multipart upload.
+  Status copyObject(const std::string &bucket, const std::string &fromKey,
+                    const std::string &toKey);
+  Result<std::string> uploadPartCopy(const std::string &bucket, const std::string &key,
+                                     const std::string &uploadId, int partNumber,
+                                     const std::string &fromKey, uint64_t offset,
+                                     uint64_t length);
+  Status deleteObject(const std::string &bucket, const std::string &key);
+
   // Makes every call in flight (and later ones) fail fast with CANCELLED: one failed part of a
   // transfer stops the others.
   void cancel() { cancelled_ = true; }

@@ -4,6 +4,7 @@
 #include "runtime/base/sha256.h"
 #include "runtime/store/manifest_files.h"
 #include "runtime/store/tar_package.h"
+#include "runtime/store/transfer_tasks.h"
 #include "schema/version.h"
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <thread>
@@ -23,12 +25,8 @@
 namespace kiln::rt {
 namespace fs = std::filesystem;
 
-namespace {
+namespace detail {
 
-using Task = std::function<Status()>;
-
-// Runs tasks on up to `parallelism` threads. The first failure cancels the client (so parts in
-// flight stop) and is returned. `tick` runs on the calling thread about once a second.
 Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
                 const std::function<void()> &tick, const std::atomic<bool> *interrupted) {
   std::atomic<size_t> next{0};
@@ -85,27 +83,18 @@ Status runTasks(std::vector<Task> &tasks, int parallelism, S3Client &client,
   return firstError;
 }
 
-struct Progress {
-  const char *action;
-  const TransferOptions &options;
-  uint64_t total = 0;
-  int files = 0;
-  S3Client::ByteCounter bytes{0};
-  std::atomic<int> filesDone{0};
-
-  void report(bool finished) {
-    if (!options.progress)
-      return;
-    TransferProgress p;
-    p.action = action;
-    p.bytesDone = bytes.load();
-    p.bytesTotal = total;
-    p.filesDone = filesDone.load();
-    p.filesTotal = files;
-    p.finished = finished;
-    options.progress(p);
-  }
-};
+void Progress::report(bool finished) {
+  if (!options.progress)
+    return;
+  TransferProgress p;
+  p.action = action;
+  p.bytesDone = bytes.load();
+  p.bytesTotal = total;
+  p.filesDone = filesDone.load();
+  p.filesTotal = files;
+  p.finished = finished;
+  options.progress(p);
+}
 
 Result<std::unique_ptr<S3Client>> makeClient(const TransferOptions &options) {
   if (options.partSize < kMinPartSize)
@@ -115,128 +104,15 @@ Result<std::unique_ptr<S3Client>> makeClient(const TransferOptions &options) {
   return std::make_unique<S3Client>(std::move(config), options.client);
 }
 
-struct MultipartUpload {
-  std::string key;
-  std::string uploadId;
-  std::vector<std::string> etags;
-};
-
-// Adds the upload tasks of one file: one PUT, or a multipart upload of parts in parallel.
-Status planUpload(S3Client &client, const S3Location &to, const std::string &name,
-                  const MappedFile &file, const TransferOptions &options, Progress &progress,
-                  std::vector<Task> &tasks,
-                  std::vector<std::unique_ptr<MultipartUpload>> &uploads) {
-  std::string key = to.key(name);
-  std::span<const uint8_t> bytes = file.bytes();
-  if (bytes.size() <= options.partSize) {
-    tasks.push_back([&client, &progress, to, key, bytes]() {
-      KILN_RETURN_IF_ERROR(client.putObject(to.bucket, key, bytes, &progress.bytes));
-      ++progress.filesDone;
-      return okStatus();
-    });
-    return okStatus();
-  }
-  KILN_ASSIGN_OR_RETURN(std::string uploadId, client.createMultipartUpload(to.bucket, key));
-  auto upload = std::make_unique<MultipartUpload>();
-  MultipartUpload *u = upload.get();
-  u->key = key;
-  u->uploadId = uploadId;
-  size_t parts = (bytes.size() + options.partSize - 1) / options.partSize;
-  u->etags.resize(parts);
-  for (size_t p = 0; p < parts; ++p) {
-    std::span<const uint8_t> part =
-        bytes.subspan(p * options.partSize,
-                      std::min<size_t>(options.partSize, bytes.size() - p * options.partSize));
-    tasks.push_back([&client, &progress, to, u, p, part]() {
-      KILN_ASSIGN_OR_RETURN(u->etags[p], client.uploadPart(to.bucket, u->key, u->uploadId,
-                                                           int(p + 1), part, &progress.bytes));
-      return okStatus();
-    });
-  }
-  uploads.push_back(std::move(upload));
-  return okStatus();
-}
-
-} // namespace
+} // namespace detail
 
 namespace {
 
-// A failed or interrupted push: its multipart uploads are aborted (S3 keeps and bills their parts
-// otherwise), and `failure` says so, or says how to abort one by hand when that fails too.
-Status abortUploads(const S3Client &client, const S3Location &to,
-                    const std::vector<std::unique_ptr<MultipartUpload>> &uploads,
-                    const PushOptions &options, const Status &failure) {
-  if (uploads.empty())
-    return failure;
-  S3Client cleanup(client.config(), options.client); // the first client is cancelled
-  std::string notes;
-  int aborted = 0;
-  for (const auto &upload : uploads) {
-    Status abort = cleanup.abortMultipartUpload(to.bucket, upload->key, upload->uploadId);
-    if (abort.isOk()) {
-      ++aborted;
-      continue;
-    }
-    notes += "; aborting the multipart upload of s3://" + to.bucket + "/" + upload->key +
-             " failed (" + abort.message() + "): abort it with aws s3api abort-multipart-upload "
-             "--bucket " + to.bucket + " --key " + upload->key + " --upload-id " +
-             upload->uploadId;
-  }
-  if (aborted > 0)
-    notes = "; aborted " + std::to_string(aborted) + " multipart upload(s)" + notes;
-  return Status(failure.code(), failure.message() + notes);
-}
-
-} // namespace
-
-Status pushArtifact(const std::string &artifactDir, const std::string &s3Url,
-                    const PushOptions &options) {
-  KILN_ASSIGN_OR_RETURN(S3Location to, parseS3Url(s3Url));
-  std::string manifestText;
-  KILN_ASSIGN_OR_RETURN(std::vector<ManifestFile> files,
-                        readArtifactManifest(artifactDir, &manifestText));
-  if (options.verifyBeforePush)
-    KILN_RETURN_IF_ERROR(verifyArtifactFiles(artifactDir, files)
-                             .withContext("refusing to push a corrupted artifact"));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<S3Client> client, makeClient(options));
-  Progress progress{"push", options};
-  std::vector<MappedFile> mapped;
-  for (const ManifestFile &file : files) {
-    KILN_ASSIGN_OR_RETURN(MappedFile m, MappedFile::open(artifactDir + "/" + file.name));
-    progress.total += m.size();
-    mapped.push_back(std::move(m));
-  }
-  progress.total += manifestText.size();
-  progress.files = int(files.size()) + 1;
-  std::vector<Task> tasks;
-  std::vector<std::unique_ptr<MultipartUpload>> uploads;
-  Status status;
-  for (size_t i = 0; i < files.size() && status.isOk(); ++i)
-    status = planUpload(*client, to, files[i].name, mapped[i], options, progress, tasks, uploads);
-  if (status.isOk())
-    status = runTasks(tasks, options.parallelism, *client, [&] { progress.report(false); },
-                      options.interrupted);
-  for (const auto &upload : uploads) {
-    if (status.isOk()) {
-      status =
-          client->completeMultipartUpload(to.bucket, upload->key, upload->uploadId, upload->etags);
-      if (status.isOk())
-        ++progress.filesDone;
-    }
-  }
-  if (!status.isOk())
-    return abortUploads(*client, to, uploads, options, status.withContext("push to " + to.url()));
-  // Last, so a reader never finds a manifest whose files are still on their way.
-  KILN_RETURN_IF_ERROR(client->putObject(
-      to.bucket, to.key(kManifestFileName),
-      {reinterpret_cast<const uint8_t *>(manifestText.data()), manifestText.size()},
-      &progress.bytes));
-  ++progress.filesDone;
-  progress.report(true);
-  return okStatus();
-}
-
-namespace {
+using detail::makeClient;
+using detail::stagedObjectKey;
+using detail::Progress;
+using detail::runTasks;
+using detail::Task;
 
 bool isTarballUrl(const std::string &url) {
   auto endsWith = [&](const std::string &suffix) {
@@ -320,10 +196,11 @@ Status syncFile(int fd, const std::string &path) {
                               : unavailable("cannot sync '" + path + "': " + std::strerror(errno));
 }
 
-// Downloads `files` from `from` into `dir` as ranged GETs of partSize, in parallel.
-Status downloadFiles(S3Client &client, const S3Location &from,
-                     const std::vector<ManifestFile> &files, const std::string &dir,
-                     const TransferOptions &options, Progress &progress) {
+// Downloads `files` (from `keys`, in the same order) into `dir` as ranged GETs of partSize, in
+// parallel.
+Status downloadFiles(S3Client &client, const std::string &bucket,
+                     const std::vector<ManifestFile> &files, const std::vector<std::string> &keys,
+                     const std::string &dir, const TransferOptions &options, Progress &progress) {
   std::vector<OpenFile> fds(files.size());
   std::vector<Task> tasks;
   for (size_t i = 0; i < files.size(); ++i) {
@@ -332,8 +209,7 @@ Status downloadFiles(S3Client &client, const S3Location &from,
     if (fds[i].fd < 0 || ::ftruncate(fds[i].fd, off_t(files[i].size)) != 0)
       return unavailable("cannot create '" + path + "': " + std::strerror(errno));
     progress.total += files[i].size;
-    addRangeTasks(client, from.bucket, from.key(files[i].name), files[i].size, fds[i].fd, options,
-                  progress, tasks);
+    addRangeTasks(client, bucket, keys[i], files[i].size, fds[i].fd, options, progress, tasks);
   }
   KILN_RETURN_IF_ERROR(
       runTasks(tasks, options.parallelism, client, [&] { progress.report(false); },
@@ -375,6 +251,27 @@ Status pullTarball(S3Client &client, const S3Location &from, const std::string &
   return Status(extracted.code(), message);
 }
 
+// Where each file of the manifest is read from: its staged copy when a re-push left one (see
+// runtime/store/push.cc), else its plain key. A store that refuses the listing has none.
+std::vector<std::string> sourceKeys(S3Client &client, const S3Location &from,
+                                    const std::vector<ManifestFile> &files, bool *anyStaged) {
+  std::map<std::string, uint64_t> staged;
+  if (Result<std::vector<S3Object>> listed =
+          client.listObjects(from.bucket, stagedObjectKey(from, ""));
+      listed.isOk())
+    for (const S3Object &object : *listed)
+      staged[object.key] = object.size;
+  std::vector<std::string> keys;
+  *anyStaged = false;
+  for (const ManifestFile &file : files) {
+    auto it = staged.find(stagedObjectKey(from, file.sha256));
+    bool useStaged = it != staged.end() && it->second == file.size;
+    *anyStaged |= useStaged;
+    keys.push_back(useStaged ? it->first : from.key(file.name));
+  }
+  return keys;
+}
+
 Status pullPrefix(S3Client &client, const S3Location &from, const std::string &destDir,
                   const PullOptions &options) {
   KILN_ASSIGN_OR_RETURN(std::string manifestText,
@@ -390,7 +287,19 @@ Status pullPrefix(S3Client &client, const S3Location &from, const std::string &d
     return unavailable("cannot create '" + tmp + "': " + ec.message());
   Progress progress{"pull", options};
   progress.files = int(files.size());
-  KILN_RETURN_IF_ERROR(downloadFiles(client, from, files, tmp, options, progress));
+  bool anyStaged = false;
+  std::vector<std::string> keys = sourceKeys(client, from, files, &anyStaged);
+  Status downloaded = downloadFiles(client, from.bucket, files, keys, tmp, options, progress);
+  if (downloaded.code() == StatusCode::kNotFound && anyStaged) {
+    // The push that staged them finished meanwhile and removed its staged copies: by then every
+    // plain key holds this manifest's bytes. (The first client was cancelled by the failure.)
+    S3Client retry(client.config(), options.client);
+    progress.bytes = 0;
+    progress.total = 0;
+    keys = sourceKeys(retry, from, files, &anyStaged);
+    downloaded = downloadFiles(retry, from.bucket, files, keys, tmp, options, progress);
+  }
+  KILN_RETURN_IF_ERROR(downloaded);
   Status verified = verifyArtifactFiles(tmp, files);
   if (!verified.isOk())
     return dataLoss(verified.message() + " (the object under " + from.url() +

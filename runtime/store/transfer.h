@@ -1,6 +1,8 @@
 // Artifacts to and from S3 (or any S3-compatible store):
 //   s3://BUCKET/PREFIX/<every file of manifest.json>, then PREFIX/manifest.json written last, so a
-//   reader that finds the manifest finds a complete artifact.
+//   reader that finds the manifest finds a complete artifact. A push over an existing artifact
+//   stages its changed files first and keeps the old artifact pullable until the new manifest
+//   replaces it (runtime/store/push.cc).
 // A pull downloads into a temporary directory beside the destination and renames it into place
 // only after every file's size and SHA-256 match the manifest: a failed or corrupted pull never
 // leaves a directory that loads. s3://BUCKET/KEY.tar.gz (a `kiln package` tarball, the layout
@@ -42,6 +44,8 @@ struct TransferOptions {
   // second, a push aborts its multipart uploads (and says so when an abort fails), a pull removes
   // its temporary directory; the result is a kCancelled error. Null: never interrupted.
   const std::atomic<bool> *interrupted = nullptr;
+  // Informational lines ("using cached artifact ...", "2 of 5 files unchanged"); default: none.
+  std::function<void(const std::string &)> log;
 };
 
 using PushOptions = TransferOptions;
@@ -52,8 +56,6 @@ struct PullOptions : TransferOptions {
   std::string cacheDir;
   // pullArtifact: replace an existing artifact at the destination.
   bool replace = false;
-  // Informational lines ("using cached artifact ..."); default: none.
-  std::function<void(const std::string &)> log;
 };
 
 inline constexpr uint64_t kMinPartSize = uint64_t(5) << 20;

@@ -103,7 +103,9 @@ CommandSpec pushSpec() {
       "ARTIFACT s3://BUCKET/PREFIX [options]",
       "Upload a compiled artifact to S3 or an S3-compatible store. Every file is checked against\n"
       "manifest.json first; manifest.json is uploaded last, so a reader never sees a partial\n"
-      "artifact. Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN), else\n"
+      "artifact. Pushing over an artifact uploads only changed files, staged under\n"
+      ".kiln/objects/ until the new manifest replaces the old one: an interrupted push leaves\n"
+      "the old artifact pullable, and running it again resumes. Credentials: AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY(/AWS_SESSION_TOKEN), else\n"
       "the profile in ~/.aws/credentials. Requests are signed with AWS Signature V4.",
       s3FlagSpecs(),
       2,

@@ -237,6 +237,102 @@ class ShipTest(unittest.TestCase):
         listing = MOTO.aws(["s3", "ls", "s3://kiln-test/interrupted/"], check=False)
         self.assertNotIn("manifest.json", listing)  # nothing a reader would take for an artifact
 
+    def changed_artifact(self, name):
+        """The test artifact with one weight byte changed and its manifest updated: what a
+        recompiled model looks like to shipping (one file differs, the rest are identical)."""
+        path = self.dest(name)
+        shutil.copytree(self.artifact, path)
+        weights = os.path.join(path, "weights.rank0.bin")
+        data = bytearray(read(weights))
+        data[len(data) // 2] ^= 0x01
+        with open(weights, "wb") as f:
+            f.write(data)
+        manifest = load_json(os.path.join(path, "manifest.json"))
+        for entry in manifest["files"]:
+            if entry["name"] == "weights.rank0.bin":
+                entry["sha256"] = hashlib.sha256(bytes(data)).hexdigest()
+        save_json(manifest, os.path.join(path, "manifest.json"))
+        return path
+
+    def keys(self, prefix):
+        out = MOTO.aws(["s3api", "list-objects-v2", "--bucket", "kiln-test",
+                        "--prefix", prefix + "/"])
+        return sorted(o["Key"] for o in json.loads(out).get("Contents", [])) if out.strip() else []
+
+    def plain_bytes(self, key):
+        path = self.dest("aws-" + key.replace("/", "_"))
+        MOTO.aws(["s3", "cp", f"s3://kiln-test/{key}", path])
+        return read(path)
+
+    def interrupted_push(self, artifact, prefix, stall):
+        """Pushes with the request `stall` held by a proxy, then sends SIGINT; returns stderr."""
+        proxy = DyingProxy(MOTO.port, victim="no object has this name", stall=stall)
+        try:
+            env = dict(MOTO.env, AWS_ENDPOINT_URL=proxy.url)
+            proc = subprocess.Popen([ARGS.kiln, "push", artifact, f"s3://kiln-test/{prefix}",
+                                     "--parallel", "1"], env=env, stderr=subprocess.PIPE,
+                                    text=True)
+            self.assertTrue(proxy.stalled.wait(120), f"the push never sent {stall}")
+            proc.send_signal(signal.SIGINT)
+            _, stderr = proc.communicate(timeout=120)
+        finally:
+            proxy.release.set()
+            proxy.close()
+        self.assertEqual(proc.returncode, 1, stderr)
+        self.assertIn("interrupted by SIGINT or SIGTERM", stderr)
+        return stderr
+
+    def test_a_re_push_interrupted_before_its_manifest_keeps_the_old_artifact(self):
+        self.push("repush")
+        old_files = tree_bytes(self.artifact)
+        new = self.changed_artifact("repush-new.kiln")
+        new_files = tree_bytes(new)
+        stderr = self.interrupted_push(new, "repush", "PUT repush/manifest.json")
+        self.assertIn("5 of 6 files unchanged, 1 to upload", stderr)
+        self.assertIn("push to s3://kiln-test/repush: writing manifest.json: interrupted", stderr)
+        # kiln and the AWS CLI both still read the old artifact.
+        r = kiln("pull", "s3://kiln-test/repush", self.dest("repush-old"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(tree_bytes(self.dest("repush-old")), old_files)
+        self.assertEqual(self.plain_bytes("repush/weights.rank0.bin"),
+                         old_files["weights.rank0.bin"])
+        new_sha = hashlib.sha256(new_files["weights.rank0.bin"]).hexdigest()
+        self.assertIn(f"repush/.kiln/objects/{new_sha}", self.keys("repush"))
+        # The same push again resumes: the staged file is not uploaded twice.
+        r = self.push("repush", new)
+        self.assertIn("5 of 6 files unchanged, 0 to upload, 1 staged by an earlier interrupted "
+                      "push", r.stderr)
+        r = kiln("pull", "s3://kiln-test/repush", self.dest("repush-new"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(tree_bytes(self.dest("repush-new")), new_files)
+        self.assertEqual(self.plain_bytes("repush/weights.rank0.bin"),
+                         new_files["weights.rank0.bin"])
+        self.assertEqual(self.keys("repush"), sorted("repush/" + n for n in new_files))
+        # Nothing changed: only the manifest is written.
+        r = self.push("repush", new)
+        self.assertIn("6 of 6 files unchanged, 0 to upload", r.stderr)
+
+    def test_a_re_push_interrupted_after_its_manifest_serves_the_new_artifact(self):
+        self.push("repush2")
+        old_files = tree_bytes(self.artifact)
+        new = self.changed_artifact("repush2-new.kiln")
+        new_files = tree_bytes(new)
+        # Held: the server-side copy of the changed file to its plain key.
+        stderr = self.interrupted_push(new, "repush2", "PUT repush2/weights.rank0.bin")
+        self.assertIn("run the same kiln push again to finish", stderr)
+        r = kiln("pull", "s3://kiln-test/repush2", self.dest("repush2-mid"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(tree_bytes(self.dest("repush2-mid")), new_files)  # from the staged copy
+        self.assertEqual(self.plain_bytes("repush2/weights.rank0.bin"),
+                         old_files["weights.rank0.bin"])
+        r = self.push("repush2", new)
+        self.assertEqual(self.plain_bytes("repush2/weights.rank0.bin"),
+                         new_files["weights.rank0.bin"])
+        self.assertEqual(self.keys("repush2"), sorted("repush2/" + n for n in new_files))
+        r = kiln("pull", "s3://kiln-test/repush2", self.dest("repush2-new"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(tree_bytes(self.dest("repush2-new")), new_files)
+
     def test_object_shorter_than_its_manifest_says_what_to_do(self):
         # The manifest lists the old size, the object was replaced by a shorter one: S3 answers
         # the byte range with 416, which kiln explains instead of printing it raw.
