@@ -1,25 +1,38 @@
 #include "runtime/serve/http_server.h"
 
 #include "runtime/serve/api_key.h"
+#include "runtime/serve/connection_server.h"
 #include "runtime/serve/routes.h"
 #include "runtime/serve/thread_pool.h"
 
 #include <csignal>
 #include <mutex>
+#include <regex>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <vector>
 
 namespace kiln::rt::serve {
 
 struct HttpServer::Impl {
+  // A registered route, for 405's Allow header.
+  struct Route {
+    std::string method;
+    std::regex path;
+  };
+
   HttpServerConfig config;
-  httplib::Server server;
+  ConnectionServer server;
   RouteContext ctx;
+  std::vector<Route> routes;
   std::atomic<int> listenFd{-1};
   std::once_flag drainOnce;
 
+  void route(const std::string &method, const std::string &path, httplib::Server::Handler handler);
   void registerRoutes();
   void registerGeneration();
+  std::string allowedMethods(const std::string &path) const;
+  void handleError(const httplib::Request &req, httplib::Response &res);
   bool authorized(const httplib::Request &req, httplib::Response &res, ErrorStyle style);
   httplib::Server::Handler guard(ErrorStyle style,
                                  void (*route)(RouteContext &, const httplib::Request &,
@@ -97,52 +110,105 @@ void HttpServer::Impl::handleException(const httplib::Request &req, httplib::Res
   sendError(res, unexpectedServerError(), tgi ? ErrorStyle::kTgi : ErrorStyle::kOpenAi);
 }
 
+// Registers a GET or POST route. Every handler first tells the connection its request is read,
+// so drain lets it finish.
+void HttpServer::Impl::route(const std::string &method, const std::string &path,
+                             httplib::Server::Handler handler) {
+  auto marked = [handler = std::move(handler)](const httplib::Request &req,
+                                               httplib::Response &res) {
+    ConnectionServer::markHandling();
+    handler(req, res);
+  };
+  if (method == "GET")
+    server.Get(path, std::move(marked));
+  else
+    server.Post(path, std::move(marked));
+  routes.push_back({method, std::regex(path)});
+}
+
 void HttpServer::Impl::registerGeneration() {
-  server.Post("/v1/completions", guard(ErrorStyle::kOpenAi, handleCompletions));
-  server.Post("/v1/chat/completions", guard(ErrorStyle::kOpenAi, handleChatCompletions));
-  server.Get("/v1/models", guard(ErrorStyle::kOpenAi, handleModels));
+  route("POST", "/v1/completions", guard(ErrorStyle::kOpenAi, handleCompletions));
+  route("POST", "/v1/chat/completions", guard(ErrorStyle::kOpenAi, handleChatCompletions));
+  route("GET", "/v1/models", guard(ErrorStyle::kOpenAi, handleModels));
   // The id may hold '/' ("org/model"), as served names copied from hub ids do.
-  server.Get(R"(/v1/models/(.+))", guard(ErrorStyle::kOpenAi, handleModel));
-  server.Post("/generate", guard(ErrorStyle::kTgi, handleTgiGenerate));
-  server.Post("/generate_stream", guard(ErrorStyle::kTgi, handleTgiGenerateStream));
-  server.Post("/", guard(ErrorStyle::kTgi, handleTgiCompat));
-  server.Get("/info", guard(ErrorStyle::kTgi, handleTgiInfo));
-  server.Post("/invocations", guard(ErrorStyle::kTgi, handleInvocations));
+  route("GET", R"(/v1/models/(.+))", guard(ErrorStyle::kOpenAi, handleModel));
+  route("POST", "/generate", guard(ErrorStyle::kTgi, handleTgiGenerate));
+  route("POST", "/generate_stream", guard(ErrorStyle::kTgi, handleTgiGenerateStream));
+  route("POST", "/", guard(ErrorStyle::kTgi, handleTgiCompat));
+  route("GET", "/info", guard(ErrorStyle::kTgi, handleTgiInfo));
+  route("POST", "/invocations", guard(ErrorStyle::kTgi, handleInvocations));
+}
+
+// "GET, HEAD" (httplib answers HEAD from the GET handler), "POST", ...; "" for an unknown path.
+std::string HttpServer::Impl::allowedMethods(const std::string &path) const {
+  std::string allowed;
+  for (const Route &r : routes) {
+    std::string methods = r.method == "GET" ? "GET, HEAD" : r.method;
+    if (std::regex_match(path, r.path) && allowed.find(methods) == std::string::npos)
+      allowed += (allowed.empty() ? "" : ", ") + methods;
+  }
+  return allowed;
+}
+
+// httplib calls this for every status >= 400 before writing it.
+void HttpServer::Impl::handleError(const httplib::Request &req, httplib::Response &res) {
+  RequestFailure failure = ConnectionServer::currentFailure();
+  if (failure != RequestFailure::kNone) {
+    // httplib answers a request it could not finish reading with a bare 400; say why instead.
+    sendError(res, requestReadError(failure, server.limits()), ErrorStyle::kOpenAi);
+    return;
+  }
+  if (!res.body.empty())
+    return;
+  ApiError error;
+  error.httpStatus = res.status;
+  error.type = res.status == 404 ? "NotFoundError" : "invalid_request_error";
+  error.message = res.status == 404   ? "no route for " + req.method + " " + req.path
+                  : res.status == 413 ? "the request body is over the size limit"
+                                      : "the request could not be handled";
+  std::string allowed = res.status == 404 ? allowedMethods(req.path) : "";
+  if (!allowed.empty()) {
+    error.httpStatus = 405;
+    error.type = "invalid_request_error";
+    error.message = req.path + " does not take " + req.method + "; it takes " + allowed;
+    res.set_header("Allow", allowed);
+  }
+  sendError(res, error, ErrorStyle::kOpenAi);
 }
 
 void HttpServer::Impl::registerRoutes() {
   registerGeneration();
   // Health endpoints stay open without a key: load balancers and SageMaker probe them.
-  server.Get("/ping", [this](const httplib::Request &, httplib::Response &res) {
+  route("GET", "/ping", [this](const httplib::Request &, httplib::Response &res) {
     bool ready = ctx.model.load() && !ctx.draining.load();
     res.status = ready ? 200 : 503;
     res.set_content(ready ? "{\"status\":\"healthy\"}" : "{\"status\":\"loading\"}",
                     "application/json");
   });
-  server.Get("/health", [this](const httplib::Request &, httplib::Response &res) {
+  route("GET", "/health", [this](const httplib::Request &, httplib::Response &res) {
     res.status = ctx.model.load() && !ctx.draining.load() ? 200 : 503;
   });
-  server.Get("/metrics", [this](const httplib::Request &req, httplib::Response &res) {
+  route("GET", "/metrics", [this](const httplib::Request &req, httplib::Response &res) {
     if (authorized(req, res, ErrorStyle::kOpenAi))
       handleMetrics(res);
   });
-  server.set_error_handler([](const httplib::Request &req, httplib::Response &res) {
-    if (!res.body.empty())
-      return;
-    ApiError error;
-    error.httpStatus = res.status;
-    error.type = res.status == 404 ? "NotFoundError" : "invalid_request_error";
-    error.message = res.status == 404   ? "no route for " + req.method + " " + req.path
-                    : res.status == 413 ? "the request body is over the size limit"
-                                        : "the request could not be handled";
-    sendError(res, error, ErrorStyle::kOpenAi);
-  });
+  server.set_error_handler(
+      [this](const httplib::Request &req, httplib::Response &res) { handleError(req, res); });
   server.set_exception_handler(
       [this](const httplib::Request &req, httplib::Response &res, std::exception_ptr thrown) {
         handleException(req, res, thrown);
       });
-  server.set_post_routing_handler(
-      [this](const httplib::Request &, httplib::Response &res) { ctx.metrics.countResponse(res.status); });
+  // After a failed read, and while draining, the connection closes after this response; httplib
+  // chose its Connection / Keep-Alive headers without knowing.
+  server.set_post_routing_handler([this](const httplib::Request &, httplib::Response &res) {
+    if (ConnectionServer::currentFailure() != RequestFailure::kNone || ctx.draining.load()) {
+      res.headers.erase("Connection");
+      res.headers.erase("Keep-Alive");
+      res.set_header("Connection", "close");
+    }
+    ctx.metrics.countResponse(res.status);
+  });
+  server.countResponse = [this](int status) { ctx.metrics.countResponse(status); };
 }
 
 Result<int> HttpServer::bind() {
@@ -150,6 +216,8 @@ Result<int> HttpServer::bind() {
   impl.server.set_tcp_nodelay(true); // small SSE chunks must not wait for Nagle
   impl.server.set_payload_max_length(impl.config.maxBodyBytes);
   impl.server.set_keep_alive_timeout(impl.config.keepAliveSeconds);
+  impl.server.setLimits(
+      {impl.config.headerTimeout, impl.config.bodyTimeout, impl.config.maxHeaderBytes});
   // httplib's listen backlog is a compile-time 5, too small for a burst of clients; the socket
   // options hook is the one place that sees the listening socket, so remember it and re-listen.
   impl.server.set_socket_options([&impl](int fd) {
@@ -194,10 +262,12 @@ void HttpServer::drain() {
   std::call_once(impl.drainOnce, [&impl] {
     impl.ctx.draining.store(true);
     // Wakes accept() with an error: httplib's accept loop ends, then it joins its pool, which
-    // waits for every request in flight (streams included) to finish.
+    // waits for every request in flight (streams included) to finish. Connections that run no
+    // handler (idle keep-alive, a slow client still sending) close now, or they would hold it.
     int fd = impl.listenFd.load();
     if (fd >= 0)
       ::shutdown(fd, SHUT_RDWR);
+    impl.server.drainConnections();
   });
 }
 

@@ -7,7 +7,8 @@
 //   std::thread t([&] { server.serve(); });
 //   server.setModel(&model);   // /ping turns 200
 //   ...
-//   server.drain();            // SIGTERM: stop accepting, finish in-flight requests
+//   server.drain();            // SIGTERM: stop accepting, close idle and slow connections,
+//                              // finish the requests in flight
 //   t.join();
 #pragma once
 
@@ -16,6 +17,7 @@
 #include "runtime/serve/sse.h"
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <string>
@@ -36,6 +38,12 @@ struct HttpServerConfig {
   int httpThreads = 0;               // most connections served at once; 0: kDefaultMaxHttpThreads
   int listenBacklog = 1024;
   int keepAliveSeconds = 5;
+  // However slowly the bytes trickle in, a request's line and headers must arrive within
+  // headerTimeout of its first byte and its body within bodyTimeout of the headers; a miss gets
+  // 408 and the connection closes, freeing its thread (runtime/serve/connection_server.h).
+  std::chrono::milliseconds headerTimeout{30000};
+  std::chrono::milliseconds bodyTimeout{60000};
+  size_t maxHeaderBytes = 32u << 10; // request line plus headers; more gets 431
   Framing sageMakerStreamFormat = Framing::kJsonLines;
   // Receives one line per request a handler failed on unexpectedly (an exception); the client
   // gets only a generic 500. Null: not logged.
@@ -57,7 +65,8 @@ public:
   // Accepts and serves until drain() or stop(); blocks. Returns once every connection is closed.
   Status serve();
   // Stops accepting connections and rejects new requests with 503; requests in flight finish.
-  // Safe from any thread.
+  // Idle keep-alive connections and those still sending a request close at once. Safe from any
+  // thread.
   void drain();
   bool draining() const;
 

@@ -20,6 +20,9 @@ inline constexpr int kSageMakerPort = 8080;
 inline constexpr int kDefaultPort = 8000;
 inline constexpr size_t kDefaultMaxBodyBytes = 4u << 20;
 inline constexpr int64_t kDefaultMaxWaiting = 1024;
+inline constexpr int kDefaultHttpHeaderTimeoutSeconds = 30;
+inline constexpr int kDefaultHttpBodyTimeoutSeconds = 60;
+inline constexpr size_t kDefaultMaxHeaderBytes = 32u << 10;
 
 struct ServeConfig {
   std::string modelDir;            // the artifact directory
@@ -43,6 +46,10 @@ struct ServeConfig {
   Framing sageMakerStreamFormat = Framing::kJsonLines;
   size_t maxBodyBytes = kDefaultMaxBodyBytes;
   int httpThreads = 0;             // 0: enough for every admitted request plus headroom
+  // Whole-request deadlines (408) and the header cap (431): runtime/serve/connection_server.h.
+  int httpHeaderTimeoutSeconds = kDefaultHttpHeaderTimeoutSeconds;
+  int httpBodyTimeoutSeconds = kDefaultHttpBodyTimeoutSeconds;
+  size_t maxHeaderBytes = kDefaultMaxHeaderBytes;
   int32_t tensorParallelDegree = 0; // 0: whatever the artifact was compiled with
   int32_t visibleGpus = 0;          // SM_NUM_GPUS; 0: not said
   std::string dtype;               // "": the artifact's

@@ -48,6 +48,12 @@ const CommandSpec kServeSpec = {
         {"--sagemaker-stream-format", "jsonl|sse", "/invocations streaming format (default jsonl)"},
         {"--max-body-bytes", "N", "largest request body; larger ones get 413 (default 4194304)"},
         {"--http-threads", "N", "most connections served at once (default 2048)"},
+        {"--http-header-timeout", "S",
+         "a request's line and headers must arrive within S seconds, else 408 (default 30)"},
+        {"--http-body-timeout", "S",
+         "a request's body must arrive within S seconds of its headers, else 408 (default 60)"},
+        {"--max-header-bytes", "N",
+         "largest request line plus headers; more get 431 (default 32768)"},
         {"--seed", "S", "seed for requests that give none (default: random)"},
         {"--no-verify-weights", "", "skip hashing every weight at load"},
     },
@@ -94,6 +100,12 @@ Status applyFlags(const Args &args, rt::serve::ServeConfig &config) {
                                     "max_body_bytes", config, config.maxBodyBytes));
   KILN_RETURN_IF_ERROR(applyIntFlag(args, "--http-threads", 8, 65536, "http_threads", config,
                                     config.httpThreads));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--http-header-timeout", 1, 3600, "http_header_timeout",
+                                    config, config.httpHeaderTimeoutSeconds));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--http-body-timeout", 1, 3600, "http_body_timeout",
+                                    config, config.httpBodyTimeoutSeconds));
+  KILN_RETURN_IF_ERROR(applyIntFlag(args, "--max-header-bytes", 1024, 1 << 20, "max_header_bytes",
+                                    config, config.maxHeaderBytes));
   config.chatTemplatePath = args.getOr("--chat-template", config.chatTemplatePath);
   config.servedModelName = args.getOr("--served-model-name", config.servedModelName);
   if (auto format = args.get("--sagemaker-stream-format")) {
@@ -241,6 +253,9 @@ rt::serve::HttpServerConfig httpConfig(const rt::serve::ServeConfig &config) {
   http.maxWaiting = config.maxWaiting;
   http.maxConcurrentRequests = config.maxConcurrentRequests;
   http.httpThreads = config.httpThreads;
+  http.headerTimeout = std::chrono::seconds(config.httpHeaderTimeoutSeconds);
+  http.bodyTimeout = std::chrono::seconds(config.httpBodyTimeoutSeconds);
+  http.maxHeaderBytes = config.maxHeaderBytes;
   http.sageMakerStreamFormat = config.sageMakerStreamFormat;
   http.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   return http;

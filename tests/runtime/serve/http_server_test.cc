@@ -1,14 +1,18 @@
 // The HTTP server over a FakeRunner engine, through real sockets: routes, streaming framing,
-// limits (413, 503 + Retry-After, prompt too long), auth, disconnect -> cancel, drain.
+// limits (413, 503 + Retry-After, prompt too long), auth, disconnect -> cancel, drain, and slow
+// or hostile clients (408 deadlines, 431, 405, drain closing idle and slow connections).
 #include "runtime/serve/generation.h"
 #include "runtime/serve/http_server.h"
 #include "runtime/serve/json_text.h"
 #include "runtime/serve/sse.h"
+#include "tests/runtime/serve/raw_client.h"
 #include "tests/runtime/serve/server_fixture.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
 
+#include <condition_variable>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -17,12 +21,68 @@ namespace kiln::rt::serve {
 namespace {
 
 using nlohmann::json;
+using testing::Dripper;
 using testing::engineIdle;
 using testing::FakeModelOptions;
 using testing::FakeServeModel;
+using testing::kDrippedHeaders;
+using testing::kFailureGuard;
+using testing::kPing;
 using testing::postThenHangUp;
+using testing::RawClient;
 using testing::ServerFixture;
 using testing::sseJson;
+
+// Holds the fake engine's steps from the (holdAfter + 1)-th on until release() or destruction:
+// a test that needs a request in flight waits for held() instead of a time window. Declare it
+// after the ServerFixture, so it releases before the server and engine shut down.
+class HeldSteps {
+public:
+  HeldSteps(FakeServeModel &model, int holdAfter) : gate_(std::make_shared<Gate>()) {
+    gate_->holdAfter = holdAfter;
+    model.runner().setFailureHook([gate = gate_](const StepBatch &) {
+      std::unique_lock<std::mutex> lock(gate->mutex);
+      if (++gate->steps > gate->holdAfter && !gate->released) {
+        gate->held = true;
+        gate->changed.notify_all();
+        gate->changed.wait(lock, [&] { return gate->released; });
+      }
+      return okStatus();
+    });
+  }
+  ~HeldSteps() { release(); }
+  // True once a step is held (false after the failure guard).
+  bool waitHeld() {
+    std::unique_lock<std::mutex> lock(gate_->mutex);
+    return gate_->changed.wait_for(lock, kFailureGuard, [&] { return gate_->held; });
+  }
+  void release() {
+    std::lock_guard<std::mutex> lock(gate_->mutex);
+    gate_->released = true;
+    gate_->changed.notify_all();
+  }
+
+private:
+  struct Gate {
+    std::mutex mutex;
+    std::condition_variable changed;
+    int holdAfter = 0, steps = 0;
+    bool held = false, released = false;
+  };
+  std::shared_ptr<Gate> gate_;
+};
+
+// Polls /metrics until it shows `sample` (a whole line), within the failure guard.
+bool waitForMetric(ServerFixture &f, const std::string &sample) {
+  auto end = std::chrono::steady_clock::now() + kFailureGuard;
+  while (std::chrono::steady_clock::now() < end) {
+    auto res = f.client().Get("/metrics");
+    if (res && res->body.find("\n" + sample + "\n") != std::string::npos)
+      return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
 
 TEST(HttpServerTest, PingIs503UntilTheModelIsSet) {
   ServerFixture f({}, {}, /*setModel=*/false);
@@ -356,69 +416,220 @@ TEST(HttpServerTest, AHandlerThatThrowsAnswersAGeneric500) {
   EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
 }
 
+// The engine holds after 20 steps (plenty of stream for the client's 600 bytes) until the
+// server has seen the hang-up and cancelled, so the cancel cannot lose a race with the last token.
 TEST(HttpServerTest, ClientDisconnectCancelsAndFreesBlocks) {
   ServerFixture f;
-  f.model.runner().setFailureHook([](const StepBatch &) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    return okStatus();
-  });
+  HeldSteps held(f.model, 20);
   postThenHangUp(f.port, "/v1/completions", R"({"prompt": "abc", "max_tokens": 120,
       "ignore_eos": true, "stream": true})",
                  600);
-  EXPECT_TRUE(engineIdle(f.model));
+  EXPECT_TRUE(waitForMetric(f, R"(kiln:requests_cancelled_total{model_name="fake-model"} 1)"));
+  held.release();
+  EXPECT_TRUE(engineIdle(f.model, 30));
   EXPECT_EQ(f.model.engine().metrics().requestsAborted, 1u);
 }
 
+// The first request holds the only admission slot (its engine step is held) while the second
+// arrives.
 TEST(HttpServerTest, QueueFullIs503WithRetryAfter) {
   HttpServerConfig config;
   config.maxWaiting = 0;
   FakeModelOptions options;
   options.maxBatch = 1;
   ServerFixture f(config, options);
-  f.model.runner().setFailureHook([](const StepBatch &) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    return okStatus();
-  });
+  HeldSteps held(f.model, 0);
   std::thread slow([&] {
-    auto res = f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 60, "ignore_eos": true})");
+    auto res =
+        f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 60, "ignore_eos": true})");
+    ASSERT_TRUE(res);
     EXPECT_EQ(res->status, 200);
   });
-  for (int i = 0; i < 200 && f.model.engine().metrics().numRunning == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(held.waitHeld());
   auto rejected = f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})");
+  held.release();
+  slow.join();
+  ASSERT_TRUE(rejected);
   EXPECT_EQ(rejected->status, 503);
   EXPECT_EQ(rejected->get_header_value("Retry-After"), "1");
   EXPECT_EQ(json::parse(rejected->body)["error"]["code"], "queue_full");
-  slow.join();
   EXPECT_EQ(f.post("/v1/completions", R"({"prompt": "abc", "max_tokens": 2})")->status, 200);
 }
 
+// Drain begins while the stream's engine steps are held; the stream then finishes with exactly
+// the tokens the same greedy request gets undisturbed.
 TEST(HttpServerTest, DrainFinishesStreamsInFlightAndRefusesNewConnections) {
   auto f = std::make_unique<ServerFixture>();
-  f->model.runner().setFailureHook([](const StepBatch &) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(3));
-    return okStatus();
-  });
+  const std::string request = R"({"prompt": "abc", "max_tokens": 80, "temperature": 0,
+      "ignore_eos": true, "return_token_ids": true)";
+  auto undisturbed = f->post("/v1/completions", request + "}");
+  ASSERT_EQ(undisturbed->status, 200) << undisturbed->body;
+  json expected = json::parse(undisturbed->body)["choices"][0]["token_ids"];
+  ASSERT_EQ(expected.size(), 80u);
+  auto held = std::make_unique<HeldSteps>(f->model, 5);
   std::string body;
   std::thread streaming([&] {
-    auto res = f->post("/v1/completions", R"({"prompt": "abc", "max_tokens": 80,
-        "ignore_eos": true, "stream": true})");
+    auto res = f->post("/v1/completions", request + R"(, "stream": true})");
     ASSERT_TRUE(res);
     body = res->body;
   });
-  for (int i = 0; i < 200 && f->model.engine().metrics().numRunning == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(held->waitHeld());
   f->server.drain();
   EXPECT_TRUE(f->server.draining());
   auto refused = f->client().Get("/ping");
   EXPECT_FALSE(refused); // connection refused: no longer accepting
+  held->release();
   streaming.join();
   std::vector<json> chunks = sseJson(body);
-  int tokens = 0;
+  ASSERT_FALSE(chunks.empty());
+  json streamed = json::array();
   for (const json &c : chunks)
-    tokens += c["choices"][0]["text"].get<std::string>().empty() ? 0 : 1;
+    for (const json &id : c["choices"][0]["token_ids"])
+      streamed.push_back(id);
+  EXPECT_EQ(streamed, expected);
   EXPECT_EQ(chunks.back()["choices"][0]["finish_reason"], "length");
+  held.reset();
   f.reset(); // serve() returns and joins
+}
+
+// --- Slow and hostile clients -------------------------------------------------------------
+
+HttpServerConfig shortDeadlines() {
+  HttpServerConfig config;
+  config.headerTimeout = std::chrono::milliseconds(200);
+  config.bodyTimeout = std::chrono::milliseconds(200);
+  return config;
+}
+
+std::string errorMessage(const std::string &response) {
+  return json::parse(response.substr(response.find("\r\n\r\n") + 4))["error"]["message"]
+      .get<std::string>();
+}
+
+// A drip resets httplib's per-recv timeout; the whole-request deadlines do not reset. Dripped
+// from the request line (kiln answers: httplib has no request yet), inside the headers and
+// inside the body (httplib answers, its 400 turned into 408).
+TEST(HttpServerTest, DrippingClientsGet408AndTheConnectionCloses) {
+  ServerFixture f(shortDeadlines());
+  struct Case {
+    std::string start, message;
+  };
+  const Case cases[] = {
+      {"GET /", "the request line and headers did not arrive within 200 ms; the connection is "
+                "closed"},
+      {kDrippedHeaders, "the request line and headers did not arrive within 200 ms; the "
+                        "connection is closed"},
+      {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n",
+       "the request body did not arrive within 200 ms of the headers; the connection is closed"},
+  };
+  for (const Case &c : cases) {
+    Dripper dripper(f.port, "", c.start);
+    bool closed = false;
+    std::string answer = dripper.answer(closed);
+    EXPECT_TRUE(closed) << c.start;
+    ASSERT_EQ(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << c.start << answer;
+    EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
+    EXPECT_EQ(answer.find("Keep-Alive"), std::string::npos) << answer;
+    EXPECT_EQ(errorMessage(answer), c.message);
+  }
+  EXPECT_TRUE(
+      waitForMetric(f, R"(kiln:http_responses_total{model_name="fake-model",status="408"} 3)"));
+  EXPECT_EQ(f.client().Get("/ping")->status, 200);
+}
+
+TEST(HttpServerTest, HeadersOverTheCapGet431) {
+  HttpServerConfig config;
+  config.maxHeaderBytes = 4096;
+  ServerFixture f(config);
+  std::string manyHeaders = "GET /ping HTTP/1.1\r\nHost: x\r\n";
+  for (int i = 0; i < 8; ++i)
+    manyHeaders += "X-Filler-" + std::to_string(i) + ": " + std::string(1000, 'f') + "\r\n";
+  // One line over httplib's per-line limit (8192), under the total cap of a second server.
+  std::string longLine = "GET /ping HTTP/1.1\r\nHost: x\r\nX-Long: " + std::string(9000, 'l') +
+                         "\r\n\r\n";
+  HttpServerConfig roomy;
+  roomy.maxHeaderBytes = 64u << 10;
+  ServerFixture g(roomy);
+  for (auto [port, request] :
+       {std::pair{f.port, manyHeaders + "\r\n"}, std::pair{g.port, longLine}}) {
+    RawClient client(port);
+    ASSERT_TRUE(client.send(request));
+    bool closed = false;
+    std::string answer = client.readToClose(closed);
+    EXPECT_TRUE(closed);
+    ASSERT_EQ(answer.rfind("HTTP/1.1 431 Request Header Fields Too Large\r\n", 0), 0u) << answer;
+  }
+  EXPECT_EQ(f.client().Get("/ping")->status, 200); // headers under the cap are fine
+}
+
+TEST(HttpServerTest, AWrongMethodOnAKnownRouteIs405WithAllow) {
+  ServerFixture f;
+  auto chatGet = f.client().Get("/v1/chat/completions");
+  ASSERT_EQ(chatGet->status, 405);
+  EXPECT_EQ(chatGet->get_header_value("Allow"), "POST");
+  EXPECT_EQ(json::parse(chatGet->body)["error"]["message"],
+            "/v1/chat/completions does not take GET; it takes POST");
+  auto pingDelete = f.client().Delete("/ping");
+  ASSERT_EQ(pingDelete->status, 405);
+  EXPECT_EQ(pingDelete->get_header_value("Allow"), "GET, HEAD");
+  auto modelPost = f.post("/v1/models/fake-model", "{}");
+  ASSERT_EQ(modelPost->status, 405);
+  EXPECT_EQ(modelPost->get_header_value("Allow"), "GET, HEAD");
+  EXPECT_EQ(f.client().Get("/nope")->status, 404); // unknown paths stay 404
+}
+
+// drain() closes a keep-alive connection waiting for its next request and one dripping its
+// headers (deadlines far away), so serve() returns: a slow client cannot hold SIGTERM.
+TEST(HttpServerTest, DrainClosesIdleAndDrippingConnections) {
+  HttpServerConfig config;
+  config.headerTimeout = std::chrono::hours(1);
+  FakeServeModel model;
+  HttpServer server(config);
+  int port = server.bind().value();
+  std::promise<Status> served;
+  std::future<Status> done = served.get_future();
+  std::thread serving([&] { served.set_value(server.serve()); });
+  server.setModel(&model);
+  auto idle = std::make_unique<RawClient>(port);
+  ASSERT_TRUE(idle->send(kPing));
+  EXPECT_NE(idle->readResponse().find("HTTP/1.1 200 "), std::string::npos);
+  // The preamble proves a server thread serves the dripping connection before the drain.
+  auto dripper = std::make_unique<Dripper>(port, kPing, kDrippedHeaders);
+  server.drain();
+  bool exited = done.wait_for(kFailureGuard) == std::future_status::ready;
+  bool idleClosed = false, drippingClosed = false;
+  if (exited) {
+    EXPECT_EQ(idle->readToClose(idleClosed), "");
+    EXPECT_EQ(dripper->answer(drippingClosed), "");
+  }
+  dripper.reset(); // without the fix, closing the clients is what ends serve()
+  idle.reset();
+  serving.join();
+  ASSERT_TRUE(exited) << "serve() still running 30 s after drain()";
+  EXPECT_TRUE(done.get().isOk());
+  EXPECT_TRUE(idleClosed);
+  EXPECT_TRUE(drippingClosed);
+}
+
+// Dripping clients on every HTTP thread: the header deadline frees them, so /ping (queued behind
+// them) is answered.
+TEST(HttpServerTest, PingAnswersWhileDrippingClientsHoldEveryThread) {
+  HttpServerConfig config = shortDeadlines();
+  config.httpThreads = 2;
+  ServerFixture f(config);
+  std::vector<std::unique_ptr<Dripper>> drippers;
+  for (int i = 0; i < config.httpThreads; ++i)
+    drippers.push_back(std::make_unique<Dripper>(f.port, kPing, kDrippedHeaders));
+  httplib::Client client("127.0.0.1", f.port);
+  client.set_read_timeout(kFailureGuard.count(), 0);
+  auto ping = client.Get("/ping");
+  ASSERT_TRUE(ping);
+  EXPECT_EQ(ping->status, 200);
+  for (auto &dripper : drippers) {
+    bool closed = false;
+    EXPECT_EQ(dripper->answer(closed).rfind("HTTP/1.1 408 ", 0), 0u);
+    EXPECT_TRUE(closed);
+  }
 }
 
 } // namespace
