@@ -4,24 +4,20 @@
 # through the model's tokenizer and a prompts file) and bf16 must pass, another model must fail
 # with exit 1.
 # Usage: verify_transformers_golden_test.sh KILN REPO WORK_DIR
-# Python: $KILN_TEST_TORCH_PYTHON, else /opt/kiln-venv/bin/python. Absent: skip (exit 77), also in
-# CI (scripts/install-deps.sh and scripts/python-test-deps.sh install no torch). Present but
-# without torch + transformers: skip, except under CI=true, where that fails.
+# Python: $KILN_TEST_TORCH_PYTHON (scripts/test.sh sets it from scripts/python-torch-deps.sh), else
+# /opt/kiln-venv/bin/python. Without torch + transformers: skip (exit 77), except under CI=true,
+# where that fails.
 set -euo pipefail
 kiln=$1
 repo=$2
 work=$3
 python=${KILN_TEST_TORCH_PYTHON:-/opt/kiln-venv/bin/python}
-if [ ! -x "$python" ]; then
-  echo "skip: $python is absent (needs torch and transformers; CI installs neither)"
-  exit 77
-fi
-if ! "$python" -c 'import torch, transformers' 2>/dev/null; then
+if [ ! -x "$python" ] || ! "$python" -c 'import torch, transformers' 2>/dev/null; then
   if [ "${CI:-}" = true ]; then
-    echo "FAIL: $python cannot import torch and transformers (CI=true)"
+    echo "FAIL: $python cannot import torch and transformers (CI=true; scripts/python-torch-deps.sh installs them)"
     exit 1
   fi
-  echo "skip: $python cannot import torch and transformers"
+  echo "skip: $python cannot import torch and transformers (scripts/python-torch-deps.sh installs them)"
   exit 77
 fi
 rm -rf "$work"
