@@ -34,7 +34,14 @@ uint64_t OutputSignal::generation() const {
 void OutputSignal::waitChanged(uint64_t seen,
                                std::chrono::steady_clock::time_point deadline) const {
   std::unique_lock<std::mutex> lock(mutex_);
+  ++waiting_;
   changed_.wait_until(lock, deadline, [&] { return generation_ != seen; });
+  --waiting_;
+}
+
+int OutputSignal::waiting() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waiting_;
 }
 
 void OutputStream::push(RequestOutput output) {

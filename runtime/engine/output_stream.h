@@ -24,11 +24,16 @@ public:
   uint64_t generation() const;
   // Returns when generation() differs from `seen` or at `deadline`, whichever comes first.
   void waitChanged(uint64_t seen, std::chrono::steady_clock::time_point deadline) const;
+  // Readers blocked in waitChanged now. The count changes under the mutex the wait releases, so a
+  // reader counted here is asleep on the condition variable: only notify() can wake it before its
+  // deadline (tests/runtime/engine/output_stream_test.cc relies on this to test the wake-up).
+  int waiting() const;
 
 private:
   mutable std::mutex mutex_;
   mutable std::condition_variable changed_;
   uint64_t generation_ = 0;
+  mutable int waiting_ = 0;
 };
 
 class OutputStream {

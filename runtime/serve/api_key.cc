@@ -5,14 +5,7 @@
 namespace kiln::rt::serve {
 
 bool constantTimeEquals(std::string_view a, std::string_view b) {
-  // Walk the expected key's length whatever the input is, and fold the length difference into
-  // the result instead of returning early.
-  unsigned char diff = a.size() == b.size() ? 0 : 1;
-  for (size_t i = 0; i < b.size(); ++i) {
-    unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
-    diff |= static_cast<unsigned char>(x ^ static_cast<unsigned char>(b[i]));
-  }
-  return diff == 0;
+  return constantTimeEqualsVisiting(a, b, [](size_t) {});
 }
 
 bool bearerMatches(std::string_view header, std::string_view key) {

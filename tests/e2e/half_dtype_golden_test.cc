@@ -19,6 +19,14 @@
 //    rows follow an occasional bf16 rounding flip caused by a different fp32 summation order and
 //    stay within 0.15 (measured 0.10). A missing, extra or wrong rounding anywhere would move
 //    every row by about the rounding effect itself.
+// 3. So that fp32 math cannot pass as D. The fp16 tolerance cannot tell them apart, and no
+//    tighter one could: kiln-fp32 is within 0.0156-0.0194 of transformers-fp16, kiln-fp16 itself
+//    0.0195-0.0267 (measured over the four models). So every row of kiln-D must also differ from
+//    kiln-fp32 by more than kFp16Effect / kBf16Effect: rounding to D moves each row by at least
+//    0.0027-0.0043 (fp16) and 0.026-0.033 (bf16), measured, while the same math in fp32 differs
+//    only by summation order (<= kReproduced = 1e-4, or not at all with the same kernels). The
+//    thresholds are about half the smallest measured effect, 15x (fp16) and 130x (bf16) that
+//    fp32 noise.
 //
 // Greedy ids: a step's id must equal transformers' where its recorded top-1/top-2 margin exceeds
 // twice the tolerance (either logit may move by the tolerance); the other steps are counted and
@@ -41,6 +49,8 @@ constexpr float kRoundingEffect = 0.02f;    // min row distance of the reference
 constexpr float kReproduced = 1e-4f;        // a row reproduced up to fp32 summation order
 constexpr double kReproducedFraction = 0.7; // of the rows
 constexpr float kAfterFlip = 0.15f;         // the worst row after a rounding flip
+constexpr float kFp16Effect = 0.0015f;      // min row distance of kiln-fp16 from kiln-fp32
+constexpr float kBf16Effect = 0.013f;       // the same for bf16
 
 struct Comparison {
   float halfVsHf = 0, fp32VsHf = 0, hfVsFp32 = 0;
@@ -49,6 +59,7 @@ struct Comparison {
   int checked = 0, matched = 0, steps = 0, uncheckedMatched = 0;
   int refRows = 0, reproduced = 0;
   float refWorst = 0, refGap = INFINITY;
+  float halfVsFp32 = INFINITY; // the smallest row distance of kiln-D from kiln-fp32
 };
 
 std::vector<std::vector<float>> runCompiled(const HalfGolden &golden, const std::string &dtype) {
@@ -111,7 +122,9 @@ void report(const std::string &model, const std::string &dtype, float tolerance,
             << std::sqrt(c.fp32Sq / c.count) << "; transformers " << dtype << " vs fp32 max "
             << c.hfVsFp32 << "; greedy ids: " << c.matched << "/" << c.checked
             << " asserted steps match, " << c.uncheckedMatched << "/" << (c.steps - c.checked)
-            << " near-tie steps match";
+            << " near-tie steps match; kiln " << dtype
+            << " vs kiln fp32: every row >= " << c.halfVsFp32 << " (asserted > "
+            << (dtype == "bf16" ? kBf16Effect : kFp16Effect) << ")";
   if (c.refRows)
     std::cout << "; kiln-rounding reference: " << c.reproduced << "/" << c.refRows
               << " rows within " << kReproduced << ", worst " << c.refWorst
@@ -121,6 +134,7 @@ void report(const std::string &model, const std::string &dtype, float tolerance,
 
 void checkHalfGolden(const std::string &model, const std::string &dtype) {
   const float tolerance = dtype == "bf16" ? kBf16Tolerance : kFp16Tolerance;
+  const float halfEffect = dtype == "bf16" ? kBf16Effect : kFp16Effect;
   std::string skipReason;
   std::optional<HalfGolden> golden = loadHalfGolden(model, dtype, skipReason);
   if (!golden) {
@@ -144,6 +158,10 @@ void checkHalfGolden(const std::string &model, const std::string &dtype) {
       const float d = maxAbsDiffOf(half[i].data() + at, gc.logits.data() + at, vocab);
       EXPECT_LE(d, tolerance) << model << " " << dtype << " case " << i << " row " << r;
       c.halfVsHf = std::max(c.halfVsHf, d);
+      const float fromFp32 = maxAbsDiffOf(half[i].data() + at, fp32[i].data() + at, vocab);
+      EXPECT_GT(fromFp32, halfEffect) << model << " " << dtype << " case " << i << " row " << r
+                                      << " is kiln fp32's: was it rounded to " << dtype << "?";
+      c.halfVsFp32 = std::min(c.halfVsFp32, fromFp32);
     }
     for (size_t e = 0; e < count; ++e) {
       c.halfSq += double(half[i][e] - gc.logits[e]) * (half[i][e] - gc.logits[e]);

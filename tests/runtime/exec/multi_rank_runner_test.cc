@@ -16,8 +16,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <condition_variable>
+#include <mutex>
 #include <random>
-#include <thread>
 
 namespace kiln::rt {
 namespace {
@@ -191,12 +192,48 @@ void expectReference(const ToyModel &m, const Result<StepOutput> &out) {
   }
 }
 
-// A cpu device that, while armed, fails (or first sleeps in) the op named `opName`.
+// Holds a stalled rank inside its op until the test opens it, so a stall lasts exactly as long as
+// the test needs whatever the machine's speed.
+class Gate {
+public:
+  void open() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      open_ = true;
+    }
+    opened_.notify_all();
+  }
+  // False when `guard` passed first: the test failed to open it (a failure guard, never a
+  // condition of a passing run).
+  bool waitOpen(std::chrono::milliseconds guard) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return opened_.wait_for(lock, guard, [&] { return open_; });
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable opened_;
+  bool open_ = false;
+};
+
+// Opens the gate when the test body leaves (also on a failed ASSERT), before the runner it is
+// declared after joins its rank threads.
+struct OpenOnExit {
+  Gate &gate;
+  ~OpenOnExit() { gate.open(); }
+};
+
+enum class Fault { kFail, kStall };
+constexpr auto kStallGuard = 60000ms;
+
+// A cpu device that, while armed, fails the op named `opName`, or stalls in it until `gate` opens
+// (setting `stallGuardExpired` if that takes kStallGuard).
 class FaultyDevice final : public testing::ForwardingDevice {
 public:
-  FaultyDevice(std::string opName, std::chrono::milliseconds sleep, std::atomic<bool> &armed)
-      : ForwardingDevice(std::make_unique<CpuDevice>()), opName_(std::move(opName)), sleep_(sleep),
-        armed_(armed) {}
+  FaultyDevice(std::string opName, Fault fault, std::atomic<bool> &armed, Gate &gate,
+               std::atomic<bool> &stallGuardExpired)
+      : ForwardingDevice(std::make_unique<CpuDevice>()), opName_(std::move(opName)), fault_(fault),
+        armed_(armed), gate_(gate), stallGuardExpired_(stallGuardExpired) {}
   Result<std::unique_ptr<PreparedOp>> prepareOp(const BoundOp &op) override {
     KILN_ASSIGN_OR_RETURN(auto prepared, inner_.prepareOp(op));
     if (op.op->name()->str() == opName_)
@@ -205,17 +242,20 @@ public:
   }
   Status runOp(const PreparedOp &op, const StepCounts &counts) override {
     if (&op == faulty_ && armed_) {
-      if (sleep_.count() == 0)
+      if (fault_ == Fault::kFail)
         return internalError("injected failure in op '" + opName_ + "'");
-      std::this_thread::sleep_for(sleep_);
+      if (!gate_.waitOpen(kStallGuard))
+        stallGuardExpired_ = true;
     }
     return inner_.runOp(op, counts);
   }
 
 private:
   std::string opName_;
-  std::chrono::milliseconds sleep_;
+  Fault fault_;
   std::atomic<bool> &armed_;
+  Gate &gate_;
+  std::atomic<bool> &stallGuardExpired_;
   const PreparedOp *faulty_ = nullptr;
 };
 
@@ -228,15 +268,16 @@ protected:
     artifact_ = std::move(*artifact);
   }
   // Rank 1 gets a FaultyDevice; rank 0 a plain cpu device.
-  MultiRankOptions faultyOptions(std::chrono::milliseconds sleep, std::chrono::milliseconds timeout,
+  MultiRankOptions faultyOptions(Fault fault, std::chrono::milliseconds timeout,
                                  CollectiveBackend collectives = CollectiveBackend::kAuto) {
     MultiRankOptions options;
     options.executor.numKvBlocks = 4;
     options.collectiveTimeout = timeout;
     options.collectives = collectives;
-    options.deviceFactory = [this, sleep](int rank) -> Result<std::unique_ptr<Device>> {
+    options.deviceFactory = [this, fault](int rank) -> Result<std::unique_ptr<Device>> {
       if (rank == 1)
-        return std::unique_ptr<Device>(std::make_unique<FaultyDevice>("up", sleep, armed_));
+        return std::unique_ptr<Device>(
+            std::make_unique<FaultyDevice>("up", fault, armed_, gate_, stallGuardExpired_));
       return createDevice("cpu");
     };
     return options;
@@ -245,6 +286,8 @@ protected:
   ToyModel model_;
   std::unique_ptr<Artifact> artifact_;
   std::atomic<bool> armed_{false};
+  Gate gate_;
+  std::atomic<bool> stallGuardExpired_{false};
 };
 
 TEST_F(MultiRankRunnerTest, ShardedStepEqualsTheDenseComputation) {
@@ -302,28 +345,49 @@ TEST_F(MultiRankRunnerTest, OneExecutorAloneIsRejectedWithAClearError) {
 class MultiRankFailureTest : public MultiRankRunnerTest,
                              public ::testing::WithParamInterface<CollectiveBackend> {};
 
+// Rank 1 fails before the first collective, where rank 0 waits for it (or finds the abort on
+// arriving). The collective timeout is long, so only the abort can end that wait sooner: a step
+// that returns before the timeout was ended by the abort (a timed-out wait lasts all of it).
 TEST_P(MultiRankFailureTest, AFailingRankFailsTheStepPromptlyAndTheNextStepWorks) {
-  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(0ms, 30000ms, GetParam()));
+  constexpr auto kTimeout = 60000ms;
+  auto runner =
+      MultiRankRunner::create(*artifact_, faultyOptions(Fault::kFail, kTimeout, GetParam()));
   ASSERT_TRUE(runner.isOk()) << runner.status().toString();
   EXPECT_EQ((*runner)->collectives(), GetParam());
   armed_ = true;
   auto begin = std::chrono::steady_clock::now();
   auto failed = (*runner)->execute(toyBatch());
-  EXPECT_LT(std::chrono::steady_clock::now() - begin, 5000ms); // the abort, not the timeout
+  EXPECT_LT(std::chrono::steady_clock::now() - begin, kTimeout); // the abort, not the timeout
   ASSERT_FALSE(failed.isOk());
   EXPECT_EQ(failed.status().message(), "rank 1: injected failure in op 'up'");
   armed_ = false;
   expectReference(model_, (*runner)->execute(toyBatch()));
 }
 
+// Steps until the runner has every rank back: each try that finds a rank still inside the failed
+// step has waited one collective timeout for it. Bounded by a generous guard.
+Result<StepOutput> executeOnceIdle(MultiRankRunner &runner) {
+  const auto guard = std::chrono::steady_clock::now() + 30s;
+  while (true) {
+    Result<StepOutput> out = runner.execute(toyBatch());
+    if (out.isOk() ||
+        out.status().message().find("still inside an earlier failed step") == std::string::npos ||
+        std::chrono::steady_clock::now() > guard)
+      return out;
+  }
+}
+
+// Rank 1 stalls inside its op until the test opens the gate: rank 0's collective times out
+// naming it, and the step returns while rank 1 is still held (had the runner waited out the
+// stall, it could only have returned once the gate's guard expired).
 TEST_P(MultiRankFailureTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
-  auto runner = MultiRankRunner::create(*artifact_, faultyOptions(1500ms, 150ms, GetParam()));
+  auto runner =
+      MultiRankRunner::create(*artifact_, faultyOptions(Fault::kStall, 150ms, GetParam()));
   ASSERT_TRUE(runner.isOk()) << runner.status().toString();
+  OpenOnExit release{gate_};
   armed_ = true;
-  auto begin = std::chrono::steady_clock::now();
   auto failed = (*runner)->execute(toyBatch());
-  EXPECT_LT(std::chrono::steady_clock::now() - begin, 1200ms); // not waiting out the stall
-  armed_ = false;
+  EXPECT_FALSE(stallGuardExpired_) << "the step waited for the stalled rank";
   ASSERT_FALSE(failed.isOk());
   EXPECT_EQ(failed.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(failed.status().message().find("rank 0 waited 150 ms for rank(s) 1"), std::string::npos)
@@ -331,13 +395,15 @@ TEST_P(MultiRankFailureTest, AStalledRankTimesOutNamingItAndTheRunnerRecovers) {
   EXPECT_NE(failed.status().message().find("1 rank(s) did not finish the failed step"),
             std::string::npos)
       << failed.status().message();
-  // Rank 1 is still asleep: the next step says so instead of hanging.
+  // Rank 1 is still held: the next step says so instead of hanging.
   auto busy = (*runner)->execute(toyBatch());
   ASSERT_FALSE(busy.isOk());
   EXPECT_NE(busy.status().message().find("still inside an earlier failed step"), std::string::npos)
       << busy.status().message();
-  std::this_thread::sleep_for(1600ms);
-  expectReference(model_, (*runner)->execute(toyBatch()));
+  armed_ = false;
+  gate_.open();
+  expectReference(model_, executeOnceIdle(**runner));
+  EXPECT_FALSE(stallGuardExpired_);
 }
 
 INSTANTIATE_TEST_SUITE_P(Collectives, MultiRankFailureTest,
