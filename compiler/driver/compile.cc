@@ -170,7 +170,7 @@ Status Compilation::runPasses(int64_t rank, mlir::ModuleOp module) {
   pm.addPass(createFuseQkvPass());
   pm.addPass(createFuseGateUpPass());
   pm.addPass(createFuseAddRmsNormPass());
-  pm.addPass(createPlanMemoryPass(options_.maxTokensPerStep));
+  pm.addPass(createPlanMemoryPass(options_.maxTokensPerStep, options_.maxLogitsPerStep));
   mlir::LogicalResult result = pm.run(module);
   if (irStream)
     irStream->flush();
@@ -183,7 +183,8 @@ Status Compilation::runPasses(int64_t rank, mlir::ModuleOp module) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   auto arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr);
   log("memory plan" + where + ": activation arena " + std::to_string(arena.getInt()) +
-      " bytes at " + std::to_string(options_.maxTokensPerStep) + " tokens per step");
+      " bytes at " + std::to_string(options_.maxTokensPerStep) + " tokens and " +
+      std::to_string(options_.maxLogitsPerStep) + " logits rows per step");
   return okStatus();
 }
 
@@ -208,6 +209,7 @@ Status Compilation::emit() {
   emitOptions.maxBatch = options_.maxBatch;
   emitOptions.maxSeqLen = options_.maxSeqLen;
   emitOptions.maxTokensPerStep = options_.maxTokensPerStep;
+  emitOptions.maxLogitsPerStep = options_.maxLogitsPerStep;
   emitOptions.kvBlockSize = options_.kvBlockSize;
   emitOptions.tp = options_.tp;
   emitOptions.targets = options_.targets;

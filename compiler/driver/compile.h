@@ -17,6 +17,10 @@ struct CompileOptions {
   int64_t maxBatch = 8;
   int64_t maxSeqLen = 0;        // 0: min(the model's positions, 4096) (compiler/driver/options.cc)
   int64_t maxTokensPerStep = 0; // 0: max(max_batch, min(2048, max_batch * max_seq_len))
+  // Rows of the logits buffer, the most logits rows one step returns (in [max_batch,
+  // max_tokens_per_step]); 0: max(max_batch, min(64, max_tokens_per_step)). A step asking for
+  // more (kiln verify's every-token logits) is run in pieces by the executor.
+  int64_t maxLogitsPerStep = 0;
   int64_t tp = 1;
   int64_t kvBlockSize = 16;
   std::string dtype = "fp32"; // fp32 | fp16 | bf16: matrices, activations and KV cache (logits F32)

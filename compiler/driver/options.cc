@@ -68,6 +68,7 @@ Status validateCompileFlags(const CompileOptions &options) {
   KILN_RETURN_IF_ERROR(checkPositive("--max-batch", options.maxBatch, false));
   KILN_RETURN_IF_ERROR(checkPositive("--max-seq-len", options.maxSeqLen, true));
   KILN_RETURN_IF_ERROR(checkPositive("--max-tokens-per-step", options.maxTokensPerStep, true));
+  KILN_RETURN_IF_ERROR(checkPositive("--max-logits-per-step", options.maxLogitsPerStep, true));
   KILN_RETURN_IF_ERROR(checkPositive("--tp", options.tp, false));
   if (options.maxBatch > kMaxBatchLimit)
     return outOfRange("--max-batch " + std::to_string(options.maxBatch) + " exceeds the limit " +
@@ -147,6 +148,16 @@ Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
     return invalidArgument("--max-tokens-per-step (" + std::to_string(resolved.maxTokensPerStep) +
                            ") must be at least --max-batch (" + std::to_string(resolved.maxBatch) +
                            ")");
+  // Sampling asks for one row per sequence, and a padded decode step for one per batch slot.
+  if (resolved.maxLogitsPerStep == 0)
+    resolved.maxLogitsPerStep = std::max(
+        resolved.maxBatch, std::min(kDefaultMaxLogitsPerStep, resolved.maxTokensPerStep));
+  if (resolved.maxLogitsPerStep < resolved.maxBatch ||
+      resolved.maxLogitsPerStep > resolved.maxTokensPerStep)
+    return invalidArgument("--max-logits-per-step (" + std::to_string(resolved.maxLogitsPerStep) +
+                           ") must be in [--max-batch, --max-tokens-per-step] = [" +
+                           std::to_string(resolved.maxBatch) + ", " +
+                           std::to_string(resolved.maxTokensPerStep) + "]");
   KILN_RETURN_IF_ERROR(checkTensorParallel(resolved.tp, config));
   std::vector<std::string> targets;
   for (const std::string &target : resolved.targets)

@@ -11,6 +11,9 @@ inline constexpr int64_t kMaxBatchLimit = 65536;
 inline constexpr int64_t kMaxTokensPerStepLimit = 1 << 20;
 inline constexpr int64_t kDefaultMaxSeqLen = 4096;
 inline constexpr int64_t kDefaultMaxTokensPerStep = 2048;
+// Logits rows beyond max_batch that a default plan keeps, so kiln verify's every-token logits come
+// 64 prompt tokens per step instead of one sequence's max_batch.
+inline constexpr int64_t kDefaultMaxLogitsPerStep = 64;
 inline constexpr int64_t kMaxTp = 64;
 
 // Checks everything that does not depend on the model (flags, dtype, targets, --tp range).

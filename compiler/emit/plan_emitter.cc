@@ -163,8 +163,11 @@ LogicalResult StepEmitter::defineActivation(mlir::Operation *op, unsigned result
   mlir::Type storage = activationStorageType(result);
   buffer->dtype = storedDType(storage);
   buffer->rows = toRowScale(rowsOf(result));
-  buffer->shape = {static_cast<uint64_t>(options_.maxTokensPerStep),
-                   static_cast<uint64_t>(type.getDimSize(1))};
+  // The same rows plan-memory sized the range with (max logits rows downstream of gather_rows).
+  const int64_t rows = rowsOf(result) == Rows::kLogits && options_.maxLogitsPerStep > 0
+                           ? options_.maxLogitsPerStep
+                           : options_.maxTokensPerStep;
+  buffer->shape = {static_cast<uint64_t>(rows), static_cast<uint64_t>(type.getDimSize(1))};
   buffer->arena_offset = static_cast<uint64_t>(offsets[resultIndex]);
   buffer->size_bytes =
       buffer->shape[0] * buffer->shape[1] * static_cast<uint64_t>(storageBytes(storage));
@@ -242,6 +245,13 @@ LogicalResult StepEmitter::run(mlir::func::FuncOp step, uint32_t rankIndex, sche
   if (planned.getInt() != options_.maxTokensPerStep)
     return step.emitError() << "memory was planned for " << planned.getInt()
                             << " rows but --max-tokens-per-step is " << options_.maxTokensPerStep;
+  auto plannedLogits = step->getAttrOfType<mlir::IntegerAttr>(kPlannedLogitsRowsAttr);
+  const int64_t logitsRows =
+      options_.maxLogitsPerStep > 0 ? options_.maxLogitsPerStep : options_.maxTokensPerStep;
+  if (!plannedLogits || plannedLogits.getInt() != logitsRows)
+    return step.emitError() << "memory was planned for "
+                            << (plannedLogits ? plannedLogits.getInt() : 0)
+                            << " logits rows but --max-logits-per-step is " << logitsRows;
   rank.rank = rankIndex;
   rank.arena_bytes = static_cast<uint64_t>(arenaBytes.getInt());
   for (mlir::Operation &op : step.getBody().front()) {

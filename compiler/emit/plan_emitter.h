@@ -21,6 +21,7 @@ struct EmitOptions {
   int64_t maxBatch = 0;
   int64_t maxSeqLen = 0;
   int64_t maxTokensPerStep = 0;  // must equal what plan-memory planned for
+  int64_t maxLogitsPerStep = 0;  // likewise; 0: maxTokensPerStep
   int64_t kvBlockSize = 0;
   int64_t tp = 1;  // tensor-parallel degree: one module per rank
   std::vector<std::string> targets;

@@ -108,6 +108,8 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   plan.limits->max_batch = static_cast<uint32_t>(options.maxBatch);
   plan.limits->max_seq_len = static_cast<uint32_t>(options.maxSeqLen);
   plan.limits->max_tokens_per_step = static_cast<uint32_t>(options.maxTokensPerStep);
+  plan.limits->max_logits_per_step = static_cast<uint32_t>(
+      options.maxLogitsPerStep > 0 ? options.maxLogitsPerStep : options.maxTokensPerStep);
   plan.limits->max_blocks_per_seq = static_cast<uint32_t>(
       (options.maxSeqLen + options.kvBlockSize - 1) / options.kvBlockSize);
 

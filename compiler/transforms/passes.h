@@ -24,7 +24,9 @@ std::unique_ptr<mlir::Pass> createFuseGateUpPass();
 // rms_norm(add(residual, x)) -> add_rms_norm(x, residual) with the residual updated in place.
 std::unique_ptr<mlir::Pass> createFuseAddRmsNormPass();
 // Liveness over @step's activations at the compiled maxima -> 256-byte aligned arena offsets.
-std::unique_ptr<mlir::Pass> createPlanMemoryPass(int64_t maxTokensPerStep);
+// maxLogitsPerStep: rows of the values downstream of gather_rows (the logits); 0: maxTokensPerStep.
+std::unique_ptr<mlir::Pass> createPlanMemoryPass(int64_t maxTokensPerStep,
+                                                 int64_t maxLogitsPerStep = 0);
 
 // Registers the passes above with MLIR's registry (for pipelines given as text / tools).
 void registerKilnPasses();
@@ -34,6 +36,7 @@ void registerKilnPasses();
 inline constexpr const char *kArenaOffsetsAttr = "kiln.arena_offsets";
 inline constexpr const char *kArenaBytesAttr = "kiln.arena_bytes";
 inline constexpr const char *kPlannedRowsAttr = "kiln.planned_rows";
+inline constexpr const char *kPlannedLogitsRowsAttr = "kiln.planned_logits_rows";
 inline constexpr int64_t kArenaAlignment = 256;
 
 } // namespace kiln::compiler

@@ -1,6 +1,8 @@
 // plan-memory: static arena offsets for @step's activations. Every activation is sized at the
-// compiled maxima (max_tokens_per_step rows; logits rows too, since every token may ask for
-// logits), live from its defining op to its last reader (the returned logits to the end), and
+// compiled maxima (max_tokens_per_step rows; values downstream of gather_rows, the logits rows,
+// max_logits_per_step rows: a step asks for one per sampled sequence, and the executor splits a
+// step that wants more), live from its defining op to its last reader (the returned logits to
+// the end), and
 // placed first-fit in 256-byte aligned ranges freed by dead values. An op's outputs never share
 // bytes with its inputs, except add_rms_norm's updated residual, which IS its residual operand.
 // Sizes use each value's storage type (compiler/emit/activation_dtype.h): --dtype bf16 halves every
@@ -75,7 +77,10 @@ struct PlanMemoryPass : mlir::PassWrapper<PlanMemoryPass, mlir::OperationPass<ml
   MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(PlanMemoryPass)
   PlanMemoryPass() = default;
   PlanMemoryPass(const PlanMemoryPass &other) : PassWrapper(other) {}
-  explicit PlanMemoryPass(int64_t maxTokens) { maxTokensPerStep = maxTokens; }
+  PlanMemoryPass(int64_t maxTokens, int64_t maxLogits) {
+    maxTokensPerStep = maxTokens;
+    maxLogitsPerStep = maxLogits;
+  }
 
   llvm::StringRef getName() const override { return "PlanMemoryPass"; }
   llvm::StringRef getArgument() const override { return "kiln-plan-memory"; }
@@ -86,7 +91,15 @@ struct PlanMemoryPass : mlir::PassWrapper<PlanMemoryPass, mlir::OperationPass<ml
   Option<int64_t> maxTokensPerStep{*this, "max-tokens-per-step",
                                    llvm::cl::desc("rows of every activation at the maxima"),
                                    llvm::cl::init(0)};
+  Option<int64_t> maxLogitsPerStep{*this, "max-logits-per-step",
+                                   llvm::cl::desc("rows of the logits values; 0: max-tokens"),
+                                   llvm::cl::init(0)};
 
+  int64_t rowsAtMaxima(mlir::Value value) const {
+    if (rowsOf(value) == Rows::kLogits && maxLogitsPerStep > 0)
+      return maxLogitsPerStep;
+    return maxTokensPerStep;
+  }
   void runOnOperation() override;
   mlir::LogicalResult computeLiveRanges(mlir::func::FuncOp step);
 
@@ -121,7 +134,7 @@ mlir::LogicalResult PlanMemoryPass::computeLiveRanges(mlir::func::FuncOp step) {
         continue;
       }
       auto type = mlir::cast<mlir::RankedTensorType>(result.getType());
-      int64_t bytes = static_cast<int64_t>(maxTokensPerStep) * type.getDimSize(1) *
+      int64_t bytes = rowsAtMaxima(result) * type.getDimSize(1) *
                       storageBytes(activationStorageType(result));
       rangeOf_[result] = ranges_.size();
       ranges_.push_back({alignUp(bytes), i, i, -1});
@@ -139,6 +152,11 @@ void PlanMemoryPass::runOnOperation() {
   if (maxTokensPerStep <= 0) {
     step.emitError() << "plan-memory needs max-tokens-per-step > 0, got "
                      << static_cast<int64_t>(maxTokensPerStep);
+    return signalPassFailure();
+  }
+  if (maxLogitsPerStep < 0 || maxLogitsPerStep > maxTokensPerStep) {
+    step.emitError() << "plan-memory needs max-logits-per-step in [0, max-tokens-per-step], got "
+                     << static_cast<int64_t>(maxLogitsPerStep);
     return signalPassFailure();
   }
   mlir::Type storage = moduleActivationType(getOperation());
@@ -176,12 +194,16 @@ void PlanMemoryPass::runOnOperation() {
   step->setAttr(kArenaBytesAttr, builder.getI64IntegerAttr(arena.top()));
   step->setAttr(kPlannedRowsAttr,
                 builder.getI64IntegerAttr(static_cast<int64_t>(maxTokensPerStep)));
+  step->setAttr(kPlannedLogitsRowsAttr,
+                builder.getI64IntegerAttr(maxLogitsPerStep > 0 ? maxLogitsPerStep
+                                                               : maxTokensPerStep));
 }
 
 } // namespace
 
-std::unique_ptr<mlir::Pass> createPlanMemoryPass(int64_t maxTokensPerStep) {
-  return std::make_unique<PlanMemoryPass>(maxTokensPerStep);
+std::unique_ptr<mlir::Pass> createPlanMemoryPass(int64_t maxTokensPerStep,
+                                                 int64_t maxLogitsPerStep) {
+  return std::make_unique<PlanMemoryPass>(maxTokensPerStep, maxLogitsPerStep);
 }
 
 void registerKilnPasses() {

@@ -121,6 +121,10 @@ Status PlanChecker::checkHeader() {
       l.max_blocks_per_seq() == 0)
     return error("a compiled limit (max_batch, max_seq_len, max_tokens_per_step, "
                  "max_blocks_per_seq) is 0");
+  if (l.max_logits_per_step() != 0 && (l.max_logits_per_step() < l.max_batch() ||
+                                       l.max_logits_per_step() > l.max_tokens_per_step()))
+    return error("max_logits_per_step " + std::to_string(l.max_logits_per_step()) +
+                 " is outside [max_batch, max_tokens_per_step]");
   if (kv.num_layers() == 0 || kv.num_kv_heads() == 0 || kv.head_dim() == 0 ||
       kv.block_size() == 0 || dtypeSize(kv.dtype()) == 0)
     return error("kv_cache spec has a zero field or an unknown dtype");
@@ -224,8 +228,8 @@ uint64_t PlanChecker::maxRows(const schema::Buffer &buffer) const {
     return l.max_tokens_per_step();
   case RowScale::Sequences:
     return l.max_batch() + (buffer.step_input() == StepInputKind::QueryStartLoc ? 1 : 0);
-  case RowScale::Logits:
-    return l.max_tokens_per_step();
+  case RowScale::Logits: // 0 in plans written before the field: every token's logits
+    return l.max_logits_per_step() ? l.max_logits_per_step() : l.max_tokens_per_step();
   }
   return kMaxU64;
 }

@@ -17,6 +17,10 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   RunnerLimits limits;
   limits.maxBatch = static_cast<int32_t>(plan.limits()->max_batch());
   limits.maxTokensPerStep = static_cast<int32_t>(plan.limits()->max_tokens_per_step());
+  // Plans written before max_logits_per_step hold logits for every token of a step.
+  const uint32_t maxLogits = plan.limits()->max_logits_per_step();
+  limits.maxLogitsPerStep =
+      maxLogits ? static_cast<int32_t>(maxLogits) : limits.maxTokensPerStep;
   limits.maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
   limits.maxBlocksPerSeq = static_cast<int32_t>(plan.limits()->max_blocks_per_seq());
   limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
@@ -309,6 +313,7 @@ Status Executor::runDecodeGraph(size_t bucket, const StepCounts &counts) {
 Result<StepCounts> Executor::stageInputs(const StepBatch &batch, StepOutput &out,
                                          StepCounts &counts, std::optional<size_t> &bucket) {
   KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
+  KILN_RETURN_IF_ERROR(validateLogitsRows(batch, limits_));
   counts = fillStepInputs(batch, limits_, hostInputs_, out);
   StepCounts run = counts;
   bucket.reset();
@@ -330,7 +335,25 @@ Status Executor::copyStepInputs(const StepCounts &run) {
   return okStatus();
 }
 
+// The logits buffer holds max_logits_per_step rows (plan.fbs CompiledLimits), so a step asking for
+// more (kiln verify's every-token logits) runs as several steps whose rows are concatenated.
 Result<StepOutput> Executor::execute(const StepBatch &batch) {
+  if (logitsRowsOf(batch) <= limits_.maxLogitsPerStep)
+    return executeWithinLogitsRows(batch);
+  KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
+  const LogitsPieces split = splitByLogitsRows(batch, limits_.maxLogitsPerStep);
+  StepOutput merged;
+  merged.vocabSize = limits_.vocabSize;
+  merged.rowsPerSequence.assign(batch.sequences.size(), 0);
+  merged.firstRowOfSequence.assign(batch.sequences.size(), 0);
+  for (size_t p = 0; p < split.pieces.size(); ++p) {
+    KILN_ASSIGN_OR_RETURN(StepOutput piece, executeWithinLogitsRows(split.pieces[p]));
+    appendPieceOutput(piece, split.sources[p], merged);
+  }
+  return merged;
+}
+
+Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch) {
   StepOutput out;
   StepCounts counts;
   std::optional<size_t> bucket;

@@ -111,6 +111,8 @@ private:
   Status allocateKvCache(const ExecutorOptions &options);
   Result<int32_t> kvBlocksForUtilization(double utilization);
   Status runProgram(const StepCounts &counts);
+  // execute() for a batch asking for at most limits_.maxLogitsPerStep logits rows.
+  Result<StepOutput> executeWithinLogitsRows(const StepBatch &batch);
   Status runDecodeGraph(size_t bucket, const StepCounts &counts);
   Status runCollective(const ProgramStep &step, const StepCounts &counts);
   Status runProgramStep(const ProgramStep &step, const StepCounts &counts);

@@ -28,6 +28,7 @@ Result<StepProfile> Executor::profile(const StepBatch &batch, int repeats) {
   if (repeats < 1)
     return invalidArgument("profile repeats " + std::to_string(repeats) + " must be at least 1");
   KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
+  KILN_RETURN_IF_ERROR(validateLogitsRows(batch, limits_));
   StepOutput unused;
   StepProfile profile;
   profile.counts = fillStepInputs(batch, limits_, hostInputs_, unused);

@@ -86,6 +86,8 @@ inline bool onlyArgmaxWanted(const StepBatch &batch) {
 struct RunnerLimits {
   int32_t maxBatch = 0; // sequences per step
   int32_t maxTokensPerStep = 0;
+  // Logits rows one step of the compiled plan returns; a runner splits a step asking for more.
+  int32_t maxLogitsPerStep = 0;
   int32_t maxSeqLen = 0;
   int32_t maxBlocksPerSeq = 0;
   int32_t blockSize = 0;

@@ -146,6 +146,77 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
   return counts;
 }
 
+int32_t logitsRowsOf(const StepBatch &batch) {
+  int32_t rows = 0;
+  for (const SequenceStep &seq : batch.sequences)
+    rows += logitsRowsOf(seq);
+  return rows;
+}
+
+Status validateLogitsRows(const StepBatch &batch, const RunnerLimits &limits) {
+  const int32_t rows = logitsRowsOf(batch);
+  if (rows <= limits.maxLogitsPerStep)
+    return okStatus();
+  return outOfRange("step asks for " + std::to_string(rows) +
+                    " logits rows; the artifact was compiled with --max-logits-per-step " +
+                    std::to_string(limits.maxLogitsPerStep));
+}
+
+LogitsPieces splitByLogitsRows(const StepBatch &batch, int32_t maxLogits) {
+  LogitsPieces split;
+  int32_t pieceRows = 0;
+  auto startPiece = [&split, &pieceRows] {
+    split.pieces.emplace_back();
+    split.sources.emplace_back();
+    pieceRows = 0;
+  };
+  auto add = [&split, &pieceRows](SequenceStep seq, int32_t source) {
+    if (seq.logits == LogitsWanted::kArgmax)
+      seq.logits = LogitsWanted::kLast;
+    pieceRows += logitsRowsOf(seq);
+    split.pieces.back().sequences.push_back(std::move(seq));
+    split.sources.back().push_back(source);
+  };
+  for (size_t s = 0; s < batch.sequences.size(); ++s) {
+    const SequenceStep &seq = batch.sequences[s];
+    const auto source = static_cast<int32_t>(s);
+    const int32_t rows = logitsRowsOf(seq);
+    if (split.pieces.empty() || pieceRows + rows > maxLogits)
+      startPiece();
+    if (rows <= maxLogits) {
+      add(seq, source);
+      continue;
+    }
+    const int32_t numNew = static_cast<int32_t>(seq.tokenIds.size());
+    const int32_t end = seq.startPosition + numNew;
+    for (int32_t first = 0; first < numNew; first += maxLogits) {
+      if (first > 0)
+        startPiece();
+      SequenceStep chunk = seq;
+      const int32_t count = std::min(maxLogits, numNew - first);
+      chunk.tokenIds.assign(seq.tokenIds.begin() + first, seq.tokenIds.begin() + first + count);
+      chunk.startPosition = seq.startPosition + first;
+      chunk.sequenceLength = std::max(seq.sequenceLength, end);
+      add(std::move(chunk), source);
+    }
+  }
+  return split;
+}
+
+void appendPieceOutput(const StepOutput &piece, const std::vector<int32_t> &sources,
+                       StepOutput &merged) {
+  merged.vocabSize = piece.vocabSize;
+  const int32_t firstRow = merged.numRows();
+  merged.logits.insert(merged.logits.end(), piece.logits.begin(), piece.logits.end());
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const int32_t s = sources[i];
+    // A chunked sequence's first piece sets its first row; later chunks only add rows.
+    if (merged.rowsPerSequence[s] == 0)
+      merged.firstRowOfSequence[s] = firstRow + piece.firstRowOfSequence[i];
+    merged.rowsPerSequence[s] += piece.rowsPerSequence[i];
+  }
+}
+
 std::vector<int32_t> decodeBatchBuckets(const RunnerLimits &limits) {
   const int32_t largest = std::max(1, std::min(limits.maxBatch, limits.maxTokensPerStep));
   std::vector<int32_t> buckets;

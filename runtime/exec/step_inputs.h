@@ -37,6 +37,28 @@ private:
 StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
                           HostStepInputs &inputs, StepOutput &out);
 
+// Logits rows the whole batch asks for (logitsRowsOf summed over its sequences).
+int32_t logitsRowsOf(const StepBatch &batch);
+// Fails when the batch asks for more logits rows than one step of the plan returns
+// (limits.maxLogitsPerStep); Executor::execute splits such a batch first (splitByLogitsRows).
+Status validateLogitsRows(const StepBatch &batch, const RunnerLimits &limits);
+
+// A batch that asks for more than `maxLogits` logits rows (plan.fbs max_logits_per_step) as
+// smaller steps to run in order, each asking for at most that many: sequences in batch order,
+// grouped while their rows fit, and a kAll sequence with more new tokens than `maxLogits` as
+// consecutive chunks of at most `maxLogits` tokens (its sequenceLength kept, so RoPE rotates
+// each chunk as in the whole step). kArgmax becomes kLast, since the pieces' rows are merged
+// into one logits output. `sources[p][i]` is the batch index of piece p's sequence i.
+struct LogitsPieces {
+  std::vector<StepBatch> pieces;
+  std::vector<std::vector<int32_t>> sources;
+};
+LogitsPieces splitByLogitsRows(const StepBatch &batch, int32_t maxLogits);
+// Appends `piece`'s rows (the output of pieces[p]) to `merged`, the output of the whole batch
+// (its rowsPerSequence / firstRowOfSequence sized for the batch, rows in batch order).
+void appendPieceOutput(const StepOutput &piece, const std::vector<int32_t> &sources,
+                       StepOutput &merged);
+
 // Batch sizes a decode step is padded to: 1, 2, 4, ... below the largest, then the largest,
 // min(maxBatch, maxTokensPerStep) (a padded step has one token per sequence).
 std::vector<int32_t> decodeBatchBuckets(const RunnerLimits &limits);

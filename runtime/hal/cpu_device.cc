@@ -1,5 +1,6 @@
 #include "runtime/hal/cpu_device.h"
 
+#include "kernels/cpu/cpu_isa.h"
 #include "runtime/sampling/sampler.h"
 
 #include <cstdlib>
@@ -23,6 +24,20 @@ private:
 };
 
 } // namespace
+
+std::string cpuKernelIsa() {
+  namespace kc = kernels::cpu;
+  const kc::CpuIsa active = kc::activeCpuIsa(), detected = kc::detectedCpuIsa();
+  std::string isa = kc::cpuIsaName(active);
+  if (active != detected)
+    isa += std::string(" (cpu: ") + kc::cpuIsaName(detected) + ")";
+  return isa;
+}
+
+Status checkCpuKernelIsa() {
+  const std::string why = kernels::cpu::cpuIsaEnvError();
+  return why.empty() ? okStatus() : invalidArgument(why);
+}
 
 CpuDevice::CpuDevice() = default;
 

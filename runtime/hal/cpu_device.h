@@ -36,6 +36,13 @@ private:
   std::string name_ = "cpu";
 };
 
+// The instruction-set level the cpu kernels run at (kernels/cpu/cpu_isa.h), e.g. "avx2", and the
+// highest this CPU has: "avx2 (cpu: avx512bf16)" when KILN_CPU_ISA lowered it.
+std::string cpuKernelIsa();
+// Fails when KILN_CPU_ISA names no level, or one above what this CPU has (createDevice("cpu")
+// calls it, so such a run stops before a step rather than silently running another level).
+Status checkCpuKernelIsa();
+
 // The op's cpu function from the op table (OpEntry::runCpu) after checking the bound dtypes; an
 // error names the op and the buffer.
 Result<CpuOpFn> selectCpuOp(const BoundOp &op);

@@ -116,8 +116,10 @@ CudaDeviceCount countCudaDevices(const std::string &driverLibrary) {
 
 Result<std::unique_ptr<Device>> createDevice(const std::string &name) {
   KILN_ASSIGN_OR_RETURN(DeviceName parsed, parseDeviceName(name));
-  if (parsed.kind == DeviceKind::kCpu)
+  if (parsed.kind == DeviceKind::kCpu) {
+    KILN_RETURN_IF_ERROR(checkCpuKernelIsa());
     return std::unique_ptr<Device>(std::make_unique<CpuDevice>());
+  }
 #ifdef KILN_HAVE_CUDA_BACKEND
   CudaDeviceOptions options;
   options.ordinal = parsed.ordinal;

@@ -3,6 +3,7 @@
 // engine batches up to --batch. Reports requests/s, output and total tokens/s, TTFT and
 // inter-token latency (mean, p50, p99) and a batch-1 decode rate; --ttft-len adds the time to first
 // token of one long prompt alone. --json prints one JSON object (fields: docs/benchmarks.md).
+#include "runtime/hal/cpu_device.h"
 #include "runtime/service/serving_model.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -351,6 +352,8 @@ void printTable(const nlohmann::ordered_json &r) {
   };
   std::printf("artifact              %s (%s)\n", r["artifact"].get<std::string>().c_str(),
               r["device"].get<std::string>().c_str());
+  if (r.contains("cpu_isa"))
+    std::printf("cpu kernels           %s\n", r["cpu_isa"].get<std::string>().c_str());
   std::printf("prompts               %d x (%d in + %d out), batch %d\n",
               r["num_prompts"].get<int>(), r["input_len"].get<int>(), r["output_len"].get<int>(),
               r["batch"].get<int>());
@@ -401,6 +404,8 @@ Result<nlohmann::ordered_json> runBench(const BenchConfig &c) {
                               {"batch", limits.maxBatch}, {"input_len", c.inputLen},
                               {"output_len", c.outputLen}, {"num_prompts", numPrompts}};
   r["ignore_eos"] = true; // benchRequest: every prompt generates exactly --output-len tokens
+  if (c.device == "cpu")
+    r["cpu_isa"] = rt::cpuKernelIsa(); // the kernels' instruction-set level (KILN_CPU_ISA)
   nlohmann::ordered_json modelInfo = modelJson(model->artifact());
   r["weights_dtype"] = modelInfo["weights_dtype"];
   r["model"] = std::move(modelInfo);

@@ -25,6 +25,8 @@ const CommandSpec kCompileSpec = {
          "max tokens per sequence (default min(max_position_embeddings x the linear, dynamic or yarn "
          "rope factor, 4096))"},
         {"--max-tokens-per-step", "N", "max tokens in one step (default max(max-batch, 2048))"},
+        {"--max-logits-per-step", "N",
+         "logits rows the plan holds per step (default max(max-batch, 64)); more are run in pieces"},
         {"--tp", "N", "tensor-parallel degree (default 1)"},
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
         {"--target", "LIST", "comma-separated targets (default cpu)"},
@@ -57,6 +59,8 @@ Result<compiler::CompileOptions> optionsFromArgs(const Args &args) {
   KILN_ASSIGN_OR_RETURN(options.maxSeqLen, args.getInt("--max-seq-len", 0, INT64_MIN, INT64_MAX));
   KILN_ASSIGN_OR_RETURN(options.maxTokensPerStep,
                         args.getInt("--max-tokens-per-step", 0, INT64_MIN, INT64_MAX));
+  KILN_ASSIGN_OR_RETURN(options.maxLogitsPerStep,
+                        args.getInt("--max-logits-per-step", 0, INT64_MIN, INT64_MAX));
   KILN_ASSIGN_OR_RETURN(options.tp, args.getInt("--tp", 1, INT64_MIN, INT64_MAX));
   KILN_ASSIGN_OR_RETURN(options.kvBlockSize,
                         args.getInt("--kv-block-size", 16, INT64_MIN, INT64_MAX));

@@ -23,7 +23,9 @@ constexpr int64_t kRows = 64;
 
 // One entry per buffer: an updated residual extends its operand's entry instead of adding one.
 // Activations take `elementBytes` (the module's --dtype), the returned logits always 4 (fp32).
-std::vector<Placed> placedBuffers(mlir::func::FuncOp step, int64_t elementBytes = 4) {
+// Values downstream of gather_rows (the logits rows) take `logitsRows` rows, the rest kRows.
+std::vector<Placed> placedBuffers(mlir::func::FuncOp step, int64_t elementBytes = 4,
+                                  int64_t logitsRows = kRows) {
   std::vector<mlir::Operation *> ops;
   for (mlir::Operation &op : step.getBody().front())
     ops.push_back(&op);
@@ -51,18 +53,19 @@ std::vector<Placed> placedBuffers(mlir::func::FuncOp step, int64_t elementBytes 
       bool returned = llvm::any_of(result.getUsers(), [](mlir::Operation *user) {
         return mlir::isa<mlir::func::ReturnOp>(user);
       });
+      const int64_t rows = rowsOf(result) == Rows::kLogits ? logitsRows : kRows;
       entryOf[result] = placed.size();
       placed.push_back(
-          {opName(ops[i]), offsets[r], kRows * width * (returned ? 4 : elementBytes), i, i});
+          {opName(ops[i]), offsets[r], rows * width * (returned ? 4 : elementBytes), i, i});
     }
   }
   return placed;
 }
 
-void checkPlan(mlir::ModuleOp module, int64_t elementBytes = 4) {
+void checkPlan(mlir::ModuleOp module, int64_t elementBytes = 4, int64_t logitsRows = kRows) {
   auto step = module.lookupSymbol<mlir::func::FuncOp>("step");
   int64_t arena = step->getAttrOfType<mlir::IntegerAttr>(kArenaBytesAttr).getInt();
-  std::vector<Placed> placed = placedBuffers(step, elementBytes);
+  std::vector<Placed> placed = placedBuffers(step, elementBytes, logitsRows);
   ASSERT_FALSE(placed.empty());
   int64_t sum = 0;
   for (const Placed &p : placed) {
@@ -144,6 +147,55 @@ TEST(PlanMemoryTest, HalfActivationsArePlannedAtTheirSize) {
     // The peak is in the MLP, where no logits are live: every byte of it halves.
     EXPECT_EQ(arenaOf(*half) * 2, arenaOf(*f32));
   }
+}
+
+// A step returns logits for the rows it asks for (max_logits_per_step), not for every token: with
+// a large vocabulary the [rows, vocab] fp32 logits were nearly the whole arena (SmolLM2: 402 of
+// 407 MB at 2,048 tokens). Exact bytes, so any change to the sizing rule shows here.
+TEST(PlanMemoryTest, LogitsArePlannedForTheLogitsRowsOnly) {
+  HfModelConfig config = smallLlamaConfig();
+  config.vocabSize = 8192;
+  auto planWithLogitsRows = [&config](mlir::MLIRContext &context, int64_t logitsRows) {
+    auto module = buildSmallLlama(context, config);
+    EXPECT_EQ(runPasses(*module, createFuseQkvPass(), createFuseGateUpPass(),
+                        createFuseAddRmsNormPass(), createPlanMemoryPass(kRows, logitsRows)),
+              "");
+    return module;
+  };
+  mlir::MLIRContext context;
+  auto everyToken = planWithLogitsRows(context, 0); // 0: max-tokens-per-step rows, as before
+  auto twoRows = planWithLogitsRows(context, 2);
+  checkPlan(*everyToken, 4, kRows);
+  checkPlan(*twoRows, 4, 2);
+  auto bytesOf = [](mlir::ModuleOp module, const std::string &name) {
+    std::vector<Placed> placed =
+        placedBuffers(module.lookupSymbol<mlir::func::FuncOp>("step"), 4, 2);
+    auto it = std::find_if(placed.begin(), placed.end(),
+                           [&name](const Placed &p) { return p.name == name; });
+    return it == placed.end() ? int64_t(-1) : it->bytes;
+  };
+  EXPECT_EQ(bytesOf(*twoRows, "lm_head"), 2 * 8192 * 4);
+  EXPECT_EQ(bytesOf(*twoRows, "logits_rows"), 2 * 64 * 4);
+  // Every token: at the lm_head only its input, the gathered [64, 64] rows, is live (at offset 0),
+  // and the [64, 8192] fp32 logits go on top of it.
+  EXPECT_EQ(arenaOf(*everyToken), 64 * 64 * 4 + 64 * 8192 * 4);
+  // Two rows: the 64 KB of logits fit below the layers' peak, so the arena is that of the same
+  // model with a 100-token vocabulary planned at 64 rows (98,304 bytes).
+  auto smallVocab = buildSmallLlama(context, smallLlamaConfig());
+  ASSERT_EQ(runPasses(*smallVocab, createFuseQkvPass(), createFuseGateUpPass(),
+                      createFuseAddRmsNormPass(), createPlanMemoryPass(kRows)),
+            "");
+  EXPECT_EQ(arenaOf(*twoRows), arenaOf(*smallVocab));
+  EXPECT_EQ(arenaOf(*twoRows), 98304);
+}
+
+TEST(PlanMemoryTest, RejectsLogitsRowsAboveTheTokens) {
+  mlir::MLIRContext context;
+  auto module = buildSmallLlama(context, smallLlamaConfig());
+  std::string errors = runPasses(*module, createPlanMemoryPass(kRows, kRows + 1));
+  EXPECT_NE(errors.find("plan-memory needs max-logits-per-step in [0, max-tokens-per-step], got 65"),
+            std::string::npos)
+      << errors;
 }
 
 TEST(PlanMemoryTest, RejectsANonFloatActivationDtype) {

@@ -1,9 +1,14 @@
+// Linear against a double-precision reference and its batch invariance, at every instruction-set
+// level this CPU has (kernels/cpu/cpu_isa.h: the suite is instantiated once per level, so a
+// machine with AVX-512 also checks the AVX2 and SSE2 tiles), plus the level selection itself.
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <vector>
 
 namespace kiln::kernels::cpu {
@@ -23,8 +28,30 @@ std::vector<float> runLinear(const std::vector<float> &x, const TypedWeights &w,
   return y;
 }
 
-// fp32 accumulation error grows with k: bound it by 1e-5 of sum |x*w| (a relative tolerance on
-// the magnitude of the dot product's terms), plus 1e-6 absolute for the bias add.
+// fp32 accumulation error grows with k: bound it by a relative tolerance on sum |x*w| (the
+// magnitude of the dot product's terms), plus 1e-6 absolute for the bias add. Per level: sse2 sums
+// 4 lanes with separate multiply and add, avx2 8 and avx512 16 lanes with fused multiply-adds
+// (fewer roundings, shorter chains); 1e-5 bounds all of them over this grid.
+double relativeTolerance(CpuIsa isa) {
+  switch (isa) {
+  case CpuIsa::kSse2:
+    return 1e-5;
+  case CpuIsa::kAvx2:
+    return 1e-5;
+  case CpuIsa::kAvx512:
+  case CpuIsa::kAvx512Bf16:
+    return 1e-5;
+  }
+  return 0;
+}
+
+// Runs each test at one level and puts the detected one back.
+class LinearTest : public ::testing::TestWithParam<CpuIsa> {
+protected:
+  void SetUp() override { ASSERT_TRUE(setCpuIsa(GetParam())) << cpuIsaName(GetParam()); }
+  void TearDown() override { setCpuIsa(detectedCpuIsa()); }
+};
+
 void expectMatchesReference(const std::vector<float> &x, const TypedWeights &w,
                             const std::vector<float> *bias, const std::vector<float> &y,
                             int32_t rows, int32_t in, int32_t out) {
@@ -38,12 +65,13 @@ void expectMatchesReference(const std::vector<float> &x, const TypedWeights &w,
       }
       if (bias)
         sum += (*bias)[o];
-      ASSERT_NEAR(y[r * out + o], sum, 1e-5 * magnitude + 1e-6) << "row " << r << " out " << o;
+      ASSERT_NEAR(y[r * out + o], sum, relativeTolerance(activeCpuIsa()) * magnitude + 1e-6)
+          << "row " << r << " out " << o;
     }
   }
 }
 
-TEST(LinearTest, MatchesDoubleReferenceOverShapeGrid) {
+TEST_P(LinearTest, MatchesDoubleReferenceOverShapeGrid) {
   const WeightType types[] = {WeightType::kF32, WeightType::kF16, WeightType::kBF16};
   // 33 and 7 exercise odd output remainders, 300 crosses the 256-wide k block, 65 the row tile.
   const int32_t rowCounts[] = {1, 3, 17, 64, 65};
@@ -65,7 +93,7 @@ TEST(LinearTest, MatchesDoubleReferenceOverShapeGrid) {
         }
 }
 
-TEST(LinearTest, LargeDecodeShapeMatchesReference) {
+TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
   const int32_t in = 1024, out = 515;
   for (WeightType type : {WeightType::kF32, WeightType::kBF16}) {
     SCOPED_TRACE(testing::weightTypeName(type));
@@ -78,7 +106,7 @@ TEST(LinearTest, LargeDecodeShapeMatchesReference) {
 
 // Each row is accumulated in the same order whatever the batch: a row's output must be
 // bit-identical when computed alone, at another position, or inside a larger batch.
-TEST(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
+TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t in = 300, out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16}) {
     SCOPED_TRACE(testing::weightTypeName(type));
@@ -97,12 +125,55 @@ TEST(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   }
 }
 
-TEST(LinearTest, ZeroRowsWritesNothing) {
+TEST_P(LinearTest, ZeroRowsWritesNothing) {
   const auto w = makeWeights(randomFloats(16, 3), WeightType::kF32);
   std::vector<float> y(4, 5.0f);
   LinearArgs args{nullptr, w.data(), w.type, nullptr, y.data(), 0, 4, 4};
   linear(args);
   EXPECT_EQ(y, std::vector<float>(4, 5.0f));
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, LinearTest,
+                         ::testing::ValuesIn(availableCpuIsas()),
+                         [](const ::testing::TestParamInfo<CpuIsa> &info) {
+                           return std::string(cpuIsaName(info.param));
+                         });
+
+TEST(CpuIsaTest, LevelsAboveTheDetectedOneAreRefused) {
+  const CpuIsa detected = detectedCpuIsa();
+  setCpuIsa(CpuIsa::kSse2);
+  for (CpuIsa isa : {CpuIsa::kSse2, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+    EXPECT_EQ(setCpuIsa(isa), isa <= detected) << cpuIsaName(isa);
+    // A refused level leaves the previous one (sse2, set below) in place.
+    EXPECT_EQ(activeCpuIsa(), isa <= detected ? isa : CpuIsa::kSse2) << cpuIsaName(isa);
+    setCpuIsa(CpuIsa::kSse2);
+  }
+  setCpuIsa(detected);
+  EXPECT_EQ(availableCpuIsas().front(), CpuIsa::kSse2);
+  EXPECT_EQ(availableCpuIsas().back(), detected);
+}
+
+TEST(CpuIsaTest, EnvironmentVariableNamesALevelThisCpuHas) {
+  const char *saved = std::getenv("KILN_CPU_ISA");
+  const std::string restore = saved ? saved : "";
+  ::setenv("KILN_CPU_ISA", "sse2", 1);
+  EXPECT_EQ(cpuIsaEnvError(), "");
+  ::setenv("KILN_CPU_ISA", "avx3", 1);
+  EXPECT_EQ(cpuIsaEnvError(),
+            "KILN_CPU_ISA='avx3' is not a level: use sse2, avx2, avx512 or avx512bf16");
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+    ::setenv("KILN_CPU_ISA", cpuIsaName(isa), 1);
+    if (isa <= detectedCpuIsa())
+      EXPECT_EQ(cpuIsaEnvError(), "") << cpuIsaName(isa);
+    else
+      EXPECT_EQ(cpuIsaEnvError(), std::string("KILN_CPU_ISA=") + cpuIsaName(isa) +
+                                      " asks for more than this CPU has (its highest level is " +
+                                      cpuIsaName(detectedCpuIsa()) + ")");
+  }
+  if (saved)
+    ::setenv("KILN_CPU_ISA", restore.c_str(), 1);
+  else
+    ::unsetenv("KILN_CPU_ISA");
 }
 
 } // namespace

@@ -285,6 +285,51 @@ TEST_F(ExecutorTest, CreateRejectsBadRankAndForeignTarget) {
                                              "device is 'cpu': recompile with --target cpu");
 }
 
+// A plan whose logits buffers hold max_logits_per_step = max_batch (4) rows: a step asking for
+// every token's logits (kiln verify) runs as 4-token pieces and gives the rows of the one step a
+// plan with room for them gives, within the consistency tolerance, and the dense reference's.
+TEST_F(ExecutorTest, StepsAskingForMoreLogitsRowsThanThePlanHoldsRunInPieces) {
+  const std::string dir = root_ + "/four-logits-rows.kiln";
+  ASSERT_TRUE(testing::writeTinyLlamaArtifact(*model_, dir, [](schema::PlanT &plan) {
+                plan.limits->max_logits_per_step = 4;
+                for (auto &b : plan.ranks[0]->buffers)
+                  if (b->rows == schema::RowScale::Logits && b->kind == schema::BufferKind::Activation) {
+                    b->size_bytes = b->size_bytes / b->shape[0] * 4;
+                    b->shape[0] = 4;
+                  }
+              }).isOk());
+  auto small = Artifact::load(dir);
+  ASSERT_TRUE(small.isOk()) << small.status().toString();
+  ExecutorOptions options;
+  options.numKvBlocks = kNumKvBlocks;
+  auto pieces = Executor::create(**small, *cpu_, options);
+  ASSERT_TRUE(pieces.isOk()) << pieces.status().toString();
+  EXPECT_EQ((*pieces)->limits().maxLogitsPerStep, 4);
+  auto whole = makeExecutor();
+  ASSERT_TRUE(whole);
+  EXPECT_EQ(whole->limits().maxLogitsPerStep, 64); // a plan without the field: every token
+
+  const std::vector<int32_t> a = tokensOf(11, 5), b = tokensOf(3, 6);
+  const StepBatch batch{{sequenceStep(b, 0, 3, {20, 21}, LogitsWanted::kLast),
+                         sequenceStep(a, 0, 11, {7, 2, 9}, LogitsWanted::kAll)}};
+  StepOutput split = run(**pieces, batch);
+  StepOutput one = run(*whole, batch);
+  ASSERT_EQ(split.numRows(), 12);
+  EXPECT_EQ(split.rowsPerSequence, (std::vector<int32_t>{1, 11}));
+  EXPECT_EQ(split.firstRowOfSequence, (std::vector<int32_t>{0, 1}));
+  const std::vector<double> ref = testing::referenceLogits(*model_, a);
+  for (int32_t t = 0; t < 11; ++t) {
+    EXPECT_LE(rowDiff(split, 1 + t, one, 1 + t), kConsistencyTolerance) << "position " << t;
+    EXPECT_LE(referenceDiff(split, 1 + t, ref, t), kReferenceTolerance) << "position " << t;
+  }
+  EXPECT_LE(rowDiff(split, 0, one, 0), kConsistencyTolerance);
+  // profile() runs one step as given: more rows than the plan holds are refused, naming the flag.
+  auto profiled = (*pieces)->profile(batch, 1);
+  ASSERT_FALSE(profiled.isOk());
+  EXPECT_NE(profiled.status().message().find("--max-logits-per-step 4"), std::string::npos)
+      << profiled.status().message();
+}
+
 // An activation whose dtype disagrees with Plan.activation_dtype fails at load, naming the
 // buffer. The same plan with every activation but the logits, and the KV cache, in BF16 (what
 // `kiln compile --dtype bf16` writes) runs on the cpu backend: half the KV bytes per block, and

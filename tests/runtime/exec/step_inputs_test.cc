@@ -70,5 +70,59 @@ TEST(StepInputsTest, ReusedBuffersArePaddedAgain) {
             (std::vector<int32_t>{6, 0, 0, 0}));
 }
 
+// A batch asking for more logits rows than the plan holds (max_logits_per_step 3 here): kLast rows
+// grouped while they fit, a long kAll sequence as consecutive 3-token chunks that keep its
+// sequenceLength, kArgmax turned into kLast; merging gives the rows back in batch order.
+TEST(StepInputsTest, SplitsABatchByLogitsRows) {
+  SequenceStep last{{1, 2}, 0, {0}, LogitsWanted::kLast};
+  SequenceStep all{{10, 11, 12, 13, 14, 15, 16}, 2, {1, 2, 3}, LogitsWanted::kAll};
+  SequenceStep argmax{{20}, 5, {4, 5}, LogitsWanted::kArgmax};
+  SequenceStep none{{30, 31}, 0, {6}, LogitsWanted::kNone};
+  StepBatch batch{{last, all, argmax, none}};
+  ASSERT_EQ(logitsRowsOf(batch), 9);
+  const LogitsPieces split = splitByLogitsRows(batch, 3);
+  ASSERT_EQ(split.pieces.size(), 4u);
+  EXPECT_EQ(split.sources, (std::vector<std::vector<int32_t>>{{0}, {1}, {1}, {1, 2, 3}}));
+  const std::vector<SequenceStep> &first = split.pieces[1].sequences;
+  ASSERT_EQ(first.size(), 1u);
+  EXPECT_EQ(first[0].tokenIds, (std::vector<int32_t>{10, 11, 12}));
+  EXPECT_EQ(first[0].startPosition, 2);
+  EXPECT_EQ(first[0].sequenceLength, 9);
+  EXPECT_EQ(first[0].blockTable, all.blockTable);
+  EXPECT_EQ(split.pieces[2].sequences[0].tokenIds, (std::vector<int32_t>{13, 14, 15}));
+  EXPECT_EQ(split.pieces[2].sequences[0].startPosition, 5);
+  const std::vector<SequenceStep> &tail = split.pieces[3].sequences;
+  ASSERT_EQ(tail.size(), 3u);
+  EXPECT_EQ(tail[0].tokenIds, (std::vector<int32_t>{16}));
+  EXPECT_EQ(tail[0].startPosition, 8);
+  EXPECT_EQ(tail[0].sequenceLength, 9);
+  EXPECT_EQ(tail[1].logits, LogitsWanted::kLast);
+  EXPECT_EQ(tail[2].logits, LogitsWanted::kNone);
+  for (const StepBatch &piece : split.pieces)
+    EXPECT_LE(logitsRowsOf(piece), 3);
+
+  // Each piece's row r holds the value 100 * piece + r; merged rows keep batch order.
+  StepOutput merged;
+  merged.rowsPerSequence.assign(4, 0);
+  merged.firstRowOfSequence.assign(4, 0);
+  const std::vector<std::vector<int32_t>> rowsPerPiece = {{1}, {3}, {3}, {1, 1, 0}};
+  for (size_t p = 0; p < split.pieces.size(); ++p) {
+    StepOutput piece;
+    piece.vocabSize = 1;
+    piece.rowsPerSequence = rowsPerPiece[p];
+    int32_t row = 0;
+    for (int32_t rows : rowsPerPiece[p]) {
+      piece.firstRowOfSequence.push_back(row);
+      for (int32_t r = 0; r < rows; ++r, ++row)
+        piece.logits.push_back(float(100 * p + row));
+    }
+    appendPieceOutput(piece, split.sources[p], merged);
+  }
+  EXPECT_EQ(merged.logits,
+            (std::vector<float>{0, 100, 101, 102, 200, 201, 202, 300, 301}));
+  EXPECT_EQ(merged.rowsPerSequence, (std::vector<int32_t>{1, 7, 1, 0}));
+  EXPECT_EQ(merged.firstRowOfSequence, (std::vector<int32_t>{0, 1, 8, 9}));
+}
+
 } // namespace
 } // namespace kiln::rt
