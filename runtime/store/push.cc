@@ -54,37 +54,50 @@ struct Upload {
   std::span<const uint8_t> bytes;
 };
 
+// Uploads or copies to run together: single-request tasks, and multipart uploads whose parts are
+// tasks too (completed once every task has run).
+struct Batch {
+  std::vector<Task> tasks;
+  std::vector<std::unique_ptr<MultipartUpload>> multiparts;
+};
+
+// Creates a multipart upload of `parts` parts to `key`, owned by `batch`.
+Result<MultipartUpload *> startMultipart(S3Client &client, const std::string &bucket,
+                                         const std::string &key, size_t parts, Batch &batch) {
+  KILN_ASSIGN_OR_RETURN(std::string uploadId, client.createMultipartUpload(bucket, key));
+  auto multipart = std::make_unique<MultipartUpload>();
+  multipart->key = key;
+  multipart->uploadId = uploadId;
+  multipart->etags.resize(parts);
+  batch.multiparts.push_back(std::move(multipart));
+  return batch.multiparts.back().get();
+}
+
 // Adds the tasks of one upload: one PUT, or a multipart upload of parts in parallel.
 Status planUpload(S3Client &client, const std::string &bucket, const Upload &upload,
-                  const TransferOptions &options, Progress &progress, std::vector<Task> &tasks,
-                  std::vector<std::unique_ptr<MultipartUpload>> &multiparts) {
+                  const TransferOptions &options, Progress &progress, Batch &batch) {
   std::span<const uint8_t> bytes = upload.bytes;
   if (bytes.size() <= options.partSize) {
-    tasks.push_back([&client, &progress, bucket, key = upload.key, bytes]() {
+    batch.tasks.push_back([&client, &progress, bucket, key = upload.key, bytes]() {
       KILN_RETURN_IF_ERROR(client.putObject(bucket, key, bytes, &progress.bytes));
       ++progress.filesDone;
       return okStatus();
     });
     return okStatus();
   }
-  KILN_ASSIGN_OR_RETURN(std::string uploadId, client.createMultipartUpload(bucket, upload.key));
-  auto multipart = std::make_unique<MultipartUpload>();
-  MultipartUpload *u = multipart.get();
-  u->key = upload.key;
-  u->uploadId = uploadId;
   size_t parts = (bytes.size() + options.partSize - 1) / options.partSize;
-  u->etags.resize(parts);
+  KILN_ASSIGN_OR_RETURN(MultipartUpload * u,
+                        startMultipart(client, bucket, upload.key, parts, batch));
   for (size_t p = 0; p < parts; ++p) {
     std::span<const uint8_t> part =
         bytes.subspan(p * options.partSize,
                       std::min<size_t>(options.partSize, bytes.size() - p * options.partSize));
-    tasks.push_back([&client, &progress, bucket, u, p, part]() {
+    batch.tasks.push_back([&client, &progress, bucket, u, p, part]() {
       KILN_ASSIGN_OR_RETURN(u->etags[p], client.uploadPart(bucket, u->key, u->uploadId,
                                                            int(p + 1), part, &progress.bytes));
       return okStatus();
     });
   }
-  multiparts.push_back(std::move(multipart));
   return okStatus();
 }
 
@@ -113,29 +126,38 @@ Status abortUploads(const S3Client &client, const std::string &bucket,
   return Status(failure.code(), failure.message() + notes);
 }
 
-// Uploads every entry of `uploads` in parallel; on failure nothing is left half-uploaded.
-Status uploadAll(S3Client &client, const S3Location &to, const std::vector<Upload> &uploads,
-                 const PushOptions &options, Progress &progress) {
-  std::vector<Task> tasks;
-  std::vector<std::unique_ptr<MultipartUpload>> multiparts;
-  Status status;
-  for (size_t i = 0; i < uploads.size() && status.isOk(); ++i)
-    status = planUpload(client, to.bucket, uploads[i], options, progress, tasks, multiparts);
+// Runs `batch` unless planning it failed (`planned`), then completes its multipart uploads; on any
+// failure aborts them, so nothing is left half-uploaded. `progress`, when given, ticks and counts
+// completed multipart files.
+Status runBatch(S3Client &client, const std::string &bucket, Batch &batch, Status planned,
+                const PushOptions &options, Progress *progress) {
+  Status status = std::move(planned);
   if (status.isOk())
-    status = runTasks(tasks, options.parallelism, client, [&] { progress.report(false); },
-                      options.interrupted);
-  for (const auto &upload : multiparts) {
+    status = runTasks(
+        batch.tasks, options.parallelism, client,
+        progress ? std::function<void()>([progress] { progress->report(false); }) : nullptr,
+        options.interrupted);
+  for (const auto &upload : batch.multiparts) {
     if (!status.isOk())
       break;
-    status = client.completeMultipartUpload(to.bucket, upload->key, upload->uploadId,
-                                            upload->etags);
-    if (status.isOk())
-      ++progress.filesDone;
+    status = client.completeMultipartUpload(bucket, upload->key, upload->uploadId, upload->etags);
+    if (status.isOk() && progress)
+      ++progress->filesDone;
   }
   if (!status.isOk())
-    return abortUploads(client, to.bucket, multiparts, options,
-                        status.withContext("push to " + to.url()));
+    return abortUploads(client, bucket, batch.multiparts, options, status);
   return okStatus();
+}
+
+// Uploads every entry of `uploads` in parallel.
+Status uploadAll(S3Client &client, const S3Location &to, const std::vector<Upload> &uploads,
+                 const PushOptions &options, Progress &progress) {
+  Batch batch;
+  Status planned;
+  for (size_t i = 0; i < uploads.size() && planned.isOk(); ++i)
+    planned = planUpload(client, to.bucket, uploads[i], options, progress, batch);
+  return runBatch(client, to.bucket, batch, std::move(planned), options, &progress)
+      .withContext("push to " + to.url());
 }
 
 // As a task, so SIGINT/SIGTERM cancels it like any upload.
@@ -192,51 +214,36 @@ Result<std::optional<RemoteArtifact>> readRemoteArtifact(S3Client &client, const
 // Adds the server-side copy of `from` (of `size` bytes) to `to`: one CopyObject, or a multipart
 // upload of part copies above S3's 5 GiB CopyObject limit.
 Status planCopy(S3Client &client, const std::string &bucket, const std::string &from,
-                const std::string &to, uint64_t size, const PushOptions &options,
-                std::vector<Task> &tasks,
-                std::vector<std::unique_ptr<MultipartUpload>> &multiparts) {
+                const std::string &to, uint64_t size, const PushOptions &options, Batch &batch) {
   if (size <= kMaxCopyObjectBytes) {
-    tasks.push_back([&client, bucket, from, to]() { return client.copyObject(bucket, from, to); });
+    batch.tasks.push_back(
+        [&client, bucket, from, to]() { return client.copyObject(bucket, from, to); });
     return okStatus();
   }
   uint64_t partSize = std::max(options.partSize, (size + kMaxParts - 1) / kMaxParts);
   partSize = std::min(partSize, kMaxPartBytes);
-  KILN_ASSIGN_OR_RETURN(std::string uploadId, client.createMultipartUpload(bucket, to));
-  auto multipart = std::make_unique<MultipartUpload>();
-  MultipartUpload *u = multipart.get();
-  u->key = to;
-  u->uploadId = uploadId;
-  u->etags.resize((size + partSize - 1) / partSize);
+  KILN_ASSIGN_OR_RETURN(MultipartUpload * u,
+                        startMultipart(client, bucket, to, (size + partSize - 1) / partSize, batch));
   for (size_t p = 0; p < u->etags.size(); ++p) {
     uint64_t offset = p * partSize, length = std::min(partSize, size - offset);
-    tasks.push_back([&client, bucket, from, u, p, offset, length]() {
+    batch.tasks.push_back([&client, bucket, from, u, p, offset, length]() {
       KILN_ASSIGN_OR_RETURN(u->etags[p], client.uploadPartCopy(bucket, u->key, u->uploadId,
                                                                int(p + 1), from, offset, length));
       return okStatus();
     });
   }
-  multiparts.push_back(std::move(multipart));
   return okStatus();
 }
 
 // Step 4: every staged file copied to its plain key.
 Status copyStagedToPlainKeys(S3Client &client, const S3Location &to,
                              const std::vector<ManifestFile> &staged, const PushOptions &options) {
-  std::vector<Task> tasks;
-  std::vector<std::unique_ptr<MultipartUpload>> multiparts;
-  Status status;
-  for (size_t i = 0; i < staged.size() && status.isOk(); ++i)
-    status = planCopy(client, to.bucket, stagedObjectKey(to, staged[i].sha256),
-                      to.key(staged[i].name), staged[i].size, options, tasks, multiparts);
-  if (status.isOk())
-    status = runTasks(tasks, options.parallelism, client, {}, options.interrupted);
-  for (const auto &upload : multiparts)
-    if (status.isOk())
-      status = client.completeMultipartUpload(to.bucket, upload->key, upload->uploadId,
-                                              upload->etags);
-  if (!status.isOk())
-    return abortUploads(client, to.bucket, multiparts, options, status);
-  return okStatus();
+  Batch batch;
+  Status planned;
+  for (size_t i = 0; i < staged.size() && planned.isOk(); ++i)
+    planned = planCopy(client, to.bucket, stagedObjectKey(to, staged[i].sha256),
+                       to.key(staged[i].name), staged[i].size, options, batch);
+  return runBatch(client, to.bucket, batch, std::move(planned), options, nullptr);
 }
 
 // Step 5: deletes what the new artifact does not use. A failure here leaves only clutter (the

@@ -527,6 +527,18 @@ Result<std::string> S3Client::uploadPart(const std::string &bucket, const std::s
   return response.etag;
 }
 
+namespace {
+
+// CompleteMultipartUpload and CopyObject can fail late: HTTP 200 with an <Error> body.
+Status lateError(const std::string &body, const std::string &what) {
+  if (body.find("<Error>") == std::string::npos)
+    return okStatus();
+  return unavailable("S3 " + what + ": " + xmlValue(body, "Code") + " " +
+                     xmlValue(body, "Message"));
+}
+
+} // namespace
+
 Status S3Client::completeMultipartUpload(const std::string &bucket, const std::string &key,
                                          const std::string &uploadId,
                                          const std::vector<std::string> &etags) {
@@ -543,11 +555,7 @@ Status S3Client::completeMultipartUpload(const std::string &bucket, const std::s
   request.body = {reinterpret_cast<const uint8_t *>(xml.data()), xml.size()};
   request.headers.push_back("Content-Type: application/xml");
   KILN_ASSIGN_OR_RETURN(Response response, perform(request));
-  // S3 can answer 200 with an <Error> body when completion fails late.
-  if (response.body.find("<Error>") != std::string::npos)
-    return unavailable("S3 CompleteMultipartUpload s3://" + bucket + "/" + key + ": " +
-                       xmlValue(response.body, "Code") + " " + xmlValue(response.body, "Message"));
-  return okStatus();
+  return lateError(response.body, "CompleteMultipartUpload s3://" + bucket + "/" + key);
 }
 
 Status S3Client::abortMultipartUpload(const std::string &bucket, const std::string &key,
@@ -577,11 +585,7 @@ Status S3Client::copyObject(const std::string &bucket, const std::string &fromKe
   request.key = toKey;
   request.headers.push_back(copySourceHeader(bucket, fromKey));
   KILN_ASSIGN_OR_RETURN(Response response, perform(request));
-  // Like CompleteMultipartUpload, a copy can fail late with 200 and an <Error> body.
-  if (response.body.find("<Error>") != std::string::npos)
-    return unavailable("S3 CopyObject s3://" + bucket + "/" + fromKey + " to " + toKey + ": " +
-                       xmlValue(response.body, "Code") + " " + xmlValue(response.body, "Message"));
-  return okStatus();
+  return lateError(response.body, "CopyObject s3://" + bucket + "/" + fromKey + " to " + toKey);
 }
 
 Result<std::string> S3Client::uploadPartCopy(const std::string &bucket, const std::string &key,

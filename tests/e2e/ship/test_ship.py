@@ -215,21 +215,9 @@ class ShipTest(unittest.TestCase):
                                   "sha256": hashlib.sha256(data).hexdigest()})
         save_json(manifest, os.path.join(big, "manifest.json"))
         # Part 2 is held by the proxy: the push is mid-transfer when the signal comes.
-        proxy = DyingProxy(MOTO.port, victim="no object has this name", stall="PUT partNumber=2")
-        try:
-            env = dict(MOTO.env, AWS_ENDPOINT_URL=proxy.url)
-            proc = subprocess.Popen([ARGS.kiln, "push", big, "s3://kiln-test/interrupted",
-                                     "--part-size-mb", "5", "--parallel", "1"], env=env,
-                                    stderr=subprocess.PIPE, text=True)
-            self.assertTrue(proxy.stalled.wait(120), "the push never sent part 2")
-            proc.send_signal(signal.SIGINT)
-            _, stderr = proc.communicate(timeout=120)
-        finally:
-            proxy.release.set()
-            proxy.close()
-        self.assertEqual(proc.returncode, 1, stderr)
+        stderr = self.interrupted_push(big, "interrupted", "PUT partNumber=2",
+                                       "--part-size-mb", "5")
         self.assertIn("SIGINT: stopping the transfer", stderr)
-        self.assertIn("interrupted by SIGINT or SIGTERM", stderr)
         self.assertIn("aborted 1 multipart upload(s)", stderr)
         uploads = MOTO.aws(["s3api", "list-multipart-uploads", "--bucket", "kiln-test",
                             "--prefix", "interrupted/"])
@@ -264,14 +252,15 @@ class ShipTest(unittest.TestCase):
         MOTO.aws(["s3", "cp", f"s3://kiln-test/{key}", path])
         return read(path)
 
-    def interrupted_push(self, artifact, prefix, stall):
-        """Pushes with the request `stall` held by a proxy, then sends SIGINT; returns stderr."""
+    def interrupted_push(self, artifact, prefix, stall, *extra):
+        """Pushes with the request `stall` held by a proxy, then sends SIGINT once it is held;
+        checks the push failed as interrupted and returns its stderr."""
         proxy = DyingProxy(MOTO.port, victim="no object has this name", stall=stall)
         try:
             env = dict(MOTO.env, AWS_ENDPOINT_URL=proxy.url)
             proc = subprocess.Popen([ARGS.kiln, "push", artifact, f"s3://kiln-test/{prefix}",
-                                     "--parallel", "1"], env=env, stderr=subprocess.PIPE,
-                                    text=True)
+                                     "--parallel", "1", *extra], env=env,
+                                    stderr=subprocess.PIPE, text=True)
             self.assertTrue(proxy.stalled.wait(120), f"the push never sent {stall}")
             proc.send_signal(signal.SIGINT)
             _, stderr = proc.communicate(timeout=120)
