@@ -271,9 +271,11 @@ ActivationDtypes activationDtypes(const schema::Rank &rank) {
 // --dtype bf16|fp16 (plan.fbs "Dtypes") on the tiny-llama fixture at 256 tokens per step: the
 // plan's activation and KV dtypes, every activation but the fp32 logits in the dtype, and at
 // --tp 2 the lm_head shard that the AllGather gathers is fp32 too. Each artifact passes the
-// loader's plan checks. With vocab 512 over hidden 64 the arena's peak is at the lm_head: the
-// fp32 logits (256 x 512 x 4 = 524288 bytes) plus its input rows (256 x 64 x 4 = 65536 in fp32,
-// half that in bf16/fp16); at --tp 2 also the fp32 shard (256 x 256 x 4 = 262144).
+// loader's plan checks. The logits values have max_logits_per_step rows (64 here: max(4,
+// min(64, 256))), so at --tp 1 the arena's peak is in the MLP: gate_up's output (256 x 256),
+// silu_mul's (256 x 128) and the residual (256 x 64), 4 bytes each in fp32, 2 in bf16/fp16. At
+// --tp 2 (MLP halved) it is at the lm_head: the gathered fp32 logits (64 x 512 x 4), the fp32
+// shard (64 x 256 x 4) and the bf16 input rows (64 x 64 x 2).
 TEST_F(CompileTest, HalfDtypesStoreActivationsAndKvCacheInTheDtype) {
   std::string model = fixtureModel("tiny-llama");
   if (!fs::exists(model))
@@ -284,10 +286,11 @@ TEST_F(CompileTest, HalfDtypesStoreActivationsAndKvCacheInTheDtype) {
     schema::DType expected;
     uint64_t arenaBytes;
   };
-  for (const Case &c : {Case{"fp32", 1, schema::DType::F32, 524288 + 65536},
-                        Case{"bf16", 1, schema::DType::BF16, 524288 + 32768},
-                        Case{"fp16", 1, schema::DType::F16, 524288 + 32768},
-                        Case{"bf16", 2, schema::DType::BF16, 262144 + 524288 + 32768}}) {
+  constexpr uint64_t kMlpElements = 256 * 256 + 256 * 128 + 256 * 64;
+  for (const Case &c : {Case{"fp32", 1, schema::DType::F32, kMlpElements * 4},
+                        Case{"bf16", 1, schema::DType::BF16, kMlpElements * 2},
+                        Case{"fp16", 1, schema::DType::F16, kMlpElements * 2},
+                        Case{"bf16", 2, schema::DType::BF16, 64 * 512 * 4 + 64 * 256 * 4 + 64 * 64 * 2}}) {
     SCOPED_TRACE(c.dtype + " tp " + std::to_string(c.tp));
     fs::remove_all(outDir_);
     CompileOptions o = options(model);

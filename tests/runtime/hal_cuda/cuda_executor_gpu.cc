@@ -247,7 +247,11 @@ TEST_F(CudaExecutorGpuTest, TinyStoriesDecodeGraphsWithEmptySplits) {
   if (!fs::exists(fixture.modelDir))
     GTEST_SKIP() << "no " << fixture.modelDir << " (../shared/assets)";
   checkGraphs(fixture, "fp32", 1e-4, 1e-4);
-  checkGraphs(fixture, "bf16", 0.05, 0.1);
+  // bf16 rounds every activation, so a one-ulp difference in a sum can flip a rounding and move a
+  // logit by up to ~0.1 after the 5 layers; the CPU's summation order depends on its ISA level
+  // (kernels/cpu/linear_*.cc). Measured max |cuda - cpu| at batch 17 on a cudasim run: 0.069 with
+  // KILN_CPU_ISA=sse2, 0.111 with avx2 (batches 1-5: 0.070-0.087 at both).
+  checkGraphs(fixture, "bf16", 0.05, 0.15);
 }
 
 // GEMV Linears (cuda_gemv.h) forced on for every row bucket they can serve: the same schedule as
