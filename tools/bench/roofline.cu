@@ -8,6 +8,7 @@
 // Prints one JSON object on stdout (roofline_report.h) and a readable summary on stderr. Without a
 // GPU it prints a JSON object saying "no GPU: ..." and exits 2. cudart is linked statically and
 // cuBLASLt is loaded at run time, so the binary starts on any machine.
+#include "tools/bench/fill_bf16.cuh"
 #include "tools/bench/roofline_report.h"
 
 #include <cublasLt.h>
@@ -84,18 +85,6 @@ __global__ void readReduce(const uint4 *__restrict__ data, size_t count, unsigne
     acc += data[i].x ^ data[i].w;
   if (acc == 0x9e3779b9u)
     *sink = acc;
-}
-
-// Uniform values in [-1, 1) from a per-element hash: cheap, and nothing like zeros.
-__global__ void fillBf16(__nv_bfloat16 *data, size_t count, unsigned seed) {
-  for (size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += size_t(gridDim.x) * blockDim.x) {
-    unsigned h = unsigned(i) * 0x9e3779b1u ^ seed;
-    h ^= h >> 15;
-    h *= 0x2c1b3c6du;
-    h ^= h >> 12;
-    data[i] = __float2bfloat16(float(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
-  }
 }
 
 void measureBandwidth(const Options &o, RooflineReport &r) {
