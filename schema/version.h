@@ -6,15 +6,21 @@
 //   2: Attention.sliding_window; RopeKvWrite's rope modes, attention scaling and q/k norm
 //      (version-1 plans read the same with every new field at its default).
 //   3: CompiledLimits.max_logits_per_step: Logits-rows buffers are sized for it, which an older
-//      runtime would misread as a shape error (version-1/2 plans read it as 0: max_tokens_per_step).
+//      runtime would misread as a shape error (version-1/2 plans read it as 0:
+//      max_tokens_per_step).
+//   4: the GEMV kernel's launch contract (kernels/cuda/params.h GemvParams.outsPerWarp, 128
+//      threads, common.cuh waitForPriorGrids): the runtime runs a version-1..3 plan's Linears on
+//      cuBLASLt only and never launches its GEMV kernels (kGemvSchemaVersion).
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 3;
+inline constexpr uint32_t kSchemaVersion = 4;
 inline constexpr uint32_t kMinSchemaVersion = 1;
+// The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
+inline constexpr uint32_t kGemvSchemaVersion = 4;
 inline constexpr const char *kKilnVersion = "0.1.0";
 // Artifact file names inside a model.kiln directory.
 inline constexpr const char *kPlanFileName = "plan.kiln";

@@ -537,6 +537,25 @@ run_profiles() {
   done
 }
 
+# A change measured against its own switch in one call: with KILN_BENCH_AB_ENV set (say
+# KILN_GEMV_OVERLAP=0), the first workload and the batch-1 decode profile run again under those
+# variables, as ab-kiln-<workload>.json (outside compare.py's kiln-*.json) and
+# ab-profile-decode-1-128.txt.
+run_ab() {
+  local flags=$1 w=$2 b i o
+  [ -n "${KILN_BENCH_AB_ENV:-}" ] || return 0
+  IFS=x read -r b i o <<<"$w"
+  # shellcheck disable=SC2086 # word lists
+  bench_json "kiln bench b$b $i/$o, $KILN_BENCH_AB_ENV" 300 "$results/ab-kiln-$w.json" \
+    env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" bench "$bench_art" --device "$bench_device" \
+    --json --batch "$b" --input-len "$i" --output-len "$o" $flags --num-prompts 4 &&
+    # shellcheck disable=SC2086
+    bench_json "kiln profile decode b1 128, $KILN_BENCH_AB_ENV" 240 \
+      "$results/ab-profile-decode-1-128.txt" env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" \
+      profile "$bench_art" --device "$bench_device" --batch 1 --context 128 $flags &&
+    cat "$results/ab-profile-decode-1-128.txt" >>"$summary"
+}
+
 # The sequence of docs/benchmarks.md ("Commands for the GPU session"): batch-1 decode and the
 # long-prompt TTFT measured once (the first workload), then the throughput workloads.
 run_bench() {
@@ -570,6 +589,7 @@ run_bench() {
       once=""
     done
     run_profiles "$flags"
+    run_ab "$flags" "${workloads%% *}"
   fi
   once="--num-prompts 4 --ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
   if [ "${KILN_BENCH_PEER:-1}" = 1 ] && have_tool "$repo/tools/bench/hf_peer.py"; then

@@ -81,6 +81,32 @@ __device__ __forceinline__ float negativeInfinity() {
   return __int_as_float(0xff800000);
 }
 
+// Programmatic dependent launch (sm_90 and later; runtime/hal/cuda/cuda_device.cc launches the GEMV
+// this way): a kernel so launched may start while the kernel before it on the stream still runs,
+// and must wait here before it reads or writes any buffer that kernel or an earlier one touches.
+// Elsewhere (older targets, cudasim) launches are serialized and this is a no-op.
+__device__ __forceinline__ void waitForPriorGrids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+// Lets a dependent kernel launched as above start now; it still waits (waitForPriorGrids) for this
+// one to finish. Every generated entry point calls it first (compiler/codegen/kernel_catalog.cc).
+__device__ __forceinline__ void allowDependentGrids() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" :::);
+#endif
+}
+
+// Asks for the 128-byte line holding `address` to be brought into L2; no register waits on it.
+__device__ __forceinline__ void prefetchToL2(const void *address) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
+#else
+  (void)address;
+#endif
+}
+
 __device__ __forceinline__ float warpSum(float v) {
 #pragma unroll
   for (int offset = 16; offset > 0; offset >>= 1)
@@ -123,7 +149,8 @@ struct PrefillTile {
   int firstToken = 0; // first token of the tile
   int rows = 0;       // valid rows
 };
-template <int ROWS> __device__ __forceinline__ PrefillTile findPrefillTile(const AttentionParams &p) {
+template <int ROWS>
+__device__ __forceinline__ PrefillTile findPrefillTile(const AttentionParams &p) {
   PrefillTile tile;
   int remaining = blockIdx.x;
   for (int s = 0; s < p.numSeqs; ++s) {

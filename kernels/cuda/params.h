@@ -218,13 +218,19 @@ struct GatherRowsParams {
 
 // A decode-sized Linear (plan.fbs) as one pass over W: y[r, o] = sum_k x[r, k] w[o, k] (+ bias[o])
 // for every r < rows <= kGemvMaxRows, fp32 accumulation, bias added in fp32, y rounded once.
-// grid (ceil(out / kGemvOutputsPerCta)), block kGemvThreads; no dynamic shared memory. The
-// runtime times it against cuBLASLt at load and uses it for the row buckets where it is faster
+// grid (ceil(out / gemvOutputsPerCta(outsPerWarp))), block kGemvThreads; no dynamic shared memory.
+// Each warp streams outsPerWarp W rows (1 or 2) with kGemvLoadsPerLane 16-byte loads in flight per
+// lane: one row suits Linears of few outputs (more warps in flight), two suit wide ones
+// (tools/bench/gemv_sweep.cu measured both; docs/benchmarks.md "GEMV sweep"). The runtime times
+// both against cuBLASLt at load and keeps the fastest per row bucket
 // (runtime/hal/cuda/cuda_device.cc).
 constexpr int32_t kGemvMaxRows = 8;
-constexpr int32_t kGemvThreads = 256;
-constexpr int32_t kGemvOutputsPerWarp = 2;
-constexpr int32_t kGemvOutputsPerCta = kGemvThreads / 32 * kGemvOutputsPerWarp;
+constexpr int32_t kGemvThreads = 128;
+constexpr int32_t kGemvMaxOutputsPerWarp = 2;
+constexpr int32_t kGemvLoadsPerLane = 8;
+constexpr int32_t gemvOutputsPerCta(int32_t outsPerWarp) {
+  return kGemvThreads / 32 * outsPerWarp;
+}
 struct GemvParams {
   const void *x;     // [rows, in], the kernel's dtype
   const void *w;     // [out, in], the kernel's dtype
@@ -232,6 +238,7 @@ struct GemvParams {
   void *y;           // [rows, out], the kernel's y_dtype
   int32_t rows;      // 1..kGemvMaxRows
   int32_t out;
+  int32_t outsPerWarp; // 1..kGemvMaxOutputsPerWarp
 };
 
 } // namespace kiln::kernels::cuda

@@ -109,7 +109,8 @@ public:
   virtual Status replay(const CapturedProgram &program);
 
   // How a prepared op runs for these counts when the device has more than one way (a GPU Linear:
-  // "gemv" or "cublasLt 2/8", the candidate kept of those timed); "" otherwise. For kiln profile.
+  // "gemv 1/warp" or "cublasLt 2/8", the candidate kept of those timed); "" otherwise. For kiln
+  // profile.
   virtual std::string describeOp(const PreparedOp &, const StepCounts &) const { return ""; }
 
   // Greedy sampling on the device: ids[r] (int32, device memory) = the lowest id among the

@@ -32,7 +32,7 @@ struct OpProfile {
   std::string name;  // the plan's op name ("layers.3.attn.qkv")
   std::string kind;  // "Linear", "Attention", ...
   std::string group; // the name without its layer ("layers.*.attn.qkv")
-  std::string impl;  // how the device runs it, when it has a choice ("gemv", "cublasLt 2/8")
+  std::string impl;  // how the device runs it, when it has a choice ("gemv 1/warp", "cublasLt 2/8")
   double micros = 0; // median, op by op
   OpCost cost;
 };

@@ -431,6 +431,26 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction function, unsigned int gridX, unsigne
   return submit("cuLaunchKernel", stream, std::move(node));
 }
 
+// Of the launch attributes, programmatic stream serialization (kiln's GEMV, common.cuh
+// waitForPriorGrids) is accepted: it allows a launch to overlap the one before it, and the
+// simulator runs every launch after the one before it has finished, which satisfies it. Any other
+// attribute is refused, so a new use of one shows up here first.
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction function,
+                                  void **kernelParams, void **extra) {
+  if (!config)
+    return fail(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernelEx: config is null");
+  if (config->numAttrs > 0 && !config->attrs)
+    return fail(CUDA_ERROR_INVALID_VALUE, "cuLaunchKernelEx: numAttrs > 0 with no attrs");
+  for (unsigned i = 0; i < config->numAttrs; ++i)
+    if (config->attrs[i].id != CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION)
+      return fail(CUDA_ERROR_NOT_SUPPORTED, "cuLaunchKernelEx: launch attribute " +
+                                                std::to_string(config->attrs[i].id) +
+                                                " is not simulated");
+  return cuLaunchKernel(function, config->gridDimX, config->gridDimY, config->gridDimZ,
+                        config->blockDimX, config->blockDimY, config->blockDimZ,
+                        config->sharedMemBytes, config->hStream, kernelParams, extra);
+}
+
 CUresult CUDAAPI cuStreamBeginCapture(CUstream handle, CUstreamCaptureMode mode) {
   const char *api = "cuStreamBeginCapture";
   Driver &d = state();

@@ -190,6 +190,7 @@ Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &option
   device->cublasLtLibraries_ = options.cublasLtLibraries;
   device->autotuneLinear_ = options.autotuneLinear;
   device->gemvMode_ = options.linearGemv;
+  device->overlapGemv_ = options.overlapGemv;
   KILN_RETURN_IF_ERROR(device->open(options.ordinal));
   return std::unique_ptr<Device>(std::move(device));
 }
@@ -207,6 +208,8 @@ Status CudaDevice::open(int ordinal) {
       d.check(d.deviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, device_),
               "cuDeviceGetAttribute(compute capability minor)"));
   target_ = smTargetName(major, minor);
+  constexpr int kProgrammaticLaunchMajor = 9; // griddepcontrol: sm_90 and later
+  overlapGemv_ = overlapGemv_ && major >= kProgrammaticLaunchMajor;
   char gpuName[256] = {};
   KILN_RETURN_IF_ERROR(
       d.check(d.deviceGetName(gpuName, sizeof(gpuName) - 1, device_), "cuDeviceGetName"));
@@ -227,6 +230,7 @@ CudaDevice::~CudaDevice() {
     driver_->streamSynchronize(stream_);
   linear_.reset(); // its cuBLASLt handle, while the context lives
   free(linearWorkspace_);
+  free(l2Flush_);
   for (DeviceMemory &bias : convertedBiases_)
     free(bias);
   free(attentionScratch_);
@@ -349,6 +353,7 @@ Status CudaDevice::loadKernelModules(const schema::Plan &plan) {
     driver_->moduleUnload(module_);
   module_ = module;
   moduleTarget_ = refs[index].target;
+  planHasGemv_ = planGemvUsable(plan.schema_version());
   functions_.clear();
   Result<CUfunction> argmax = function(kernels::cuda::kArgmaxRowsSymbol);
   argmaxFunction_ = argmax.isOk() ? *argmax : nullptr;
@@ -363,9 +368,9 @@ Status CudaDevice::argmaxRows(const void *logits, int32_t rows, int32_t vocab, v
   kernels::cuda::ArgmaxRowsParams params{static_cast<const float *>(logits),
                                          static_cast<int32_t *>(ids), rows, vocab};
   void *args[] = {&params};
-  CUresult rc = driver_->launchKernel(argmaxFunction_, static_cast<unsigned>(rows), 1, 1,
-                                      kernels::cuda::kArgmaxThreads, 1, 1, 0, stream_, args,
-                                      nullptr);
+  CUresult rc =
+      driver_->launchKernel(argmaxFunction_, static_cast<unsigned>(rows), 1, 1,
+                            kernels::cuda::kArgmaxThreads, 1, 1, 0, stream_, args, nullptr);
   return driver_->check(rc, "cuLaunchKernel for the argmax of " + std::to_string(rows) +
                                 " logits rows");
 }
@@ -416,13 +421,14 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
   return std::unique_ptr<PreparedOp>(std::move(prepared));
 }
 
-// Per row bucket of at most kGemvMaxRows rows: both ways timed on the op's own buffers (what
-// autotuning does for cuBLASLt's candidates), the kernel kept where it is clearly faster.
+// Per row bucket of at most kGemvMaxRows rows: cuBLASLt and the kernel at each W-rows-per-warp
+// choice timed on the op's own buffers (what autotuning does for cuBLASLt's candidates); the
+// kernel kept where it is clearly faster, at its fastest choice.
 Status CudaDevice::prepareGemv(const BoundOp &op, PreparedOp &preparedOp) {
   auto &prepared = static_cast<CudaPreparedOp &>(preparedOp);
   const std::string symbol = gemvSymbol(op);
   const bool timed = gemvMode_ == GemvMode::kAuto && autotuneLinear_;
-  if (symbol.empty() || !module_ || !(timed || gemvMode_ == GemvMode::kAlways))
+  if (symbol.empty() || !module_ || !planHasGemv_ || !(timed || gemvMode_ == GemvMode::kAlways))
     return okStatus();
   KILN_ASSIGN_OR_RETURN(CUfunction function, this->function(symbol));
   auto plan = std::make_unique<GemvPlan>(planGemv(op));
@@ -431,43 +437,88 @@ Status CudaDevice::prepareGemv(const BoundOp &op, PreparedOp &preparedOp) {
        ++b) {
     const auto rows = static_cast<int32_t>(buckets[b]);
     if (!timed) {
-      plan->useForBucket[b] = true;
+      plan->outsPerWarpForBucket[b] = defaultGemvOutsPerWarp(plan->params.out);
       continue;
     }
     const StepCounts counts{rows, rows, rows, rows};
     Result<double> library = timeLinearCandidate(
         [&](CUstream stream) { return linear_->run(*prepared.linear_, counts, stream); });
-    Result<double> kernel =
-        timeLinearCandidate([&](CUstream) { return launchGemv(function, *plan, rows); });
-    plan->useForBucket[b] =
-        pickTimedAlgorithm({library.isOk() ? *library : -1.0, kernel.isOk() ? *kernel : -1.0}) == 1;
+    std::vector<double> millis = {library.isOk() ? *library : -1.0};
+    for (int32_t outs = 1; outs <= kernels::cuda::kGemvMaxOutputsPerWarp; ++outs) {
+      Result<double> kernel =
+          timeLinearCandidate([&](CUstream) { return launchGemv(function, *plan, rows, outs); });
+      millis.push_back(kernel.isOk() ? *kernel : -1.0);
+    }
+    plan->outsPerWarpForBucket[b] = static_cast<int32_t>(pickTimedAlgorithm(millis));
   }
   prepared.gemvFunction_ = function;
   prepared.gemv_ = std::move(plan);
   return okStatus();
 }
 
-Status CudaDevice::launchGemv(CUfunction function, const GemvPlan &plan, int32_t rows) {
-  CudaLaunch launch = gemvLaunch(plan, rows);
+Status CudaDevice::launchGemv(CUfunction function, const GemvPlan &plan, int32_t rows,
+                              int32_t outsPerWarp) {
+  CudaLaunch launch = gemvLaunch(plan, rows, outsPerWarp);
   void *args[] = {launch.params.data()};
-  CUresult rc =
-      driver_->launchKernel(function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block,
-                            1, 1, launch.sharedBytes, stream_, args, nullptr);
-  return driver_->check(rc, "cuLaunchKernel for a GEMV Linear (" + std::to_string(rows) + " rows)");
+  CUlaunchAttribute overlap{};
+  overlap.id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+  overlap.value.programmaticStreamSerializationAllowed = 1;
+  CUlaunchConfig config{};
+  config.gridDimX = launch.grid[0];
+  config.gridDimY = launch.grid[1];
+  config.gridDimZ = launch.grid[2];
+  config.blockDimX = launch.block;
+  config.blockDimY = 1;
+  config.blockDimZ = 1;
+  config.sharedMemBytes = launch.sharedBytes;
+  config.hStream = stream_;
+  config.attrs = overlapGemv_ ? &overlap : nullptr;
+  config.numAttrs = overlapGemv_ ? 1 : 0;
+  CUresult rc = driver_->launchKernelEx(&config, function, args, nullptr);
+  return driver_->check(rc, "cuLaunchKernelEx for a GEMV Linear (" + std::to_string(rows) +
+                                " rows" + (overlapGemv_ ? ", overlapping the kernel before" : "") +
+                                ")");
 }
 
-// One warm-up run (first-call setup, clocks), then the mean of a few back to back.
+// One warm-up run (first-call setup, clocks), then the mean of a few, each timed alone after the
+// L2 cache was overwritten: a decode step streams 32 layers' weights through L2, so every Linear
+// meets its W in HBM, while back-to-back runs would read a W that fits L2 (an 8B model's qkv and
+// o on an H200) from L2 and rank the candidates by a speed no step sees.
 Result<double> CudaDevice::timeLinearCandidate(const std::function<Status(CUstream)> &work) {
   constexpr int kRuns = 3;
   KILN_RETURN_IF_ERROR(work(stream_));
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceClock> clock, createClock(2));
-  KILN_RETURN_IF_ERROR(clock->mark(0));
-  for (int i = 0; i < kRuns; ++i)
+  KILN_RETURN_IF_ERROR(ensureL2Flush());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<DeviceClock> clock, createClock(2 * kRuns));
+  for (int i = 0; i < kRuns; ++i) {
+    KILN_RETURN_IF_ERROR(
+        driver_->check(driver_->memsetD8Async(reinterpret_cast<CUdeviceptr>(l2Flush_.data), 0,
+                                              l2Flush_.bytes, stream_),
+                       "cuMemsetD8Async (overwriting L2 before a timed Linear)"));
+    KILN_RETURN_IF_ERROR(clock->mark(2 * i));
     KILN_RETURN_IF_ERROR(work(stream_));
-  KILN_RETURN_IF_ERROR(clock->mark(1));
+    KILN_RETURN_IF_ERROR(clock->mark(2 * i + 1));
+  }
   KILN_RETURN_IF_ERROR(synchronize());
-  KILN_ASSIGN_OR_RETURN(double millis, clock->millisBetween(0, 1));
-  return millis / kRuns;
+  double total = 0;
+  for (int i = 0; i < kRuns; ++i) {
+    KILN_ASSIGN_OR_RETURN(double millis, clock->millisBetween(2 * i, 2 * i + 1));
+    total += millis;
+  }
+  return total / kRuns;
+}
+
+// Twice the L2 cache (at least 8 MiB), allocated with the first timed Linear, kept for the rest.
+Status CudaDevice::ensureL2Flush() {
+  if (l2Flush_.data)
+    return okStatus();
+  int l2Bytes = 0;
+  KILN_RETURN_IF_ERROR(driver_->check(
+      driver_->deviceGetAttribute(&l2Bytes, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, device_),
+      "cuDeviceGetAttribute(L2 cache size)"));
+  constexpr size_t kMinBytes = size_t(8) << 20;
+  const size_t bytes = std::max(kMinBytes, 2 * static_cast<size_t>(std::max(l2Bytes, 0)));
+  KILN_ASSIGN_OR_RETURN(l2Flush_, allocate(bytes, MemoryKind::kDevice));
+  return okStatus();
 }
 
 // An F32 bias as `dtype` in device memory the device keeps (GemmDesc::convertBias).
@@ -514,8 +565,8 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
   if (op.linear_) {
     if (op.gemv_) {
       const int64_t rows = counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows);
-      if (gemvRuns(*op.gemv_, rows))
-        return launchGemv(op.gemvFunction_, *op.gemv_, static_cast<int32_t>(rows));
+      if (const int32_t outs = gemvOutsPerWarp(*op.gemv_, rows); outs > 0)
+        return launchGemv(op.gemvFunction_, *op.gemv_, static_cast<int32_t>(rows), outs);
     }
     return linear_->run(*op.linear_, counts, stream_);
   }
@@ -537,8 +588,12 @@ std::string CudaDevice::describeOp(const PreparedOp &prepared, const StepCounts 
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
   if (!op.linear_)
     return "";
-  if (op.gemv_ && gemvRuns(*op.gemv_, counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows)))
-    return "gemv";
+  if (op.gemv_) {
+    const int32_t outs =
+        gemvOutsPerWarp(*op.gemv_, counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows));
+    if (outs > 0)
+      return "gemv " + std::to_string(outs) + "/warp";
+  }
   return CudaLinear::describe(*op.linear_, counts);
 }
 

@@ -39,6 +39,8 @@ struct CudaDeviceOptions {
   bool autotuneLinear = linearAutotuneFromEnvironment();
   // Decode-sized Linears on the plan's GEMV kernel where it beats cuBLASLt (cuda_gemv.h).
   GemvMode linearGemv = gemvModeFromEnvironment();
+  // GEMV launches overlap the kernel before them where the GPU allows it (sm_90+, cuda_gemv.h).
+  bool overlapGemv = gemvOverlapFromEnvironment();
 };
 
 // Errors: "no CUDA driver found (libcuda.so.1): ...", "cuInit failed: ...", "no CUDA device".
@@ -87,7 +89,8 @@ public:
   Status beginCapture() override;
   Result<std::unique_ptr<CapturedProgram>> endCapture() override;
   Status replay(const CapturedProgram &program) override;
-  // A Linear: "gemv", or "cublasLt <kept>/<candidates>" (1-based) for the counts' row bucket.
+  // A Linear: "gemv <W rows>/warp", or "cublasLt <kept>/<candidates>" (1-based) for the counts' row
+  // bucket.
   std::string describeOp(const PreparedOp &op, const StepCounts &counts) const override;
   // CUDA events on the device's stream (cuEventElapsedTime: about 0.5 us resolution).
   Result<std::unique_ptr<DeviceClock>> createClock(size_t marks) override;
@@ -119,9 +122,11 @@ private:
   Result<BoundBuffer> convertBias(const BoundBuffer &bias, schema::DType dtype);
   // Milliseconds per run of a candidate matmul on the stream, between two events.
   Result<double> timeLinearCandidate(const std::function<Status(CUstream)> &work);
+  // The buffer timeLinearCandidate overwrites to empty L2 before each timed run.
+  Status ensureL2Flush();
   // Which row buckets of a prepared Linear run on its GEMV kernel (gemvMode_, timings).
   Status prepareGemv(const BoundOp &op, PreparedOp &prepared);
-  Status launchGemv(CUfunction function, const GemvPlan &plan, int32_t rows);
+  Status launchGemv(CUfunction function, const GemvPlan &plan, int32_t rows, int32_t outsPerWarp);
 
   std::shared_ptr<const CudaDriver> driver_;
   CUdevice device_ = 0;
@@ -135,7 +140,10 @@ private:
   std::vector<std::string> cublasLtLibraries_;
   bool autotuneLinear_ = true;
   GemvMode gemvMode_ = GemvMode::kAuto;
+  bool overlapGemv_ = true;  // asked for, and the device is sm_90 or later (open)
+  bool planHasGemv_ = false; // the loaded plan's GEMV kernels keep today's launch contract
   DeviceMemory linearWorkspace_;
+  DeviceMemory l2Flush_; // twice the L2 size, while Linears are timed (ensureL2Flush)
   std::vector<DeviceMemory> convertedBiases_; // F32 biases of half Linears, in y's dtype
   std::unique_ptr<CudaLinear> linear_;        // made by the first prepareLinear
   std::string name_ = "cuda";

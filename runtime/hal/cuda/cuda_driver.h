@@ -48,6 +48,7 @@ namespace kiln::rt {
   X(moduleUnload, "cuModuleUnload", cuModuleUnload)                                                \
   X(moduleGetFunction, "cuModuleGetFunction", cuModuleGetFunction)                                 \
   X(launchKernel, "cuLaunchKernel", cuLaunchKernel)                                                \
+  X(launchKernelEx, "cuLaunchKernelEx", cuLaunchKernelEx)                                          \
   X(streamBeginCapture, "cuStreamBeginCapture_v2", cuStreamBeginCapture)                           \
   X(streamEndCapture, "cuStreamEndCapture", cuStreamEndCapture)                                    \
   X(graphInstantiate, "cuGraphInstantiateWithFlags", cuGraphInstantiate)                           \

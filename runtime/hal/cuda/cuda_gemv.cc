@@ -1,6 +1,7 @@
 #include "runtime/hal/cuda/cuda_gemv.h"
 
 #include "runtime/hal/cuda/cuda_linear.h"
+#include "schema/version.h"
 
 #include <cstdlib>
 #include <cstring>
@@ -15,6 +16,15 @@ GemvMode gemvModeFromEnvironment() {
   return mode == "always"  ? GemvMode::kAlways
          : mode == "never" ? GemvMode::kNever
                            : GemvMode::kAuto;
+}
+
+bool planGemvUsable(uint32_t schemaVersion) {
+  return schemaVersion >= kGemvSchemaVersion;
+}
+
+bool gemvOverlapFromEnvironment() {
+  const char *value = std::getenv("KILN_GEMV_OVERLAP");
+  return !value || std::string(value) != "0";
 }
 
 std::string gemvSymbol(const BoundOp &op) {
@@ -38,27 +48,33 @@ GemvPlan planGemv(const BoundOp &op) {
   plan.params.out = static_cast<int32_t>(w.fixedRows);
   plan.rowsRule = x.rows;
   plan.maxRows = x.fixedRows;
-  plan.useForBucket.assign(linearRowBuckets(static_cast<uint64_t>(x.fixedRows)).size(), false);
+  plan.outsPerWarpForBucket.assign(linearRowBuckets(static_cast<uint64_t>(x.fixedRows)).size(), 0);
   return plan;
 }
 
-bool gemvRuns(const GemvPlan &plan, int64_t rows) {
-  if (rows < 1 || rows > kc::kGemvMaxRows || rows > plan.maxRows)
-    return false;
-  const size_t bucket = linearRowBucket(linearRowBuckets(static_cast<uint64_t>(plan.maxRows)),
-                                        static_cast<uint64_t>(rows));
-  return bucket < plan.useForBucket.size() && plan.useForBucket[bucket];
+int32_t defaultGemvOutsPerWarp(int32_t out) {
+  constexpr int32_t kWide = 16384;
+  return out >= kWide ? 2 : 1;
 }
 
-CudaLaunch gemvLaunch(const GemvPlan &plan, int32_t rows) {
+int32_t gemvOutsPerWarp(const GemvPlan &plan, int64_t rows) {
+  if (rows < 1 || rows > kc::kGemvMaxRows || rows > plan.maxRows)
+    return 0;
+  const size_t bucket = linearRowBucket(linearRowBuckets(static_cast<uint64_t>(plan.maxRows)),
+                                        static_cast<uint64_t>(rows));
+  return bucket < plan.outsPerWarpForBucket.size() ? plan.outsPerWarpForBucket[bucket] : 0;
+}
+
+CudaLaunch gemvLaunch(const GemvPlan &plan, int32_t rows, int32_t outsPerWarp) {
   CudaLaunch launch;
   kc::GemvParams params = plan.params;
   params.rows = rows;
+  params.outsPerWarp = outsPerWarp;
   static_assert(sizeof(params) <= sizeof(launch.params), "GemvParams too large");
   std::memcpy(launch.params.data(), &params, sizeof(params));
   launch.paramBytes = sizeof(params);
-  launch.grid[0] =
-      static_cast<uint32_t>((params.out + kc::kGemvOutputsPerCta - 1) / kc::kGemvOutputsPerCta);
+  const int32_t perCta = kc::gemvOutputsPerCta(outsPerWarp);
+  launch.grid[0] = static_cast<uint32_t>((params.out + perCta - 1) / perCta);
   launch.block = kc::kGemvThreads;
   return launch;
 }

@@ -35,6 +35,7 @@ TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {
   EXPECT_NE(source->find("extern \"C\" __global__ void __launch_bounds__(512) "
                          "kiln_rms_norm_bf16_4096_512_bf16(const "
                          "kiln::kernels::cuda::RmsNormParams p) {\n  "
+                         "kiln::kernels::cuda::allowDependentGrids();\n  "
                          "kiln::kernels::cuda::rmsNorm<__nv_bfloat16, __nv_bfloat16, 4096, "
                          "512>(p);\n}\n"),
             std::string::npos)

@@ -1,7 +1,8 @@
 // The GEMV kernel (kernels/cuda/gemv.cuh) against the CPU Linear (kernels/cpu linear): every row
-// count 1..kGemvMaxRows, in-features that are and are not whole 16-byte vectors, out-features
-// around a CTA's 16 outputs, fp32/fp16/bf16 with y of the same dtype or fp32 (the lm_head), with
-// and without an fp32 bias, and two Llama-3.1-8B shapes. Label gpu: skips without a device.
+// count 1..kGemvMaxRows at one and two W rows per warp, in-features that are and are not whole
+// 16-byte vectors, out-features around a CTA's 4 and 8 outputs, fp32/fp16/bf16 with y of the
+// same dtype or fp32 (the lm_head), with and without an fp32 bias, and two Llama-3.1-8B shapes.
+// Label gpu: skips without a device.
 #include "compiler/codegen/kernel_catalog.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cuda/params.h"
@@ -60,19 +61,22 @@ void checkCase(GpuHarness &gpu, const GemvCase &c) {
   void *dw = gpu.upload(wBytes);
   void *dbias = gpu.uploadPod(bias);
   const size_t yBytes = size_t(kc::kGemvMaxRows) * c.out * (c.yDtype == "f32" ? 4 : 2);
-  void *dy = gpu.alloc(yBytes);
-  for (int32_t rows = 1; rows <= kc::kGemvMaxRows; ++rows) {
-    SCOPED_TRACE("rows " + std::to_string(rows));
-    std::vector<uint8_t> expected(size_t(rows) * c.out * (c.yDtype == "f32" ? 4 : 2));
-    cpu::linear({xBytes.data(), wBytes.data(), elemOf(c.dtype), c.bias ? bias.data() : nullptr,
-                 expected.data(), rows, c.in, c.out, elemOf(c.dtype), elemOf(c.yDtype)});
-    kc::GemvParams p{dx, dw, c.bias ? static_cast<const float *>(dbias) : nullptr, dy, rows, c.out};
-    const uint32_t grid = (c.out + kc::kGemvOutputsPerCta - 1) / kc::kGemvOutputsPerCta;
-    ASSERT_TRUE(gpu.launch(instanceFor(c).symbol, grid, 1, 1, kc::kGemvThreads, p).isOk());
-    const std::vector<float> got = decode(gpu.download(dy, expected.size()), c.yDtype);
-    // y rounded once to its dtype; fp32 sums differ from the CPU's only by order.
-    expectClose(got, decode(expected, c.yDtype), c.yDtype, "y", scaleFor(c.in));
-  }
+  void *dy = nullptr;
+  for (int32_t rows = 1; rows <= kc::kGemvMaxRows; ++rows)
+    for (int32_t outs = 1; outs <= kc::kGemvMaxOutputsPerWarp; ++outs) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + ", W rows per warp " + std::to_string(outs));
+      std::vector<uint8_t> expected(size_t(rows) * c.out * (c.yDtype == "f32" ? 4 : 2));
+      cpu::linear({xBytes.data(), wBytes.data(), elemOf(c.dtype), c.bias ? bias.data() : nullptr,
+                   expected.data(), rows, c.in, c.out, elemOf(c.dtype), elemOf(c.yDtype)});
+      dy = gpu.upload(std::vector<uint8_t>(yBytes, 0xff)); // no output left from the last launch
+      kc::GemvParams p{dx,    dw,  c.bias ? static_cast<const float *>(dbias) : nullptr, dy, rows,
+                       c.out, outs};
+      const uint32_t grid = (c.out + kc::gemvOutputsPerCta(outs) - 1) / kc::gemvOutputsPerCta(outs);
+      ASSERT_TRUE(gpu.launch(instanceFor(c).symbol, grid, 1, 1, kc::kGemvThreads, p).isOk());
+      const std::vector<float> got = decode(gpu.download(dy, expected.size()), c.yDtype);
+      // y rounded once to its dtype; fp32 sums differ from the CPU's only by order.
+      expectClose(got, decode(expected, c.yDtype), c.yDtype, "y", scaleFor(c.in));
+    }
 }
 
 TEST(CudaGemv, MatchesTheCpuLinearForEveryRowCountAndShape) {

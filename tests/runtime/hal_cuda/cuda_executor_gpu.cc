@@ -8,8 +8,8 @@
 //     flips an occasional bf16 rounding: 0.066 measured on cudasim);
 // and --gpu-memory-utilization sizes the cache from the GPU's real memory. TinyStories-656K
 // (../shared/assets, skipped when absent) has max_seq_len 512, so its graphs launch 8 decode
-// splits (kMinDecodeSplitLen 64) and its short sequences leave most of them empty. Skips without a GPU or without
-// the kiln binary (KILN_BINARY_DIR/tools/kiln/kiln, which compiles the fixtures).
+// splits (kMinDecodeSplitLen 64) and its short sequences leave most of them empty. Skips without a
+// GPU or without the kiln binary (KILN_BINARY_DIR/tools/kiln/kiln, which compiles the fixtures).
 #include "runtime/exec/executor.h"
 
 #include "runtime/hal/cuda/cuda_device.h"
@@ -256,14 +256,24 @@ TEST_F(CudaExecutorGpuTest, TinyStoriesDecodeGraphsWithEmptySplits) {
 
 // GEMV Linears (cuda_gemv.h) forced on for every row bucket they can serve: the same schedule as
 // with cuBLASLt only and as on the cpu backend, within the graphs tolerances (another fp32
-// summation order). Every Linear of the fixture's plan must name a GEMV kernel.
+// summation order). Every Linear of the fixture's plan must name a GEMV kernel. The GEMV's
+// launches overlapping the kernel before them (programmatic dependent launch on sm_90+) change
+// when it runs, never what it computes: its logits equal, bit for bit, those of serialized
+// launches (a missing wait would read x before it is written).
 TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
-  CudaDeviceOptions always, never;
+  CudaDeviceOptions always, serialized, never;
   always.linearGemv = GemvMode::kAlways;
+  always.overlapGemv = true;
+  serialized.linearGemv = GemvMode::kAlways;
+  serialized.overlapGemv = false;
+  // The prompt steps' Linears run on cuBLASLt: its heuristic's first algorithm on both devices,
+  // not one timed at load, which may differ between them (another summation order).
+  always.autotuneLinear = serialized.autotuneLinear = false;
   never.linearGemv = GemvMode::kNever;
   auto gemvDevice = createCudaDevice(always);
+  auto serializedDevice = createCudaDevice(serialized);
   auto libraryDevice = createCudaDevice(never);
-  ASSERT_TRUE(gemvDevice.isOk() && libraryDevice.isOk());
+  ASSERT_TRUE(gemvDevice.isOk() && serializedDevice.isOk() && libraryDevice.isOk());
   for (const auto &[dtype, tolerance] :
        {std::pair<std::string, double>{"fp32", 1e-4}, {"bf16", 0.1}}) {
     SCOPED_TRACE(dtype);
@@ -278,11 +288,17 @@ TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
       }
     EXPECT_GT(linears, 0);
     for (int32_t numSeqs : {1, 3, 5}) {
-      ScheduleResult gemv, library, cpu;
+      ScheduleResult gemv, gemvSerialized, library, cpu;
       {
         std::unique_ptr<Executor> e = makeExecutor(*artifact, **gemvDevice, DecodeBuckets::kAuto);
         ASSERT_NE(e, nullptr);
         gemv = runSchedule(*e, tinyLlama(), numSeqs);
+      }
+      {
+        std::unique_ptr<Executor> e =
+            makeExecutor(*artifact, **serializedDevice, DecodeBuckets::kAuto);
+        ASSERT_NE(e, nullptr);
+        gemvSerialized = runSchedule(*e, tinyLlama(), numSeqs);
       }
       {
         std::unique_ptr<Executor> e =
@@ -295,10 +311,12 @@ TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
         ASSERT_NE(e, nullptr);
         cpu = runSchedule(*e, tinyLlama(), numSeqs);
       }
+      EXPECT_EQ(maxAbsDiff(gemv.logits, gemvSerialized.logits), 0.0) << "batch " << numSeqs;
       EXPECT_LE(maxAbsDiff(gemv.logits, library.logits), tolerance) << "batch " << numSeqs;
       EXPECT_LE(maxAbsDiff(gemv.logits, cpu.logits), tolerance) << "batch " << numSeqs;
     }
-    // kiln profile names the path: a one-sequence decode step runs every Linear on its GEMV.
+    // kiln profile names the path: a one-sequence decode step runs every Linear on its GEMV, one
+    // W row per warp (the fixture's Linears are narrow: defaultGemvOutsPerWarp).
     std::unique_ptr<Executor> e = makeExecutor(*artifact, **gemvDevice, DecodeBuckets::kOff);
     ASSERT_NE(e, nullptr);
     ASSERT_TRUE(e->execute(StepBatch{{{{1, 2, 3}, 0, {0}, LogitsWanted::kNone}}}).isOk());
@@ -307,7 +325,7 @@ TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
     const auto &program = *e->rank().program();
     for (uint32_t i = 0; i < program.size(); ++i)
       if (program.Get(i)->params_type() == schema::OpParams::LinearParams)
-        EXPECT_EQ(profile->opImpls[i], "gemv") << program.Get(i)->name()->str();
+        EXPECT_EQ(profile->opImpls[i], "gemv 1/warp") << program.Get(i)->name()->str();
   }
 }
 

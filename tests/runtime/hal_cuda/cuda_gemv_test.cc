@@ -3,6 +3,7 @@
 #include "runtime/hal/cuda/cuda_gemv.h"
 
 #include "runtime/hal/cuda/cuda_linear.h"
+#include "schema/version.h"
 #include "tests/runtime/hal_cuda/fake_buffer.h"
 
 #include <gtest/gtest.h>
@@ -60,34 +61,35 @@ TEST_F(GemvTest, PlanCarriesTheBuffersAndNoBucketUntilChosen) {
   EXPECT_EQ(plan.params.out, 17);
   EXPECT_EQ(plan.rowsRule, RowScale::Tokens);
   EXPECT_EQ(plan.maxRows, 300);
-  EXPECT_EQ(plan.useForBucket, std::vector<bool>(linearRowBuckets(300).size(), false));
+  EXPECT_EQ(plan.outsPerWarpForBucket, std::vector<int32_t>(linearRowBuckets(300).size(), 0));
   EXPECT_EQ(planGemv(linear("k", DType::F16, DType::F16, false, DType::F32)).params.bias, nullptr);
 }
 
 TEST_F(GemvTest, RunsOnlyForRowsOfChosenBucketsUpToTheMaximum) {
   GemvPlan plan = planGemv(linear("k", DType::BF16, DType::BF16, false, DType::F32));
-  // Buckets of 300 rows: 1, 2, 4, 8, 16, ...; choose 1 and 4 (rows 3..4).
-  plan.useForBucket[0] = true;
-  plan.useForBucket[2] = true;
-  EXPECT_FALSE(gemvRuns(plan, 0));
-  EXPECT_TRUE(gemvRuns(plan, 1));
-  EXPECT_FALSE(gemvRuns(plan, 2));
-  EXPECT_TRUE(gemvRuns(plan, 3));
-  EXPECT_TRUE(gemvRuns(plan, 4));
-  EXPECT_FALSE(gemvRuns(plan, 5));
-  plan.useForBucket.assign(plan.useForBucket.size(), true);
-  EXPECT_TRUE(gemvRuns(plan, kc::kGemvMaxRows));
-  EXPECT_FALSE(gemvRuns(plan, kc::kGemvMaxRows + 1)); // never above the kernel's maximum
+  // Buckets of 300 rows: 1, 2, 4, 8, 16, ...; choose 1 (one W row per warp) and 4 (rows 3..4,
+  // two per warp).
+  plan.outsPerWarpForBucket[0] = 1;
+  plan.outsPerWarpForBucket[2] = 2;
+  EXPECT_EQ(gemvOutsPerWarp(plan, 0), 0);
+  EXPECT_EQ(gemvOutsPerWarp(plan, 1), 1);
+  EXPECT_EQ(gemvOutsPerWarp(plan, 2), 0);
+  EXPECT_EQ(gemvOutsPerWarp(plan, 3), 2);
+  EXPECT_EQ(gemvOutsPerWarp(plan, 4), 2);
+  EXPECT_EQ(gemvOutsPerWarp(plan, 5), 0);
+  plan.outsPerWarpForBucket.assign(plan.outsPerWarpForBucket.size(), 1);
+  EXPECT_EQ(gemvOutsPerWarp(plan, kc::kGemvMaxRows), 1);
+  EXPECT_EQ(gemvOutsPerWarp(plan, kc::kGemvMaxRows + 1), 0); // never above the kernel's maximum
   GemvPlan small = planGemv(linear("k", DType::BF16, DType::BF16, false, DType::F32, 64, 17, 3));
-  small.useForBucket.assign(small.useForBucket.size(), true);
-  EXPECT_TRUE(gemvRuns(small, 3));
-  EXPECT_FALSE(gemvRuns(small, 4)); // above the op's compiled rows
+  small.outsPerWarpForBucket.assign(small.outsPerWarpForBucket.size(), 1);
+  EXPECT_EQ(gemvOutsPerWarp(small, 3), 1);
+  EXPECT_EQ(gemvOutsPerWarp(small, 4), 0); // above the op's compiled rows
 }
 
 TEST_F(GemvTest, LaunchCoversEveryOutputWithWholeCtas) {
   GemvPlan plan = planGemv(linear("k", DType::BF16, DType::BF16, true, DType::F32, 64, 17));
-  CudaLaunch launch = gemvLaunch(plan, 5);
-  EXPECT_EQ(launch.grid[0], 2u); // 17 outputs, 16 per CTA
+  CudaLaunch launch = gemvLaunch(plan, 5, 1);
+  EXPECT_EQ(launch.grid[0], 5u); // 17 outputs, 4 per CTA (4 warps of one W row)
   EXPECT_EQ(launch.grid[1], 1u);
   EXPECT_EQ(launch.grid[2], 1u);
   EXPECT_EQ(launch.block, uint32_t(kc::kGemvThreads));
@@ -97,12 +99,30 @@ TEST_F(GemvTest, LaunchCoversEveryOutputWithWholeCtas) {
   std::memcpy(&params, launch.params.data(), sizeof(params));
   EXPECT_EQ(params.rows, 5);
   EXPECT_EQ(params.out, 17);
+  EXPECT_EQ(params.outsPerWarp, 1);
   EXPECT_EQ(params.x, plan.params.x);
   EXPECT_EQ(params.bias, plan.params.bias);
+  EXPECT_EQ(gemvLaunch(plan, 5, 2).grid[0], 3u); // 8 per CTA
+  std::memcpy(&params, gemvLaunch(plan, 5, 2).params.data(), sizeof(params));
+  EXPECT_EQ(params.outsPerWarp, 2);
   plan.params.out = 16;
-  EXPECT_EQ(gemvLaunch(plan, 1).grid[0], 1u);
+  EXPECT_EQ(gemvLaunch(plan, 1, 1).grid[0], 4u);
   plan.params.out = 4096;
-  EXPECT_EQ(gemvLaunch(plan, 1).grid[0], 256u);
+  EXPECT_EQ(gemvLaunch(plan, 1, 1).grid[0], 1024u);
+  EXPECT_EQ(gemvLaunch(plan, 1, 2).grid[0], 512u);
+}
+
+TEST(GemvPlanVersion, OnlyPlansOfTodaysLaunchContractRunTheirGemvKernels) {
+  EXPECT_FALSE(planGemvUsable(3)); // 16 outputs per 256-thread CTA, no outsPerWarp
+  EXPECT_TRUE(planGemvUsable(4));
+  EXPECT_TRUE(planGemvUsable(kSchemaVersion));
+}
+
+TEST(GemvOutsPerWarp, TwoWRowsPerWarpOnlyForWideLinears) {
+  EXPECT_EQ(defaultGemvOutsPerWarp(4096), 1);
+  EXPECT_EQ(defaultGemvOutsPerWarp(16383), 1);
+  EXPECT_EQ(defaultGemvOutsPerWarp(16384), 2);
+  EXPECT_EQ(defaultGemvOutsPerWarp(28672), 2);
 }
 
 TEST(GemvMode, FromTheEnvironment) {

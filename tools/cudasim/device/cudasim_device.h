@@ -116,6 +116,10 @@ inline float __int_as_float(int bits) {
 inline int __float_as_int(float value) {
   return static_cast<int>(kiln_cudasim_detail::toBits(value));
 }
+// A load through the read-only data path: on the host, a plain load.
+template <typename T> T __ldg(const T *address) {
+  return *address;
+}
 inline float __expf(float x) {
   return expf(x);
 }
