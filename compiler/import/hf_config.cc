@@ -22,6 +22,10 @@ Status checkSupported(const ConfigFields &reader) {
   return okStatus();
 }
 
+// The RoPE tables (rope_scaling.h) hold head_dim / 2 entries and are built from the config before
+// any weight is read, so a corrupt head_dim would size an allocation; real models use <= 256.
+constexpr int64_t kMaxHeadDim = 4096;
+
 Status readShape(const ConfigFields &reader, HfModelConfig &config) {
   KILN_RETURN_IF_ERROR(reader.readPositiveInt("vocab_size", config.vocabSize, true));
   KILN_RETURN_IF_ERROR(reader.readPositiveInt("hidden_size", config.hiddenSize, true));
@@ -44,6 +48,14 @@ Status readShape(const ConfigFields &reader, HfModelConfig &config) {
                                              std::to_string(config.numHeads) +
                                              ") when 'head_dim' is absent");
     config.headDim = config.hiddenSize / config.numHeads;
+  }
+  if (config.headDim > kMaxHeadDim) {
+    const std::string limit = "; kiln compiles head_dim up to " + std::to_string(kMaxHeadDim);
+    if (reader.has("head_dim"))
+      return reader.error("head_dim", "is " + std::to_string(config.headDim) + limit);
+    return reader.error("hidden_size", "(" + std::to_string(config.hiddenSize) +
+                                           ") / 'num_attention_heads' gives head_dim " +
+                                           std::to_string(config.headDim) + limit);
   }
   // rotate_half pairs element i with i + head_dim/2.
   if (config.headDim % 2 != 0)

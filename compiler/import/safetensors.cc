@@ -272,7 +272,8 @@ Result<std::vector<float>> SafetensorsCheckpoint::readF32(const std::string &nam
   const size_t count = static_cast<size_t>(info->numElements());
   std::vector<float> out(count);
   if (info->dtype == TensorDType::kF32) {
-    std::memcpy(out.data(), bytes.data(), count * sizeof(float));
+    if (count > 0) // an empty vector's data() may be null, which memcpy must not get
+      std::memcpy(out.data(), bytes.data(), count * sizeof(float));
     return out;
   }
   // Tensors may start at any byte offset, so read the halves with memcpy rather than casting.

@@ -432,6 +432,22 @@ TEST(HfConfigTest, DivisibilityIsChecked) {
   expectError(config, "head_dim", "even");
 }
 
+// Found by tests/fuzz/hf_config_fuzz: the RoPE tables hold head_dim / 2 floats and are built from
+// the config before any weight is read, so head_dim 2^40 asked for 2 TiB (and 4e8 for 800 MB).
+TEST(HfConfigTest, HeadDimIsBoundedBeforeItSizesTheRopeTables) {
+  Json config = baseConfig();
+  config["head_dim"] = int64_t(1) << 40;
+  expectError(config, "head_dim", "up to 4096");
+  config.erase("head_dim"); // derived as hidden_size / num_attention_heads
+  config["hidden_size"] = config["num_attention_heads"].get<int64_t>() * (int64_t(1) << 40);
+  expectError(config, "hidden_size", "gives head_dim 1099511627776");
+  config = baseConfig();
+  config["head_dim"] = 4096;
+  auto parsed = parse(config);
+  ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+  EXPECT_EQ(ropeTables(*parsed).invFreq.size(), 2048u);
+}
+
 TEST(HfConfigTest, InvalidJsonNamesTheFile) {
   auto parsed = parseHfModelConfig("{\"model_type\": ", "", "dir/config.json");
   ASSERT_FALSE(parsed.isOk());

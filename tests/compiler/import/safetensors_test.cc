@@ -137,6 +137,22 @@ TEST_F(SafetensorsTest, HalfPrecisionConvertsExactly) {
   EXPECT_EQ(tensorDTypeSize(TensorDType::kBF16), 2u);
 }
 
+// Found by tests/fuzz/safetensors_fuzz (UBSan): readF32 of a zero-element F32 tensor handed the
+// empty vector's null data() to memcpy.
+TEST_F(SafetensorsTest, EmptyTensorsReadAsEmpty) {
+  writeModel({{"e", {{"dtype", "F32"}, {"shape", {0, 5}}, {"data_offsets", {0, 0}}}},
+              {"h", {{"dtype", "F16"}, {"shape", {0}}, {"data_offsets", {0, 0}}}}},
+             "");
+  auto checkpoint = SafetensorsCheckpoint::open(dir_);
+  ASSERT_TRUE(checkpoint.isOk()) << checkpoint.status().toString();
+  for (const char *name : {"e", "h"}) {
+    auto values = checkpoint->readF32(name);
+    ASSERT_TRUE(values.isOk()) << name << ": " << values.status().toString();
+    EXPECT_TRUE(values->empty()) << name;
+    EXPECT_EQ((*checkpoint->info(name))->numElements(), 0) << name;
+  }
+}
+
 TEST_F(SafetensorsTest, ShardedIndex) {
   Json shard1 = {{"__metadata__", {{"format", "pt"}, {"embed", "a"}}},
                  {"a", {{"dtype", "F32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}}};
