@@ -188,6 +188,14 @@ void readPrompt(JsonFields &f, GenerationRequest &out) {
 
 } // namespace
 
+void checkMinTokens(JsonFields &f, const char *minField, const GenerationRequest &out) {
+  const SamplingParams &s = out.sampling;
+  if (s.maxTokens && s.minTokens > *s.maxTokens)
+    f.fail(minField, "field '" + f.path(minField) + "' (" + std::to_string(s.minTokens) +
+                         ") must be <= '" + out.maxTokensField + "' (" +
+                         std::to_string(*s.maxTokens) + ")");
+}
+
 std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out) {
   JsonFields f(body);
   readPrompt(f, out);
@@ -196,6 +204,7 @@ std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, Gener
   f.readInt("max_tokens", 1, kInt32Max, maxTokens);
   if (maxTokens)
     out.sampling.maxTokens = static_cast<int32_t>(*maxTokens);
+  checkMinTokens(f, "min_tokens", out);
   out.defaultMaxTokens = kDefaultCompletionMaxTokens;
   f.readInt("logprobs", 0, kMaxTopLogprobs, logprobs);
   if (logprobs) {
@@ -357,6 +366,7 @@ std::optional<ApiError> parseChatRequest(const nlohmann::json &body, const std::
   } else if (maxTokens) {
     out.sampling.maxTokens = static_cast<int32_t>(*maxTokens);
   }
+  checkMinTokens(f, "min_tokens", out);
   readChatLogprobs(f, out);
   readChatTemplateOptions(f, ordered, out);
   return f.error();

@@ -35,5 +35,8 @@ std::optional<ApiError> parseChatRequest(const nlohmann::json &body, const std::
 // The sampling fields OpenAI's two endpoints share (and SageMaker's chat/completion bodies).
 class JsonFields;
 void readOpenAiSampling(JsonFields &fields, GenerationRequest &out);
+// A min tokens field (`minField`, as the request spells it) above an explicit max tokens can never
+// be met: an error naming both fields. Call after both are read.
+void checkMinTokens(JsonFields &fields, const char *minField, const GenerationRequest &out);
 
 } // namespace kiln::rt::serve

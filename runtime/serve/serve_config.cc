@@ -44,7 +44,10 @@ Status applyModelId(const std::string &value, const std::string &where, ServeCon
     config.sources["model_dir"] = where;
     return okStatus();
   }
-  if (std::filesystem::is_directory(value)) {
+  // The error_code overload: the throwing one raises filesystem_error for a name the kernel
+  // refuses (too long, ...), which would end the server at start (tests/fuzz found it).
+  std::error_code ec;
+  if (std::filesystem::is_directory(value, ec)) {
     config.modelDir = value;
     config.sources["model_dir"] = where;
     return okStatus();

@@ -69,6 +69,7 @@ void readParameters(JsonFields &p, GenerationRequest &out) {
     s.seed = static_cast<uint64_t>(*seed);
   p.readInt("min_new_tokens", 0, kInt32Max, minTokens);
   s.minTokens = static_cast<int32_t>(minTokens.value_or(0));
+  checkMinTokens(p, "min_new_tokens", out);
   p.readInt("top_n_tokens", 0, kMaxTopLogprobs, topN);
   std::optional<bool> details, fullText, decoderDetails, watermark;
   p.readBool("details", details);

@@ -70,6 +70,10 @@ TEST(OpenAiRequestTest, BadCompletionBodiesNameTheField) {
       {R"({"prompt": "a", "ignore_eos": 1})", "ignore_eos", "a boolean"},
       {R"({"prompt": "a", "model": 7})", "model", "a string"},
       {R"({"prompt": "a", "echo": "no"})", "echo", "a boolean"},
+      // Found by tests/fuzz/serve_request_fuzz: accepted here, then refused by the engine's
+      // validateSamplingParams at submit without naming the field.
+      {R"({"prompt": "a", "max_tokens": 4, "min_tokens": 5})", "min_tokens",
+       "field 'min_tokens' (5) must be <= 'max_tokens' (4)"},
       // No prompt logprobs in the engine: refused rather than answered without prompt entries.
       {R"({"prompt": "a", "echo": true, "logprobs": 0})", "echo",
        "fields 'echo' and 'logprobs' cannot be used together: kiln does not compute the prompt's "
@@ -135,6 +139,9 @@ TEST(OpenAiRequestTest, BadChatBodiesNameTheField) {
        "tool_choice", "field 'tool_choice' is an object; kiln supports only \"auto\" and"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": 1})", "tool_choice",
        "is an integer"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9,
+          "max_completion_tokens": 3, "min_tokens": 4})",
+       "min_tokens", "field 'min_tokens' (4) must be <= 'max_completion_tokens' (3)"},
   };
   for (const BadCase &c : cases) {
     GenerationRequest request;

@@ -83,6 +83,23 @@ TEST(ServeConfigTest, S3SourcesAreRecordedForTheServeCommandToPull) {
   EXPECT_EQ(s.message(), "option.model_id=s3:///p in sp is 's3:///p': expected s3://bucket/prefix");
 }
 
+// Found by tests/fuzz/serving_properties_fuzz: a model_id the kernel refuses as a path (a name
+// over 255 bytes: ENAMETOOLONG) made std::filesystem::is_directory throw out of
+// applyServingProperties, terminating kiln serve at start.
+TEST(ServeConfigTest, AModelIdThatIsNoValidPathIsAnError) {
+  for (const std::string &value : {std::string(300, 'x'), "/tmp/" + std::string(5000, 'y')}) {
+    ServeConfig config;
+    Status status =
+        applyServingProperties({{"option.model_id", value}}, "serving.properties", config);
+    ASSERT_FALSE(status.isOk());
+    EXPECT_EQ(status.code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(status.message().find("not a local artifact directory"), std::string::npos)
+        << status.message();
+    ServeConfig fromEnvironment;
+    EXPECT_FALSE(applyEnvironment({{"HF_MODEL_ID", value}}, fromEnvironment).isOk());
+  }
+}
+
 TEST(ServeConfigTest, GpuMemoryUtilizationFromPropertiesAndEnvironment) {
   ServeConfig config;
   ASSERT_TRUE(

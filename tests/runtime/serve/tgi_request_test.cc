@@ -35,6 +35,10 @@ TEST(TgiRequestTest, BadBodiesNameTheField) {
       {R"({"inputs": "a", "parameters": {"top_n_tokens": 50}})", "parameters.top_n_tokens"},
       {R"({"inputs": "a", "parameters": {"repetition_penalty": -1}})",
        "parameters.repetition_penalty"},
+      // Found by tests/fuzz/serve_request_fuzz (as min_tokens of an OpenAI body): a minimum
+      // above the maximum passed parsing and failed at engine submit.
+      {R"({"inputs": "a", "parameters": {"max_new_tokens": 2, "min_new_tokens": 3}})",
+       "parameters.min_new_tokens"},
   };
   for (const Case &c : cases) {
     GenerationRequest r;
