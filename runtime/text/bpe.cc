@@ -45,9 +45,9 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
   int64_t maxId = -1;
   size_t bytes = 0;
   for (const auto &[token, id] : vocab) {
-    if (id < 0 || id > INT32_MAX - 1)
+    if (id < 0 || id >= kTokenIdLimit)
       return invalidArgument(where + ": model.vocab['" + token + "'] has id " + std::to_string(id) +
-                             " outside [0, 2^31-1)");
+                             " outside [0, 2^24)");
     maxId = std::max(maxId, id);
     bytes += token.size();
   }

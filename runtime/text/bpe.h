@@ -13,6 +13,11 @@
 
 namespace kiln::rt {
 
+// Token ids index dense tables (BpeModel's offsets, the tokenizer's per-id flags), so the largest
+// id in a tokenizer.json sizes allocations: ids must stay below 2^24. The largest vocabularies
+// hold about 256K tokens.
+inline constexpr int64_t kTokenIdLimit = int64_t(1) << 24;
+
 struct BpeOptions {
   std::string unkToken; // empty: no unknown token (unmappable characters are dropped)
   bool fuseUnk = false;

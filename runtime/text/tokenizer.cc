@@ -82,8 +82,8 @@ Result<std::vector<AddedToken>> loadAddedTokens(const Json &root) {
     AddedToken a;
     KILN_ASSIGN_OR_RETURN(a.content, jsonString(t, "content", where));
     int64_t id = jsonIntOr(t, "id", -1);
-    if (id < 0 || id >= INT32_MAX)
-      return invalidArgument(where + ": field 'id' must be an integer in [0, 2^31-1)");
+    if (id < 0 || id >= kTokenIdLimit)
+      return invalidArgument(where + ": field 'id' must be an integer in [0, 2^24)");
     a.id = static_cast<int32_t>(id);
     a.special = jsonBoolOr(t, "special", false);
     a.lstrip = jsonBoolOr(t, "lstrip", false);
@@ -93,6 +93,14 @@ Result<std::vector<AddedToken>> loadAddedTokens(const Json &root) {
     out.push_back(std::move(a));
   }
   return out;
+}
+
+// A token id in a post-processor: an integer in [0, kTokenIdLimit) (nlohmann's get<int32_t>
+// would throw on a string and truncate a large or fractional number).
+Result<int32_t> templateTokenId(const Json &id, const std::string &where) {
+  if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() >= kTokenIdLimit)
+    return invalidArgument(where + ": token id " + id.dump() + " is not an integer in [0, 2^24)");
+  return static_cast<int32_t>(id.get<int64_t>());
 }
 
 // One TemplateProcessing "single" template (or Bert/Roberta processing) as ids around $A.
@@ -115,8 +123,10 @@ Status addTemplate(const Json &pp, const Tokenizer::Impl &impl, std::vector<int3
     if (cls == pp.end() || sep == pp.end() || !cls->is_array() || cls->size() != 2 ||
         !sep->is_array() || sep->size() != 2)
       return invalidArgument(where + ": cls and sep must be [token, id]");
-    prefix.push_back((*cls)[1].get<int32_t>());
-    suffix.insert(suffix.begin(), (*sep)[1].get<int32_t>());
+    KILN_ASSIGN_OR_RETURN(int32_t clsId, templateTokenId((*cls)[1], where + ".cls"));
+    KILN_ASSIGN_OR_RETURN(int32_t sepId, templateTokenId((*sep)[1], where + ".sep"));
+    prefix.push_back(clsId);
+    suffix.insert(suffix.begin(), sepId);
     return okStatus();
   }
   if (type != "TemplateProcessing")
@@ -132,14 +142,18 @@ Status addTemplate(const Json &pp, const Tokenizer::Impl &impl, std::vector<int3
       seenSequence = true;
       continue;
     }
-    if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id"))
+    if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id") ||
+        !piece["SpecialToken"]["id"].is_string())
       return invalidArgument(where + ".single: each piece must be a Sequence or a SpecialToken");
     std::string name = piece["SpecialToken"]["id"].get<std::string>();
     auto sp = specials.find(name);
     if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array())
       return invalidArgument(where + ": special token '" + name + "' is not in special_tokens");
-    for (const Json &id : (*sp)["ids"])
-      (seenSequence ? after : before).push_back(id.get<int32_t>());
+    for (const Json &id : (*sp)["ids"]) {
+      KILN_ASSIGN_OR_RETURN(int32_t value,
+                            templateTokenId(id, where + ": special token '" + name + "'"));
+      (seenSequence ? after : before).push_back(value);
+    }
   }
   prefix.insert(prefix.end(), before.begin(), before.end());
   suffix.insert(suffix.begin(), after.begin(), after.end());
@@ -277,6 +291,13 @@ Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::strin
         addTemplate(pp, *impl, impl->prefixIds, impl->suffixIds, j + ": post_processor"));
   KILN_RETURN_IF_ERROR(loadConfig(configJson, specialTokensMapJson, *impl));
   finishImpl(*impl);
+  // encode() emits these ids as they are; one outside the vocabulary would reach the model.
+  for (const std::vector<int32_t> *ids : {&impl->prefixIds, &impl->suffixIds})
+    for (int32_t id : *ids)
+      if (id >= impl->vocabSize)
+        return invalidArgument(j + ": post_processor adds token id " + std::to_string(id) +
+                               ", outside the vocabulary (" + std::to_string(impl->vocabSize) +
+                               " ids)");
   Tokenizer t;
   t.impl_ = std::move(impl);
   return t;

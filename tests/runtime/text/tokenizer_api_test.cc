@@ -129,6 +129,39 @@ TEST(TokenizerApiTest, BadFilesFailWithClearErrors) {
   EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
 }
 
+// Found by tests/fuzz/tokenizer_json_fuzz: a post-processor id that was not an integer threw
+// nlohmann::type_error out of fromJson (terminating the server or compiler); a vocab or added-token
+// id near 2^31 sized a 16 GB table or a 2-billion-step loop; a template id past the vocabulary
+// came out of encode().
+TEST(TokenizerApiTest, HostileIdsAndPostProcessorsAreErrors) {
+  const std::string j = sentencePieceJson(kSpecials);
+  auto expectError = [](const std::string &tokenizerJson, const std::string &named) {
+    auto t = Tokenizer::fromJson(tokenizerJson);
+    ASSERT_FALSE(t.isOk()) << named;
+    EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(t.status().message().find(named), std::string::npos) << t.status().message();
+  };
+  auto replaced = [&](const std::string &from, const std::string &to) {
+    std::string out = j;
+    out.replace(out.find(from), from.size(), to);
+    return out;
+  };
+  expectError(replaced(R"("x":9)", R"("x":2000000000)"),
+              "model.vocab['x'] has id 2000000000 outside [0, 2^24)");
+  expectError(replaced(R"({"id":2,)", R"({"id":1500000000,)"),
+              "added_tokens[2]: field 'id' must be an integer in [0, 2^24)");
+  expectError(replaced(R"({"SpecialToken":{"id":"<s>")", R"({"SpecialToken":{"id":5)"),
+              "each piece must be a Sequence or a SpecialToken");
+  expectError(replaced(R"("ids":[1])", R"("ids":["x"])"), R"(token id "x" is not an integer)");
+  expectError(replaced(R"("ids":[1])", R"("ids":[1.5])"), "token id 1.5 is not an integer");
+  expectError(replaced(R"("ids":[1])", R"("ids":[100])"),
+              "post_processor adds token id 100, outside the vocabulary (10 ids)");
+  const std::string bert = R"("post_processor":{"type":"BertProcessing","sep":["</s>",2],)"
+                           R"("cls":["<s>","1"]},)";
+  const size_t at = j.find(R"("post_processor")"), end = j.find(R"("decoder")");
+  expectError(j.substr(0, at) + bert + j.substr(end), R"(.cls: token id "1" is not an integer)");
+}
+
 TEST(TokenizerApiTest, RealFamiliesExposeSpecialTokens) {
   if (!testing::haveAssets())
     GTEST_SKIP() << "shared assets not found at " << testing::assetsDir();
