@@ -65,14 +65,19 @@ template <typename Json> Result<Value> toValue(const Json &json, int depth) {
   }
 }
 
+jinja::RenderOptions renderOptions(const std::function<std::tm()> &now, int64_t maxSteps) {
+  jinja::RenderOptions options;
+  options.now = now;
+  options.maxSteps = maxSteps;
+  return options;
+}
+
 template <typename Json>
 Result<std::string> renderJson(const ChatTemplateProgram &program, const Json &context,
-                               const std::function<std::tm()> &now) {
+                               const jinja::RenderOptions &options) {
   if (!context.is_object())
     return invalidArgument("chat template context must be a JSON object");
   KILN_ASSIGN_OR_RETURN(Value root, toValue(context, 0));
-  jinja::RenderOptions options;
-  options.now = now;
   return jinja::renderProgram(program.statements, root.asObject(), options);
 }
 
@@ -118,11 +123,11 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json &context) const {
-  return renderJson(*program_, context, now_);
+  return renderJson(*program_, context, renderOptions(now_, maxSteps_));
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::json &context) const {
-  return renderJson(*program_, context, now_);
+  return renderJson(*program_, context, renderOptions(now_, maxSteps_));
 }
 
 Result<std::string> ChatTemplate::renderChat(const nlohmann::ordered_json &messages,

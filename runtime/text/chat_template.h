@@ -11,6 +11,7 @@
 // sorted, as nlohmann stores them.
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <functional>
 #include <map>
@@ -51,6 +52,10 @@ public:
 
   // The local time strftime_now() reads; tests fix it for deterministic dates.
   void setClock(std::function<std::tm()> now) { now_ = std::move(now); }
+  // Loop iterations plus macro calls allowed in one render (jinja_renderer.h RenderOptions);
+  // tests/fuzz/chat_template_fuzz.cc lowers it so that a runaway template fails in seconds
+  // under the sanitizers.
+  void setStepLimit(int64_t steps) { maxSteps_ = steps; }
 
   const std::string &source() const { return source_; }
 
@@ -60,6 +65,7 @@ private:
   std::string source_;
   std::shared_ptr<const ChatTemplateProgram> program_;
   std::function<std::tm()> now_;
+  int64_t maxSteps_ = 1'000'000;
 };
 
 // The chat template in a tokenizer_config.json: its `chat_template` string, or the entry called

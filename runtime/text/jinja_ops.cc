@@ -11,6 +11,8 @@ namespace {
 
 // Repetition (`'ab' * n`) is the one operator that can blow up memory from a tiny template.
 constexpr int64_t kMaxRepeatBytes = 64 << 20;
+// Lists built by + and * (a Value is tens of bytes, so this is the same order of memory).
+constexpr int64_t kMaxListItems = 1 << 20;
 
 std::string pyType(const Value &value) {
   std::string description = typeDescription(value);
@@ -98,10 +100,16 @@ Result<Value> floatArithmetic(const std::string &op, double x, double y) {
   return Value::fromFloat(div == 0.0 ? std::copysign(0.0, x / y) : floorDiv);
 }
 
+// Whether `count` copies of `size` units exceed `limit` (without overflowing: `times` may be any
+// int64 the template computes).
+bool exceeds(size_t size, int64_t count, int64_t limit) {
+  return count > 0 && static_cast<int64_t>(size) > limit / count;
+}
+
 Result<Value> repeat(const Value &sequence, int64_t times) {
   times = std::max<int64_t>(times, 0);
   if (sequence.isString()) {
-    if (static_cast<int64_t>(sequence.asString().size()) * times > kMaxRepeatBytes)
+    if (exceeds(sequence.asString().size(), times, kMaxRepeatBytes))
       return outOfRange("string repetition result exceeds " + std::to_string(kMaxRepeatBytes) +
                         " bytes");
     std::string out;
@@ -110,9 +118,8 @@ Result<Value> repeat(const Value &sequence, int64_t times) {
     return Value::fromString(std::move(out));
   }
   const ArrayData &array = sequence.asArray();
-  if (static_cast<int64_t>(array.items.size()) * times > kMaxRepeatBytes)
-    return outOfRange("list repetition result exceeds " + std::to_string(kMaxRepeatBytes) +
-                      " items");
+  if (exceeds(array.items.size(), times, kMaxListItems))
+    return outOfRange("list repetition result exceeds " + std::to_string(kMaxListItems) + " items");
   std::vector<Value> items;
   for (int64_t i = 0; i < times; ++i)
     items.insert(items.end(), array.items.begin(), array.items.end());
@@ -324,9 +331,17 @@ Result<int64_t> lengthOf(const Value &value) {
   }
 }
 
+// A string or list built by + or ~: a loop that doubles one would exhaust memory in ~30 steps.
+Result<Value> concatenated(std::string text) {
+  if (static_cast<int64_t>(text.size()) > kMaxRepeatBytes)
+    return outOfRange("string concatenation result exceeds " + std::to_string(kMaxRepeatBytes) +
+                      " bytes");
+  return Value::fromString(std::move(text));
+}
+
 Result<Value> binaryOp(const std::string &op, const Value &a, const Value &b) {
   if (op == "~")
-    return Value::fromString(toPyStr(a) + toPyStr(b));
+    return concatenated(toPyStr(a) + toPyStr(b));
   KILN_RETURN_IF_ERROR(requireDefined(a));
   KILN_RETURN_IF_ERROR(requireDefined(b));
   if (a.isNumber() && b.isNumber()) {
@@ -336,8 +351,11 @@ Result<Value> binaryOp(const std::string &op, const Value &a, const Value &b) {
   }
   if (op == "+") {
     if (a.isString() && b.isString())
-      return Value::fromString(a.asString() + b.asString());
+      return concatenated(a.asString() + b.asString());
     if (a.isArray() && b.isArray() && a.asArray().isTuple == b.asArray().isTuple) {
+      if (a.asArray().items.size() + b.asArray().items.size() > size_t(kMaxListItems))
+        return outOfRange("list concatenation result exceeds " + std::to_string(kMaxListItems) +
+                          " items");
       std::vector<Value> items = a.asArray().items;
       items.insert(items.end(), b.asArray().items.begin(), b.asArray().items.end());
       return Value::array(std::move(items), a.asArray().isTuple);

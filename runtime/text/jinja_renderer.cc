@@ -151,6 +151,13 @@ private:
     return isNamespace ? Value::makeNamespace(std::move(data)) : Value::object(std::move(data));
   }
 
+  Status step() {
+    if (++steps_ > options_.maxSteps)
+      return outOfRange("the chat template ran more than " + std::to_string(options_.maxSteps) +
+                        " loop iterations and macro calls");
+    return okStatus();
+  }
+
   Status append(std::string &out, const std::string &text) {
     if (out.size() + text.size() > options_.maxOutputBytes)
       return outOfRange("rendered chat template exceeds " +
@@ -275,6 +282,7 @@ private:
     if (stmt.filter) {
       std::vector<Value> kept;
       for (const Value &item : items) {
+        KILN_RETURN_IF_ERROR(step());
         ScopePtr probe = childOf(scope);
         KILN_RETURN_IF_ERROR(bindTargets(stmt, item, *probe));
         KILN_ASSIGN_OR_RETURN(Value keep, eval(*stmt.filter, probe));
@@ -289,6 +297,7 @@ private:
       return okStatus();
     }
     for (size_t i = 0; i < items.size(); ++i) {
+      KILN_RETURN_IF_ERROR(step());
       // jinja2 gives every iteration a fresh frame: a `set` inside the body does not survive
       // into the next iteration or past the loop.
       ScopePtr iteration = childOf(scope);
@@ -325,6 +334,7 @@ private:
                              std::to_string(macro.params.size()) + " argument(s)");
     if (callDepth_ >= kMaxCallDepth)
       return outOfRange("macro calls nested deeper than " + std::to_string(kMaxCallDepth));
+    KILN_RETURN_IF_ERROR(step());
     ScopePtr local = childOf(defining);
     for (const auto &[key, value] : args.named) {
       bool known = false;
@@ -507,6 +517,7 @@ private:
   bool raised_ = false;
   bool located_ = false;
   int callDepth_ = 0;
+  int64_t steps_ = 0;
 };
 
 } // namespace

@@ -20,6 +20,10 @@ struct RenderOptions {
   std::function<std::tm()> now;
   // A template loop can repeat text without bound; a prompt past this size is a template bug.
   size_t maxOutputBytes = size_t{64} << 20;
+  // Loop iterations plus macro calls in one render. Nested range() loops or a macro that calls
+  // itself twice per level would otherwise run for hours; real chat templates take a few steps
+  // per message.
+  int64_t maxSteps = 1'000'000;
 };
 
 // Errors raised by the template's own raise_exception() carry exactly the template's message;

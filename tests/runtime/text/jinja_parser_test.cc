@@ -95,6 +95,50 @@ TEST(JinjaParserTest, RunawayRecursionAndRangesAreBounded) {
   EXPECT_EQ(repeat.status().code(), StatusCode::kOutOfRange);
 }
 
+// Found by tests/fuzz/chat_template_fuzz: nested ranges (10^10 iterations) and a macro calling
+// itself twice per level ran for hours; doubling a string or list in a loop exhausted memory; and
+// 'ab' * 2^63-1 overflowed int64 in the size check (undefined behaviour) before refusing.
+TEST(JinjaParserTest, RunawayWorkAndGrowthAreBounded) {
+  auto withLimit = [](const std::string &source, int64_t steps) -> Result<std::string> {
+    KILN_ASSIGN_OR_RETURN(ChatTemplate tmpl, ChatTemplate::parse(source));
+    tmpl.setStepLimit(steps);
+    return tmpl.render(Json::object());
+  };
+  const std::string nested =
+      "{% for a in range(100) %}{% for b in range(100) %}{% endfor %}{% endfor %}";
+  auto loops = withLimit(nested, 10000);
+  ASSERT_FALSE(loops.isOk());
+  EXPECT_EQ(loops.status().code(), StatusCode::kOutOfRange);
+  expectMessageHas(loops.status(), "more than 10000 loop iterations and macro calls", "line 1");
+  EXPECT_TRUE(withLimit(nested, 10100).isOk()) << "100 + 100 x 100 steps fit";
+
+  auto calls = withLimit("{% macro f(n) %}{% if n > 0 %}{{ f(n - 1) }}{{ f(n - 1) }}{% endif %}"
+                         "{% endmacro %}{{ f(40) }}",
+                         5000);
+  ASSERT_FALSE(calls.isOk());
+  expectMessageHas(calls.status(), "more than 5000 loop iterations and macro calls", "line 1");
+
+  auto strings = renderSource("{% set ns = namespace(s='a') %}{% for i in range(40) %}"
+                              "{% set ns.s = ns.s + ns.s %}{% endfor %}{{ ns.s | length }}");
+  ASSERT_FALSE(strings.isOk());
+  EXPECT_EQ(strings.status().code(), StatusCode::kOutOfRange);
+  expectMessageHas(strings.status(), "string concatenation result exceeds", "line 1");
+  auto lists = renderSource("{% set ns = namespace(l=[1]) %}{% for i in range(40) %}"
+                            "{% set ns.l = ns.l + ns.l %}{% endfor %}{{ ns.l | length }}");
+  ASSERT_FALSE(lists.isOk());
+  expectMessageHas(lists.status(), "list concatenation result exceeds 1048576 items", "line 1");
+
+  for (const char *huge : {"{{ 'ab' * 9223372036854775807 }}", "{{ [1, 2] * 9223372036854775807 }}",
+                           "{{ 9223372036854775807 * 'ab' }}"}) {
+    auto repeated = renderSource(huge);
+    ASSERT_FALSE(repeated.isOk()) << huge;
+    EXPECT_EQ(repeated.status().code(), StatusCode::kOutOfRange) << huge;
+  }
+  auto fits = renderSource("{{ ('ab' * 3) ~ ([0] * 2) | length }}");
+  ASSERT_TRUE(fits.isOk()) << fits.status().toString();
+  EXPECT_EQ(*fits, "ababab2");
+}
+
 TEST(JinjaParserTest, BrokenUtf8RendersWithoutCrashing) {
   std::string bad = "\xff\xfe\xc3";
   auto rendered = renderSource("{{ s[::-1] }}|{{ s | length }}|{{ s | upper }}|" + bad,
