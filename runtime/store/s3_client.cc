@@ -78,31 +78,6 @@ std::string md5Base64(std::span<const uint8_t> bytes) {
   return base64(digest, length);
 }
 
-std::string xmlDecode(std::string text) {
-  static const std::pair<const char *, const char *> kEntities[] = {
-      {"&quot;", "\""}, {"&apos;", "'"}, {"&lt;", "<"}, {"&gt;", ">"}, {"&amp;", "&"}};
-  for (const auto &[entity, plain] : kEntities)
-    for (size_t pos = 0; (pos = text.find(entity, pos)) != std::string::npos; pos += 1)
-      text.replace(pos, std::strlen(entity), plain);
-  return text;
-}
-
-// The text of the first <tag>...</tag> at or after `from`; empty when absent.
-std::string xmlValue(const std::string &xml, const std::string &tag, size_t from = 0,
-                     size_t *end = nullptr) {
-  std::string open = "<" + tag + ">", close = "</" + tag + ">";
-  size_t begin = xml.find(open, from);
-  if (begin == std::string::npos)
-    return "";
-  begin += open.size();
-  size_t stop = xml.find(close, begin);
-  if (stop == std::string::npos)
-    return "";
-  if (end)
-    *end = stop + close.size();
-  return xmlDecode(xml.substr(begin, stop - begin));
-}
-
 struct TransferState {
   const S3Client::Request *request;
   S3Client::Response *response;
@@ -480,15 +455,15 @@ Result<std::vector<S3Object>> S3Client::listObjects(const std::string &bucket,
     request.query = (token.empty() ? "" : "continuation-token=" + uriEncode(token, true) + "&") +
                     "list-type=2&prefix=" + uriEncode(prefix, true);
     KILN_ASSIGN_OR_RETURN(Response response, perform(request));
-    size_t pos = 0, end = 0;
-    std::string item;
-    while (!(item = xmlValue(response.body, "Contents", pos, &end)).empty()) {
-      objects.push_back({xmlValue(item, "Key"), std::stoull("0" + xmlValue(item, "Size"))});
-      pos = end;
-    }
-    token = xmlValue(response.body, "IsTruncated") == "true"
-                ? xmlValue(response.body, "NextContinuationToken")
-                : "";
+    Result<S3ListPage> page = parseListObjectsPage(response.body);
+    if (!page.isOk())
+      return page.status().withContext("listing s3://" + bucket + "/" + prefix);
+    objects.insert(objects.end(), page->objects.begin(), page->objects.end());
+    // A server that hands back the token it was given would keep this loop going forever.
+    if (!page->continuationToken.empty() && page->continuationToken == token)
+      return dataLoss("listing s3://" + bucket + "/" + prefix +
+                      ": S3 returned the same continuation token twice");
+    token = std::move(page->continuationToken);
   } while (!token.empty());
   return objects;
 }

@@ -9,6 +9,7 @@
 
 #include "runtime/base/status.h"
 #include "runtime/store/aws_config.h"
+#include "runtime/store/s3_xml.h" // S3Object
 
 #include <atomic>
 #include <cstdint>
@@ -47,11 +48,6 @@ struct S3ClientOptions {
   long stallTimeoutSeconds = 60;
   // Retry notices ("retrying in 0.4 s, attempt 2 of 5"); default: none.
   std::function<void(const std::string &message)> log;
-};
-
-struct S3Object {
-  std::string key;
-  uint64_t size = 0;
 };
 
 class S3Client {
