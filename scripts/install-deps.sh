@@ -14,6 +14,8 @@ packages=(
   libcpp-httplib-dev curl
   # kiln push/pull (S3 over libcurl with SigV4) and kiln package (tar.gz via libarchive)
   libcurl4-openssl-dev libarchive-dev
+  # scripts/fuzz.sh: clang with libFuzzer and the sanitizers, and OpenMP for clang
+  clang libclang-rt-14-dev libomp-14-dev
 )
 
 missing=()

@@ -40,4 +40,11 @@ ctest --output-on-failure -j "${KILN_TEST_JOBS:-$(nproc)}" --timeout 900 --outpu
 strict=()
 [ "$ci" = true ] && strict=(--fail-on-skip)
 python3 "$root/scripts/test_summary.py" "$build" "$junit" "${strict[@]}" || status=1
+# Under CI every libFuzzer target (tests/fuzz) also runs for 20 s from its seeds, replaying the
+# regress-* inputs of past findings; a crash, leak or sanitizer report fails the run. Its build
+# directory is its own (every library in it is instrumented): docs/reliability.md.
+if [ "$ci" = true ]; then
+  KILN_FUZZ_BUILD_DIR=${KILN_FUZZ_BUILD_DIR:-$build-fuzz} bash "$root/scripts/fuzz.sh" 20 ||
+    status=1
+fi
 exit $status

@@ -13,6 +13,12 @@
 
 #pragma GCC push_options
 #pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
+// clang ignores `#pragma GCC target` (scripts/fuzz.sh builds with clang): the same target,
+// given to every function declared until the pop below.
+#ifdef __clang__
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
+#endif
 
 namespace kiln::kernels::cpu::linear_tile {
 namespace {
@@ -34,4 +40,7 @@ void tileAvx512(const LinearArgs &args, const Tile &tile, float *scratch) {
 
 } // namespace kiln::kernels::cpu::linear_tile
 
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
 #pragma GCC pop_options

@@ -178,10 +178,12 @@ Result<Value> filterSortUnique(const std::string &name, const Value &input, Call
   std::vector<Value> out;
   if (name == "unique") {
     std::vector<Value> seen;
-    for (auto &[key, item] : keyed) {
+    // Not a structured binding: clang before 16 (scripts/fuzz.sh) cannot capture one.
+    for (auto &keyedItem : keyed) {
+      const Value &key = keyedItem.first;
       if (std::none_of(seen.begin(), seen.end(), [&](const Value &s) { return pyEquals(s, key); })) {
         seen.push_back(key);
-        out.push_back(item);
+        out.push_back(keyedItem.second);
       }
     }
     return Value::array(std::move(out));
