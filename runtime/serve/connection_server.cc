@@ -147,7 +147,10 @@ public:
   bool awaitRequest(std::chrono::milliseconds keepAlive) const {
     return begin_ < end_ || pollOne(c_.fd, POLLIN, keepAlive) > 0;
   }
-  bool wroteAny() const { return wrote_; }
+  // Whether httplib tried to answer the current request (a failed write counts: the response
+  // was counted, and a second one would not get through either).
+  bool answered() const { return answered_; }
+  void startRequest() { answered_ = false; }
 
 private:
   bool readingRequest() const { return c_.phase == Phase::kHeaders || c_.phase == Phase::kBody; }
@@ -164,7 +167,7 @@ private:
   std::chrono::milliseconds writeTimeout_;
   std::array<char, 16384> buffer_;
   size_t begin_ = 0, end_ = 0;
-  bool wrote_ = false;
+  bool answered_ = false;
 };
 
 // While a request is read, only its deadline bounds the wait: a client may pause, but the whole
@@ -215,11 +218,13 @@ ssize_t DeadlineStream::read(char *ptr, size_t size) {
       got = ::recv(c_.fd, buffer_.data(), buffer_.size(), 0);
     } while (got < 0 && errno == EINTR);
     if (got <= 0) {
-      if (readingRequest() && c_.registry.shutByDrain(c_)) {
-        c_.failure = RequestFailure::kDrained;
-        return -1;
-      }
-      return got;
+      // End of file or a reset while a request is read: httplib would answer (and count) a 400
+      // that no one receives.
+      if (!readingRequest())
+        return got;
+      bool drained = c_.registry.shutByDrain(c_);
+      c_.failure = drained ? RequestFailure::kDrained : RequestFailure::kClientClosed;
+      return drained ? -1 : got;
     }
     begin_ = 0;
     end_ = static_cast<size_t>(got);
@@ -233,13 +238,13 @@ ssize_t DeadlineStream::read(char *ptr, size_t size) {
 }
 
 ssize_t DeadlineStream::write(const char *ptr, size_t size) {
+  answered_ = true;
   if (!is_writable())
     return -1;
   ssize_t sent;
   do {
     sent = ::send(c_.fd, ptr, size, MSG_NOSIGNAL);
   } while (sent < 0 && errno == EINTR);
-  wrote_ = wrote_ || sent > 0;
   return sent;
 }
 
@@ -302,7 +307,7 @@ void lingerClose(int fd) {
 void closeFailed(Connection &c, const DeadlineStream &stream,
                  std::chrono::milliseconds writeTimeout,
                  const std::function<void(int)> &countResponse) {
-  if (!stream.wroteAny()) {
+  if (!stream.answered()) {
     ApiError error = requestReadError(c.failure, c.limits);
     writeErrorResponse(c.fd, error, writeTimeout);
     if (countResponse)
@@ -332,6 +337,10 @@ ApiError requestReadError(RequestFailure failure, const ConnectionLimits &limits
     error.message = "the request line and headers are over " +
                     std::to_string(limits.maxHeaderBytes) + " bytes, or a header line is over " +
                     std::to_string(CPPHTTPLIB_HEADER_MAX_LENGTH) + "; the connection is closed";
+    break;
+  case RequestFailure::kClientClosed:
+    error.httpStatus = 400;
+    error.message = "the client closed the connection before its request arrived whole";
     break;
   case RequestFailure::kDrained:
   case RequestFailure::kNone:
@@ -379,6 +388,7 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
     conn.deadline = Clock::now() + limits_.headerTimeout;
     conn.headerBytes = conn.lineBytes = 0;
     conn.requestLineRead = false;
+    stream.startRequest();
     registry.enter(conn, Phase::kHeaders);
     bool clientCloses = false;
     ok = process_request(stream, left == 1 || registry.draining(), clientCloses,
@@ -390,7 +400,8 @@ bool ConnectionServer::process_and_close_socket(socket_t sock) {
         !registry.enter(conn, Phase::kIdle))
       break;
   }
-  if (conn.failure != RequestFailure::kNone && conn.failure != RequestFailure::kDrained)
+  if (conn.failure != RequestFailure::kNone && conn.failure != RequestFailure::kDrained &&
+      conn.failure != RequestFailure::kClientClosed)
     closeFailed(conn, stream, writeTimeout, countResponse);
   registry.remove(conn);
   tConnection = nullptr;

@@ -38,6 +38,8 @@ enum class RequestFailure {
   kBodyTimeout,     // 408
   kHeadersTooLarge, // 431
   kDrained,         // drain() closed the connection mid-request: 503 (the write fails)
+  kClientClosed,    // the client closed or reset the connection mid-request: no one to answer,
+                    // so no response is counted
 };
 
 // The error a request whose reading failed gets.

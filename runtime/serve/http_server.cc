@@ -201,12 +201,14 @@ void HttpServer::Impl::registerRoutes() {
   // After a failed read, and while draining, the connection closes after this response; httplib
   // chose its Connection / Keep-Alive headers without knowing.
   server.set_post_routing_handler([this](const httplib::Request &, httplib::Response &res) {
-    if (ConnectionServer::currentFailure() != RequestFailure::kNone || ctx.draining.load()) {
+    RequestFailure failure = ConnectionServer::currentFailure();
+    if (failure != RequestFailure::kNone || ctx.draining.load()) {
       res.headers.erase("Connection");
       res.headers.erase("Keep-Alive");
       res.set_header("Connection", "close");
     }
-    ctx.metrics.countResponse(res.status);
+    if (failure != RequestFailure::kClientClosed) // its client is gone: nothing is sent
+      ctx.metrics.countResponse(res.status);
   });
   server.countResponse = [this](int status) { ctx.metrics.countResponse(status); };
 }

@@ -2,6 +2,7 @@
 
 #include "runtime/base/hash.h"
 
+#include "runtime/text/scratch.h"
 #include "runtime/text/tokenizer_utf8.h"
 
 #include <algorithm>
@@ -234,6 +235,8 @@ void BpeModel::initialSymbols(std::string_view piece, std::vector<Symbol> &syms)
 void BpeModel::mergeWord(std::string_view piece, std::vector<int32_t> &out) const {
   thread_local std::vector<Symbol> syms;
   thread_local std::vector<PendingMerge> heap;
+  ScratchGuard keepSyms(syms);
+  ScratchGuard keepHeap(heap);
   initialSymbols(piece, syms);
   heap.clear();
   for (size_t i = 0; i + 1 < syms.size(); ++i) {

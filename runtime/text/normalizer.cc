@@ -1,5 +1,6 @@
 #include "runtime/text/normalizer.h"
 
+#include "runtime/text/scratch.h"
 #include "runtime/text/tokenizer_json.h"
 #include "runtime/text/tokenizer_utf8.h"
 
@@ -65,6 +66,7 @@ void stripWhitespace(std::string &text, bool left, bool right) {
 
 void replaceAll(const TextRegex &pattern, std::string_view content, std::string &text) {
   thread_local std::vector<std::pair<size_t, size_t>> matches;
+  ScratchGuard keepMatches(matches);
   matches.clear();
   pattern.findAll(text, matches);
   if (matches.empty())

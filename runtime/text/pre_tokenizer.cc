@@ -1,6 +1,7 @@
 #include "runtime/text/pre_tokenizer.h"
 
 #include "runtime/text/byte_level.h"
+#include "runtime/text/scratch.h"
 #include "runtime/text/tokenizer_json.h"
 
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@ struct Segment {
 void splitRanges(size_t length, const std::vector<std::pair<size_t, size_t>> &matches, int behavior,
                  bool invert, std::vector<Segment> &out) {
   thread_local std::vector<Segment> segs;
+  ScratchGuard keepSegs(segs);
   segs.clear();
   size_t prev = 0;
   for (auto [b, e] : matches) {
@@ -196,6 +198,8 @@ void PreTokenizer::apply(PieceList &pieces, PieceList &scratch) const {
 void PreTokenizer::applySplit(const Step &step, const PieceList &in, PieceList &out) const {
   thread_local std::vector<std::pair<size_t, size_t>> matches;
   thread_local std::vector<Segment> ranges;
+  ScratchGuard keepMatches(matches);
+  ScratchGuard keepRanges(ranges);
   out.buffer = in.buffer; // spans keep pointing into the same text
   for (const auto &span : in.spans) {
     std::string_view t = in.text(span);
@@ -210,6 +214,9 @@ void PreTokenizer::applyByteLevel(const Step &step, const PieceList &in, PieceLi
   thread_local std::vector<std::pair<size_t, size_t>> matches;
   thread_local std::vector<Segment> ranges;
   thread_local std::string text;
+  ScratchGuard keepMatches(matches);
+  ScratchGuard keepRanges(ranges);
+  ScratchGuard keepText(text);
   for (const auto &span : in.spans) {
     text.clear();
     std::string_view t = in.text(span);
@@ -239,6 +246,9 @@ void PreTokenizer::applyMetaspace(const Step &step, const PieceList &in, PieceLi
   thread_local std::vector<std::pair<size_t, size_t>> matches;
   thread_local std::vector<Segment> ranges;
   thread_local std::string text;
+  ScratchGuard keepMatches(matches);
+  ScratchGuard keepRanges(ranges);
+  ScratchGuard keepText(text);
   const std::string &rep = step.replacement;
   for (const auto &span : in.spans) {
     text.clear();

@@ -1,5 +1,6 @@
 """Shared pieces of the `kiln serve` end-to-end tests: start the server on a free loopback port
-with an artifact, wait for /ping, stop it with SIGTERM; strict SSE / JSON-lines parsers; metrics.
+with an artifact, wait for /ping, stop it with SIGTERM; strict SSE / JSON-lines parsers; metrics
+(parsed by serve_wire.py, which the soak test shares).
 
 Loopback only; every wait is bounded."""
 import argparse
@@ -13,6 +14,8 @@ import time
 import unittest
 import urllib.error
 import urllib.request
+
+from serve_wire import free_port, parse_metrics, sse_event_data
 
 ARGS = None
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,12 +43,6 @@ def tiny_artifact():
     if not os.path.isdir(path):
         raise unittest.SkipTest(f"{path} is missing: the compile fixture did not run")
     return path
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def http(method, url, body=None, headers=None, timeout=60):
@@ -144,30 +141,15 @@ class Server:
                              f"{m.get('kiln:kv_cache_blocks_used')}")
 
 
-def parse_metrics(text):
-    """Prometheus text -> {name: value} for unlabelled-by-le samples (first label set wins)."""
-    out = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        name_labels, value = line.rsplit(" ", 1)
-        name = name_labels.split("{", 1)[0]
-        if 'le="' in name_labels or ("finished_reason" in name_labels) or "status=" in name_labels:
-            out.setdefault(name + "{" + name_labels.split("{", 1)[1], float(value))
-            continue
-        out.setdefault(name, float(value))
-    return out
-
-
 def sse_payloads(body):
     """Strict SSE parse: every line is a data field, every event ends with a blank line."""
     text = body.decode() if isinstance(body, bytes) else body
     assert text.endswith("\n\n"), f"stream does not end with a blank line: {text[-200:]!r}"
     events = []
     for block in text[:-2].split("\n\n"):
-        lines = block.split("\n")
-        assert all(l.startswith("data:") for l in lines), f"not an SSE data event: {block!r}"
-        events.append("\n".join(l[5:].lstrip(" ") for l in lines))
+        data = sse_event_data(block)
+        assert data is not None, f"not an SSE data event: {block!r}"
+        events.append(data)
     return events
 
 

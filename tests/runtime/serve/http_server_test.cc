@@ -507,33 +507,36 @@ std::string errorMessage(const std::string &response) {
 }
 
 // A drip resets httplib's per-recv timeout; the whole-request deadlines do not reset. Dripped
-// from the request line (kiln answers: httplib has no request yet), inside the headers and
-// inside the body (httplib answers, its 400 turned into 408).
+// from the request line (kiln answers: httplib has no request yet), also as the second request
+// of a keep-alive connection (whose first response must not stop kiln answering), inside the
+// headers and inside the body (httplib answers, its 400 turned into 408).
 TEST(HttpServerTest, DrippingClientsGet408AndTheConnectionCloses) {
   ServerFixture f(shortDeadlines());
   struct Case {
-    std::string start, message;
+    std::string preamble, start, message;
   };
+  const std::string lineMessage =
+      "the request line and headers did not arrive within 200 ms; the connection is closed";
   const Case cases[] = {
-      {"GET /", "the request line and headers did not arrive within 200 ms; the connection is "
-                "closed"},
-      {kDrippedHeaders, "the request line and headers did not arrive within 200 ms; the "
-                        "connection is closed"},
-      {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n",
+      {"", "GET /", lineMessage},
+      {kPing, "GET /", lineMessage},
+      {"", kDrippedHeaders, lineMessage},
+      {"", "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n",
        "the request body did not arrive within 200 ms of the headers; the connection is closed"},
   };
   for (const Case &c : cases) {
-    Dripper dripper(f.port, "", c.start);
+    Dripper dripper(f.port, c.preamble, c.start);
     bool closed = false;
     std::string answer = dripper.answer(closed);
     EXPECT_TRUE(closed) << c.start;
-    ASSERT_EQ(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u) << c.start << answer;
+    ASSERT_EQ(answer.rfind("HTTP/1.1 408 Request Timeout\r\n", 0), 0u)
+        << c.preamble << c.start << answer;
     EXPECT_NE(answer.find("Connection: close\r\n"), std::string::npos) << answer;
     EXPECT_EQ(answer.find("Keep-Alive"), std::string::npos) << answer;
     EXPECT_EQ(errorMessage(answer), c.message);
   }
   EXPECT_TRUE(
-      waitForMetric(f, R"(kiln:http_responses_total{model_name="fake-model",status="408"} 3)"));
+      waitForMetric(f, R"(kiln:http_responses_total{model_name="fake-model",status="408"} 4)"));
   EXPECT_EQ(f.client().Get("/ping")->status, 200);
 }
 
@@ -576,6 +579,32 @@ TEST(HttpServerTest, AWrongMethodOnAKnownRouteIs405WithAllow) {
   ASSERT_EQ(modelPost->status, 405);
   EXPECT_EQ(modelPost->get_header_value("Allow"), "GET, HEAD");
   EXPECT_EQ(f.client().Get("/nope")->status, 404); // unknown paths stay 404
+}
+
+// A client that hangs up halfway through its request (headers, then body) is answered nothing,
+// so nothing is counted: httplib used to "answer" it 400, and /metrics showed a bad request for
+// every client that went away. One HTTP thread serves the connections in order, so once the 404
+// after them is answered the server is done with both.
+TEST(HttpServerTest, AClientThatHangsUpMidRequestIsNotCountedAsA400) {
+  HttpServerConfig config;
+  config.httpThreads = 1;
+  ServerFixture f(config);
+  for (const std::string partial :
+       {"POST /v1/completions HTTP/1.1\r\nHost: x\r\nX-Half: ",
+        "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"pro"}) {
+    RawClient client(f.port); // closed at the end of the iteration
+    ASSERT_TRUE(client.send(partial));
+  }
+  RawClient after(f.port);
+  ASSERT_TRUE(after.send("GET /nope HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"));
+  EXPECT_EQ(after.readResponse().rfind("HTTP/1.1 404 ", 0), 0u);
+  auto metrics = f.client().Get("/metrics");
+  ASSERT_TRUE(metrics);
+  EXPECT_NE(
+      metrics->body.find(R"(kiln:http_responses_total{model_name="fake-model",status="404"} 1)"),
+      std::string::npos)
+      << metrics->body;
+  EXPECT_EQ(metrics->body.find(R"(status="400")"), std::string::npos) << metrics->body;
 }
 
 // drain() closes a keep-alive connection waiting for its next request and one dripping its
