@@ -14,6 +14,18 @@ ApiError badRequest(std::string param, std::string message) {
   return error;
 }
 
+ApiError serviceUnavailable(std::string message) {
+  ApiError error;
+  error.httpStatus = 503;
+  error.type = "service_unavailable_error";
+  error.message = std::move(message);
+  return error;
+}
+
+ApiError serverShuttingDown() {
+  return serviceUnavailable("the server is shutting down and accepts no new requests");
+}
+
 ApiError modelNotFound(const std::string &requested, const std::string &served) {
   ApiError error;
   error.httpStatus = 404;
@@ -35,8 +47,6 @@ ApiError unexpectedServerError() {
 
 ApiError errorFromStatus(const Status &status, std::string param) {
   ApiError error;
-  error.message = status.message();
-  error.param = std::move(param);
   switch (status.code()) {
   case StatusCode::kInvalidArgument:
   case StatusCode::kOutOfRange:
@@ -50,14 +60,15 @@ ApiError errorFromStatus(const Status &status, std::string param) {
     break;
   case StatusCode::kUnavailable:
   case StatusCode::kResourceExhausted:
-    error.httpStatus = 503;
-    error.type = "service_unavailable_error";
+    error = serviceUnavailable("");
     break;
   default:
     error.httpStatus = 500;
     error.type = "internal_server_error";
     break;
   }
+  error.message = status.message();
+  error.param = std::move(param);
   return error;
 }
 

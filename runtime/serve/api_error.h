@@ -18,6 +18,12 @@ struct ApiError {
 
 // 400 naming the field.
 ApiError badRequest(std::string param, std::string message);
+// 503 `service_unavailable_error` (sendError adds Retry-After): the server cannot take the
+// request now, and a retry may succeed.
+ApiError serviceUnavailable(std::string message);
+// The 503 of a request that arrives while the server drains (SIGTERM): route handlers and the
+// connection layer (connection_server.cc) give the same answer.
+ApiError serverShuttingDown();
 // 404 `model_not_found`: the client named a model other than the served one.
 ApiError modelNotFound(const std::string &requested, const std::string &served);
 // An error for a request that reached a handler and threw: a generic 500 that says nothing of

@@ -344,9 +344,7 @@ ApiError requestReadError(RequestFailure failure, const ConnectionLimits &limits
     break;
   case RequestFailure::kDrained:
   case RequestFailure::kNone:
-    error.httpStatus = 503;
-    error.type = "service_unavailable_error";
-    error.message = "the server is shutting down and accepts no new requests";
+    error = serverShuttingDown();
     break;
   }
   return error;

@@ -17,19 +17,15 @@ void sendError(httplib::Response &res, const ApiError &error, ErrorStyle style) 
 }
 
 ServeModel *modelOrError(RouteContext &ctx, httplib::Response &res, ErrorStyle style) {
-  ApiError error;
-  error.httpStatus = 503;
-  error.type = "service_unavailable_error";
   if (ctx.draining.load()) {
-    error.message = "the server is shutting down and accepts no new requests";
-    sendError(res, error, style);
+    sendError(res, serverShuttingDown(), style);
     return nullptr;
   }
   ServeModel *model = ctx.model.load();
-  if (!model) {
-    error.message = "the model is still loading; retry when GET /ping answers 200";
-    sendError(res, error, style);
-  }
+  if (!model)
+    sendError(res,
+              serviceUnavailable("the model is still loading; retry when GET /ping answers 200"),
+              style);
   return model;
 }
 
@@ -53,19 +49,16 @@ bool readJsonBody(RouteContext &ctx, const httplib::Request &req, httplib::Respo
 namespace {
 
 ApiError queueFull(const Admission &admission, size_t prompts) {
-  ApiError error;
-  error.httpStatus = 503;
-  error.type = "service_unavailable_error";
-  error.code = "queue_full";
   std::string limit = std::to_string(admission.limit());
-  error.message =
+  ApiError error = serviceUnavailable(
       prompts == 1
           ? "the server has " + limit +
                 " requests in flight, its limit (--max-batch plus --max-waiting); retry later"
           : "this request's " + std::to_string(prompts) + " prompts count as " +
                 std::to_string(prompts) + " requests and the server has " +
                 std::to_string(admission.inFlight()) + " in flight; its limit is " + limit +
-                " (--max-batch plus --max-waiting); retry later";
+                " (--max-batch plus --max-waiting); retry later");
+  error.code = "queue_full";
   return error;
 }
 
