@@ -548,12 +548,12 @@ run_ab() {
   # shellcheck disable=SC2086 # word lists
   bench_json "kiln bench b$b $i/$o, $KILN_BENCH_AB_ENV" 300 "$results/ab-kiln-$w.json" \
     env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" bench "$bench_art" --device "$bench_device" \
-    --json --batch "$b" --input-len "$i" --output-len "$o" $flags --num-prompts 4 &&
-    # shellcheck disable=SC2086
-    bench_json "kiln profile decode b1 128, $KILN_BENCH_AB_ENV" 240 \
-      "$results/ab-profile-decode-1-128.txt" env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" \
-      profile "$bench_art" --device "$bench_device" --batch 1 --context 128 $flags &&
-    cat "$results/ab-profile-decode-1-128.txt" >>"$summary"
+    --json --batch "$b" --input-len "$i" --output-len "$o" $flags --num-prompts 4 || return 0
+  # shellcheck disable=SC2086 # word lists
+  bench_json "kiln profile decode b1 128, $KILN_BENCH_AB_ENV" 240 \
+    "$results/ab-profile-decode-1-128.txt" env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" \
+    profile "$bench_art" --device "$bench_device" --batch 1 --context 128 $flags || return 0
+  cat "$results/ab-profile-decode-1-128.txt" >>"$summary"
 }
 
 # The sequence of docs/benchmarks.md ("Commands for the GPU session"): batch-1 decode and the

@@ -177,6 +177,11 @@ CUresult CUDAAPI cuLaunchKernel(CUfunction, unsigned int, unsigned int, unsigned
   record("cuLaunchKernel " + streamName(stream));
   return CUDA_SUCCESS;
 }
+CUresult CUDAAPI cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction, void **, void **) {
+  record("cuLaunchKernelEx " + streamName(config->hStream) +
+         " attrs=" + std::to_string(config->numAttrs));
+  return CUDA_SUCCESS;
+}
 CUresult CUDAAPI cuStreamBeginCapture(CUstream stream, CUstreamCaptureMode mode) {
   record("cuStreamBeginCapture " + streamName(stream) + " mode=" + std::to_string(mode));
   return CUDA_SUCCESS;
