@@ -10,7 +10,7 @@
 // ceiling) and the same read kernel over exactly one W per launch (the ceiling for a kernel of
 // that size). Every variant's y is checked against an fp32 reference kernel.
 // Prints a table on stdout; exits 2 without a GPU.
-#include "tools/bench/fill_bf16.cuh"
+#include "tools/bench/bench_kernels.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -26,6 +26,7 @@
 namespace {
 
 using kiln::tools::fillBf16;
+using kiln::tools::readReduce;
 
 constexpr int kLaunches = 64;
 constexpr float kEps = 1e-5f;
@@ -183,22 +184,6 @@ __global__ void gemvReference(const __nv_bfloat16 *x, const __nv_bfloat16 *w,
   y[o] = acc;
 }
 
-__global__ void readOnly(const uint4 *__restrict__ data, size_t count, unsigned *sink) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  unsigned acc = 0;
-  for (; i + 3 * stride < count; i += 4 * stride) {
-    const uint4 a = data[i], b = data[i + stride], c = data[i + 2 * stride],
-                d = data[i + 3 * stride];
-    acc += a.x ^ b.y ^ c.z ^ d.w;
-    acc += a.w ^ b.x ^ c.y ^ d.z;
-  }
-  for (; i < count; i += stride)
-    acc += data[i].x ^ data[i].w;
-  if (acc == 0x9e3779b9u)
-    *sink = acc;
-}
-
 __global__ void emptyKernel() {}
 
 // Median time of one launch, from a graph of kLaunches launches (best of 5 graph replays).
@@ -329,10 +314,10 @@ int main() {
   // The HBM ceiling: the read kernel over the whole pool.
   const int readThreads = 512;
   int perSm = 0;
-  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, readOnly, readThreads, 0));
+  CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&perSm, readReduce, readThreads, 0));
   const int readBlocks = perSm * prop.multiProcessorCount;
   const double poolUs = graphMicros([&](int, cudaStream_t s) {
-    readOnly<<<readBlocks, readThreads, 0, s>>>(reinterpret_cast<const uint4 *>(b.w),
+    readReduce<<<readBlocks, readThreads, 0, s>>>(reinterpret_cast<const uint4 *>(b.w),
                                                 poolBytes / 16, sink);
   });
   const double hbm = poolBytes / poolUs / 1e3; // GB/s
@@ -347,7 +332,7 @@ int main() {
     const int copies = int(poolBytes / bytes);
     auto wCopy = [&](int i) { return b.w + size_t(i % copies) * shape.out * shape.k; };
     const double readUs = graphMicros([&](int i, cudaStream_t s) {
-      readOnly<<<readBlocks, readThreads, 0, s>>>(reinterpret_cast<const uint4 *>(wCopy(i)),
+      readReduce<<<readBlocks, readThreads, 0, s>>>(reinterpret_cast<const uint4 *>(wCopy(i)),
                                                   bytes / 16, sink);
     });
     std::printf("%-8s %-22s %9.2f %8.0f %7.3f %8.3f %10s\n", shape.name, "read-only", readUs,

@@ -8,7 +8,7 @@
 // Prints one JSON object on stdout (roofline_report.h) and a readable summary on stderr. Without a
 // GPU it prints a JSON object saying "no GPU: ..." and exits 2. cudart is linked statically and
 // cuBLASLt is loaded at run time, so the binary starts on any machine.
-#include "tools/bench/fill_bf16.cuh"
+#include "tools/bench/bench_kernels.cuh"
 #include "tools/bench/roofline_report.h"
 
 #include <cublasLt.h>
@@ -68,23 +68,6 @@ std::vector<float> timeRepetitions(const Options &o, const std::function<cudaErr
   cudaEventDestroy(start);
   cudaEventDestroy(stop);
   return good ? ms : std::vector<float>{};
-}
-
-// Four independent 16-byte loads in flight per thread per iteration. The store is conditional on
-// the loaded data, so the compiler must keep every load; it practically never happens.
-__global__ void readReduce(const uint4 *__restrict__ data, size_t count, unsigned *sink) {
-  const size_t stride = size_t(gridDim.x) * blockDim.x;
-  size_t i = size_t(blockIdx.x) * blockDim.x + threadIdx.x;
-  unsigned acc = 0;
-  for (; i + 3 * stride < count; i += 4 * stride) {
-    uint4 a = data[i], b = data[i + stride], c = data[i + 2 * stride], d = data[i + 3 * stride];
-    acc += a.x ^ b.y ^ c.z ^ d.w;
-    acc += a.w ^ b.x ^ c.y ^ d.z;
-  }
-  for (; i < count; i += stride)
-    acc += data[i].x ^ data[i].w;
-  if (acc == 0x9e3779b9u)
-    *sink = acc;
 }
 
 void measureBandwidth(const Options &o, RooflineReport &r) {
