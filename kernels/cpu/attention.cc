@@ -7,6 +7,7 @@
 // widened and folded by the same fp32 code as fp32 inputs, so they give the same fp32 result.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -118,20 +119,21 @@ void attendOne(const AttentionArgs &args, int32_t token, int32_t head, int32_t s
 
 void attention(const AttentionArgs &args) {
   const int64_t pairs = static_cast<int64_t>(args.numTokens) * args.numHeads;
-#pragma omp parallel if (pairs > 1)
-  {
+  // Work per pair grows with its position, so hand pairs out dynamically.
+  DynamicRanges chunks(pairs, 4);
+  parallelRun(pairs > 1, [&](int, int) {
     float *scratch = threadScratch(static_cast<size_t>(scratchFloats(args)));
-    // Work per pair grows with its position, so hand pairs out dynamically.
-#pragma omp for schedule(dynamic, 4)
-    for (int64_t pair = 0; pair < pairs; ++pair) {
-      const int32_t token = static_cast<int32_t>(pair / args.numHeads);
-      const int32_t head = static_cast<int32_t>(pair % args.numHeads);
-      const int32_t *loc = args.queryStartLoc;
-      const int32_t seq =
-          static_cast<int32_t>(std::upper_bound(loc, loc + args.numSeqs + 1, token) - loc) - 1;
-      attendOne(args, token, head, seq, scratch);
+    for (IndexRange chunk; chunks.next(chunk);) {
+      for (int64_t pair = chunk.begin; pair < chunk.end; ++pair) {
+        const int32_t token = static_cast<int32_t>(pair / args.numHeads);
+        const int32_t head = static_cast<int32_t>(pair % args.numHeads);
+        const int32_t *loc = args.queryStartLoc;
+        const int32_t seq =
+            static_cast<int32_t>(std::upper_bound(loc, loc + args.numSeqs + 1, token) - loc) - 1;
+        attendOne(args, token, head, seq, scratch);
+      }
     }
-  }
+  });
 }
 
 } // namespace kiln::kernels::cpu

@@ -1,5 +1,6 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -22,27 +23,25 @@ void siluMulRow(const float *gate, const float *up, float *out, int64_t intermed
 
 void siluMulHalf(const SiluMulArgs &args) {
   const int64_t intermediate = args.intermediate;
-#pragma omp parallel if (args.rows * intermediate > kParallelElements)
-  {
+  parallelRun(args.rows * intermediate > kParallelElements, [&](int worker, int workers) {
     float *gateUp = threadScratch(3 * static_cast<size_t>(intermediate));
     float *out = gateUp + 2 * intermediate;
-#pragma omp for schedule(static)
-    for (int32_t r = 0; r < args.rows; ++r) {
+    const IndexRange rows = staticRange(args.rows, worker, workers);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
       loadRun(args.gateUp, args.type, r * 2 * intermediate, 2 * intermediate, gateUp);
       siluMulRow(gateUp, gateUp + intermediate, out, intermediate);
       storeRun(out, intermediate, args.out, args.type, r * intermediate);
     }
-  }
+  });
 }
 
 void addHalf(const AddArgs &args) {
   const int64_t runs = (args.count + kAddRun - 1) / kAddRun;
-#pragma omp parallel if (args.count > kParallelElements)
-  {
+  parallelRun(args.count > kParallelElements, [&](int worker, int workers) {
     float *a = threadScratch(2 * kAddRun);
     float *b = a + kAddRun;
-#pragma omp for schedule(static)
-    for (int64_t run = 0; run < runs; ++run) {
+    const IndexRange range = staticRange(runs, worker, workers);
+    for (int64_t run = range.begin; run < range.end; ++run) {
       const int64_t begin = run * kAddRun;
       const int64_t n = std::min(kAddRun, args.count - begin);
       loadRun(args.a, args.type, begin, n, a);
@@ -52,7 +51,7 @@ void addHalf(const AddArgs &args) {
         a[i] += b[i];
       storeRun(a, n, args.out, args.type, begin);
     }
-  }
+  });
 }
 
 } // namespace
@@ -63,11 +62,10 @@ void siluMul(const SiluMulArgs &args) {
   const int64_t intermediate = args.intermediate;
   const auto *gateUp = static_cast<const float *>(args.gateUp);
   auto *out = static_cast<float *>(args.out);
-#pragma omp parallel for schedule(static) if (args.rows * intermediate > kParallelElements)
-  for (int32_t r = 0; r < args.rows; ++r) {
+  parallelFor(args.rows * intermediate > kParallelElements, args.rows, [&](int64_t r) {
     const float *gate = gateUp + r * 2 * intermediate;
     siluMulRow(gate, gate + intermediate, out + r * intermediate, intermediate);
-  }
+  });
 }
 
 void add(const AddArgs &args) {
@@ -76,19 +74,21 @@ void add(const AddArgs &args) {
   const auto *a = static_cast<const float *>(args.a);
   const auto *b = static_cast<const float *>(args.b);
   auto *out = static_cast<float *>(args.out);
-#pragma omp parallel for simd schedule(static) if (args.count > kParallelElements)
-  for (int64_t i = 0; i < args.count; ++i)
-    out[i] = a[i] + b[i];
+  parallelRun(args.count > kParallelElements, [&](int worker, int workers) {
+    const IndexRange range = staticRange(args.count, worker, workers);
+#pragma omp simd
+    for (int64_t i = range.begin; i < range.end; ++i)
+      out[i] = a[i] + b[i];
+  });
 }
 
 void gatherRows(const GatherRowsArgs &args) {
   const int64_t rowBytes = args.width * elemBytes(args.type);
   const auto *x = static_cast<const uint8_t *>(args.x);
   auto *out = static_cast<uint8_t *>(args.out);
-#pragma omp parallel for schedule(static) if (args.numRows * int64_t(args.width) >                 \
-                                              kParallelElements)
-  for (int32_t i = 0; i < args.numRows; ++i)
+  parallelFor(args.numRows * int64_t(args.width) > kParallelElements, args.numRows, [&](int64_t i) {
     std::memcpy(out + i * rowBytes, x + static_cast<int64_t>(args.indices[i]) * rowBytes, rowBytes);
+  });
 }
 
 } // namespace kiln::kernels::cpu

@@ -1,5 +1,6 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 #include <cstring>
@@ -9,14 +10,13 @@ namespace kiln::kernels::cpu {
 void embedding(const EmbeddingArgs &args) {
   const int64_t hidden = args.hidden;
   const int64_t outBytes = elemBytes(args.outType);
-#pragma omp parallel if (args.numTokens * hidden > 16384)
-  {
+  parallelRun(args.numTokens * hidden > 16384, [&](int worker, int workers) {
     // A table of another type than the output goes through fp32 (one rounding at most).
     float *row = args.tableType == args.outType || args.outType == ElemType::kF32
                      ? nullptr
                      : threadScratch(static_cast<size_t>(hidden));
-#pragma omp for schedule(static)
-    for (int32_t t = 0; t < args.numTokens; ++t) {
+    const IndexRange tokens = staticRange(args.numTokens, worker, workers);
+    for (int64_t t = tokens.begin; t < tokens.end; ++t) {
       // 64-bit: id - vocabStart must not wrap for ids far outside this shard.
       const int64_t id = static_cast<int64_t>(args.tokenIds[t]) - args.vocabStart;
       if (id < 0 || id >= args.vocabSize) // +0.0 is all zero bits in every type
@@ -28,7 +28,7 @@ void embedding(const EmbeddingArgs &args) {
         convertRun(args.table, args.tableType, id * hidden, args.out, args.outType, t * hidden,
                    hidden, row);
     }
-  }
+  });
 }
 
 } // namespace kiln::kernels::cpu

@@ -3,8 +3,8 @@
 // the KV cache are row-major, densely packed and stored as fp32, fp16 or bf16 (each struct names
 // the element type of its buffers; fp32 is the default, so an initialiser that names no type is
 // an all-fp32 call). Every kernel computes in fp32 and rounds each output element once to its
-// buffer's type (round to nearest even, as runtime/base/half.h). OpenMP parallelises over
-// rows/heads; a row's result never depends on the other rows of the batch.
+// buffer's type (round to nearest even, as runtime/base/half.h). A worker pool splits rows/heads
+// across threads (worker_pool.h); a row's result never depends on the other rows of the batch.
 // Kernels trust their arguments: the executor validates counts, ids and block tables first.
 #pragma once
 

@@ -3,12 +3,13 @@
 // The tiles run at the CPU's instruction-set level (cpu_isa.h): linear_sse2.cc (4 lanes),
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
-// built for the baseline and only picks the tile function and runs the OpenMP loop over tiles.
+// built for the baseline and only picks the tile function and splits the tiles over the worker pool (worker_pool.h).
 // avx512bf16 runs the AVX-512 tiles: its dot-product instruction multiplies bf16 activations,
 // which would round the fp32 x that the references expect.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_tile.h"
+#include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 
@@ -38,13 +39,12 @@ void linear(const LinearArgs &args) {
   const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;
   const int64_t tasks = static_cast<int64_t>(rowTiles) * outTiles;
   const int64_t work = static_cast<int64_t>(args.rows) * args.inFeatures * args.outFeatures;
-#pragma omp parallel if (work > 65536)
-  {
+  parallelRun(work > 65536, [&](int worker, int workers) {
     float *scratch = threadScratch(kScratchFloats);
     // Row tiles innermost, so a thread's consecutive tasks read the same weight rows (from L2
     // after the first); decode has one row tile and so splits purely over outputs.
-#pragma omp for schedule(static)
-    for (int64_t task = 0; task < tasks; ++task) {
+    const IndexRange range = staticRange(tasks, worker, workers);
+    for (int64_t task = range.begin; task < range.end; ++task) {
       const int32_t outTile = static_cast<int32_t>(task / rowTiles);
       const int32_t rowTile = static_cast<int32_t>(task % rowTiles);
       Tile tile;
@@ -54,7 +54,7 @@ void linear(const LinearArgs &args) {
       tile.outs = std::min(kOutTile, args.outFeatures - tile.out0);
       runTile(args, tile, scratch);
     }
-  }
+  });
 }
 
 } // namespace kiln::kernels::cpu

@@ -1,5 +1,6 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
 
 #include <cmath>
 
@@ -25,30 +26,28 @@ constexpr int64_t kParallelElements = 16384;
 // Half rows: widen x, normalise in fp32 exactly as an fp32 row, round each output once.
 void rmsNormHalf(const RmsNormArgs &args) {
   const int64_t hidden = args.hidden;
-#pragma omp parallel if (args.rows * hidden > kParallelElements)
-  {
+  parallelRun(args.rows * hidden > kParallelElements, [&](int worker, int workers) {
     float *x = threadScratch(2 * static_cast<size_t>(hidden));
     float *y = x + hidden;
-#pragma omp for schedule(static)
-    for (int32_t r = 0; r < args.rows; ++r) {
+    const IndexRange rows = staticRange(args.rows, worker, workers);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
       loadRun(args.x, args.type, r * hidden, hidden, x);
       rmsNormRow(x, args.weight, y, args.hidden, args.eps);
       storeRun(y, hidden, args.out, args.type, r * hidden);
     }
-  }
+  });
 }
 
 // Half rows: the residual sum is rounded once when stored (as transformers' half `residual + x`),
 // and the norm reads the residual as stored.
 void addRmsNormHalf(const AddRmsNormArgs &args) {
   const int64_t hidden = args.hidden;
-#pragma omp parallel if (args.rows * hidden > kParallelElements)
-  {
+  parallelRun(args.rows * hidden > kParallelElements, [&](int worker, int workers) {
     float *sum = threadScratch(3 * static_cast<size_t>(hidden));
     float *x = sum + hidden;
     float *y = x + hidden;
-#pragma omp for schedule(static)
-    for (int32_t r = 0; r < args.rows; ++r) {
+    const IndexRange rows = staticRange(args.rows, worker, workers);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
       loadRun(args.residual, args.type, r * hidden, hidden, sum);
       loadRun(args.x, args.type, r * hidden, hidden, x);
 #pragma omp simd
@@ -59,7 +58,7 @@ void addRmsNormHalf(const AddRmsNormArgs &args) {
       rmsNormRow(sum, args.weight, y, args.hidden, args.eps);
       storeRun(y, hidden, args.out, args.type, r * hidden);
     }
-  }
+  });
 }
 
 } // namespace
@@ -70,17 +69,16 @@ void rmsNorm(const RmsNormArgs &args) {
   const int64_t hidden = args.hidden;
   const auto *x = static_cast<const float *>(args.x);
   auto *out = static_cast<float *>(args.out);
-#pragma omp parallel for schedule(static) if (args.rows * hidden > kParallelElements)
-  for (int32_t r = 0; r < args.rows; ++r)
+  parallelFor(args.rows * hidden > kParallelElements, args.rows, [&](int64_t r) {
     rmsNormRow(x + r * hidden, args.weight, out + r * hidden, args.hidden, args.eps);
+  });
 }
 
 void addRmsNorm(const AddRmsNormArgs &args) {
   if (args.type != ElemType::kF32)
     return addRmsNormHalf(args);
   const int64_t hidden = args.hidden;
-#pragma omp parallel for schedule(static) if (args.rows * hidden > kParallelElements)
-  for (int32_t r = 0; r < args.rows; ++r) {
+  parallelFor(args.rows * hidden > kParallelElements, args.rows, [&](int64_t r) {
     float *residual = static_cast<float *>(args.residual) + r * hidden;
     const float *x = static_cast<const float *>(args.x) + r * hidden;
 #pragma omp simd
@@ -88,7 +86,7 @@ void addRmsNorm(const AddRmsNormArgs &args) {
       residual[i] += x[i];
     rmsNormRow(residual, args.weight, static_cast<float *>(args.out) + r * hidden, args.hidden,
                args.eps);
-  }
+  });
 }
 
 } // namespace kiln::kernels::cpu

@@ -5,6 +5,7 @@
 // sequence's length after the step, so a token's result still depends only on its own sequence.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 #include <cmath>
@@ -122,16 +123,15 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
   const int64_t qStride = args.numHeads * headDim;
   const int64_t blockStride = args.numKvHeads * args.blockSize * headDim;
   const int64_t blockRowStride = static_cast<int64_t>(args.blockSize) * headDim;
-#pragma omp parallel if (args.numTokens > 1)
-  {
+  parallelRun(args.numTokens > 1, [&](int worker, int workers) {
     float *cosines = threadScratch(static_cast<size_t>(scratchFloats(args, qkvStride)));
     float *sines = cosines + half;
     float *dynamicRow = sines + half;
     float *staging = dynamicRow + half;
     float *widened = staging + headDim;
     const float scaling = args.attentionScaling;
-#pragma omp for schedule(static)
-    for (int32_t t = 0; t < args.numTokens; ++t) {
+    const IndexRange tokens = staticRange(args.numTokens, worker, workers);
+    for (int64_t t = tokens.begin; t < tokens.end; ++t) {
       // transformers computes position x inv_freq as one fp32 product per angle, then
       // cos(emb) * attention_scaling and sin(emb) * attention_scaling in fp32.
       const float position = static_cast<float>(args.positions[t]);
@@ -168,7 +168,7 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
         convertRun(args.qkv, args.type, vSource + h * headDim, args.vCache, args.kvType,
                    cacheOffset + h * blockRowStride, headDim, staging);
     }
-  }
+  });
 }
 
 } // namespace kiln::kernels::cpu

@@ -89,7 +89,8 @@ struct MultiRankOptions {
   std::string ncclLibrary = "libnccl.so.2";
   // Receives one line saying which collectives run and why (null: nothing is logged).
   std::function<void(const std::string &)> log;
-  // OpenMP threads per rank inside the cpu kernels; 0: the machine's cores / tp (at least 1), so
+  // Threads per rank inside the cpu kernels (each rank thread's own worker pool,
+  // kernels/cpu/worker_pool.h, sized by omp_set_num_threads on that thread); 0: the machine's cores / tp (at least 1), so
   // tp ranks do not oversubscribe the cores.
   int threadsPerRank = 0;
 };

@@ -1,6 +1,7 @@
 #include "runtime/hal/cpu_device.h"
 
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/worker_pool.h"
 #include "runtime/sampling/sampler.h"
 
 #include <cstdlib>
@@ -32,6 +33,17 @@ std::string cpuKernelIsa() {
   if (active != detected)
     isa += std::string(" (cpu: ") + kc::cpuIsaName(detected) + ")";
   return isa;
+}
+
+std::vector<std::string> cpuKernelIsasAvailable() {
+  std::vector<std::string> names;
+  for (kernels::cpu::CpuIsa isa : kernels::cpu::availableCpuIsas())
+    names.emplace_back(kernels::cpu::cpuIsaName(isa));
+  return names;
+}
+
+int cpuKernelThreads() {
+  return kernels::cpu::cpuThreads();
 }
 
 Status checkCpuKernelIsa() {

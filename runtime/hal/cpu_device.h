@@ -1,5 +1,5 @@
 // The reference backend: host memory, ops run synchronously by the kernels in kernels/cpu
-// (OpenMP inside each kernel). What CI runs, and what every GPU backend is checked against.
+// (split across threads by kernels/cpu/worker_pool.h). What CI runs, and what every GPU backend is checked against.
 #pragma once
 
 #include "runtime/hal/device.h"
@@ -39,6 +39,10 @@ private:
 // The instruction-set level the cpu kernels run at (kernels/cpu/cpu_isa.h), e.g. "avx2", and the
 // highest this CPU has: "avx2 (cpu: avx512bf16)" when KILN_CPU_ISA lowered it.
 std::string cpuKernelIsa();
+// Every level this CPU runs, lowest first ("sse2", "avx2", ...): what KILN_CPU_ISA may name.
+std::vector<std::string> cpuKernelIsasAvailable();
+// Threads the calling thread's cpu kernels run on (kernels/cpu/worker_pool.h).
+int cpuKernelThreads();
 // Fails when KILN_CPU_ISA names no level, or one above what this CPU has (createDevice("cpu")
 // calls it, so such a run stops before a step rather than silently running another level).
 Status checkCpuKernelIsa();

@@ -345,28 +345,9 @@ int serve(const Args &args) {
   return 0;
 }
 
-// The CPU backend's OpenMP workers spin after each parallel region by default, which starves
-// the HTTP threads that share the cores (measured: 49 vs 1969 tokens/s for one stream on 2 cores).
-// libgomp reads OMP_WAIT_POLICY when it loads, before main, so set it and re-exec once; an
-// explicit OMP_WAIT_POLICY from the user is kept.
-void preferPassiveOpenMpWaits(const CommandArgs &args) {
-  if (std::getenv("OMP_WAIT_POLICY") || std::getenv("KILN_SERVE_REEXECED"))
-    return;
-  setenv("OMP_WAIT_POLICY", "passive", 0);
-  setenv("KILN_SERVE_REEXECED", "1", 1);
-  std::vector<std::string> owned = {"kiln", "serve"};
-  owned.insert(owned.end(), args.begin(), args.end());
-  std::vector<char *> argv;
-  for (std::string &arg : owned)
-    argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  execv("/proc/self/exe", argv.data()); // returns only on failure: go on with active waits
-}
-
 } // namespace
 
 int runServe(const CommandArgs &argv) {
-  preferPassiveOpenMpWaits(argv);
   Result<Args> args = Args::parse(kServeSpec, argv);
   if (!args.isOk())
     return reportError("serve", args.status());
