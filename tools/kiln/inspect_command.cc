@@ -1,6 +1,8 @@
 // `kiln inspect ARTIFACT`: the artifact (model, maxima, KV spec, per-rank program, buffers and
-// weights index, kernel modules) as JSON. `--summary` prints the headline numbers only.
+// weights index, kernel modules) as JSON. `--summary` prints the headline numbers only; `--device
+// cpu` adds the cpu kernels' instruction-set level and threads (alone without an ARTIFACT).
 #include "runtime/artifact/artifact.h"
+#include "runtime/hal/cpu_device.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
 
@@ -8,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include <iostream>
+#include <optional>
 
 namespace kiln::tools {
 namespace {
@@ -16,15 +19,18 @@ using nlohmann::json;
 
 const CommandSpec kInspectSpec = {
     "inspect",
-    "ARTIFACT [--summary] [--no-verify-weights]",
+    "[ARTIFACT] [--summary] [--no-verify-weights] [--device cpu]",
     "Print a kiln artifact as JSON: model, compiled maxima, KV cache spec, per-rank step program,\n"
-    "buffers, weights index and kernel modules.",
+    "buffers, weights index and kernel modules. --device cpu adds (or, without ARTIFACT, prints\n"
+    "alone) what the cpu kernels run with: instruction-set level, the levels this CPU has\n"
+    "(KILN_CPU_ISA may name any of them) and threads.",
     {
+        {"--device", "cpu", "also print the cpu kernels' instruction-set level and threads"},
         {"--summary", "", "only the model, maxima, KV spec and per-rank totals, weight shapes and "
                           "bytes"},
         {"--no-verify-weights", "", "skip the weights sha256 check (faster on large models)"},
     },
-    1,
+    0,
     1,
 };
 
@@ -202,6 +208,14 @@ void printReadable(std::ostream &out, const json &value, int indent) {
   out << "\n" << std::string(indent, ' ') << (object ? "}" : "]");
 }
 
+// What the cpu kernels run with in this process (runtime/hal/cpu_device.h).
+json cpuDeviceJson() {
+  return {{"kind", "cpu"},
+          {"cpu_isa", rt::cpuKernelIsa()},
+          {"cpu_isas_available", rt::cpuKernelIsasAvailable()},
+          {"threads", rt::cpuKernelThreads()}};
+}
+
 } // namespace
 
 int runInspect(const CommandArgs &argv) {
@@ -210,6 +224,21 @@ int runInspect(const CommandArgs &argv) {
     return reportError("inspect", args.status());
   if (args->helpRequested()) {
     std::cout << formatHelp(kInspectSpec);
+    return 0;
+  }
+  std::optional<json> device;
+  if (std::optional<std::string> name = args->get("--device")) {
+    if (*name != "cpu")
+      return reportError("inspect", invalidArgument("--device: '" + *name +
+                                                    "' is not supported here (only cpu)"));
+    if (Status isa = rt::checkCpuKernelIsa(); !isa.isOk())
+      return reportError("inspect", isa);
+    device = cpuDeviceJson();
+  }
+  if (args->positionals().empty()) {
+    if (!device)
+      return reportError("inspect", invalidArgument("give an ARTIFACT, or --device cpu"));
+    std::cout << device->dump(1) << "\n";
     return 0;
   }
   rt::LoadOptions options;
@@ -224,6 +253,8 @@ int runInspect(const CommandArgs &argv) {
   for (int r = 0; r < (*artifact)->numRanks(); ++r)
     out["ranks"].push_back(rankJson((*artifact)->rank(r), summary));
   out["kernel_modules"] = kernelModulesJson(plan);
+  if (device)
+    out["device"] = *device;
   if (summary)
     printReadable(std::cout, out, 0);
   else
