@@ -1,0 +1,162 @@
+// kiln-cpu-linear-bench: times kernels/cpu's Linear on SmolLM2-135M's shapes at every
+// instruction-set level this CPU has (kernels/cpu/cpu_isa.h), fp32 and bf16 weights, on the
+// threads OMP_NUM_THREADS gives (kernels/cpu/worker_pool.h), against the machine's own limits
+// measured in the same run:
+//   decode (1 row): weight bytes per second over a read-only pass over a buffer of the same size
+//     (the bandwidth any kernel could stream those weights at);
+//   prefill (512 rows): GFLOP/s, printed next to the decode figures for scale.
+// Every weight set is 4x the last-level cache or more apart from the one timed, so decode reads
+// come from memory as in a real step (the model's 538 MB of fp32 weights never fit).
+//
+//   build/tools/bench/cpu_linear_bench [REPEATS [ISA]]   (ISA: only that level, e.g. avx2)
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace cpu = kiln::kernels::cpu;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Shape {
+  const char *name;
+  int32_t in, out;
+};
+// SmolLM2-135M: hidden 576, intermediate 1536, 9 + 2 x 3 heads of 64, vocab 49152.
+constexpr Shape kShapes[] = {
+    {"qkv 576->960", 576, 960},     {"o 576->576", 576, 576},
+    {"gate_up 576->3072", 576, 3072}, {"down 1536->576", 1536, 576},
+    {"lm_head 576->49152", 576, 49152},
+};
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+// Copies of one weight matrix, used in turn so a decode call never finds its weights in cache.
+struct Weights {
+  std::vector<std::vector<uint16_t>> copies; // raw storage (fp32 as two halves)
+  size_t bytes;
+};
+
+Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) {
+  const size_t count = static_cast<size_t>(s.in) * s.out;
+  const size_t bytes = count * (type == cpu::WeightType::kF32 ? 4 : 2);
+  const size_t copies = std::max<size_t>(2, (minTotalBytes + bytes - 1) / bytes);
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
+  Weights w{{}, bytes};
+  w.copies.resize(copies, std::vector<uint16_t>(bytes / 2));
+  for (auto &copy : w.copies) {
+    if (type == cpu::WeightType::kF32) {
+      auto *f = reinterpret_cast<float *>(copy.data());
+      for (size_t i = 0; i < count; ++i)
+        f[i] = dist(rng);
+    } else {
+      for (size_t i = 0; i < count; ++i) {
+        const float v = dist(rng);
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        copy[i] = static_cast<uint16_t>(bits >> 16);
+      }
+    }
+  }
+  return w;
+}
+
+// Median seconds of `repeats` calls, each on the next weight copy.
+double timeLinear(const Shape &s, cpu::WeightType type, const Weights &w, int rows, int repeats) {
+  std::vector<float> x(static_cast<size_t>(rows) * s.in, 0.01f);
+  std::vector<float> out(static_cast<size_t>(rows) * s.out);
+  std::vector<double> times;
+  for (int r = -2; r < repeats; ++r) {
+    cpu::LinearArgs args{x.data(), w.copies[(r + 2) % w.copies.size()].data(), type, nullptr,
+                         out.data(), rows, s.in, s.out};
+    const Clock::time_point start = Clock::now();
+    cpu::linear(args);
+    const Clock::time_point end = Clock::now();
+    if (r >= 0)
+      times.push_back(seconds(start, end));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+// Bytes per second of summing a buffer of `bytes` (split over the pool like a kernel), median of
+// `repeats` passes over rotating copies.
+double readBandwidth(size_t bytes, size_t minTotalBytes, int repeats) {
+  const size_t floats = bytes / 4;
+  const size_t copies = std::max<size_t>(2, (minTotalBytes + bytes - 1) / bytes);
+  std::vector<std::vector<float>> buffers(copies, std::vector<float>(floats, 1.0f));
+  std::vector<double> times;
+  volatile float sink = 0;
+  for (int r = -2; r < repeats; ++r) {
+    const float *data = buffers[(r + 2) % copies].data();
+    std::vector<float> partial(64 * 16, 0.0f);
+    const Clock::time_point start = Clock::now();
+    cpu::parallelRun(true, [&](int worker, int workers) {
+      const cpu::IndexRange range = cpu::staticRange(static_cast<int64_t>(floats), worker, workers);
+      float acc[16] = {};
+      int64_t i = range.begin;
+      for (; i + 16 <= range.end; i += 16)
+        for (int l = 0; l < 16; ++l)
+          acc[l] += data[i + l];
+      for (; i < range.end; ++i)
+        acc[0] += data[i];
+      for (int l = 0; l < 16; ++l)
+        partial[worker * 16 + l] = acc[l];
+    });
+    const Clock::time_point end = Clock::now();
+    for (float p : partial)
+      sink = sink + p;
+    if (r >= 0)
+      times.push_back(seconds(start, end));
+  }
+  std::sort(times.begin(), times.end());
+  return static_cast<double>(bytes) / times[times.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
+  const size_t spread = size_t(256) << 20; // rotate over >= 256 MiB: far above any LLC here
+  std::printf("cpu Linear on SmolLM2-135M shapes, %d threads, median of %d calls\n",
+              cpu::cpuThreads(), repeats);
+  std::printf("%-10s %-6s %-20s %10s %9s %8s %12s\n", "isa", "weight", "shape", "decode us",
+              "GB/s", "of read", "prefill GF/s");
+  cpu::CpuIsa only{};
+  const bool oneIsa = argc > 2 && cpu::parseCpuIsa(argv[2], only);
+  for (cpu::CpuIsa isa : cpu::availableCpuIsas()) {
+    if (oneIsa && isa != only)
+      continue;
+    cpu::setCpuIsa(isa);
+    for (cpu::WeightType type : {cpu::WeightType::kF32, cpu::WeightType::kBF16}) {
+      for (const Shape &s : kShapes) {
+        const Weights w = makeWeights(s, type, spread);
+        const double decode = timeLinear(s, type, w, 1, repeats);
+        const double read = readBandwidth(w.bytes, spread, repeats);
+        const bool prefillToo = s.out <= 4096; // the lm_head runs on a few rows only
+        const double prefill = prefillToo ? timeLinear(s, type, w, 512, std::min(repeats, 3)) : 0;
+        std::printf("%-10s %-6s %-20s %10.1f %9.2f %8.2f", cpu::cpuIsaName(isa),
+                    type == cpu::WeightType::kF32 ? "fp32" : "bf16", s.name, decode * 1e6,
+                    w.bytes / decode / 1e9, w.bytes / decode / read);
+        if (prefillToo)
+          std::printf(" %12.1f\n", 2.0 * 512 * s.in * s.out / prefill / 1e9);
+        else
+          std::printf(" %12s\n", "-");
+      }
+    }
+  }
+  return 0;
+}
