@@ -19,6 +19,14 @@ using schema::RowScale;
 using schema::StepInputKind;
 constexpr uint64_t kMaxU64 = std::numeric_limits<uint64_t>::max();
 
+// The FlatBuffers verifier checks a vector's 4-byte length, not that 8-byte elements are 8-byte
+// aligned, so a crafted plan.kiln can place a shape 4 bytes off; reading it would be a misaligned
+// load (undefined behaviour; found by tests/fuzz/artifact_fuzz, docs/reliability.md). The plan is
+// mmapped, so its start is page-aligned and the check is on the address.
+bool elementsAligned(const flatbuffers::Vector<uint64_t> *v) {
+  return !v || reinterpret_cast<uintptr_t>(v->Data()) % alignof(uint64_t) == 0;
+}
+
 // Product of `dims` times `scale`, or kMaxU64 on overflow.
 uint64_t checkedProduct(const flatbuffers::Vector<uint64_t> *dims, size_t first, uint64_t scale) {
   uint64_t product = scale;
@@ -202,6 +210,8 @@ Status PlanChecker::checkWeights(const schema::Rank &rank) {
     std::string name = "weight " + std::to_string(w) + " '" + str(e.name()) + "'";
     if (dtypeSize(e.dtype()) == 0 || !e.shape())
       return error(name + ": unknown dtype " + dtypeName(e.dtype()) + " or missing shape");
+    if (!elementsAligned(e.shape()))
+      return error(name + ": shape is not 8-byte aligned: the plan is corrupted");
     uint64_t expected = checkedProduct(e.shape(), 0, dtypeSize(e.dtype()));
     if (e.size() != expected)
       return error(name + ": size " + std::to_string(e.size()) + " bytes != " +
@@ -240,6 +250,8 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
   if (!b.shape() || b.shape()->size() == 0 || dtypeSize(b.dtype()) == 0 ||
       b.rows() > RowScale::MAX || b.kind() > BufferKind::MAX)
     return error(name + ": missing shape, or unknown dtype, kind or rows rule");
+  if (!elementsAligned(b.shape()))
+    return error(name + ": shape is not 8-byte aligned: the plan is corrupted");
   if (b.rows() != RowScale::Fixed && b.shape()->Get(0) < maxRows(b))
     return error(name + ": shape[0] " + std::to_string(b.shape()->Get(0)) +
                  " is below the compiled maximum row count " + std::to_string(maxRows(b)));

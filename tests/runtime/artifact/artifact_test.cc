@@ -3,6 +3,7 @@
 #include "runtime/artifact/artifact.h"
 #include "runtime/artifact/artifact_writer.h"
 #include "runtime/base/file.h"
+#include "runtime/base/sha256.h"
 #include "schema/version.h"
 
 #include <gtest/gtest.h>
@@ -271,6 +272,50 @@ TEST_F(ArtifactTest, WrongFileIdentifier) {
   std::string message = loadError(dir);
   EXPECT_NE(message.find("plan.kiln in '" + dir + "': missing file identifier \"KILN\""),
             std::string::npos)
+      << message;
+}
+
+// A shape whose 8-byte elements sit 4 bytes off their alignment passes the FlatBuffers verifier
+// (it checks a vector's 4-byte length only); reading it would be a misaligned load. Found by
+// tests/fuzz/artifact_fuzz (docs/reliability.md, fix #10). Here buffer 0's shape is pointed at a
+// copy appended to plan.kiln with its elements at 4 mod 8, and the manifest's hash follows.
+TEST_F(ArtifactTest, MisalignedShapeIsRefused) {
+  auto hashOf = [](const std::string &s) {
+    return sha256Hex({reinterpret_cast<const uint8_t *>(s.data()), s.size()});
+  };
+  std::string dir = write();
+  std::string bytes = readBytes(dir + "/plan.kiln");
+  const std::string oldHash = hashOf(bytes);
+  const auto *start = reinterpret_cast<const uint8_t *>(bytes.data());
+  const schema::Buffer *buffer = schema::GetPlan(start)->ranks()->Get(0)->buffers()->Get(0);
+  // The shape field: the table's uoffset that leads to the shape vector (its length prefix).
+  const size_t vectorAt = buffer->shape()->Data() - sizeof(uint32_t) - start;
+  const size_t tableAt = reinterpret_cast<const uint8_t *>(buffer) - start;
+  size_t fieldAt = 0;
+  for (size_t at = tableAt; at < tableAt + 64 && at + 4 <= bytes.size(); at += 4) {
+    uint32_t offset;
+    std::memcpy(&offset, start + at, sizeof(offset));
+    if (at + offset == vectorAt)
+      fieldAt = at;
+  }
+  ASSERT_NE(fieldAt, 0u) << "buffer 0's shape field not found";
+  const uint32_t dims = buffer->shape()->size();
+  std::string copy(sizeof(uint32_t) + 8 * size_t(dims), '\0');
+  std::memcpy(copy.data(), &dims, sizeof(dims));
+  std::memcpy(copy.data() + sizeof(dims), buffer->shape()->Data(), 8 * size_t(dims));
+  bytes.resize((bytes.size() + 7) / 8 * 8, '\0'); // the length at 0 mod 8: elements at 4 mod 8
+  const uint32_t relative = static_cast<uint32_t>(bytes.size() - fieldAt);
+  bytes += copy;
+  std::memcpy(bytes.data() + fieldAt, &relative, sizeof(relative));
+  writeBytes(dir + "/plan.kiln", bytes);
+  std::string manifest = readBytes(dir + "/manifest.json");
+  const size_t hashAt = manifest.find(oldHash);
+  ASSERT_NE(hashAt, std::string::npos);
+  manifest.replace(hashAt, oldHash.size(), hashOf(bytes));
+  writeBytes(dir + "/manifest.json", manifest);
+  const std::string message = loadError(dir);
+  EXPECT_NE(message.find("plan.kiln: rank 0: buffer 0 '"), std::string::npos) << message;
+  EXPECT_NE(message.find("': shape is not 8-byte aligned: the plan is corrupted"), std::string::npos)
       << message;
 }
 
