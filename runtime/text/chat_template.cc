@@ -65,10 +65,12 @@ template <typename Json> Result<Value> toValue(const Json &json, int depth) {
   }
 }
 
-jinja::RenderOptions renderOptions(const std::function<std::tm()> &now, int64_t maxSteps) {
+jinja::RenderOptions renderOptions(const std::function<std::tm()> &now, int64_t maxSteps,
+                                   size_t maxWrittenBytes) {
   jinja::RenderOptions options;
   options.now = now;
   options.maxSteps = maxSteps;
+  options.maxWrittenBytes = maxWrittenBytes;
   return options;
 }
 
@@ -123,11 +125,11 @@ Result<ChatTemplate> ChatTemplate::parse(std::string source) {
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json &context) const {
-  return renderJson(*program_, context, renderOptions(now_, maxSteps_));
+  return renderJson(*program_, context, renderOptions(now_, maxSteps_, maxWrittenBytes_));
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::json &context) const {
-  return renderJson(*program_, context, renderOptions(now_, maxSteps_));
+  return renderJson(*program_, context, renderOptions(now_, maxSteps_, maxWrittenBytes_));
 }
 
 Result<std::string> ChatTemplate::renderChat(const nlohmann::ordered_json &messages,

@@ -56,6 +56,9 @@ public:
   // tests/fuzz/chat_template_fuzz.cc lowers it so that a runaway template fails in seconds
   // under the sanitizers.
   void setStepLimit(int64_t steps) { maxSteps_ = steps; }
+  // Bytes written over one render, macro outputs included (RenderOptions::maxWrittenBytes); the
+  // fuzz target lowers it too (repr of a large string is slow under the sanitizers).
+  void setWrittenByteLimit(size_t bytes) { maxWrittenBytes_ = bytes; }
 
   const std::string &source() const { return source_; }
 
@@ -65,7 +68,8 @@ private:
   std::string source_;
   std::shared_ptr<const ChatTemplateProgram> program_;
   std::function<std::tm()> now_;
-  int64_t maxSteps_ = 1'000'000;
+  int64_t maxSteps_ = 1'000'000;                // jinja_renderer.h RenderOptions' defaults
+  size_t maxWrittenBytes_ = size_t{256} << 20;
 };
 
 // The chat template in a tokenizer_config.json: its `chat_template` string, or the entry called

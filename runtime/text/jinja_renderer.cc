@@ -162,6 +162,11 @@ private:
     if (out.size() + text.size() > options_.maxOutputBytes)
       return outOfRange("rendered chat template exceeds " +
                         std::to_string(options_.maxOutputBytes) + " bytes");
+    written_ += text.size();
+    if (written_ > options_.maxWrittenBytes)
+      return outOfRange("the chat template wrote more than " +
+                        std::to_string(options_.maxWrittenBytes) +
+                        " bytes in all (macro outputs included)");
     out += text;
     return okStatus();
   }
@@ -518,6 +523,7 @@ private:
   bool located_ = false;
   int callDepth_ = 0;
   int64_t steps_ = 0;
+  size_t written_ = 0; // bytes appended to any output in this render
 };
 
 } // namespace

@@ -24,6 +24,11 @@ struct RenderOptions {
   // itself twice per level would otherwise run for hours; real chat templates take a few steps
   // per message.
   int64_t maxSteps = 1'000'000;
+  // Bytes written over the whole render, every macro's own output included. Each output is
+  // bounded by maxOutputBytes, but a macro printing a tuple of its own results doubles (and, with
+  // repr's escaping, more than doubles) its text per level: ~20,000 such calls copied gigabytes
+  // (found by tests/fuzz/chat_template_fuzz, docs/reliability.md).
+  size_t maxWrittenBytes = size_t{256} << 20;
 };
 
 // Errors raised by the template's own raise_exception() carry exactly the template's message;

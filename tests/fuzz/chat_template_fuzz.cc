@@ -56,6 +56,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   chatTemplate.setClock(fixedNow);
   // A step costs ~75 us under ASan + UBSan: a runaway template fails in ~1.5 s, not minutes.
   chatTemplate.setStepLimit(20000);
+  // repr of a string costs ~100 ns a byte here: a template printing its own results as tuples
+  // fails after 4 MiB written, not after minutes (docs/reliability.md, fix #11).
+  chatTemplate.setWrittenByteLimit(size_t{4} << 20);
   ordered_json messages = fixedMessages();
   if (files.size() > 1) {
     ordered_json given = ordered_json::parse(files[1], nullptr, /*allow_exceptions=*/false);

@@ -1,5 +1,6 @@
 // Bad and unsupported templates fail with an error that names the construct and the line, and
 // hostile input (deep nesting, runaway recursion, huge ranges, broken UTF-8) fails cleanly.
+#include <regex>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -137,6 +138,19 @@ TEST(JinjaParserTest, RunawayWorkAndGrowthAreBounded) {
   auto fits = renderSource("{{ ('ab' * 3) ~ ([0] * 2) | length }}");
   ASSERT_TRUE(fits.isOk()) << fits.status().toString();
   EXPECT_EQ(*fits, "ababab2");
+
+  // Every output stays under maxOutputBytes and few steps are taken, yet the render copies a
+  // gigabyte: the bytes written over the whole render, macro outputs included, stop it (found by
+  // tests/fuzz/chat_template_fuzz as a macro printing a tuple of its own results).
+  const std::string discard = "{% macro big() %}{{ 'a' * 1048576 }}{% endmacro %}"
+                              "{% for i in range(N) %}{% set x = big() %}{% endfor %}done";
+  auto copies = renderSource(std::regex_replace(discard, std::regex("N"), "1000"));
+  ASSERT_FALSE(copies.isOk());
+  EXPECT_EQ(copies.status().code(), StatusCode::kOutOfRange);
+  expectMessageHas(copies.status(), "wrote more than 268435456 bytes in all", "line 1");
+  auto fewer = renderSource(std::regex_replace(discard, std::regex("N"), "100"));
+  ASSERT_TRUE(fewer.isOk()) << fewer.status().toString();
+  EXPECT_EQ(*fewer, "done");
 }
 
 TEST(JinjaParserTest, BrokenUtf8RendersWithoutCrashing) {
