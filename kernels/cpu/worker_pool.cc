@@ -153,10 +153,10 @@ void forgetPoolInChild() {
   (void)tPool.release();
 }
 
-WorkerPool &poolOfCaller() {
+// The caller's pool with `wanted` threads (made or remade when the count changed).
+WorkerPool &poolOfCaller(int wanted) {
   static const bool registered = pthread_atfork(nullptr, nullptr, forgetPoolInChild) == 0;
   (void)registered;
-  const int wanted = cpuThreads();
   if (!tPool || tPool->threads() != wanted) {
     tPool.reset();
     tPool = std::make_unique<WorkerPool>(wanted);
@@ -171,11 +171,12 @@ int cpuThreads() {
 }
 
 void parallelRunRaw(bool parallel, ParallelBody body, void *context) {
-  if (!parallel || tInsideJob || cpuThreads() == 1) {
+  const int threads = parallel && !tInsideJob ? cpuThreads() : 1;
+  if (threads == 1) {
     body(context, 0, 1);
     return;
   }
-  WorkerPool &pool = poolOfCaller();
+  WorkerPool &pool = poolOfCaller(threads);
   tInsideJob = true;
   pool.run(body, context);
   tInsideJob = false;
