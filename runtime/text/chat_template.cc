@@ -69,8 +69,10 @@ jinja::RenderOptions renderOptions(const std::function<std::tm()> &now, int64_t 
                                    size_t maxWrittenBytes) {
   jinja::RenderOptions options;
   options.now = now;
-  options.maxSteps = maxSteps;
-  options.maxWrittenBytes = maxWrittenBytes;
+  if (maxSteps > 0)
+    options.maxSteps = maxSteps;
+  if (maxWrittenBytes > 0)
+    options.maxWrittenBytes = maxWrittenBytes;
   return options;
 }
 

@@ -68,8 +68,8 @@ private:
   std::string source_;
   std::shared_ptr<const ChatTemplateProgram> program_;
   std::function<std::tm()> now_;
-  int64_t maxSteps_ = 1'000'000;                // jinja_renderer.h RenderOptions' defaults
-  size_t maxWrittenBytes_ = size_t{256} << 20;
+  int64_t maxSteps_ = 0;     // 0: jinja_renderer.h RenderOptions' default
+  size_t maxWrittenBytes_ = 0; // 0: jinja_renderer.h RenderOptions' default
 };
 
 // The chat template in a tokenizer_config.json: its `chat_template` string, or the entry called
