@@ -556,6 +556,31 @@ run_ab() {
   cat "$results/ab-profile-decode-1-128.txt" >>"$summary"
 }
 
+# Nsight Compute over one profile step, with KILN_BENCH_NCU=mode:batch:length (as
+# KILN_BENCH_PROFILES): every kernel of the first KILN_BENCH_NCU_COUNT launches (default 400) with
+# its duration, DRAM bytes, registers, grid and achieved occupancy, caches flushed before each
+# (ncu's default), clocks left alone; Linear autotuning off and the GEMV forced for decode rows,
+# so the launches are the step's own and not load-time timing candidates. CSV in
+# results/ncu-<mode>-<batch>-<length>.csv. Use with KILN_BENCH_LAYERS (few layers, same shapes).
+run_ncu() {
+  local flags=$1 mode b len shape name
+  [ -n "${KILN_BENCH_NCU:-}" ] || return 0
+  if ! command -v ncu >/dev/null; then
+    record MISSING "ncu" "Nsight Compute is not on this machine's PATH"
+    return 0
+  fi
+  IFS=: read -r mode b len <<<"$KILN_BENCH_NCU"
+  shape=(--batch "$b" --context "$len")
+  [ "$mode" = prefill ] && shape=(--batch "$b" --prefill "$len")
+  name=ncu-$mode-$b-$len
+  # shellcheck disable=SC2086 # word lists
+  bench_json "ncu kiln profile $mode b$b $len" 300 "$results/$name.csv" \
+    env KILN_LINEAR_AUTOTUNE=0 KILN_LINEAR_GEMV=always ncu --clock-control none \
+    --target-processes all --launch-count "${KILN_BENCH_NCU_COUNT:-400}" --csv \
+    --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,launch__registers_per_thread,launch__grid_size,launch__block_size,sm__warps_active.avg.pct_of_peak_sustained_active \
+    "$kx" "$kit_root/bin/kiln" profile "$bench_art" --device "$bench_device" "${shape[@]}" $flags
+}
+
 # The sequence of docs/benchmarks.md ("Commands for the GPU session"): batch-1 decode and the
 # long-prompt TTFT measured once (the first workload), then the throughput workloads.
 run_bench() {
@@ -590,6 +615,7 @@ run_bench() {
     done
     run_profiles "$flags"
     run_ab "$flags" "${workloads%% *}"
+    run_ncu "$flags"
   fi
   once="--num-prompts 4 --ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
   if [ "${KILN_BENCH_PEER:-1}" = 1 ] && have_tool "$repo/tools/bench/hf_peer.py"; then
