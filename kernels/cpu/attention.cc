@@ -1,10 +1,12 @@
-// Paged causal attention, prefill and decode mixed, one (token, query head) pair per work item.
-// Online softmax over the cache positions the token sees (from its sliding window's start, else
-// from 0, up to its own position) in chunks of at most kChunk positions: per thread the scratch is
-// headDim + kChunk floats (plus, for half q or cache, the widened query and one chunk of keys and
-// values), whatever the context length. A pair's result depends only on its own query, position
-// and sequence's blocks, so it is bit-identical however the batch is composed. Half inputs are
-// widened and folded by the same fp32 code as fp32 inputs, so they give the same fp32 result.
+// Paged causal attention, prefill and decode mixed. Each (token, query head) pair folds the cache
+// positions it sees (from its sliding window's start, else from 0, up to its own position) into
+// an online softmax in chunks of at most kChunk positions, never across a cache block. Pairs are
+// worked in items (attendItem): up to kTokenBlock tokens of one sequence times the query heads of
+// one kv head, which read, and for a half cache widen, each cache block once for all their pairs
+// (it used to be once per pair). A pair folds the same chunks in the same order whatever item it
+// is in, so its result depends only on its own query, position and sequence's blocks: it is
+// bit-identical however the batch is composed. Half inputs are widened and folded by the same
+// fp32 code as fp32 inputs, so they give the same fp32 result.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/worker_pool.h"
@@ -12,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -59,80 +62,144 @@ void foldChunk(const float *q, const float *keys, const float *values, int32_t n
   }
 }
 
-// Scratch floats per thread: acc and scores always; the widened query and one chunk of K and V
-// when q or the cache is half.
-int64_t scratchFloats(const AttentionArgs &args) {
-  const int64_t base = args.headDim + kChunk;
-  const bool widen = args.type != ElemType::kF32 || args.kvType != ElemType::kF32;
-  return widen ? base + args.headDim + 2 * int64_t(kChunk) * args.headDim : base;
+// Work items: the query heads [head0, head0 + heads) of one kv head (its group, at most
+// kMaxHeadsPerItem at a time, or one head when there are too few items to keep the threads busy) for up to kTokenBlock consecutive
+// tokens of one sequence. The item reads (and for a half cache widens) each cache block once for
+// all its (token, head) pairs; every pair still folds exactly the chunks it folded alone, in the
+// same order, so its result does not depend on which pairs share its item.
+constexpr int32_t kTokenBlock = 8;
+constexpr int32_t kMaxHeadsPerItem = 16;
+
+struct WorkItem {
+  int32_t seq, token0, tokens, head0, heads;
+};
+
+int32_t headsPerItem(const AttentionArgs &args) {
+  return std::min(args.numHeads / args.numKvHeads, kMaxHeadsPerItem);
 }
 
-void attendOne(const AttentionArgs &args, int32_t token, int32_t head, int32_t seq,
-               float *scratch) {
-  const int32_t headDim = args.headDim;
-  const int64_t rowStride = static_cast<int64_t>(args.numHeads) * headDim;
-  const int64_t qOffset = token * rowStride + head * headDim;
-  float *widened = scratch + headDim + kChunk; // [q | keys chunk | values chunk] when widening
-  const float *q = static_cast<const float *>(args.q) + qOffset;
-  if (args.type != ElemType::kF32) {
-    loadRun(args.q, args.type, qOffset, headDim, widened);
-    q = widened;
+std::vector<WorkItem> workItems(const AttentionArgs &args) {
+  const int32_t group = args.numHeads / args.numKvHeads;
+  int64_t grouped = 0;
+  for (int32_t seq = 0; seq < args.numSeqs; ++seq) {
+    const int32_t tokens = args.queryStartLoc[seq + 1] - args.queryStartLoc[seq];
+    grouped += int64_t((tokens + kTokenBlock - 1) / kTokenBlock) * args.numKvHeads;
   }
-  const bool halfCache = args.kvType != ElemType::kF32;
-  float *keyChunk = widened + headDim;
-  float *valueChunk = keyChunk + int64_t(kChunk) * headDim;
-  const int32_t kvHead = head / (args.numHeads / args.numKvHeads);
-  const int32_t *blockTable = args.blockTables + static_cast<int64_t>(seq) * args.maxBlocksPerSeq;
+  const int32_t perItem = grouped >= 2 * int64_t(cpuThreads()) ? headsPerItem(args) : 1;
+  std::vector<WorkItem> items;
+  for (int32_t seq = 0; seq < args.numSeqs; ++seq)
+    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += kTokenBlock)
+      for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
+        for (int32_t head = kv * group; head < (kv + 1) * group; head += perItem)
+          items.push_back({seq, t, std::min(kTokenBlock, args.queryStartLoc[seq + 1] - t), head,
+                           std::min(perItem, (kv + 1) * group - head)});
+  return items;
+}
+
+// Scratch floats per thread: per pair its accumulator and (widened) query, the scores of one
+// chunk, and for a half cache one block of keys and values.
+int64_t scratchFloats(const AttentionArgs &args) {
+  const int64_t pairs = int64_t(kTokenBlock) * headsPerItem(args);
+  const int64_t block = args.kvType != ElemType::kF32 ? 2 * int64_t(args.blockSize) * args.headDim : 0;
+  return pairs * 2 * args.headDim + kChunk + block;
+}
+
+// The visible positions [first, length) of the token at `position`.
+struct Visible {
+  int32_t first, length;
+};
+Visible visibleOf(const AttentionArgs &args, int32_t position) {
+  const int32_t window = args.slidingWindow;
+  return {window > 0 && position >= window ? position - window + 1 : 0, position + 1};
+}
+
+void attendItem(const AttentionArgs &args, const WorkItem &item, float *scratch) {
+  const int32_t headDim = args.headDim;
+  const int32_t pairs = item.tokens * item.heads;
+  const int64_t rowStride = static_cast<int64_t>(args.numHeads) * headDim;
+  float *accs = scratch;                         // [pairs][headDim]
+  float *queries = accs + int64_t(pairs) * headDim; // [pairs][headDim], when q is half
+  float *scores = queries + int64_t(pairs) * headDim;
+  float *keyBlock = scores + kChunk; // [blockSize][headDim], then values, when the cache is half
+  float *valueBlock = keyBlock + int64_t(args.blockSize) * headDim;
+  OnlineSoftmax states[kTokenBlock * kMaxHeadsPerItem];
+  const float *q[kTokenBlock * kMaxHeadsPerItem];
+  Visible visible[kTokenBlock];
+  int32_t lo = std::numeric_limits<int32_t>::max(), hi = 0;
+  for (int32_t t = 0; t < item.tokens; ++t) {
+    visible[t] = visibleOf(args, args.positions[item.token0 + t]);
+    lo = std::min(lo, visible[t].first);
+    hi = std::max(hi, visible[t].length);
+  }
+  for (int32_t i = 0; i < pairs; ++i) {
+    const int32_t t = i / item.heads, head = item.head0 + i % item.heads;
+    const int64_t qOffset = (item.token0 + t) * rowStride + head * headDim;
+    q[i] = static_cast<const float *>(args.q) + qOffset;
+    if (args.type != ElemType::kF32) {
+      loadRun(args.q, args.type, qOffset, headDim, queries + int64_t(i) * headDim);
+      q[i] = queries + int64_t(i) * headDim;
+    }
+    states[i] = OnlineSoftmax{};
+    states[i].acc = accs + int64_t(i) * headDim;
+    std::fill(states[i].acc, states[i].acc + headDim, 0.0f);
+  }
+  const int32_t kvHead = item.head0 / (args.numHeads / args.numKvHeads);
+  const int32_t *blockTable =
+      args.blockTables + static_cast<int64_t>(item.seq) * args.maxBlocksPerSeq;
   const int64_t blockStride = static_cast<int64_t>(args.numKvHeads) * args.blockSize * headDim;
   const int64_t headOffset = static_cast<int64_t>(kvHead) * args.blockSize * headDim;
-  OnlineSoftmax state;
-  state.acc = scratch;
-  float *scores = scratch + headDim;
-  std::fill(state.acc, state.acc + headDim, 0.0f);
-  const int32_t position = args.positions[token];
-  const int32_t length = position + 1;
-  const int32_t window = args.slidingWindow;
-  const int32_t first = window > 0 && position >= window ? position - window + 1 : 0;
-  for (int32_t start = first, n = 0; start < length; start += n) {
-    // A chunk never crosses a block boundary: cut it at the end of the current block.
-    const int32_t offset = start % args.blockSize;
-    n = std::min({kChunk, args.blockSize - offset, length - start});
-    const int64_t base = blockTable[start / args.blockSize] * blockStride + headOffset +
-                         static_cast<int64_t>(offset) * headDim;
+  const bool halfCache = args.kvType != ElemType::kF32;
+  for (int32_t blockStart = lo / args.blockSize * args.blockSize; blockStart < hi;
+       blockStart += args.blockSize) {
+    const int32_t blockEnd = std::min(blockStart + args.blockSize, hi);
+    const int32_t from = std::max(blockStart, lo); // positions [from, blockEnd) of this block
+    const int64_t base = blockTable[blockStart / args.blockSize] * blockStride + headOffset;
     const float *keys = static_cast<const float *>(args.kCache) + base;
     const float *values = static_cast<const float *>(args.vCache) + base;
-    if (halfCache) { // the chunk's positions are contiguous in the block: one run each
-      loadRun(args.kCache, args.kvType, base, int64_t(n) * headDim, keyChunk);
-      loadRun(args.vCache, args.kvType, base, int64_t(n) * headDim, valueChunk);
-      keys = keyChunk;
-      values = valueChunk;
+    if (halfCache) { // the block's positions are contiguous: one run each
+      const int64_t skip = int64_t(from - blockStart) * headDim;
+      const int64_t count = int64_t(blockEnd - from) * headDim;
+      loadRun(args.kCache, args.kvType, base + skip, count, keyBlock + skip);
+      loadRun(args.vCache, args.kvType, base + skip, count, valueBlock + skip);
+      keys = keyBlock;
+      values = valueBlock;
     }
-    foldChunk(q, keys, values, n, headDim, args.scale, scores, state);
+    for (int32_t i = 0; i < pairs; ++i) {
+      const Visible &v = visible[i / item.heads];
+      // The pair's chunks inside this block, cut as attendOne cut them: from its first
+      // position, at most kChunk long, never past the block or its own length.
+      for (int32_t start = std::max(blockStart, v.first), n = 0;
+           start < std::min(blockStart + args.blockSize, v.length); start += n) {
+        n = std::min({kChunk, args.blockSize - (start - blockStart), v.length - start});
+        const int64_t at = int64_t(start - blockStart) * headDim;
+        foldChunk(q[i], keys + at, values + at, n, headDim, args.scale, scores, states[i]);
+      }
+    }
   }
-  // acc is dead after this: normalise in place, then store once in the output's type.
-  for (int32_t d = 0; d < headDim; ++d)
-    state.acc[d] = state.acc[d] / state.sum;
-  storeRun(state.acc, headDim, args.out, args.type, qOffset);
+  for (int32_t i = 0; i < pairs; ++i) {
+    const int32_t t = i / item.heads, head = item.head0 + i % item.heads;
+    OnlineSoftmax &state = states[i];
+    // acc is dead after this: normalise in place, then store once in the output's type.
+    for (int32_t d = 0; d < headDim; ++d)
+      state.acc[d] = state.acc[d] / state.sum;
+    storeRun(state.acc, headDim, args.out, args.type,
+             (item.token0 + t) * rowStride + head * headDim);
+  }
 }
 
 } // namespace
 
 void attention(const AttentionArgs &args) {
-  const int64_t pairs = static_cast<int64_t>(args.numTokens) * args.numHeads;
-  // Work per pair grows with its position, so hand pairs out dynamically.
-  DynamicRanges chunks(pairs, 4);
-  parallelRun(pairs > 1, [&](int, int) {
+  if (args.numTokens <= 0)
+    return;
+  const std::vector<WorkItem> items = workItems(args);
+  // Work per item grows with its positions, so hand items out dynamically.
+  DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
+  parallelRun(items.size() > 1, [&](int, int) {
     float *scratch = threadScratch(static_cast<size_t>(scratchFloats(args)));
-    for (IndexRange chunk; chunks.next(chunk);) {
-      for (int64_t pair = chunk.begin; pair < chunk.end; ++pair) {
-        const int32_t token = static_cast<int32_t>(pair / args.numHeads);
-        const int32_t head = static_cast<int32_t>(pair % args.numHeads);
-        const int32_t *loc = args.queryStartLoc;
-        const int32_t seq =
-            static_cast<int32_t>(std::upper_bound(loc, loc + args.numSeqs + 1, token) - loc) - 1;
-        attendOne(args, token, head, seq, scratch);
-      }
-    }
+    for (IndexRange chunk; chunks.next(chunk);)
+      for (int64_t i = chunk.begin; i < chunk.end; ++i)
+        attendItem(args, items[static_cast<size_t>(i)], scratch);
   });
 }
 
