@@ -63,10 +63,11 @@ void foldChunk(const float *q, const float *keys, const float *values, int32_t n
 }
 
 // Work items: the query heads [head0, head0 + heads) of one kv head (its group, at most
-// kMaxHeadsPerItem at a time, or one head when there are too few items to keep the threads busy) for up to kTokenBlock consecutive
-// tokens of one sequence. The item reads (and for a half cache widens) each cache block once for
-// all its (token, head) pairs; every pair still folds exactly the chunks it folded alone, in the
-// same order, so its result does not depend on which pairs share its item.
+// kMaxHeadsPerItem at a time, or one head when there are too few items to keep the threads busy)
+// for up to kTokenBlock consecutive tokens of one sequence. The item reads (and for a half cache
+// widens) each cache block once for all its (token, head) pairs; every pair still folds exactly the
+// chunks it folded alone, in the same order, so its result does not depend on which pairs share its
+// item.
 constexpr int32_t kTokenBlock = 8;
 constexpr int32_t kMaxHeadsPerItem = 16;
 
@@ -78,7 +79,8 @@ int32_t headsPerItem(const AttentionArgs &args) {
   return std::min(args.numHeads / args.numKvHeads, kMaxHeadsPerItem);
 }
 
-std::vector<WorkItem> workItems(const AttentionArgs &args) {
+// Fills `items` (cleared first; its storage is reused from call to call).
+void workItems(const AttentionArgs &args, std::vector<WorkItem> &items) {
   const int32_t group = args.numHeads / args.numKvHeads;
   int64_t grouped = 0;
   for (int32_t seq = 0; seq < args.numSeqs; ++seq) {
@@ -86,21 +88,21 @@ std::vector<WorkItem> workItems(const AttentionArgs &args) {
     grouped += int64_t((tokens + kTokenBlock - 1) / kTokenBlock) * args.numKvHeads;
   }
   const int32_t perItem = grouped >= 2 * int64_t(cpuThreads()) ? headsPerItem(args) : 1;
-  std::vector<WorkItem> items;
+  items.clear();
   for (int32_t seq = 0; seq < args.numSeqs; ++seq)
     for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += kTokenBlock)
       for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
         for (int32_t head = kv * group; head < (kv + 1) * group; head += perItem)
           items.push_back({seq, t, std::min(kTokenBlock, args.queryStartLoc[seq + 1] - t), head,
                            std::min(perItem, (kv + 1) * group - head)});
-  return items;
 }
 
 // Scratch floats per thread: per pair its accumulator and (widened) query, the scores of one
 // chunk, and for a half cache one block of keys and values.
 int64_t scratchFloats(const AttentionArgs &args) {
   const int64_t pairs = int64_t(kTokenBlock) * headsPerItem(args);
-  const int64_t block = args.kvType != ElemType::kF32 ? 2 * int64_t(args.blockSize) * args.headDim : 0;
+  const int64_t block =
+      args.kvType != ElemType::kF32 ? 2 * int64_t(args.blockSize) * args.headDim : 0;
   return pairs * 2 * args.headDim + kChunk + block;
 }
 
@@ -117,7 +119,7 @@ void attendItem(const AttentionArgs &args, const WorkItem &item, float *scratch)
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
   const int64_t rowStride = static_cast<int64_t>(args.numHeads) * headDim;
-  float *accs = scratch;                         // [pairs][headDim]
+  float *accs = scratch;                            // [pairs][headDim]
   float *queries = accs + int64_t(pairs) * headDim; // [pairs][headDim], when q is half
   float *scores = queries + int64_t(pairs) * headDim;
   float *keyBlock = scores + kChunk; // [blockSize][headDim], then values, when the cache is half
@@ -166,8 +168,8 @@ void attendItem(const AttentionArgs &args, const WorkItem &item, float *scratch)
     }
     for (int32_t i = 0; i < pairs; ++i) {
       const Visible &v = visible[i / item.heads];
-      // The pair's chunks inside this block, cut as attendOne cut them: from its first
-      // position, at most kChunk long, never past the block or its own length.
+      // The pair's chunks inside this block, cut as if it were alone: from its first position,
+      // at most kChunk long, never past the block or its own length.
       for (int32_t start = std::max(blockStart, v.first), n = 0;
            start < std::min(blockStart + args.blockSize, v.length); start += n) {
         n = std::min({kChunk, args.blockSize - (start - blockStart), v.length - start});
@@ -192,7 +194,11 @@ void attendItem(const AttentionArgs &args, const WorkItem &item, float *scratch)
 void attention(const AttentionArgs &args) {
   if (args.numTokens <= 0)
     return;
-  const std::vector<WorkItem> items = workItems(args);
+  // Called from the engine thread once per layer and step: no allocation once warmed up.
+  // (A named reference, not the thread_local itself, is what the workers' lambda must see.)
+  thread_local std::vector<WorkItem> callerItems;
+  std::vector<WorkItem> &items = callerItems;
+  workItems(args, items);
   // Work per item grows with its positions, so hand items out dynamically.
   DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
   parallelRun(items.size() > 1, [&](int, int) {
