@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
+#include <utility>
 
 #pragma GCC push_options
 #pragma GCC target("avx2,fma")

@@ -29,31 +29,6 @@ inline void f16RunToF32(const uint16_t *src, int64_t n, float *dst) {
   }
 }
 
-// Four-lane forms of the same conversions for kernels that widen weights as they load them.
-using F32x4 = float __attribute__((vector_size(16)));
-using U32x4 = uint32_t __attribute__((vector_size(16)));
-using U16x4 = uint16_t __attribute__((vector_size(8)));
-
-// Interleaving zeros below each bf16 is its fp32 bit pattern: one unpack (punpcklwd), where
-// widening to 32-bit lanes and shifting took seven SSE2 instructions.
-inline F32x4 bf16x4ToF32(const uint16_t *src) {
-  U16x4 h;
-  std::memcpy(&h, src, sizeof(h));
-  const U16x4 zero = {0, 0, 0, 0};
-  return (F32x4)__builtin_shufflevector(zero, h, 0, 4, 1, 5, 2, 6, 3, 7);
-}
-
-inline F32x4 f16x4ToF32(const uint16_t *src) {
-  U16x4 packed;
-  std::memcpy(&packed, src, sizeof(packed));
-  const U32x4 h = __builtin_convertvector(packed, U32x4);
-  const U32x4 sign = (h & 0x8000u) << 16;
-  const U32x4 magnitude = (h & 0x7fffu) << 13;
-  const U32x4 scaled = (U32x4)((F32x4)magnitude * 0x1p112f);
-  const U32x4 infNan = (U32x4)((h & 0x7c00u) == 0x7c00u); // lanes all ones or zero
-  return (F32x4)(((scaled & ~infNan) | ((magnitude | 0x7f800000u) & infNan)) | sign);
-}
-
 // dst[0..n) = fp32 of elements [offset, offset + n) of a weight array of the given type.
 inline void weightRunToF32(const void *weights, WeightType type, int64_t offset, int64_t n,
                            float *dst) {

@@ -22,8 +22,8 @@ std::vector<float> runLinear(const std::vector<float> &x, const TypedWeights &w,
                              const std::vector<float> *bias, int32_t rows, int32_t in,
                              int32_t out) {
   std::vector<float> y(static_cast<size_t>(rows) * out, -12345.0f);
-  LinearArgs args{x.data(), w.data(), w.type,  bias ? bias->data() : nullptr,
-                  y.data(), rows,     in,      out};
+  LinearArgs args{x.data(), w.data(), w.type, bias ? bias->data() : nullptr,
+                  y.data(), rows,     in,     out};
   linear(args);
   return y;
 }
@@ -105,24 +105,27 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 }
 
 // Each row is accumulated in the same order whatever the batch: a row's output must be
-// bit-identical when computed alone, at another position, or inside a larger batch.
+// bit-identical when computed alone, at another position, or inside a larger batch. 300 crosses
+// the 256-wide k block with a partial last pair block (bf16); 1100 also crosses the 1024-column
+// chunks a streaming tile copies bf16 weights' x in.
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
-  const int32_t in = 300, out = 37;
-  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16}) {
-    SCOPED_TRACE(testing::weightTypeName(type));
-    const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, 11), type);
-    const auto bias = randomFloats(out, 12);
-    const int32_t rows = 70;
-    const auto x = randomFloats(static_cast<size_t>(rows) * in, 13);
-    const auto batched = runLinear(x, w, &bias, rows, in, out);
-    for (int32_t r : {0, 3, 63, 64, 69}) {
-      const std::vector<float> xRow(x.begin() + r * in, x.begin() + (r + 1) * in);
-      const auto alone = runLinear(xRow, w, &bias, 1, in, out);
-      const std::vector<float> batchedRow(batched.begin() + r * out,
-                                          batched.begin() + (r + 1) * out);
-      EXPECT_TRUE(testing::bitwiseEqual(alone, batchedRow)) << "row " << r;
+  const int32_t out = 37;
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
+    for (int32_t in : {300, 1100}) {
+      SCOPED_TRACE(::testing::Message() << testing::weightTypeName(type) << " in=" << in);
+      const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, 11), type);
+      const auto bias = randomFloats(out, 12);
+      const int32_t rows = 70;
+      const auto x = randomFloats(static_cast<size_t>(rows) * in, 13);
+      const auto batched = runLinear(x, w, &bias, rows, in, out);
+      for (int32_t r : {0, 3, 63, 64, 69}) {
+        const std::vector<float> xRow(x.begin() + r * in, x.begin() + (r + 1) * in);
+        const auto alone = runLinear(xRow, w, &bias, 1, in, out);
+        const std::vector<float> batchedRow(batched.begin() + r * out,
+                                            batched.begin() + (r + 1) * out);
+        EXPECT_TRUE(testing::bitwiseEqual(alone, batchedRow)) << "row " << r;
+      }
     }
-  }
 }
 
 TEST_P(LinearTest, ZeroRowsWritesNothing) {
@@ -133,8 +136,7 @@ TEST_P(LinearTest, ZeroRowsWritesNothing) {
   EXPECT_EQ(y, std::vector<float>(4, 5.0f));
 }
 
-INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, LinearTest,
-                         ::testing::ValuesIn(availableCpuIsas()),
+INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, LinearTest, ::testing::ValuesIn(availableCpuIsas()),
                          [](const ::testing::TestParamInfo<CpuIsa> &info) {
                            return std::string(cpuIsaName(info.param));
                          });
