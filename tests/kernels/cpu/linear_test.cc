@@ -105,27 +105,31 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 }
 
 // Each row is accumulated in the same order whatever the batch: a row's output must be
-// bit-identical when computed alone, at another position, or inside a larger batch. 300 crosses
-// the 256-wide k block with a partial last pair block (bf16); 1100 also crosses the 1024-column
-// chunks a streaming tile copies bf16 weights' x in.
+// bit-identical when computed alone, at another position, or inside a larger batch. 300 columns
+// cross the 256-wide k block with a partial last pair block (bf16); 1100 also cross the 1024-column
+// chunks a streaming tile copies x in. 70 rows end in a streamed 6-row tile, 300 in a blocked
+// 44-row one.
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
-    for (int32_t in : {300, 1100}) {
-      SCOPED_TRACE(::testing::Message() << testing::weightTypeName(type) << " in=" << in);
-      const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, 11), type);
-      const auto bias = randomFloats(out, 12);
-      const int32_t rows = 70;
-      const auto x = randomFloats(static_cast<size_t>(rows) * in, 13);
-      const auto batched = runLinear(x, w, &bias, rows, in, out);
-      for (int32_t r : {0, 3, 63, 64, 69}) {
-        const std::vector<float> xRow(x.begin() + r * in, x.begin() + (r + 1) * in);
-        const auto alone = runLinear(xRow, w, &bias, 1, in, out);
-        const std::vector<float> batchedRow(batched.begin() + r * out,
-                                            batched.begin() + (r + 1) * out);
-        EXPECT_TRUE(testing::bitwiseEqual(alone, batchedRow)) << "row " << r;
+    for (int32_t in : {300, 1100})
+      for (int32_t rows : {70, 300}) {
+        SCOPED_TRACE(::testing::Message()
+                     << testing::weightTypeName(type) << " in=" << in << " rows=" << rows);
+        const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, 11), type);
+        const auto bias = randomFloats(out, 12);
+        const auto x = randomFloats(static_cast<size_t>(rows) * in, 13);
+        const auto batched = runLinear(x, w, &bias, rows, in, out);
+        for (int32_t r : {0, 3, 63, 64, 69, 255, 256, 299}) {
+          if (r >= rows)
+            continue;
+          const std::vector<float> xRow(x.begin() + r * in, x.begin() + (r + 1) * in);
+          const auto alone = runLinear(xRow, w, &bias, 1, in, out);
+          const std::vector<float> batchedRow(batched.begin() + r * out,
+                                              batched.begin() + (r + 1) * out);
+          EXPECT_TRUE(testing::bitwiseEqual(alone, batchedRow)) << "row " << r;
+        }
       }
-    }
 }
 
 TEST_P(LinearTest, ZeroRowsWritesNothing) {
