@@ -6,13 +6,17 @@
 // (it used to be once per pair). A pair folds the same chunks in the same order whatever item it
 // is in, so its result depends only on its own query, position and sequence's blocks: it is
 // bit-identical however the batch is composed. Half inputs are widened and folded by the same
-// fp32 code as fp32 inputs, so they give the same fp32 result.
+// fp32 code as fp32 inputs, so they give the same fp32 result. Within a chunk, scores are computed
+// four positions at a time (scoreChunk) and the values accumulated with a block of columns held in
+// registers (accumulateValues): prefill attention was bound by one chain of adds per dot product
+// and by the accumulator's round trip through memory at every position.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -27,22 +31,79 @@ struct OnlineSoftmax {
   float *acc; // [headDim], running sum of exp(score - max) * v
 };
 
-inline float dot(const float *a, const float *b, int32_t n) {
-  float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-  for (int32_t i = 0; i < n; ++i)
-    sum += a[i] * b[i];
+using F4 = float __attribute__((vector_size(16)));
+
+inline F4 load4(const float *p) {
+  F4 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// A dot product's 4-lane partial sums (lane l: columns d = l mod 4 below d4, in increasing d),
+// finished as (l0 + l1) + (l2 + l3) plus the columns [d4, headDim) in order.
+inline float finishDot(F4 lanes, const float *q, const float *k, int32_t d4, int32_t headDim) {
+  float sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
+  for (int32_t d = d4; d < headDim; ++d)
+    sum += q[d] * k[d];
   return sum;
+}
+
+// scores[j] = dot(q, keys[j]) * scale for j in [0, n). Four positions at a time, so four
+// independent chains of adds are in flight instead of one; every position's dot is the same
+// sequence of operations whichever group it falls in.
+void scoreChunk(const float *q, const float *keys, int32_t n, int32_t headDim, float scale,
+                float *scores) {
+  const int32_t d4 = headDim / 4 * 4;
+  int32_t j = 0;
+  for (; j + 4 <= n; j += 4) {
+    const float *k = keys + static_cast<int64_t>(j) * headDim;
+    F4 lanes[4] = {};
+    for (int32_t d = 0; d < d4; d += 4) {
+      const F4 qv = load4(q + d);
+      for (int u = 0; u < 4; ++u)
+        lanes[u] += qv * load4(k + u * headDim + d);
+    }
+    for (int u = 0; u < 4; ++u)
+      scores[j + u] = finishDot(lanes[u], q, k + u * headDim, d4, headDim) * scale;
+  }
+  for (; j < n; ++j) {
+    const float *k = keys + static_cast<int64_t>(j) * headDim;
+    F4 lanes = {};
+    for (int32_t d = 0; d < d4; d += 4)
+      lanes += load4(q + d) * load4(k + d);
+    scores[j] = finishDot(lanes, q, k, d4, headDim) * scale;
+  }
+}
+
+// acc[d] += p[j] * values[j][d] for j in [0, n), in increasing j for every d: a block of
+// columns is held in registers for the whole chunk instead of being loaded and stored again for
+// every position (that round trip through memory bounded prefill attention).
+void accumulateValues(const float *p, const float *values, int32_t n, int32_t headDim, float *acc) {
+  constexpr int32_t kRegs = 4, kBlock = 4 * kRegs;
+  int32_t d = 0;
+  for (; d + kBlock <= headDim; d += kBlock) {
+    F4 a[kRegs];
+    for (int r = 0; r < kRegs; ++r)
+      a[r] = load4(acc + d + 4 * r);
+    for (int32_t j = 0; j < n; ++j) {
+      const float *v = values + static_cast<int64_t>(j) * headDim + d;
+      for (int r = 0; r < kRegs; ++r)
+        a[r] += p[j] * load4(v + 4 * r);
+    }
+    std::memcpy(acc + d, a, sizeof(a));
+  }
+  for (; d < headDim; ++d)
+    for (int32_t j = 0; j < n; ++j)
+      acc[d] += p[j] * values[static_cast<int64_t>(j) * headDim + d];
 }
 
 // Folds positions [0, n) of one cache block run (keys/values headDim apart) into the state.
 void foldChunk(const float *q, const float *keys, const float *values, int32_t n, int32_t headDim,
                float scale, float *scores, OnlineSoftmax &state) {
+  scoreChunk(q, keys, n, headDim, scale, scores);
   float chunkMax = -std::numeric_limits<float>::infinity();
-  for (int32_t j = 0; j < n; ++j) {
-    scores[j] = dot(q, keys + static_cast<int64_t>(j) * headDim, headDim) * scale;
+  for (int32_t j = 0; j < n; ++j)
     chunkMax = std::max(chunkMax, scores[j]);
-  }
   const float newMax = std::max(state.max, chunkMax);
   if (newMax > state.max) { // the first chunk rescales zeros: exp(-inf) = 0
     const float correction = std::exp(state.max - newMax);
@@ -53,13 +114,10 @@ void foldChunk(const float *q, const float *keys, const float *values, int32_t n
     state.max = newMax;
   }
   for (int32_t j = 0; j < n; ++j) {
-    const float p = std::exp(scores[j] - newMax);
-    state.sum += p;
-    const float *v = values + static_cast<int64_t>(j) * headDim;
-#pragma omp simd
-    for (int32_t d = 0; d < headDim; ++d)
-      state.acc[d] += p * v[d];
+    scores[j] = std::exp(scores[j] - newMax); // the chunk's weights from here on
+    state.sum += scores[j];
   }
+  accumulateValues(scores, values, n, headDim, state.acc);
 }
 
 // Work items: the query heads [head0, head0 + heads) of one kv head (its group, at most
