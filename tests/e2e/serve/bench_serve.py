@@ -5,7 +5,8 @@ Method: start `kiln serve ARTIFACT`; for each concurrency C, C client threads ea
 /v1/completions requests back to back (fixed prompt per client, ignore_eos, max_tokens N) until
 C * R requests are done. TTFT = time from sending the request to the first SSE chunk with text
 or tokens; ITL = gaps between later chunks; throughput = generated tokens / wall time. One
-warm-up request precedes each run. Prints one JSON line per concurrency.
+warm-up request precedes each run. Prints one JSON line per concurrency, with the server's peak
+RSS so far (server_peak_rss_kib, Linux VmHWM).
 
 Usage: python bench_serve.py --kiln KILN --artifact DIR [--concurrency 1,16,64] [--requests 4]
                              [--max-tokens 64] [--extra-args "--max-batch 64"]"""
@@ -81,6 +82,15 @@ def run(port, concurrency, requests_each, max_tokens):
             "itl_ms_mean": round(statistics.fmean(itl) * 1e3, 3) if itl else 0}
 
 
+def peak_rss_kib(pid):
+    """The server's peak resident set size so far (Linux VmHWM), in KiB."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return None
+
+
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--kiln", required=True)
@@ -102,7 +112,9 @@ def main():
                 time.sleep(0.1)
         one_request(port, "warm up", 4)
         for c in [int(x) for x in a.concurrency.split(",")]:
-            print(json.dumps(run(port, c, a.requests, a.max_tokens)), flush=True)
+            result = run(port, c, a.requests, a.max_tokens)
+            result["server_peak_rss_kib"] = peak_rss_kib(proc.pid)  # so far, all runs included
+            print(json.dumps(result), flush=True)
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(60)
