@@ -6,7 +6,8 @@ object {"decode": tok/s, "prefill": tok/s, "batch8": tok/s, "batch32": tok/s} an
     vllm_cpu_peer.py MODEL_DIR --dtype float32|bfloat16 [--threads 2] [--workloads decode,prefill]
 
 Workloads, as kiln bench and llama.cpp measure them in cpu_vs_llamacpp.sh, on random prompt ids
-(greedy, ignore_eos so every request makes all its tokens):
+(greedy, ignore_eos so every request makes all its tokens; fresh prompts every run and no prefix
+caching, so no run reuses another's prefill):
   decode    one prompt of 128 ids: 127 / (time of 128 new tokens - time of 1 new token)
   prefill   one prompt of 512 ids, 1 new token: 512 / time (time to first token)
   batchB    B prompts of 128 ids generating 128 each, submitted together: B x 128 / total time
@@ -43,8 +44,10 @@ def main(argv):
     from vllm import LLM, SamplingParams
     from vllm.inputs import TokensPrompt
 
+    # No prefix caching: the timed runs would otherwise find the warm-up run's prompt blocks
+    # cached and skip their prefill (every run also draws fresh prompts).
     llm = LLM(model=args.model_dir, dtype=args.dtype, max_model_len=1024, max_num_seqs=32,
-              seed=0)
+              seed=0, enable_prefix_caching=False)
     vocab = llm.get_tokenizer().vocab_size
     rng = random.Random(0)
 
@@ -52,10 +55,11 @@ def main(argv):
         return [TokensPrompt(prompt_token_ids=[rng.randrange(vocab) for _ in range(length)])
                 for _ in range(count)]
 
-    def timed(batch, new_tokens):
+    def timed(count, length, new_tokens):
         params = SamplingParams(temperature=0.0, max_tokens=new_tokens, ignore_eos=True)
         best = None
         for run in range(args.repeats + 1):
+            batch = prompts(count, length)
             start = time.perf_counter()
             llm.generate(batch, params, use_tqdm=False)
             seconds = time.perf_counter() - start
@@ -66,13 +70,12 @@ def main(argv):
     result = {}
     for w in args.workloads.split(","):
         if w == "decode":
-            one = prompts(1, 128)
-            result[w] = 127 / (timed(one, 128) - timed(one, 1))
+            result[w] = 127 / (timed(1, 128, 128) - timed(1, 128, 1))
         elif w == "prefill":
-            result[w] = 512 / timed(prompts(1, 512), 1)
+            result[w] = 512 / timed(1, 512, 1)
         elif w.startswith("batch"):
             b = int(w[len("batch"):])
-            result[w] = b * 128 / timed(prompts(b, 128), 128)
+            result[w] = b * 128 / timed(b, 128, 128)
         else:
             sys.exit(f"error: --workloads: unknown workload '{w}'")
     result["versions"] = {"vllm": vllm.__version__, "torch": torch.__version__}
