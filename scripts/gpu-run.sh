@@ -10,6 +10,8 @@
 #                               on cuda at batch 1/64/256 x 128/128 and 1000/1000, the
 #                               transformers peer on the same workloads, compare.py's table
 #   bash .gpukit/run.sh all     both, in that order
+# A short call can narrow `tests`: KILN_KIT_TESTS="cuda_attention_test" runs only those test
+# binaries (and their memcheck runs), KILN_KIT_E2E=0 leaves out the end-to-end checks.
 # Every step has a timeout and the whole command a time budget (KILN_KIT_BUDGET_S, default 540 s,
 # inside the device tool's 600 s): a step that would not fit is reported as not run, with the
 # mode that runs it alone. Logs go to $OUT (at most 8 files come back from the device tool):
@@ -294,11 +296,18 @@ report_gtest() {
   fi
 }
 
+# KILN_KIT_TESTS="a_test b_test": only those GPU test binaries (and their memcheck runs); unset:
+# every one in gpu_tests.txt.
+selected_test() {
+  [ -z "${KILN_KIT_TESTS:-}" ] || [[ " $KILN_KIT_TESTS " == *" $1 "* ]]
+}
+
 run_gpu_tests() {
   note "--- GPU test binaries (label gpu), gtest XML in results.tar.gz"
   local name kind t log rc
   while read -r name kind <&3; do
     [ -n "$name" ] || continue
+    selected_test "$name" || continue
     if ! t=$(step_timeout "${KILN_KIT_TEST_TIMEOUT_S:-240}"); then
       record NOTRUN "gtest $name" "time budget spent: run 'run.sh tests' alone"
       continue
@@ -335,6 +344,7 @@ run_sanitizer() {
   fi
   while read -r name kind <&3; do
     [ "$kind" = kernel ] || continue
+    selected_test "$name" || continue
     if ! t=$(step_timeout "${KILN_KIT_SANITIZER_TIMEOUT_S:-300}"); then
       record NOTRUN "memcheck $name" "time budget spent: run 'run.sh tests' alone"
       continue
@@ -442,7 +452,11 @@ run_e2e() {
 run_tests() {
   run_gpu_tests
   run_sanitizer
-  run_e2e
+  if [ "${KILN_KIT_E2E:-1}" = 0 ]; then
+    record SKIP "end to end" "KILN_KIT_E2E=0"
+  else
+    run_e2e
+  fi
 }
 
 # ---- bench --------------------------------------------------------------------------------
@@ -538,22 +552,28 @@ run_profiles() {
 }
 
 # A change measured against its own switch in one call: with KILN_BENCH_AB_ENV set (say
-# KILN_GEMV_OVERLAP=0), the first workload and the batch-1 decode profile run again under those
-# variables, as ab-kiln-<workload>.json (outside compare.py's kiln-*.json) and
-# ab-profile-decode-1-128.txt.
+# KILN_GEMV_OVERLAP=0), the first workload and every KILN_BENCH_PROFILES step run again under
+# those variables, as ab-kiln-<workload>.json (outside compare.py's kiln-*.json) and
+# ab-profile-<mode>-<batch>-<length>.txt.
 run_ab() {
-  local flags=$1 w=$2 b i o
+  local flags=$1 w=$2 b i o spec mode len shape name
   [ -n "${KILN_BENCH_AB_ENV:-}" ] || return 0
   IFS=x read -r b i o <<<"$w"
   # shellcheck disable=SC2086 # word lists
   bench_json "kiln bench b$b $i/$o, $KILN_BENCH_AB_ENV" 300 "$results/ab-kiln-$w.json" \
     env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" bench "$bench_art" --device "$bench_device" \
     --json --batch "$b" --input-len "$i" --output-len "$o" $flags --num-prompts 4 || return 0
-  # shellcheck disable=SC2086 # word lists
-  bench_json "kiln profile decode b1 128, $KILN_BENCH_AB_ENV" 240 \
-    "$results/ab-profile-decode-1-128.txt" env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" \
-    profile "$bench_art" --device "$bench_device" --batch 1 --context 128 $flags || return 0
-  cat "$results/ab-profile-decode-1-128.txt" >>"$summary"
+  for spec in ${KILN_BENCH_PROFILES:-decode:1:128 decode:64:1000 prefill:1:4096}; do
+    IFS=: read -r mode b len <<<"$spec"
+    shape=(--batch "$b" --context "$len")
+    [ "$mode" = prefill ] && shape=(--batch "$b" --prefill "$len")
+    name=ab-profile-$mode-$b-$len
+    # shellcheck disable=SC2086 # word lists
+    bench_json "kiln profile $mode b$b $len, $KILN_BENCH_AB_ENV" 240 "$results/$name.txt" \
+      env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" profile "$bench_art" \
+      --device "$bench_device" "${shape[@]}" $flags &&
+      cat "$results/$name.txt" >>"$summary"
+  done
 }
 
 # Nsight Compute over one profile step, with KILN_BENCH_NCU=mode:batch:length (as
