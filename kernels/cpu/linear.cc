@@ -3,9 +3,9 @@
 // The tiles run at the CPU's instruction-set level (cpu_isa.h): linear_sse2.cc (4 lanes),
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
-// built for the baseline and only picks the tile function and splits the tiles over the worker pool (worker_pool.h).
-// avx512bf16 runs the AVX-512 tiles: its dot-product instruction multiplies bf16 activations,
-// which would round the fp32 x that the references expect.
+// built for the baseline and only picks the tile function and splits the tiles over the worker pool
+// (worker_pool.h). avx512bf16 runs the AVX-512 tiles: its dot-product instruction multiplies bf16
+// activations, which would round the fp32 x that the references expect.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_tile.h"
@@ -31,6 +31,16 @@ TileFn tileFunctionFor(CpuIsa isa) {
   return tileSse2;
 }
 
+// Floats of a worker's XCache for this call (linear_tile.h); 0 when x is read in place or too
+// large to keep.
+size_t cachedXFloats(const LinearArgs &args) {
+  const bool converted = args.weightType == WeightType::kBF16 || args.xType != ElemType::kF32;
+  const int64_t floats = int64_t(args.rows) * cachedXStride(args.inFeatures);
+  if (!converted || args.rows > kMaxCachedRowTiles * kRowTile || floats > kMaxCachedXFloats)
+    return 0;
+  return static_cast<size_t>(floats);
+}
+
 } // namespace
 
 void linear(const LinearArgs &args) {
@@ -39,8 +49,11 @@ void linear(const LinearArgs &args) {
   const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;
   const int64_t tasks = static_cast<int64_t>(rowTiles) * outTiles;
   const int64_t work = static_cast<int64_t>(args.rows) * args.inFeatures * args.outFeatures;
+  const size_t cacheFloats = cachedXFloats(args);
   parallelRun(work > 65536, [&](int worker, int workers) {
-    float *scratch = threadScratch(kScratchFloats);
+    float *scratch = threadScratch(kScratchFloats + cacheFloats);
+    XCache cache;
+    cache.data = cacheFloats ? scratch + kScratchFloats : nullptr;
     // Row tiles innermost, so a thread's consecutive tasks read the same weight rows (from L2
     // after the first); decode has one row tile and so splits purely over outputs.
     const IndexRange range = staticRange(tasks, worker, workers);
@@ -48,6 +61,7 @@ void linear(const LinearArgs &args) {
       const int32_t outTile = static_cast<int32_t>(task / rowTiles);
       const int32_t rowTile = static_cast<int32_t>(task % rowTiles);
       Tile tile;
+      tile.xCache = &cache;
       tile.row0 = rowTile * kRowTile;
       tile.rows = std::min(kRowTile, args.rows - tile.row0);
       tile.out0 = outTile * kOutTile;

@@ -22,14 +22,34 @@ constexpr int32_t kStreamingRows = 8;
 // once.
 constexpr int32_t kStreamChunk = 1024;
 constexpr int32_t kMaxLanes = 16;
-constexpr int32_t kXBufferFloats = std::max(kRowTile * kKBlock, kStreamingRows * kStreamChunk);
+constexpr int32_t kXBufferFloats = std::max(kRowTile * kKBlock, kStreamingRows *kStreamChunk);
 // One thread's scratch: the accumulator tile at the widest lanes, a widened weight tile and the
 // widened x, plus room to align the start to 64 bytes.
 constexpr int32_t kAccFloats = kRowTile * kOutTile * kMaxLanes;
 constexpr int32_t kScratchFloats = 16 + kAccFloats + kOutTile * kKBlock + kXBufferFloats;
 
+// x that the tiles cannot read in place (bf16 weights: pair order; half x: widened), converted
+// row tile by row tile over all of k and kept by each worker for the length of one Linear call
+// (linear.cc): a worker converts each row tile's x the first time it runs one of its tiles, and
+// its other tiles of that row tile (one per kOutTile outputs) read it, instead of converting
+// their own. `data` null: x is read in place, or the call's x is too large to keep
+// (kMaxCachedXFloats), and each tile converts the k-blocks it reads.
+struct XCache {
+  float *data = nullptr;  // every row of the call, cachedXStride() floats apart
+  uint64_t converted = 0; // bit t: row tile t is in `data`
+};
+// A worker's cache holds at most this many floats (4 MiB), of at most 64 row tiles.
+constexpr int64_t kMaxCachedXFloats = int64_t(1) << 20;
+constexpr int32_t kMaxCachedRowTiles = 64;
+// Columns of one cached row: a whole number of every ISA level's pair blocks (2 x 16 lanes), the
+// padding zeros.
+inline int64_t cachedXStride(int32_t inFeatures) {
+  return (int64_t(inFeatures) + 31) / 32 * 32;
+}
+
 struct Tile {
   int32_t row0, rows, out0, outs;
+  XCache *xCache = nullptr; // this worker's, never null when `data` is set
 };
 
 // Computes and stores the outputs of one tile; `scratch` holds kScratchFloats floats.

@@ -107,24 +107,27 @@ TEST(HalfKernelsTest, LinearRoundsTheFp32ResultForEveryTypeMix) {
 }
 
 // A half row is widened identically whether it is decoded alone (streaming path) or sits in a
-// large prefill tile (k-blocked path), so its outputs are bit-identical either way.
+// large prefill tile (k-blocked path), so its outputs are bit-identical either way; with fp32
+// weights x is widened in column order, with bf16 ones in pair order.
 TEST(HalfKernelsTest, LinearHalfRowsAreBitIdenticalAcrossBatchSizes) {
   const int32_t in = 1100, out = 37, rows = 300;
-  for (ElemType type : kHalfTypes) {
-    SCOPED_TRACE(testing::weightTypeName(type));
-    const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, 21), ElemType::kBF16);
-    const auto x = halfInputs(static_cast<size_t>(rows) * in, 22, type);
-    Output batched(type, static_cast<size_t>(rows) * out);
-    linear({x.data(), w.data(), w.type, nullptr, batched.data(), rows, in, out, type, type});
-    for (int32_t r : {0, 5, 63, 64, 69, 255, 256, 299}) {
-      Output alone(type, out);
-      linear({x.halves.data() + r * in, w.data(), w.type, nullptr, alone.data(), 1, in, out, type,
-              type});
-      EXPECT_TRUE(
-          std::equal(alone.halves.begin(), alone.halves.end(), batched.halves.begin() + r * out))
-          << "row " << r;
+  for (ElemType weightType : {ElemType::kF32, ElemType::kBF16})
+    for (ElemType type : kHalfTypes) {
+      SCOPED_TRACE(testing::weightTypeName(type) + std::string(" x, weights ") +
+                   testing::weightTypeName(weightType));
+      const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, 21), weightType);
+      const auto x = halfInputs(static_cast<size_t>(rows) * in, 22, type);
+      Output batched(type, static_cast<size_t>(rows) * out);
+      linear({x.data(), w.data(), w.type, nullptr, batched.data(), rows, in, out, type, type});
+      for (int32_t r : {0, 5, 63, 64, 69, 255, 256, 299}) {
+        Output alone(type, out);
+        linear({x.halves.data() + r * in, w.data(), w.type, nullptr, alone.data(), 1, in, out, type,
+                type});
+        EXPECT_TRUE(
+            std::equal(alone.halves.begin(), alone.halves.end(), batched.halves.begin() + r * out))
+            << "row " << r;
+      }
     }
-  }
 }
 
 TEST(HalfKernelsTest, RmsNormRoundsTheFp32Result) {

@@ -107,12 +107,14 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 // Each row is accumulated in the same order whatever the batch: a row's output must be
 // bit-identical when computed alone, at another position, or inside a larger batch. 300 columns
 // cross the 256-wide k block with a partial last pair block (bf16); 1100 also cross the 1024-column
-// chunks a streaming tile copies x in. 70 rows end in a streamed 6-row tile, 300 in a blocked
+// chunks a streaming tile converts x in when it cannot keep it; at 8200, 300 rows are more x than
+// a worker keeps converted (linear_tile.h kMaxCachedXFloats), so those tiles convert it block by
+// block while a row alone is kept whole. 70 rows end in a streamed 6-row tile, 300 in a blocked
 // 44-row one.
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
-    for (int32_t in : {300, 1100})
+    for (int32_t in : {300, 1100, 8200})
       for (int32_t rows : {70, 300}) {
         SCOPED_TRACE(::testing::Message()
                      << testing::weightTypeName(type) << " in=" << in << " rows=" << rows);
