@@ -12,6 +12,7 @@
 // and by the accumulator's round trip through memory at every position.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vector4.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
@@ -31,17 +32,9 @@ struct OnlineSoftmax {
   float *acc; // [headDim], running sum of exp(score - max) * v
 };
 
-using F4 = float __attribute__((vector_size(16)));
-
-inline F4 load4(const float *p) {
-  F4 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-
 // A dot product's 4-lane partial sums (lane l: columns d = l mod 4 below d4, in increasing d),
 // finished as (l0 + l1) + (l2 + l3) plus the columns [d4, headDim) in order.
-inline float finishDot(F4 lanes, const float *q, const float *k, int32_t d4, int32_t headDim) {
+inline float finishDot(F32x4 lanes, const float *q, const float *k, int32_t d4, int32_t headDim) {
   float sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
   for (int32_t d = d4; d < headDim; ++d)
     sum += q[d] * k[d];
@@ -57,20 +50,20 @@ void scoreChunk(const float *q, const float *keys, int32_t n, int32_t headDim, f
   int32_t j = 0;
   for (; j + 4 <= n; j += 4) {
     const float *k = keys + static_cast<int64_t>(j) * headDim;
-    F4 lanes[4] = {};
+    F32x4 lanes[4] = {};
     for (int32_t d = 0; d < d4; d += 4) {
-      const F4 qv = load4(q + d);
+      const F32x4 qv = loadF32x4(q + d);
       for (int u = 0; u < 4; ++u)
-        lanes[u] += qv * load4(k + u * headDim + d);
+        lanes[u] += qv * loadF32x4(k + u * headDim + d);
     }
     for (int u = 0; u < 4; ++u)
       scores[j + u] = finishDot(lanes[u], q, k + u * headDim, d4, headDim) * scale;
   }
   for (; j < n; ++j) {
     const float *k = keys + static_cast<int64_t>(j) * headDim;
-    F4 lanes = {};
+    F32x4 lanes = {};
     for (int32_t d = 0; d < d4; d += 4)
-      lanes += load4(q + d) * load4(k + d);
+      lanes += loadF32x4(q + d) * loadF32x4(k + d);
     scores[j] = finishDot(lanes, q, k, d4, headDim) * scale;
   }
 }
@@ -82,13 +75,13 @@ void accumulateValues(const float *p, const float *values, int32_t n, int32_t he
   constexpr int32_t kRegs = 4, kBlock = 4 * kRegs;
   int32_t d = 0;
   for (; d + kBlock <= headDim; d += kBlock) {
-    F4 a[kRegs];
+    F32x4 a[kRegs];
     for (int r = 0; r < kRegs; ++r)
-      a[r] = load4(acc + d + 4 * r);
+      a[r] = loadF32x4(acc + d + 4 * r);
     for (int32_t j = 0; j < n; ++j) {
       const float *v = values + static_cast<int64_t>(j) * headDim + d;
       for (int r = 0; r < kRegs; ++r)
-        a[r] += p[j] * load4(v + 4 * r);
+        a[r] += p[j] * loadF32x4(v + 4 * r);
     }
     std::memcpy(acc + d, a, sizeof(a));
   }

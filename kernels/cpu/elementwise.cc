@@ -23,13 +23,8 @@ inline F32x4 siluMul4(F32x4 g, F32x4 up) {
 
 void siluMulRow(const float *gate, const float *up, float *out, int64_t intermediate) {
   int64_t i = 0;
-  for (; i + 4 <= intermediate; i += 4) {
-    F32x4 g, u;
-    std::memcpy(&g, gate + i, sizeof(g));
-    std::memcpy(&u, up + i, sizeof(u));
-    const F32x4 y = siluMul4(g, u);
-    std::memcpy(out + i, &y, sizeof(y));
-  }
+  for (; i + 4 <= intermediate; i += 4)
+    storeF32x4(out + i, siluMul4(loadF32x4(gate + i), loadF32x4(up + i)));
   if (i < intermediate) {
     F32x4 g = {}, u = {};
     const int64_t n = intermediate - i;

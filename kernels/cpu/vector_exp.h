@@ -3,12 +3,11 @@
 // no faster with it and keep std::exp.)
 #pragma once
 
+#include "kernels/cpu/vector4.h"
+
 #include <cstdint>
 
 namespace kiln::kernels::cpu {
-
-using F32x4 = float __attribute__((vector_size(16)));
-using I32x4 = int32_t __attribute__((vector_size(16)));
 
 // e^x = 2^n e^r with n = round(x / ln 2), r = x - n ln 2 (|r| <= ln 2 / 2, ln 2 in two parts so
 // n times the first is exact), e^r by its Taylor series up to r^7 (truncation below 6e-9
