@@ -7,12 +7,13 @@
 // is in, so its result depends only on its own query, position and sequence's blocks: it is
 // bit-identical however the batch is composed. Half inputs are widened and folded by the same
 // fp32 code as fp32 inputs, so they give the same fp32 result. Within a chunk, scores are computed
-// four positions at a time (scoreChunk) and the values accumulated with a block of columns held in
-// registers (accumulateValues): prefill attention was bound by one chain of adds per dot product
-// and by the accumulator's round trip through memory at every position.
+// four positions at a time and the values accumulated with a block of columns held in registers,
+// at the CPU's instruction-set level (attention_chunk.h: 4 lanes at the baseline, 8 with AVX2 +
+// FMA): prefill attention was bound by one chain of adds per dot product and by the
+// accumulator's round trip through memory at every position.
+#include "kernels/cpu/attention_chunk.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
-#include "kernels/cpu/vector4.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
@@ -24,6 +25,9 @@
 namespace kiln::kernels::cpu {
 namespace {
 
+using attention_chunk::ChunkKernels;
+using attention_chunk::chunkKernelsFor;
+
 constexpr int32_t kChunk = 32;
 
 struct OnlineSoftmax {
@@ -32,68 +36,10 @@ struct OnlineSoftmax {
   float *acc; // [headDim], running sum of exp(score - max) * v
 };
 
-// A dot product's 4-lane partial sums (lane l: columns d = l mod 4 below d4, in increasing d),
-// finished as (l0 + l1) + (l2 + l3) plus the columns [d4, headDim) in order.
-inline float finishDot(F32x4 lanes, const float *q, const float *k, int32_t d4, int32_t headDim) {
-  float sum = (lanes[0] + lanes[1]) + (lanes[2] + lanes[3]);
-  for (int32_t d = d4; d < headDim; ++d)
-    sum += q[d] * k[d];
-  return sum;
-}
-
-// scores[j] = dot(q, keys[j]) * scale for j in [0, n). Four positions at a time, so four
-// independent chains of adds are in flight instead of one; every position's dot is the same
-// sequence of operations whichever group it falls in.
-void scoreChunk(const float *q, const float *keys, int32_t n, int32_t headDim, float scale,
-                float *scores) {
-  const int32_t d4 = headDim / 4 * 4;
-  int32_t j = 0;
-  for (; j + 4 <= n; j += 4) {
-    const float *k = keys + static_cast<int64_t>(j) * headDim;
-    F32x4 lanes[4] = {};
-    for (int32_t d = 0; d < d4; d += 4) {
-      const F32x4 qv = loadF32x4(q + d);
-      for (int u = 0; u < 4; ++u)
-        lanes[u] += qv * loadF32x4(k + u * headDim + d);
-    }
-    for (int u = 0; u < 4; ++u)
-      scores[j + u] = finishDot(lanes[u], q, k + u * headDim, d4, headDim) * scale;
-  }
-  for (; j < n; ++j) {
-    const float *k = keys + static_cast<int64_t>(j) * headDim;
-    F32x4 lanes = {};
-    for (int32_t d = 0; d < d4; d += 4)
-      lanes += loadF32x4(q + d) * loadF32x4(k + d);
-    scores[j] = finishDot(lanes, q, k, d4, headDim) * scale;
-  }
-}
-
-// acc[d] += p[j] * values[j][d] for j in [0, n), in increasing j for every d: a block of
-// columns is held in registers for the whole chunk instead of being loaded and stored again for
-// every position (that round trip through memory bounded prefill attention).
-void accumulateValues(const float *p, const float *values, int32_t n, int32_t headDim, float *acc) {
-  constexpr int32_t kRegs = 4, kBlock = 4 * kRegs;
-  int32_t d = 0;
-  for (; d + kBlock <= headDim; d += kBlock) {
-    F32x4 a[kRegs];
-    for (int r = 0; r < kRegs; ++r)
-      a[r] = loadF32x4(acc + d + 4 * r);
-    for (int32_t j = 0; j < n; ++j) {
-      const float *v = values + static_cast<int64_t>(j) * headDim + d;
-      for (int r = 0; r < kRegs; ++r)
-        a[r] += p[j] * loadF32x4(v + 4 * r);
-    }
-    std::memcpy(acc + d, a, sizeof(a));
-  }
-  for (; d < headDim; ++d)
-    for (int32_t j = 0; j < n; ++j)
-      acc[d] += p[j] * values[static_cast<int64_t>(j) * headDim + d];
-}
-
 // Folds positions [0, n) of one cache block run (keys/values headDim apart) into the state.
-void foldChunk(const float *q, const float *keys, const float *values, int32_t n, int32_t headDim,
-               float scale, float *scores, OnlineSoftmax &state) {
-  scoreChunk(q, keys, n, headDim, scale, scores);
+void foldChunk(const ChunkKernels &kernels, const float *q, const float *keys, const float *values,
+               int32_t n, int32_t headDim, float scale, float *scores, OnlineSoftmax &state) {
+  kernels.score(q, keys, n, headDim, scale, scores);
   float chunkMax = -std::numeric_limits<float>::infinity();
   for (int32_t j = 0; j < n; ++j)
     chunkMax = std::max(chunkMax, scores[j]);
@@ -110,7 +56,7 @@ void foldChunk(const float *q, const float *keys, const float *values, int32_t n
     scores[j] = std::exp(scores[j] - newMax); // the chunk's weights from here on
     state.sum += scores[j];
   }
-  accumulateValues(scores, values, n, headDim, state.acc);
+  kernels.accumulate(scores, values, n, headDim, state.acc);
 }
 
 // Work items: the query heads [head0, head0 + heads) of one kv head (its group, at most
@@ -166,7 +112,8 @@ Visible visibleOf(const AttentionArgs &args, int32_t position) {
   return {window > 0 && position >= window ? position - window + 1 : 0, position + 1};
 }
 
-void attendItem(const AttentionArgs &args, const WorkItem &item, float *scratch) {
+void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const WorkItem &item,
+                float *scratch) {
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
   const int64_t rowStride = static_cast<int64_t>(args.numHeads) * headDim;
@@ -225,7 +172,7 @@ void attendItem(const AttentionArgs &args, const WorkItem &item, float *scratch)
            start < std::min(blockStart + args.blockSize, v.length); start += n) {
         n = std::min({kChunk, args.blockSize - (start - blockStart), v.length - start});
         const int64_t at = int64_t(start - blockStart) * headDim;
-        foldChunk(q[i], keys + at, values + at, n, headDim, args.scale, scores, states[i]);
+        foldChunk(kernels, q[i], keys + at, values + at, n, headDim, args.scale, scores, states[i]);
       }
     }
   }
@@ -252,11 +199,12 @@ void attention(const AttentionArgs &args) {
   workItems(args, items);
   // Work per item grows with its positions, so hand items out dynamically.
   DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
+  const ChunkKernels kernels = chunkKernelsFor(activeCpuIsa());
   parallelRun(items.size() > 1, [&](int, int) {
     float *scratch = threadScratch(static_cast<size_t>(scratchFloats(args)));
     for (IndexRange chunk; chunks.next(chunk);)
       for (int64_t i = chunk.begin; i < chunk.end; ++i)
-        attendItem(args, items[static_cast<size_t>(i)], scratch);
+        attendItem(args, kernels, items[static_cast<size_t>(i)], scratch);
   });
 }
 

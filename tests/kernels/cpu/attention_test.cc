@@ -1,3 +1,4 @@
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
@@ -14,6 +15,14 @@ namespace kiln::kernels::cpu {
 namespace {
 
 using testing::randomFloats;
+
+// Runs each test at one instruction-set level (the vector loops of kernels/cpu/attention_chunk.h
+// differ per level) and puts the detected one back.
+class AttentionTest : public ::testing::TestWithParam<CpuIsa> {
+protected:
+  void SetUp() override { ASSERT_TRUE(setCpuIsa(GetParam())) << cpuIsaName(GetParam()); }
+  void TearDown() override { setCpuIsa(detectedCpuIsa()); }
+};
 
 struct Shape {
   int32_t numHeads, numKvHeads, headDim, blockSize;
@@ -167,7 +176,7 @@ void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, floa
 // Chunked prefill continuation, decode, full prefill and a one-token sequence in one batch.
 const std::vector<SeqSpec> kMixedBatch = {{50, 5}, {20, 1}, {37, 37}, {1, 1}};
 
-TEST(AttentionTest, PagedMatchesDenseCausalOverShapeGrid) {
+TEST_P(AttentionTest, PagedMatchesDenseCausalOverShapeGrid) {
   const std::pair<int32_t, int32_t> headCounts[] = {{4, 4}, {8, 2}, {4, 1}};
   uint32_t seed = 1000;
   for (auto [heads, kvHeads] : headCounts)
@@ -184,7 +193,7 @@ TEST(AttentionTest, PagedMatchesDenseCausalOverShapeGrid) {
 
 // Long context with blocks larger than the kernel's internal chunk and peaked scores, so the
 // online-softmax rescaling runs many times with large corrections.
-TEST(AttentionTest, LongContextWithLargeBlocksAndSharpScores) {
+TEST_P(AttentionTest, LongContextWithLargeBlocksAndSharpScores) {
   for (int32_t blockSize : {16, 64, 100}) {
     SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
     const PagedBatch b = makeBatch({8, 2, 32, blockSize}, {{700, 3}, {333, 1}}, 77 + blockSize);
@@ -221,7 +230,7 @@ void expectBatchInvariant(const PagedBatch &b, float scale, int32_t window) {
   }
 }
 
-TEST(AttentionTest, SequenceOutputIsBitIdenticalAloneAndBatched) {
+TEST_P(AttentionTest, SequenceOutputIsBitIdenticalAloneAndBatched) {
   for (int32_t blockSize : {1, 4, 16}) {
     SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
     const PagedBatch b = makeBatch({8, 2, 32, blockSize}, kMixedBatch, 2000 + blockSize);
@@ -244,7 +253,7 @@ std::vector<int32_t> windowsFor(int32_t blockSize) {
   return windows;
 }
 
-TEST(AttentionTest, SlidingWindowMatchesDenseOverShapeGrid) {
+TEST_P(AttentionTest, SlidingWindowMatchesDenseOverShapeGrid) {
   const std::pair<int32_t, int32_t> headCounts[] = {{4, 4}, {8, 2}};
   uint32_t seed = 3000;
   for (auto [heads, kvHeads] : headCounts)
@@ -263,7 +272,7 @@ TEST(AttentionTest, SlidingWindowMatchesDenseOverShapeGrid) {
 
 // Windows longer than the kernel's internal chunk, starting inside large blocks, with peaked
 // scores; and window 1, whose output is the token's own value row exactly.
-TEST(AttentionTest, SlidingWindowLongContextWithLargeBlocks) {
+TEST_P(AttentionTest, SlidingWindowLongContextWithLargeBlocks) {
   for (int32_t blockSize : {16, 64, 100})
     for (int32_t window : {1, 33, 100, 250}) {
       SCOPED_TRACE(::testing::Message() << "block=" << blockSize << " window=" << window);
@@ -275,7 +284,7 @@ TEST(AttentionTest, SlidingWindowLongContextWithLargeBlocks) {
 }
 
 // A window at least as long as every context is full causal attention, bit for bit.
-TEST(AttentionTest, WindowCoveringTheContextIsFullAttention) {
+TEST_P(AttentionTest, WindowCoveringTheContextIsFullAttention) {
   for (int32_t blockSize : {1, 4, 16}) {
     SCOPED_TRACE(::testing::Message() << "block=" << blockSize);
     const PagedBatch b = makeBatch({8, 2, 32, blockSize}, kWindowBatch, 5000 + blockSize);
@@ -285,7 +294,7 @@ TEST(AttentionTest, WindowCoveringTheContextIsFullAttention) {
   }
 }
 
-TEST(AttentionTest, SlidingWindowOutputIsBitIdenticalAloneAndBatched) {
+TEST_P(AttentionTest, SlidingWindowOutputIsBitIdenticalAloneAndBatched) {
   for (int32_t blockSize : {1, 4, 16})
     for (int32_t window : {1, 3, 16, 40}) {
       SCOPED_TRACE(::testing::Message() << "block=" << blockSize << " window=" << window);
@@ -293,6 +302,12 @@ TEST(AttentionTest, SlidingWindowOutputIsBitIdenticalAloneAndBatched) {
       expectBatchInvariant(b, 1.0f / std::sqrt(32.0f), window);
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, AttentionTest,
+                         ::testing::ValuesIn(availableCpuIsas()),
+                         [](const ::testing::TestParamInfo<CpuIsa> &info) {
+                           return std::string(cpuIsaName(info.param));
+                         });
 
 } // namespace
 } // namespace kiln::kernels::cpu
