@@ -1,7 +1,7 @@
 // Internal to kiln_cpu_kernels: 4-lane fp32 vectors at the x86-64 baseline (SSE2), as GCC/clang
-// vector extensions, for the kernels that are built for the baseline only (attention.cc,
-// elementwise.cc, vector_exp.h). The Linear tiles have their own per-ISA widths
-// (linear_impl.inc).
+// vector extensions, for the kernels built for the baseline only (elementwise.cc, vector_exp.h).
+// The Linear tiles and attention's loops have their own per-ISA widths (linear_impl.inc,
+// attention_chunk.inc).
 #pragma once
 
 #include <cstdint>
