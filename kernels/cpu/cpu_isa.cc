@@ -3,6 +3,13 @@
 #include <atomic>
 #include <cstdlib>
 
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 namespace kiln::kernels::cpu {
 namespace {
 
@@ -13,7 +20,53 @@ struct IsaName {
 constexpr IsaName kNames[] = {{CpuIsa::kSse2, "sse2"},
                               {CpuIsa::kAvx2, "avx2"},
                               {CpuIsa::kAvx512, "avx512"},
-                              {CpuIsa::kAvx512Bf16, "avx512bf16"}};
+                              {CpuIsa::kAvx512Bf16, "avx512bf16"},
+                              {CpuIsa::kAmx, "amx"}};
+
+#if defined(__x86_64__) && defined(__linux__) && defined(__GNUC__)
+// Linux keeps AMX's 8 KiB of tile data out of a process's saved state until the process asks for
+// it (arch_prctl ARCH_REQ_XCOMP_PERM for XFEATURE_XTILEDATA; without it the first tile instruction
+// raises SIGILL). Asked once for the whole process, threads included. Then a child process runs one
+// tile instruction, so a hypervisor that reports AMX but does not let it run costs the level, not
+// the process.
+constexpr long kArchReqXcompPerm = 0x1023;
+constexpr long kXfeatureXtiledata = 18;
+
+void runOneTileInstruction() {
+  alignas(64) unsigned char config[64] = {};
+  config[0] = 1;   // palette 1
+  config[16] = 64; // tile 0: 64 bytes a row
+  config[48] = 1;  // tile 0: 1 row
+  asm volatile("ldtilecfg %0" ::"m"(config) : "memory");
+  asm volatile("tilerelease" ::: "memory");
+}
+
+bool amxRuns() {
+  // CPUID leaf 7: EDX bit 24 AMX-TILE, bit 22 AMX-BF16 (clang 14's __builtin_cpu_supports does
+  // not know them).
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) ||
+      !(edx & (1u << 22)))
+    return false;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0)
+    return false;
+  const pid_t child = fork();
+  if (child < 0)
+    return false;
+  if (child == 0) {
+    runOneTileInstruction();
+    _exit(0);
+  }
+  int status = 0;
+  if (waitpid(child, &status, 0) != child)
+    return false;
+  return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+#else
+bool amxRuns() {
+  return false;
+}
+#endif
 
 // libgcc's feature bits count AVX/AVX-512 only when the OS saves their registers (XGETBV), so a
 // level reported here is one the process may execute.
@@ -24,7 +77,10 @@ CpuIsa detect() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") &&
                       __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
                       __builtin_cpu_supports("avx512dq");
-  if (avx512 && __builtin_cpu_supports("avx512bf16"))
+  const bool avx512bf16 = avx512 && __builtin_cpu_supports("avx512bf16");
+  if (avx512bf16 && amxRuns())
+    return CpuIsa::kAmx;
+  if (avx512bf16)
     return CpuIsa::kAvx512Bf16;
   if (avx512)
     return CpuIsa::kAvx512;
@@ -96,8 +152,8 @@ std::string cpuIsaEnvError() {
     return "";
   CpuIsa requested;
   if (!parseCpuIsa(env, requested))
-    return std::string("KILN_CPU_ISA='") + env + "' is not a level: use sse2, avx2, avx512 or " +
-           "avx512bf16";
+    return std::string("KILN_CPU_ISA='") + env + "' is not a level: use sse2, avx2, avx512, " +
+           "avx512bf16 or amx";
   if (requested > detectedCpuIsa())
     return std::string("KILN_CPU_ISA=") + env + " asks for more than this CPU has (its highest " +
            "level is " + cpuIsaName(detectedCpuIsa()) + ")";

@@ -1,5 +1,5 @@
 // Which instruction-set level the CPU kernels run at: detected once from the CPU (and the OS's
-// saved vector state) at first use, or lowered with KILN_CPU_ISA=sse2|avx2|avx512|avx512bf16 so
+// saved vector state) at first use, or lowered with KILN_CPU_ISA=sse2|avx2|avx512|avx512bf16|amx so
 // CI can run every level this machine has against the double-precision references. A level is
 // only ever chosen when the CPU has it: the code for a wider level is never executed elsewhere.
 #pragma once
@@ -16,6 +16,9 @@ enum class CpuIsa : uint8_t {
   kAvx2,       // AVX2 + FMA, 8 lanes
   kAvx512,     // AVX-512 F/BW/VL/DQ, 16 lanes
   kAvx512Bf16, // AVX-512 + BF16 (runs the kAvx512 kernels for now: see kernels/cpu/linear.cc)
+  kAmx,        // AVX-512 + BF16 + AMX tiles (AMX-TILE, AMX-BF16), the OS's leave to use tile data
+               // granted and a tile instruction seen to run (cpu_isa.cc): Linears with bf16
+               // weights run on the tiles (linear_amx.cc), every other kernel as kAvx512Bf16
 };
 
 const char *cpuIsaName(CpuIsa isa);

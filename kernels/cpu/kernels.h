@@ -8,6 +8,7 @@
 // Kernels trust their arguments: the executor validates counts, ids and block tables first.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace kiln::kernels::cpu {
@@ -70,8 +71,19 @@ struct LinearArgs {
   int32_t outFeatures;
   ElemType xType = ElemType::kF32;
   ElemType outType = ElemType::kF32;
+  // packLinearWeights' form of `weight`, or null. Read only at the level it was packed for;
+  // `weight` must stay valid too (another level reads it).
+  const void *packedWeight = nullptr;
 };
 void linear(const LinearArgs &args);
+
+// Some levels read a Linear's weights faster in a layout of their own (amx: bf16 weights as the
+// tiles' pair layout, kernels/cpu/linear_amx.cc), made once when the op is prepared: the bytes of
+// that form at the active level (0: the level reads the weights as stored, nothing to pack), and
+// the packing, into `packed` of that many bytes (4-byte aligned; the cpu device gives it 64).
+size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures);
+void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
+                       void *packed);
 
 // How RopeKvWrite picks a token's inverse frequencies (compiler/import/rope_scaling.h RopeTables:
 // which transformers rope type needs which). L is the length of the token's sequence after the

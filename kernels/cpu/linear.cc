@@ -5,9 +5,12 @@
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
 // built for the baseline and only picks the tile function and splits the tiles over the worker pool
 // (worker_pool.h). avx512bf16 runs the AVX-512 tiles: its dot-product instruction multiplies bf16
-// activations, which would round the fp32 x that the references expect.
+// activations, which would round the fp32 x that the references expect. amx runs Linears with bf16
+// weights on the tiles (linear_amx.cc: x rounded to bf16, as llama.cpp's and vLLM's bf16 paths
+// do), the others on the AVX-512 tiles.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_tile.h"
 #include "kernels/cpu/worker_pool.h"
 
@@ -22,6 +25,7 @@ TileFn tileFunctionFor(CpuIsa isa) {
   switch (isa) {
   case CpuIsa::kAvx512:
   case CpuIsa::kAvx512Bf16:
+  case CpuIsa::kAmx:
     return tileAvx512;
   case CpuIsa::kAvx2:
     return tileAvx2;
@@ -41,9 +45,25 @@ size_t cachedXFloats(const LinearArgs &args) {
   return static_cast<size_t>(floats);
 }
 
+bool packsWeights(WeightType type) {
+  return activeCpuIsa() == CpuIsa::kAmx && type == WeightType::kBF16;
+}
+
 } // namespace
 
+size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures) {
+  return packsWeights(type) ? packedAmxWeightBytes(outFeatures, inFeatures) : 0;
+}
+
+void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
+                       void *packed) {
+  if (packsWeights(type))
+    packAmxWeights(static_cast<const uint16_t *>(weight), outFeatures, inFeatures, packed);
+}
+
 void linear(const LinearArgs &args) {
+  if (packsWeights(args.weightType))
+    return linearAmx(args);
   const TileFn runTile = tileFunctionFor(activeCpuIsa());
   const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
   const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;

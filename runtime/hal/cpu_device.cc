@@ -2,10 +2,14 @@
 
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/worker_pool.h"
+#include "runtime/ops/op_table.h"
+#include "runtime/ops/plan_types.h"
 #include "runtime/sampling/sampler.h"
 
 #include <cstdlib>
 #include <cstring>
+#include <span>
+#include <sys/mman.h>
 #include <unistd.h>
 
 namespace kiln::rt {
@@ -14,14 +18,53 @@ namespace {
 // 64-byte alignment: a cache line, and what the kernels' vector loops like.
 constexpr size_t kCpuAlignment = 64;
 
+// Pages of stored weights the kernels no longer read (packed copies replace them): handed back so
+// they do not count twice in the process's memory. MADV_PAGEOUT reclaims without discarding: a
+// page of the mapped artifact is read again from the file, an anonymous one swapped back in, if
+// anything reads it later (a tied embedding table's rows). Only whole pages inside the range.
+void releasePages(std::span<const uint8_t> bytes) {
+#ifdef MADV_PAGEOUT
+  const auto page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(bytes.data());
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + bytes.size()) / page * page;
+  if (last > first)
+    madvise(reinterpret_cast<void *>(first), last - first, MADV_PAGEOUT); // a hint: may do nothing
+#else
+  (void)bytes;
+#endif
+}
+
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
+};
+
 class CpuPreparedOp final : public PreparedOp {
 public:
   CpuPreparedOp(CpuOpFn fn, BoundOp bound) : fn_(fn), bound_(std::move(bound)) {}
   void run(const StepCounts &counts) const { fn_(bound_, counts); }
 
+  // The weights in the kernel's own layout, when the op's entry has one at this CPU's level.
+  Status packWeights(const OpEntry &entry) {
+    if (!entry.cpuPackedBytes || !entry.packCpuWeights)
+      return okStatus();
+    const size_t bytes = entry.cpuPackedBytes(bound_);
+    if (bytes == 0)
+      return okStatus();
+    const size_t rounded = (bytes + kCpuAlignment - 1) / kCpuAlignment * kCpuAlignment;
+    packed_.reset(std::aligned_alloc(kCpuAlignment, rounded));
+    if (!packed_)
+      return resourceExhausted("cpu: out of host memory packing the weights of " +
+                               opLabel(*bound_.op) + " (" + std::to_string(bytes) + " bytes)");
+    releasePages(entry.packCpuWeights(bound_, packed_.get()));
+    bound_.cpuPackedWeights = packed_.get();
+    return okStatus();
+  }
+
 private:
   CpuOpFn fn_;
   BoundOp bound_;
+  std::unique_ptr<void, FreeDeleter> packed_;
 };
 
 } // namespace
@@ -110,7 +153,9 @@ Status CpuDevice::copyToHost(void *hostDst, const void *deviceSrc, size_t bytes)
 
 Result<std::unique_ptr<PreparedOp>> CpuDevice::prepareOp(const BoundOp &op) {
   KILN_ASSIGN_OR_RETURN(CpuOpFn fn, selectCpuOp(op));
-  return std::unique_ptr<PreparedOp>(std::make_unique<CpuPreparedOp>(fn, op));
+  auto prepared = std::make_unique<CpuPreparedOp>(fn, op);
+  KILN_RETURN_IF_ERROR(prepared->packWeights(*findOp(op.op->params_type())));
+  return std::unique_ptr<PreparedOp>(std::move(prepared));
 }
 
 Status CpuDevice::runOp(const PreparedOp &op, const StepCounts &counts) {

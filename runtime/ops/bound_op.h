@@ -60,6 +60,9 @@ struct BoundOp {
   std::vector<BoundBuffer> inputs;
   std::vector<BoundBuffer> outputs;
   const KvCacheBinding *kvCache = nullptr; // must outlive the prepared op
+  // cpu: the op's weights in its kernel's own layout (OpEntry::packCpuWeights), owned by the
+  // prepared op; null when the kernel reads them as stored.
+  const void *cpuPackedWeights = nullptr;
 };
 
 } // namespace kiln::rt

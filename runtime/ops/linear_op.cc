@@ -34,7 +34,23 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &y = op.outputs[0];
   const float *bias = op.inputs.size() == 3 ? f32(op.inputs[2]) : nullptr;
   kernels::cpu::linear({x.data, w.data, elemType(w), bias, y.data, rowsOf(x, c), widthOf(w),
-                        static_cast<int32_t>(w.fixedRows), elemType(x), elemType(y)});
+                        static_cast<int32_t>(w.fixedRows), elemType(x), elemType(y),
+                        op.cpuPackedWeights});
+}
+
+// At amx, bf16 weights in the tiles' layout (kernels/cpu/linear_amx.cc).
+size_t cpuPackedBytes(const BoundOp &op) {
+  const BoundBuffer &w = op.inputs[1];
+  return kernels::cpu::linearPackedWeightBytes(elemType(w), static_cast<int32_t>(w.fixedRows),
+                                               static_cast<int32_t>(w.width));
+}
+
+std::span<const uint8_t> packCpuWeights(const BoundOp &op, void *packed) {
+  const BoundBuffer &w = op.inputs[1];
+  kernels::cpu::packLinearWeights(w.data, elemType(w), static_cast<int32_t>(w.fixedRows),
+                                  static_cast<int32_t>(w.width), packed);
+  const size_t bytes = static_cast<size_t>(w.fixedRows * w.width) * dtypeSize(w.dtype);
+  return {static_cast<const uint8_t *>(w.data), bytes};
 }
 
 // The GEMV kernel runs a Linear whose x and W share one float dtype, with no bias or an F32 one;
@@ -73,6 +89,8 @@ const OpEntry &linearOp() {
     e.halfWeightInputs = 1u << 1;
     e.outputDtypeMayDiffer = true; // the lm_head writes F32 logits from half activations
     e.runCpu = &runCpu;
+    e.cpuPackedBytes = &cpuPackedBytes;
+    e.packCpuWeights = &packCpuWeights;
     e.cuda.libraryOp = true;
     e.cuda.templates = {
         {"gemv", "gemv.cuh", "GemvParams", "gemv", {"dtype", "in", "y_dtype"}, KernelGrid::kGemv}};

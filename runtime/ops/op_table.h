@@ -97,6 +97,13 @@ struct OpEntry {
   // Ops on the KV cache: the layer they read or write.
   uint32_t (*kvLayer)(const schema::Op &op) = nullptr;
   CpuOpFn runCpu = nullptr;
+  // cpu: weights its kernel reads faster in a layout of its own at this CPU's level, packed once
+  // when the op is prepared (runtime/hal/cpu_device.cc) into BoundOp::cpuPackedWeights: the bytes
+  // that takes (0: none at this level), and the packing into that many 64-byte aligned bytes,
+  // which returns the stored weights the kernel no longer reads (the device hands their pages
+  // back).
+  size_t (*cpuPackedBytes)(const BoundOp &op) = nullptr;
+  std::span<const uint8_t> (*packCpuWeights)(const BoundOp &op, void *packed) = nullptr;
   CudaOpSpec cuda;
   OpCost (*cost)(const OpCostInputs &in) = nullptr; // null: everyBufferCost
 };

@@ -34,8 +34,8 @@ struct Shape {
 };
 // SmolLM2-135M: hidden 576, intermediate 1536, 9 + 2 x 3 heads of 64, vocab 49152.
 constexpr Shape kShapes[] = {
-    {"qkv 576->960", 576, 960},     {"o 576->576", 576, 576},
-    {"gate_up 576->3072", 576, 3072}, {"down 1536->576", 1536, 576},
+    {"qkv 576->960", 576, 960},         {"o 576->576", 576, 576},
+    {"gate_up 576->3072", 576, 3072},   {"down 1536->576", 1536, 576},
     {"lm_head 576->49152", 576, 49152},
 };
 
@@ -43,9 +43,12 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
-// Copies of one weight matrix, used in turn so a decode call never finds its weights in cache.
+// Copies of one weight matrix, used in turn so a decode call never finds its weights in cache;
+// and, where the level packs weights (cpu::packLinearWeights, as `kiln` does when it prepares a
+// Linear), each copy packed.
 struct Weights {
   std::vector<std::vector<uint16_t>> copies; // raw storage (fp32 as two halves)
+  std::vector<std::vector<uint64_t>> packed; // the packed form needs 4-byte alignment
   size_t bytes;
 };
 
@@ -55,7 +58,7 @@ Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) 
   const size_t copies = std::max<size_t>(2, (minTotalBytes + bytes - 1) / bytes);
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
-  Weights w{{}, bytes};
+  Weights w{{}, {}, bytes};
   w.copies.resize(copies, std::vector<uint16_t>(bytes / 2));
   for (auto &copy : w.copies) {
     if (type == cpu::WeightType::kF32) {
@@ -71,6 +74,12 @@ Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) 
       }
     }
   }
+  const size_t packedBytes = cpu::linearPackedWeightBytes(type, s.out, s.in);
+  if (packedBytes)
+    for (const auto &copy : w.copies) {
+      w.packed.emplace_back((packedBytes + 7) / 8);
+      cpu::packLinearWeights(copy.data(), type, s.out, s.in, w.packed.back().data());
+    }
   return w;
 }
 
@@ -80,8 +89,11 @@ double timeLinear(const Shape &s, cpu::WeightType type, const Weights &w, int ro
   std::vector<float> out(static_cast<size_t>(rows) * s.out);
   std::vector<double> times;
   for (int r = -2; r < repeats; ++r) {
-    cpu::LinearArgs args{x.data(), w.copies[(r + 2) % w.copies.size()].data(), type, nullptr,
-                         out.data(), rows, s.in, s.out};
+    const size_t copy = (r + 2) % w.copies.size();
+    cpu::LinearArgs args{x.data(), w.copies[copy].data(), type, nullptr, out.data(), rows, s.in,
+                         s.out};
+    if (!w.packed.empty())
+      args.packedWeight = w.packed[copy].data();
     const Clock::time_point start = Clock::now();
     cpu::linear(args);
     const Clock::time_point end = Clock::now();
@@ -133,8 +145,8 @@ int main(int argc, char **argv) {
   const size_t spread = size_t(256) << 20; // rotate over >= 256 MiB: far above any LLC here
   std::printf("cpu Linear on SmolLM2-135M shapes, %d threads, median of %d calls\n",
               cpu::cpuThreads(), repeats);
-  std::printf("%-10s %-6s %-20s %10s %9s %8s %12s\n", "isa", "weight", "shape", "decode us",
-              "GB/s", "of read", "prefill GF/s");
+  std::printf("%-10s %-6s %-20s %10s %9s %8s %12s\n", "isa", "weight", "shape", "decode us", "GB/s",
+              "of read", "prefill GF/s");
   cpu::CpuIsa only{};
   const bool oneIsa = argc > 2 && cpu::parseCpuIsa(argv[2], only);
   for (cpu::CpuIsa isa : cpu::availableCpuIsas()) {

@@ -31,7 +31,8 @@ std::vector<float> runLinear(const std::vector<float> &x, const TypedWeights &w,
 // fp32 accumulation error grows with k: bound it by a relative tolerance on sum |x*w| (the
 // magnitude of the dot product's terms), plus 1e-6 absolute for the bias add. Per level: sse2 sums
 // 4 lanes with separate multiply and add, avx2 8 and avx512 16 lanes with fused multiply-adds
-// (fewer roundings, shorter chains); 1e-5 bounds all of them over this grid.
+// (fewer roundings, shorter chains), amx's bf16-weight tiles sum in the tile unit's own order
+// (kernels/cpu/linear_amx.cc); 1e-5 bounds all of them over this grid.
 double relativeTolerance(CpuIsa isa) {
   switch (isa) {
   case CpuIsa::kSse2:
@@ -40,9 +41,17 @@ double relativeTolerance(CpuIsa isa) {
     return 1e-5;
   case CpuIsa::kAvx512:
   case CpuIsa::kAvx512Bf16:
+  case CpuIsa::kAmx:
     return 1e-5;
   }
   return 0;
+}
+
+// At amx a Linear with bf16 weights multiplies x rounded to bf16 (nearest even), as llama.cpp's
+// and vLLM's bf16 paths do; its reference is the double sum over those rounded values. (Against
+// the unrounded x, each term may then differ by up to 2^-9 of itself.)
+bool roundsXToBf16(CpuIsa isa, WeightType type) {
+  return isa == CpuIsa::kAmx && type == WeightType::kBF16;
 }
 
 // Runs each test at one level and puts the detected one back.
@@ -55,11 +64,13 @@ protected:
 void expectMatchesReference(const std::vector<float> &x, const TypedWeights &w,
                             const std::vector<float> *bias, const std::vector<float> &y,
                             int32_t rows, int32_t in, int32_t out) {
+  const bool roundX = roundsXToBf16(activeCpuIsa(), w.type);
   for (int32_t r = 0; r < rows; ++r) {
     for (int32_t o = 0; o < out; ++o) {
       double sum = 0.0, magnitude = 0.0;
       for (int32_t i = 0; i < in; ++i) {
-        const double term = static_cast<double>(x[r * in + i]) * w.values[o * in + i];
+        const float xi = roundX ? bf16ToF32(f32ToBf16(x[r * in + i])) : x[r * in + i];
+        const double term = static_cast<double>(xi) * w.values[o * in + i];
         sum += term;
         magnitude += std::fabs(term);
       }
@@ -134,6 +145,36 @@ TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
       }
 }
 
+// A level may read weights packed ahead in a layout of its own (amx: bf16 weights in the tiles'
+// pair layout, packed when the op is prepared): only amx with bf16 weights packs, and its packed
+// weights give the very bits the stored ones give (and so the reference's values), for any rows.
+TEST_P(LinearTest, PackedWeightsGiveTheBitsOfTheStoredOnes) {
+  uint32_t seed = 500;
+  for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
+    for (int32_t rows : {1, 5, 16, 17, 64, 130})
+      for (int32_t in : {8, 300, 576})
+        for (int32_t out : {7, 33, 64}) {
+          SCOPED_TRACE(::testing::Message() << testing::weightTypeName(type) << " rows=" << rows
+                                            << " in=" << in << " out=" << out);
+          const size_t bytes = linearPackedWeightBytes(type, out, in);
+          ASSERT_EQ(bytes > 0, GetParam() == CpuIsa::kAmx && type == WeightType::kBF16);
+          if (bytes == 0)
+            continue;
+          const auto x = randomFloats(static_cast<size_t>(rows) * in, ++seed);
+          const auto w = makeWeights(randomFloats(static_cast<size_t>(out) * in, ++seed), type);
+          const auto bias = randomFloats(out, ++seed);
+          std::vector<uint32_t> packed((bytes + 3) / 4, 0xdeadbeefu);
+          packLinearWeights(w.data(), type, out, in, packed.data());
+          const auto stored = runLinear(x, w, &bias, rows, in, out);
+          std::vector<float> y(stored.size(), -12345.0f);
+          LinearArgs args{x.data(), w.data(), w.type, bias.data(), y.data(), rows, in, out};
+          args.packedWeight = packed.data();
+          linear(args);
+          EXPECT_TRUE(testing::bitwiseEqual(y, stored));
+          expectMatchesReference(x, w, &bias, y, rows, in, out);
+        }
+}
+
 TEST_P(LinearTest, ZeroRowsWritesNothing) {
   const auto w = makeWeights(randomFloats(16, 3), WeightType::kF32);
   std::vector<float> y(4, 5.0f);
@@ -150,7 +191,8 @@ INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, LinearTest, ::testing::ValuesIn(av
 TEST(CpuIsaTest, LevelsAboveTheDetectedOneAreRefused) {
   const CpuIsa detected = detectedCpuIsa();
   setCpuIsa(CpuIsa::kSse2);
-  for (CpuIsa isa : {CpuIsa::kSse2, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+  for (CpuIsa isa :
+       {CpuIsa::kSse2, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     EXPECT_EQ(setCpuIsa(isa), isa <= detected) << cpuIsaName(isa);
     // A refused level leaves the previous one (sse2, set below) in place.
     EXPECT_EQ(activeCpuIsa(), isa <= detected ? isa : CpuIsa::kSse2) << cpuIsaName(isa);
@@ -168,8 +210,8 @@ TEST(CpuIsaTest, EnvironmentVariableNamesALevelThisCpuHas) {
   EXPECT_EQ(cpuIsaEnvError(), "");
   ::setenv("KILN_CPU_ISA", "avx3", 1);
   EXPECT_EQ(cpuIsaEnvError(),
-            "KILN_CPU_ISA='avx3' is not a level: use sse2, avx2, avx512 or avx512bf16");
-  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16}) {
+            "KILN_CPU_ISA='avx3' is not a level: use sse2, avx2, avx512, avx512bf16 or amx");
+  for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Bf16, CpuIsa::kAmx}) {
     ::setenv("KILN_CPU_ISA", cpuIsaName(isa), 1);
     if (isa <= detectedCpuIsa())
       EXPECT_EQ(cpuIsaEnvError(), "") << cpuIsaName(isa);

@@ -1,0 +1,389 @@
+// Linear with bf16 weights on AMX tiles (CpuIsa::kAmx): out = x W^T (+ b), x rounded to bf16.
+//
+// One tile multiply (TDPBF16PS) adds A[16][32] x B[32][16] into a 16 x 16 fp32 tile C. Here A is
+// 16 rows of x over 32 columns of k, rounded to bf16 (a plain row-major copy), and B is 16 outputs'
+// weights over the same 32 columns in the tile's pair layout: its row p holds, for each of the 16
+// outputs, columns (2p, 2p + 1) as one 32-bit word. The weights are put in that layout once, when
+// the op is prepared (packLinearWeights; runtime/ops/linear_op.cc), as one contiguous 1 KiB tile
+// per (16 outputs, 32 columns), outputs outer: a task streams its weights front to back. A Linear
+// whose weights were not packed (a caller that did not prepare it) packs each 16-output group
+// as a task first needs it. C is 16 rows x 16 outputs, in out's own layout.
+//
+// A task is up to 64 rows x 16 outputs (four A and C tiles, one B tile loaded per 32 columns), or
+// for a step of at most 16 rows, 16 rows x up to 64 outputs (one A tile, four B and C tiles), so
+// decode keeps four tile multiplies in flight. Every row count runs the same tile multiply, and
+// each output element is its own dot product, accumulated over k in 32-column blocks in increasing
+// order: a row's result is bit-identical alone or in a batch. The hardware's order inside one tile
+// multiply is not a vector lane's (tests/kernels/cpu/linear_test.cc states the tolerance against
+// the double reference on the rounded x).
+//
+// x is rounded into a zero-padded bf16 copy once per 64-row tile per worker for the whole call, in
+// windows of at most kMaxXWords so a long prompt's x is not all held at once; each worker runs its
+// tasks outputs-outer, rows-inner within a window, so its weight tiles stay in L2 across the
+// window's row tiles.
+//
+// Linux grants a process the tile data only on request (kernels/cpu/cpu_isa.cc asks before the
+// level is chosen); each worker loads the tile configuration when it starts its share of a call and
+// releases the tiles when it ends it, so an idle worker carries no tile state.
+#include "kernels/cpu/linear_amx.h"
+#include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/worker_pool.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#ifdef __clang__
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,"  \
+                          "fma"))),                                                                \
+    apply_to = function)
+#endif
+
+namespace kiln::kernels::cpu {
+namespace {
+
+constexpr int32_t kBlockColumns = 32; // k columns of one tile multiply: 16 bf16 pairs
+constexpr int32_t kGroupRows = 16;    // x rows of one A (and C) tile
+constexpr int32_t kGroupOutputs = 16; // outputs of one B (and C) tile
+constexpr int32_t kTaskRows = 64;     // four A tiles
+constexpr int32_t kTileBytes = 1024;  // 16 rows x 64 bytes
+constexpr int32_t kTileFloats = 256;
+// A worker's rounded x: at most this many bf16 pairs (8 MiB) at a time.
+constexpr int64_t kMaxXWords = int64_t(1) << 21;
+
+// Tile instructions as inline assembly with a memory clobber (the compiler's intrinsics do not
+// tell it that a tile load reads memory, so stores just before it could be moved past it).
+#define KILN_TILE_LOAD(tile, base, stride)                                                         \
+  asm volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), "r"(int64_t(stride)) : "memory")
+#define KILN_TILE_STORE(tile, base, stride)                                                        \
+  asm volatile("tilestored %%tmm" #tile ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memor"  \
+                                                                                          "y")
+#define KILN_TILE_ZERO(tile) asm volatile("tilezero %%tmm" #tile ::: "memory")
+#define KILN_TILE_DPBF16PS(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t startRow = 0;
+  uint8_t reserved[14] = {};
+  uint16_t bytesPerRow[16] = {};
+  uint8_t rows[16] = {};
+};
+
+void beginTiles() {
+  TileConfig config;
+  for (int t = 0; t < 8; ++t) { // every tile 16 rows x 64 bytes
+    config.bytesPerRow[t] = 64;
+    config.rows[t] = 16;
+  }
+  asm volatile("ldtilecfg %0" ::"m"(config) : "memory");
+}
+
+void endTiles() {
+  asm volatile("tilerelease" ::: "memory");
+}
+
+int32_t blocksOf(int32_t in) {
+  return (in + kBlockColumns - 1) / kBlockColumns;
+}
+int32_t groupsOf(int32_t outFeatures) {
+  return (outFeatures + kGroupOutputs - 1) / kGroupOutputs;
+}
+int64_t groupBytes(int32_t in) {
+  return int64_t(blocksOf(in)) * kTileBytes;
+}
+
+// Columns [k0, k0 + n) (n <= 32) of one row of `type` at `base` as 32 bf16 (nearest even; zeros
+// past n).
+__m512i bf16RunOf(const void *base, ElemType type, int64_t offset, int32_t n) {
+  const __mmask16 lo = n >= 16 ? __mmask16(0xffff) : __mmask16((1u << n) - 1);
+  const __mmask16 hi = n >= 32 ? __mmask16(0xffff) : n <= 16 ? 0 : __mmask16((1u << (n - 16)) - 1);
+  if (type == ElemType::kBF16) {
+    const auto *src = static_cast<const uint16_t *>(base) + offset;
+    return _mm512_maskz_loadu_epi16(__mmask32(lo) | (__mmask32(hi) << 16), src);
+  }
+  __m512 a, b;
+  if (type == ElemType::kF32) {
+    const float *src = static_cast<const float *>(base) + offset;
+    a = _mm512_maskz_loadu_ps(lo, src);
+    b = _mm512_maskz_loadu_ps(hi, src + 16);
+  } else {
+    const auto *src = static_cast<const uint16_t *>(base) + offset;
+    a = _mm512_maskz_cvtph_ps(lo, _mm256_maskz_loadu_epi16(lo, src));
+    b = _mm512_maskz_cvtph_ps(hi, _mm256_maskz_loadu_epi16(hi, src + 16));
+  }
+  return (__m512i)_mm512_cvtne2ps_pbh(b, a); // the second operand gives the low half
+}
+
+// Weight rows [out0, out0 + 16) (zeros past outFeatures) as B tiles, one per 32 columns, at dst.
+void packGroup(const uint16_t *w, int32_t outFeatures, int32_t in, int32_t out0, uint8_t *dst) {
+  const int32_t blocks = blocksOf(in);
+  const __m512i column =
+      _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                         _mm512_set1_epi32(kGroupOutputs));
+  for (int32_t n = 0; n < kGroupOutputs; ++n) {
+    auto *first = reinterpret_cast<uint32_t *>(dst) + n;
+    const bool real = out0 + n < outFeatures;
+    for (int32_t b = 0; b < blocks; ++b) {
+      const int32_t k0 = b * kBlockColumns;
+      const __m512i pairs = real ? bf16RunOf(w, ElemType::kBF16, int64_t(out0 + n) * in + k0,
+                                             std::min(kBlockColumns, in - k0))
+                                 : _mm512_setzero_si512();
+      _mm512_i32scatter_epi32(first + int64_t(b) * kTileFloats, column, pairs, 4);
+    }
+  }
+}
+
+// x rows [row0, row0 + rows) (rows <= 64) rounded to bf16 at dst, `stride` bf16 apart, zero-padded
+// to whole 16-row groups and 32-column blocks.
+void roundRows(const LinearArgs &args, int32_t row0, int32_t rows, int64_t stride, uint16_t *dst) {
+  const int32_t in = args.inFeatures;
+  const int32_t blocks = blocksOf(in);
+  const int32_t padded = (rows + kGroupRows - 1) / kGroupRows * kGroupRows;
+  for (int32_t r = 0; r < padded; ++r)
+    for (int32_t b = 0; b < blocks; ++b) {
+      const int32_t k0 = b * kBlockColumns;
+      const __m512i run = r < rows ? bf16RunOf(args.x, args.xType, int64_t(row0 + r) * in + k0,
+                                               std::min(kBlockColumns, in - k0))
+                                   : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + r * stride + k0, run);
+    }
+}
+
+// C tiles (16 rows x 16 outputs each, at c, kTileFloats apart) = RG row groups of x (rounded, at x,
+// `stride` bf16 apart) times OG output groups of packed weights (at w, `wGroupBytes` apart), over
+// `blocks` blocks of 32 columns; C tile og * RG + rg holds row group rg x output group og. Tiles
+// 0-3 accumulate, 4-5 hold x, 6-7 weights.
+template <int RG, int OG>
+void multiply(const uint16_t *x, int64_t stride, const uint8_t *w, int64_t wGroupBytes,
+              int32_t blocks, float *c) {
+  static_assert(RG * OG <= 4 && (RG == 1 || OG == 1));
+  const int64_t xRowBytes = stride * int64_t(sizeof(uint16_t));
+  const int64_t xGroup = int64_t(kGroupRows) * stride;
+  KILN_TILE_ZERO(0);
+  if constexpr (RG * OG > 1)
+    KILN_TILE_ZERO(1);
+  if constexpr (RG * OG > 2)
+    KILN_TILE_ZERO(2);
+  if constexpr (RG * OG > 3)
+    KILN_TILE_ZERO(3);
+  for (int32_t b = 0; b < blocks; ++b) {
+    const uint16_t *xb = x + b * kBlockColumns;
+    const uint8_t *wb = w + int64_t(b) * kTileBytes;
+    if constexpr (OG == 1) { // one weight tile, RG x tiles
+      KILN_TILE_LOAD(6, wb, 64);
+      KILN_TILE_LOAD(4, xb, xRowBytes);
+      KILN_TILE_DPBF16PS(0, 4, 6);
+      if constexpr (RG > 1) {
+        KILN_TILE_LOAD(5, xb + xGroup, xRowBytes);
+        KILN_TILE_DPBF16PS(1, 5, 6);
+      }
+      if constexpr (RG > 2) {
+        KILN_TILE_LOAD(4, xb + 2 * xGroup, xRowBytes);
+        KILN_TILE_DPBF16PS(2, 4, 6);
+      }
+      if constexpr (RG > 3) {
+        KILN_TILE_LOAD(5, xb + 3 * xGroup, xRowBytes);
+        KILN_TILE_DPBF16PS(3, 5, 6);
+      }
+    } else { // one x tile, OG weight tiles
+      KILN_TILE_LOAD(4, xb, xRowBytes);
+      KILN_TILE_LOAD(6, wb, 64);
+      KILN_TILE_DPBF16PS(0, 4, 6);
+      if constexpr (OG > 1) {
+        KILN_TILE_LOAD(7, wb + wGroupBytes, 64);
+        KILN_TILE_DPBF16PS(1, 4, 7);
+      }
+      if constexpr (OG > 2) {
+        KILN_TILE_LOAD(6, wb + 2 * wGroupBytes, 64);
+        KILN_TILE_DPBF16PS(2, 4, 6);
+      }
+      if constexpr (OG > 3) {
+        KILN_TILE_LOAD(7, wb + 3 * wGroupBytes, 64);
+        KILN_TILE_DPBF16PS(3, 4, 7);
+      }
+    }
+  }
+  KILN_TILE_STORE(0, c, 64);
+  if constexpr (RG * OG > 1)
+    KILN_TILE_STORE(1, c + kTileFloats, 64);
+  if constexpr (RG * OG > 2)
+    KILN_TILE_STORE(2, c + 2 * kTileFloats, 64);
+  if constexpr (RG * OG > 3)
+    KILN_TILE_STORE(3, c + 3 * kTileFloats, 64);
+}
+
+// One task's tiles: rows [row0, row0 + rows) x output groups [group0, group0 + groups); `x` holds
+// those rows rounded (`stride` apart), `w` group0's packed weights.
+struct Task {
+  int32_t row0, rows, group0, groups;
+};
+
+void runMultiply(const Task &t, const uint16_t *x, int64_t stride, const uint8_t *w,
+                 int64_t wGroupBytes, int32_t blocks, float *c) {
+  const int32_t rowGroups = (t.rows + kGroupRows - 1) / kGroupRows;
+  if (t.groups > 1) {
+    switch (t.groups) {
+    case 2:
+      return multiply<1, 2>(x, stride, w, wGroupBytes, blocks, c);
+    case 3:
+      return multiply<1, 3>(x, stride, w, wGroupBytes, blocks, c);
+    default:
+      return multiply<1, 4>(x, stride, w, wGroupBytes, blocks, c);
+    }
+  }
+  switch (rowGroups) {
+  case 1:
+    return multiply<1, 1>(x, stride, w, wGroupBytes, blocks, c);
+  case 2:
+    return multiply<2, 1>(x, stride, w, wGroupBytes, blocks, c);
+  case 3:
+    return multiply<3, 1>(x, stride, w, wGroupBytes, blocks, c);
+  default:
+    return multiply<4, 1>(x, stride, w, wGroupBytes, blocks, c);
+  }
+}
+
+// 16 outputs of one row (+ bias) stored as fp32 or bf16, rounded as elem_io.h's storeRun rounds
+// them (f32ToBf16: nearest even, NaN kept quiet).
+void storeSixteen(const float *row, const float *bias, void *out, ElemType type, int64_t offset) {
+  __m512 v = _mm512_loadu_ps(row);
+  if (bias)
+    v = _mm512_add_ps(v, _mm512_loadu_ps(bias));
+  if (type == ElemType::kF32) {
+    _mm512_storeu_ps(static_cast<float *>(out) + offset, v);
+    return;
+  }
+  using U32x16 = uint32_t __attribute__((vector_size(64)));
+  const U32x16 bits = (U32x16)v;
+  const U32x16 rounded = (bits + (0x7fffu + ((bits >> 16) & 1u))) >> 16;
+  const U32x16 quiet = (bits >> 16) | 0x40u;
+  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+  using U16x16 = uint16_t __attribute__((vector_size(32)));
+  const U32x16 words = (U32x16)_mm512_mask_blend_epi32(nan, (__m512i)rounded, (__m512i)quiet);
+  const U16x16 halves = __builtin_convertvector(words, U16x16);
+  std::memcpy(static_cast<uint16_t *>(out) + offset, &halves, sizeof(halves));
+}
+
+// Adds the bias and stores the task's outputs from its C tiles (tile og * rowGroups + rg).
+void storeTask(const LinearArgs &args, const Task &t, const float *c) {
+  const int32_t rowGroups = (t.rows + kGroupRows - 1) / kGroupRows;
+  float sums[kGroupOutputs];
+  for (int32_t g = 0; g < t.groups; ++g) {
+    const int32_t out0 = (t.group0 + g) * kGroupOutputs;
+    const int32_t outs = std::min(kGroupOutputs, args.outFeatures - out0);
+    const float *bias = args.bias ? args.bias + out0 : nullptr;
+    const bool whole = outs == kGroupOutputs && args.outType != ElemType::kF16;
+    for (int32_t r = 0; r < t.rows; ++r) {
+      const float *row =
+          c + (g * rowGroups + r / kGroupRows) * kTileFloats + (r % kGroupRows) * kGroupOutputs;
+      const int64_t offset = int64_t(t.row0 + r) * args.outFeatures + out0;
+      if (whole) {
+        storeSixteen(row, bias, args.out, args.outType, offset);
+        continue;
+      }
+      for (int32_t o = 0; o < outs; ++o) {
+        sums[o] = row[o];
+        if (bias)
+          sums[o] += bias[o];
+      }
+      storeRun(sums, outs, args.out, args.outType, offset);
+    }
+  }
+}
+
+} // namespace
+
+size_t packedAmxWeightBytes(int32_t outFeatures, int32_t inFeatures) {
+  return static_cast<size_t>(groupsOf(outFeatures)) * static_cast<size_t>(groupBytes(inFeatures));
+}
+
+void packAmxWeights(const uint16_t *weight, int32_t outFeatures, int32_t inFeatures, void *packed) {
+  const int32_t groups = groupsOf(outFeatures);
+  const int64_t bytes = groupBytes(inFeatures);
+  parallelFor(int64_t(groups) * inFeatures > 65536, groups, [&](int64_t g) {
+    packGroup(weight, outFeatures, inFeatures, static_cast<int32_t>(g) * kGroupOutputs,
+              static_cast<uint8_t *>(packed) + g * bytes);
+  });
+}
+
+void linearAmx(const LinearArgs &args) {
+  const int32_t in = args.inFeatures;
+  const int32_t blocks = blocksOf(in);
+  const int64_t stride = int64_t(blocks) * kBlockColumns; // of the rounded x, in bf16
+  const int64_t wGroupBytes = groupBytes(in);
+  const int32_t rowTiles = (args.rows + kTaskRows - 1) / kTaskRows;
+  const int32_t groups = groupsOf(args.outFeatures);
+  const auto *packed = static_cast<const uint8_t *>(args.packedWeight);
+  // A step of at most 16 rows runs up to 4 output groups per task (weights not packed ahead: one,
+  // packed as the task needs it).
+  const int32_t groupsPerTask = args.rows <= kGroupRows && packed ? 4 : 1;
+  const int32_t outTiles = (groups + groupsPerTask - 1) / groupsPerTask;
+  const int64_t tileWords = int64_t(kTaskRows) * stride / 2;
+  // Row tiles per window of rounded x; tasks run window by window, outputs outer and row tiles
+  // inner within one.
+  const int32_t windowTiles =
+      static_cast<int32_t>(std::clamp<int64_t>(kMaxXWords / tileWords, 1, std::min(rowTiles, 64)));
+  const int64_t tasks = int64_t(rowTiles) * outTiles;
+  const int64_t work = int64_t(args.rows) * in * args.outFeatures;
+  parallelRun(work > 65536, [&](int worker, int workers) {
+    const IndexRange range = staticRange(tasks, worker, workers);
+    if (range.begin >= range.end)
+      return;
+    // C tiles, a packed weight group when the weights are not packed, then the window's x
+    // (64-byte aligned).
+    const int64_t ownGroup = packed ? 0 : wGroupBytes;
+    const size_t floats =
+        16 + 4 * kTileFloats + size_t(ownGroup / 4) + size_t(windowTiles * tileWords);
+    float *scratch = threadScratch(floats);
+    float *c = scratch + ((64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64) / sizeof(float);
+    auto *ownWeights = reinterpret_cast<uint8_t *>(c + 4 * kTileFloats);
+    auto *xWindow = reinterpret_cast<uint16_t *>(ownWeights + ownGroup);
+    int32_t roundedWindow = -1, ownGroupIndex = -1;
+    uint64_t roundedTiles = 0; // bit t: row tile t of the window is rounded (windowTiles <= 64)
+    beginTiles();
+    for (int64_t task = range.begin; task < range.end; ++task) {
+      const int64_t windowTasks = int64_t(windowTiles) * outTiles;
+      const int32_t window = static_cast<int32_t>(task / windowTasks);
+      const int32_t firstTile = window * windowTiles;
+      const int32_t tilesHere = std::min(windowTiles, rowTiles - firstTile);
+      const int64_t inWindow = task - window * windowTasks;
+      const int32_t outTile = static_cast<int32_t>(inWindow / tilesHere);
+      const int32_t slot = static_cast<int32_t>(inWindow % tilesHere);
+      if (window != roundedWindow) {
+        roundedWindow = window;
+        roundedTiles = 0;
+      }
+      Task t;
+      t.row0 = (firstTile + slot) * kTaskRows;
+      t.rows = std::min(kTaskRows, args.rows - t.row0);
+      t.group0 = outTile * groupsPerTask;
+      t.groups = std::min(groupsPerTask, groups - t.group0);
+      uint16_t *x = xWindow + slot * tileWords * 2;
+      if (!(roundedTiles & (uint64_t(1) << slot))) {
+        roundRows(args, t.row0, t.rows, stride, x);
+        roundedTiles |= uint64_t(1) << slot;
+      }
+      const uint8_t *w = packed ? packed + t.group0 * wGroupBytes : ownWeights;
+      if (!packed && ownGroupIndex != t.group0) {
+        packGroup(static_cast<const uint16_t *>(args.weight), args.outFeatures, in,
+                  t.group0 * kGroupOutputs, ownWeights);
+        ownGroupIndex = t.group0;
+      }
+      runMultiply(t, x, stride, w, wGroupBytes, blocks, c);
+      storeTask(args, t, c);
+    }
+    endTiles();
+  });
+}
+
+} // namespace kiln::kernels::cpu
+
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
