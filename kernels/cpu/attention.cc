@@ -11,6 +11,7 @@
 // at the CPU's instruction-set level (attention_chunk.h: 4 lanes at the baseline, 8 with AVX2 +
 // FMA): prefill attention was bound by one chain of adds per dot product and by the
 // accumulator's round trip through memory at every position.
+#include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_chunk.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
@@ -192,6 +193,8 @@ void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const Wo
 void attention(const AttentionArgs &args) {
   if (args.numTokens <= 0)
     return;
+  if (activeCpuIsa() == CpuIsa::kAmx && attentionRunsOnAmx(args))
+    return attentionAmx(args);
   // Called from the engine thread once per layer and step: no allocation once warmed up.
   // (A named reference, not the thread_local itself, is what the workers' lambda must see.)
   thread_local std::vector<WorkItem> callerItems;

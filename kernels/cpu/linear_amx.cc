@@ -56,36 +56,7 @@ constexpr int32_t kTileFloats = 256;
 // A worker's rounded x: at most this many bf16 pairs (8 MiB) at a time.
 constexpr int64_t kMaxXWords = int64_t(1) << 21;
 
-// Tile instructions as inline assembly with a memory clobber (the compiler's intrinsics do not
-// tell it that a tile load reads memory, so stores just before it could be moved past it).
-#define KILN_TILE_LOAD(tile, base, stride)                                                         \
-  asm volatile("tileloadd (%0,%1,1), %%tmm" #tile ::"r"(base), "r"(int64_t(stride)) : "memory")
-#define KILN_TILE_STORE(tile, base, stride)                                                        \
-  asm volatile("tilestored %%tmm" #tile ", (%0,%1,1)" ::"r"(base), "r"(int64_t(stride)) : "memor"  \
-                                                                                          "y")
-#define KILN_TILE_ZERO(tile) asm volatile("tilezero %%tmm" #tile ::: "memory")
-#define KILN_TILE_DPBF16PS(c, a, b) asm volatile("tdpbf16ps %%tmm" #b ", %%tmm" #a ", %%tmm" #c ::)
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t startRow = 0;
-  uint8_t reserved[14] = {};
-  uint16_t bytesPerRow[16] = {};
-  uint8_t rows[16] = {};
-};
-
-void beginTiles() {
-  TileConfig config;
-  for (int t = 0; t < 8; ++t) { // every tile 16 rows x 64 bytes
-    config.bytesPerRow[t] = 64;
-    config.rows[t] = 16;
-  }
-  asm volatile("ldtilecfg %0" ::"m"(config) : "memory");
-}
-
-void endTiles() {
-  asm volatile("tilerelease" ::: "memory");
-}
+#include "kernels/cpu/amx_tiles.inc"
 
 int32_t blocksOf(int32_t in) {
   return (in + kBlockColumns - 1) / kBlockColumns;

@@ -5,6 +5,10 @@
 // |fp32| * 2^-8 for bf16 (8 significant bits: half an ulp is 2^-8 relative at worst) and
 // |fp32| * 2^-11 for fp16, plus half the smallest fp16 subnormal (2^-25) where fp16 underflows;
 // the fp32 error itself is the same on both sides, so it adds nothing. Both are asserted.
+// One exception: at the amx level, attention over bf16 queries and a bf16 cache runs on the tiles
+// (kernels/cpu/attention_amx.cc), which round the softmax weights to bf16; it is checked against
+// the fp32 run within that rounding, and for its own batch invariance.
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
@@ -276,13 +280,15 @@ TEST(HalfKernelsTest, RopeKvWriteRoundsRotatedQAndKAndStoresV) {
 // A paged cache filled with half-representable K/V and a batch mixing a chunked prefill, a decode
 // and a fresh prefill, through shuffled block tables.
 struct HalfAttentionBatch {
-  int32_t heads = 8, kvHeads = 2, headDim = 32, blockSize = 16;
+  int32_t heads = 8, kvHeads = 2, headDim = 32, blockSize = 16, slidingWindow = 0;
   std::vector<int32_t> contextLens = {50, 20, 37}, newTokens = {5, 1, 37};
   std::vector<int32_t> positions, queryStartLoc = {0}, blockTables;
   int32_t maxBlocksPerSeq = 4, numBlocks = 12, numTokens = 0;
   TypedWeights q, k, v;
 
-  HalfAttentionBatch(ElemType type, ElemType kvType, uint32_t seed) {
+  HalfAttentionBatch(ElemType type, ElemType kvType, uint32_t seed, int32_t numHeads = 8,
+                     int32_t numKvHeads = 2, int32_t dim = 32, int32_t window = 0)
+      : heads(numHeads), kvHeads(numKvHeads), headDim(dim), slidingWindow(window) {
     std::vector<int32_t> ids(numBlocks);
     std::iota(ids.begin(), ids.end(), 0);
     std::shuffle(ids.begin(), ids.end(), std::mt19937(seed));
@@ -321,7 +327,8 @@ struct HalfAttentionBatch {
             blockSize,
             1.0f / std::sqrt(float(headDim)),
             type,
-            kvType};
+            kvType,
+            slidingWindow};
   }
 };
 
@@ -340,7 +347,78 @@ TEST(HalfKernelsTest, AttentionOverAHalfCacheRoundsTheFp32Result) {
                      ElemType::kF32, ElemType::kF32));
     Output out(c.type, expected.size());
     attention(b.args(b.q.data(), b.k.data(), b.v.data(), out.data(), c.type, c.kvType));
+    if (activeCpuIsa() == CpuIsa::kAmx && c.type == ElemType::kBF16 && c.kvType == c.type)
+      continue; // AttentionOnTilesIsWithinTheWeightRounding checks this case
     expectRoundedOf(out, expected, "attention");
+  }
+}
+
+// At amx, bf16 attention runs on the tiles (kernels/cpu/attention_amx.cc): fp32 math (bf16 q and
+// K products are exact, the softmax weights are split exactly into three bf16 parts), but summed
+// in the tiles' order and with exp_lanes.inc's e^x (within 2 ulp of std::exp), so its fp32 result
+// is the fp32 run's up to ~1e-6 and rounding it to bf16 may land one bf16 step away: every element
+// within 2^-8 of the fp32 run (relative, + 1e-6), and at least 99% of them its exact rounding.
+// Over head sizes that fill one or two 64-dimension passes, groups of 1, 3, 4 and 20 query heads
+// per kv head (20: two items of one token), with and without a sliding window. Other levels round
+// the fp32 result exactly, so the test runs at every level.
+struct TileCase {
+  int32_t heads, kvHeads, headDim, window;
+};
+constexpr TileCase kTileCases[] = {{8, 2, 32, 0},  {6, 2, 64, 0},  {9, 3, 64, 7},
+                                   {2, 2, 128, 0}, {20, 1, 64, 0}, {4, 1, 96, 20}};
+
+TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
+  const ElemType bf16 = ElemType::kBF16;
+  uint32_t seed = 9700;
+  for (const TileCase &c : kTileCases) {
+    SCOPED_TRACE(::testing::Message() << c.heads << " heads, " << c.kvHeads << " kv, dim "
+                                      << c.headDim << ", window " << c.window);
+    const HalfAttentionBatch b(bf16, bf16, seed += 10, c.heads, c.kvHeads, c.headDim, c.window);
+    std::vector<float> expected(b.q.values.size());
+    attention(b.args(b.q.values.data(), b.k.values.data(), b.v.values.data(), expected.data(),
+                     ElemType::kF32, ElemType::kF32));
+    Output out(bf16, expected.size());
+    attention(b.args(b.q.data(), b.k.data(), b.v.data(), out.data(), bf16, bf16));
+    size_t exact = 0;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      ASSERT_LE(std::fabs(double(bf16ToF32(out.halves[i])) - expected[i]),
+                std::ldexp(1.0, -8) * std::fabs(expected[i]) + 1e-6)
+          << "element " << i;
+      exact += out.halves[i] == f32ToBf16(expected[i]);
+    }
+    EXPECT_GE(double(exact), 0.99 * double(expected.size())); // measured 99.97-100%
+  }
+}
+
+// The tiles fold each (token, head) on its own: a prompt attended token by token (as decode
+// steps, or a chunked prefill, would) gives the bits of one call over all its tokens. At other
+// levels this holds as well (the vector loops fold each pair alone too).
+TEST(HalfKernelsTest, AttentionBf16TokenByTokenGivesTheBitsOfOneCall) {
+  const ElemType bf16 = ElemType::kBF16;
+  uint32_t seed = 9800;
+  for (const TileCase &c : kTileCases) {
+    SCOPED_TRACE(::testing::Message() << c.heads << " heads, " << c.kvHeads << " kv, dim "
+                                      << c.headDim << ", window " << c.window);
+    const HalfAttentionBatch b(bf16, bf16, seed += 10, c.heads, c.kvHeads, c.headDim, c.window);
+    const int64_t width = int64_t(b.heads) * b.headDim;
+    Output whole(bf16, b.q.halves.size());
+    attention(b.args(b.q.data(), b.k.data(), b.v.data(), whole.data(), bf16, bf16));
+    for (size_t s = 0; s < b.contextLens.size(); ++s)
+      for (int32_t t = b.queryStartLoc[s]; t < b.queryStartLoc[s + 1]; ++t) {
+        HalfAttentionBatch one = b;
+        one.contextLens = {b.positions[t] + 1};
+        one.numTokens = 1;
+        one.positions = {b.positions[t]};
+        one.queryStartLoc = {0, 1};
+        one.blockTables.assign(b.blockTables.begin() + s * b.maxBlocksPerSeq,
+                               b.blockTables.begin() + (s + 1) * b.maxBlocksPerSeq);
+        Output out(bf16, size_t(width));
+        attention(one.args(b.q.halves.data() + t * width, b.k.data(), b.v.data(), out.data(), bf16,
+                           bf16));
+        EXPECT_TRUE(
+            std::equal(out.halves.begin(), out.halves.end(), whole.halves.begin() + t * width))
+            << "token " << t;
+      }
   }
 }
 

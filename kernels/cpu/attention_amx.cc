@@ -1,0 +1,365 @@
+// Attention on AMX tiles (CpuIsa::kAmx) for bf16 queries and a bf16 KV cache: the same paged,
+// causal (optionally windowed), grouped-query attention as attention.cc, with both products on
+// the tiles and the softmax on 16 lanes.
+//
+// A work item is up to 16 (token, head) pairs of one sequence sharing a kv head: the tiles' 16
+// rows. Per 16 cache positions (a cache block holds a whole number of them):
+//   S^T = K Q^T: A is 16 key rows straight from the cache (32 dimensions a tile), B the item's
+//     queries in the tiles' pair layout (packed once per item), C 16 positions x 16 pairs;
+//   online softmax down C's rows, each lane one pair: scale and mask (positions a pair does not
+//     see are -inf), the running max, e^x on 16 lanes (exp_lanes.inc), the running sum in
+//     position order;
+//   O += P V: P's fp32 weights split exactly into three bf16 parts (hi + mid + lo: 8 significant
+//     bits each, the 24 of an fp32), so no weight is rounded: two A tiles, [hi | mid] and [lo | 0]
+//     over 32 slots, against one B tile holding the 16 positions' values in the pair layout twice
+//     (rows of two positions interleaved; positions no pair of the item sees are zero); four C
+//     tiles of 16 dimensions, added to the fp32 accumulators after rescaling them by
+//     e^(old max - new max). The products are exact, so this is fp32 attention up to summation
+//     order: kiln's rule that an op computes in fp32 and rounds its output once holds.
+// Each element of a tile product is its own dot product, so a pair's scores and its share of P V
+// do not depend on the other rows of the tile; its positions are folded 16 aligned positions at a
+// time in increasing order, and positions before its first or after its last visible one are
+// exact no-ops (weights 0, rescale by 1). So a pair's output is bit-identical whichever item,
+// batch or chunk of a prompt it is computed in, decode included.
+#include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/worker_pool.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+#include <limits>
+#include <vector>
+
+#pragma GCC push_options
+#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
+#ifdef __clang__
+#pragma clang attribute push(                                                                      \
+    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,"  \
+                          "fma"))),                                                                \
+    apply_to = function)
+#endif
+
+namespace kiln::kernels::cpu {
+namespace {
+
+constexpr int32_t kPairs = 16; // (token, head) pairs of an item: a tile's rows, a vector's lanes
+constexpr int32_t kPositions = 16; // cache positions per step
+constexpr int32_t kDimBlock = 32;  // dimensions of one S^T tile product
+constexpr int32_t kOutDims = 64;   // dimensions of one P V pass: four C tiles of 16
+constexpr int32_t kTileFloats = 256;
+
+using F32x16 = float __attribute__((vector_size(64)));
+using I32x16 = int32_t __attribute__((vector_size(64)));
+using U32x16 = uint32_t __attribute__((vector_size(64)));
+
+#include "kernels/cpu/exp_lanes.inc"
+
+#include "kernels/cpu/amx_tiles.inc"
+
+F32x16 loadF32x16(const float *p) {
+  F32x16 v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+void storeF32x16(float *p, F32x16 v) {
+  std::memcpy(p, &v, sizeof(v));
+}
+
+struct Item {
+  int32_t seq, token0, tokens, head0, heads;
+};
+
+void amxItems(const AttentionArgs &args, std::vector<Item> &items) {
+  const int32_t group = args.numHeads / args.numKvHeads;
+  const int32_t heads = std::min(group, kPairs);
+  const int32_t tokens = std::max(1, kPairs / heads);
+  items.clear();
+  for (int32_t seq = 0; seq < args.numSeqs; ++seq)
+    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += tokens)
+      for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
+        for (int32_t head = kv * group; head < (kv + 1) * group; head += heads)
+          items.push_back({seq, t, std::min(tokens, args.queryStartLoc[seq + 1] - t), head,
+                           std::min(heads, (kv + 1) * group - head)});
+}
+
+// A worker's buffers, 64-byte aligned: the queries as B tiles, one C tile of scores, P as two A
+// tiles, four B tiles of values, four C tiles of P V, the accumulators.
+struct Scratch {
+  uint32_t *queries; // headDim / 32 tiles
+  float *scores;
+  uint32_t *weights;
+  uint32_t *values;
+  float *products;
+  float *acc; // [kPairs][headDim]
+};
+
+int64_t scratchFloats(int32_t headDim) {
+  return 16 + int64_t(headDim) * kPairs / 2 + kTileFloats * (3 + 4 + 4) + int64_t(kPairs) * headDim;
+}
+
+Scratch scratchOf(float *raw, int32_t headDim) {
+  float *p = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64) / sizeof(float);
+  Scratch s;
+  s.queries = reinterpret_cast<uint32_t *>(p);
+  p += int64_t(headDim) * kPairs / 2;
+  s.scores = p;
+  s.weights = reinterpret_cast<uint32_t *>(p + kTileFloats);
+  s.values = reinterpret_cast<uint32_t *>(p + 3 * kTileFloats);
+  s.products = p + 7 * kTileFloats;
+  s.acc = p + 11 * kTileFloats;
+  return s;
+}
+
+// Lane n's index vector n * 16: a 32-bit scatter down one column of a 16 x 16 word tile.
+I32x16 columnIndex() {
+  I32x16 v;
+  for (int n = 0; n < 16; ++n)
+    v[n] = n * 16;
+  return v;
+}
+
+// The item's queries as B tiles: tile b, row p, word n holds pair n's dimensions (32b + 2p,
+// 32b + 2p + 1); pairs past `pairs` are zero.
+void packQueries(const AttentionArgs &args, const Item &item, int32_t pairs, uint32_t *dst) {
+  const int32_t headDim = args.headDim;
+  const int64_t rowStride = int64_t(args.numHeads) * headDim;
+  const auto *q = static_cast<const uint16_t *>(args.q);
+  const __m512i column = (__m512i)columnIndex();
+  for (int32_t n = 0; n < kPairs; ++n) {
+    const int64_t offset =
+        (item.token0 + n / item.heads) * rowStride + (item.head0 + n % item.heads) * headDim;
+    for (int32_t b = 0; b < headDim / kDimBlock; ++b) {
+      const __m512i run =
+          n < pairs ? _mm512_loadu_si512(q + offset + b * kDimBlock) : _mm512_setzero_si512();
+      _mm512_i32scatter_epi32(dst + b * kTileFloats + n, column, run, 4);
+    }
+  }
+}
+
+// The online softmax of the item's pairs, one lane each.
+struct Softmax {
+  F32x16 max, sum;
+  I32x16 first, length; // each pair's visible positions [first, length); empty for padding lanes
+};
+
+// Scores (16 positions from `position0`, 16 pairs a row) to weights, in place: masked and scaled,
+// the running max and sum updated. Returns the factor the accumulators are rescaled by (1 where
+// a pair has seen nothing yet).
+F32x16 softmaxStep(Softmax &state, float *scores, int32_t position0, float scale) {
+  const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
+  F32x16 rowMax = minusInf;
+  for (int32_t j = 0; j < kPositions; ++j) {
+    const I32x16 position = I32x16{} + (position0 + j);
+    const F32x16 s = loadF32x16(scores + j * kPairs) * scale;
+    const F32x16 masked = ((position >= state.first) & (position < state.length)) ? s : minusInf;
+    storeF32x16(scores + j * kPairs, masked);
+    rowMax = rowMax > masked ? rowMax : masked;
+  }
+  const F32x16 newMax = state.max > rowMax ? state.max : rowMax;
+  const auto live = newMax > minusInf; // lanes that have seen a position
+  const F32x16 correction = live ? expLanes<F32x16, I32x16>(state.max - newMax) : F32x16{} + 1.0f;
+  state.sum = state.sum * correction;
+  for (int32_t j = 0; j < kPositions; ++j) {
+    const F32x16 w =
+        live ? expLanes<F32x16, I32x16>(loadF32x16(scores + j * kPairs) - newMax) : F32x16{};
+    state.sum = state.sum + w;
+    storeF32x16(scores + j * kPairs, w);
+  }
+  state.max = newMax;
+  return correction;
+}
+
+// P (16 positions x 16 pairs, fp32) as two A tiles: row n of the first holds pair n's weights'
+// high parts for the 16 positions in order, then their middle parts; of the second, their low
+// parts, then zeros. hi = bf16(p), mid = bf16(p - hi), lo = p - hi - mid (both subtractions
+// exact; lo fits bf16): hi + mid + lo == p (the tiles read a subnormal part as 0: below 2^-126).
+// x rounded to the nearest bf16 (ties to even), as an fp32; x finite (weights and their parts).
+F32x16 bf16PartOf(F32x16 x) {
+  const U32x16 bits = (U32x16)x;
+  return (F32x16)((bits + (0x7fffu + ((bits >> 16) & 1u))) & 0xffff0000u);
+}
+
+// Words n = (bf16 of a[n], bf16 of b[n]) for a and b that are bf16 values held as fp32.
+U32x16 pairWordsOf(F32x16 a, F32x16 b) {
+  return ((U32x16)a >> 16) | ((U32x16)b & 0xffff0000u);
+}
+
+void packWeights(const float *weights, uint32_t *dst) {
+  const __m512i column = (__m512i)columnIndex();
+  for (int32_t j = 0; j < kPositions; j += 2) {
+    F32x16 a = loadF32x16(weights + j * kPairs), b = loadF32x16(weights + (j + 1) * kPairs);
+    for (uint32_t *part : {dst + j / 2, dst + 8 + j / 2, dst + kTileFloats + j / 2}) {
+      const F32x16 ah = bf16PartOf(a), bh = bf16PartOf(b); // hi, then mid, then lo (exact)
+      _mm512_i32scatter_epi32(part, column, (__m512i)pairWordsOf(ah, bh), 4);
+      a = a - ah;
+      b = b - bh;
+    }
+  }
+}
+
+// Dimensions [d0, d0 + dims) (32 or 64) of the 16 positions' values (rows headDim apart, from
+// `values`) as B tiles of 16 dimensions: row p of tile g holds (v[2p][d], v[2p + 1][d]) for its 16
+// dimensions, and row p + 8 the same (for the weights' [hi | mid] tile); positions outside
+// [valid0, valid1) (relative to the 16) are zero.
+void packValues(const uint16_t *values, int32_t headDim, int32_t d0, int32_t dims, int32_t valid0,
+                int32_t valid1, uint32_t *dst) {
+  alignas(64) static constexpr uint16_t kLow[32] = {0,  32, 1,  33, 2,  34, 3,  35, 4,  36, 5,
+                                                    37, 6,  38, 7,  39, 8,  40, 9,  41, 10, 42,
+                                                    11, 43, 12, 44, 13, 45, 14, 46, 15, 47};
+  alignas(64) static constexpr uint16_t kHigh[32] = {16, 48, 17, 49, 18, 50, 19, 51, 20, 52, 21,
+                                                     53, 22, 54, 23, 55, 24, 56, 25, 57, 26, 58,
+                                                     27, 59, 28, 60, 29, 61, 30, 62, 31, 63};
+  const __m512i low = _mm512_load_si512(kLow), high = _mm512_load_si512(kHigh);
+  for (int32_t p = 0; p < kPositions / 2; ++p) {
+    const int32_t a = 2 * p, b = 2 * p + 1;
+    for (int32_t h = 0; h < dims / 32; ++h) {
+      const int32_t d = d0 + 32 * h;
+      const __m512i va = a >= valid0 && a < valid1
+                             ? _mm512_loadu_si512(values + int64_t(a) * headDim + d)
+                             : _mm512_setzero_si512();
+      const __m512i vb = b >= valid0 && b < valid1
+                             ? _mm512_loadu_si512(values + int64_t(b) * headDim + d)
+                             : _mm512_setzero_si512();
+      const __m512i first = _mm512_permutex2var_epi16(va, low, vb);
+      const __m512i second = _mm512_permutex2var_epi16(va, high, vb);
+      uint32_t *tile = dst + (2 * h) * kTileFloats;
+      _mm512_storeu_si512(tile + p * 16, first);
+      _mm512_storeu_si512(tile + (p + 8) * 16, first);
+      _mm512_storeu_si512(tile + kTileFloats + p * 16, second);
+      _mm512_storeu_si512(tile + kTileFloats + (p + 8) * 16, second);
+    }
+  }
+}
+
+// products (tiles of 16 pairs x 16 dimensions) = P V over `tiles` (2 or 4) value tiles, P as its
+// two A tiles (packWeights).
+void multiplyValues(const uint32_t *weights, const uint32_t *values, int32_t tiles,
+                    float *products) {
+  KILN_TILE_LOAD(4, weights, 64);
+  KILN_TILE_LOAD(5, weights + kTileFloats, 64);
+  KILN_TILE_ZERO(0);
+  KILN_TILE_ZERO(1);
+  KILN_TILE_LOAD(6, values, 64);
+  KILN_TILE_DPBF16PS(0, 4, 6);
+  KILN_TILE_DPBF16PS(0, 5, 6);
+  KILN_TILE_LOAD(7, values + kTileFloats, 64);
+  KILN_TILE_DPBF16PS(1, 4, 7);
+  KILN_TILE_DPBF16PS(1, 5, 7);
+  KILN_TILE_STORE(0, products, 64);
+  KILN_TILE_STORE(1, products + kTileFloats, 64);
+  if (tiles < 4)
+    return;
+  KILN_TILE_ZERO(2);
+  KILN_TILE_ZERO(3);
+  KILN_TILE_LOAD(6, values + 2 * kTileFloats, 64);
+  KILN_TILE_DPBF16PS(2, 4, 6);
+  KILN_TILE_DPBF16PS(2, 5, 6);
+  KILN_TILE_LOAD(7, values + 3 * kTileFloats, 64);
+  KILN_TILE_DPBF16PS(3, 4, 7);
+  KILN_TILE_DPBF16PS(3, 5, 7);
+  KILN_TILE_STORE(2, products + 2 * kTileFloats, 64);
+  KILN_TILE_STORE(3, products + 3 * kTileFloats, 64);
+}
+
+// scores (16 positions x 16 pairs) = K Q^T for the 16 key rows at `keys`.
+void multiplyKeys(const uint16_t *keys, int32_t headDim, const uint32_t *queries, float *scores) {
+  KILN_TILE_ZERO(0);
+  for (int32_t b = 0; b < headDim / kDimBlock; ++b) {
+    KILN_TILE_LOAD(4, keys + b * kDimBlock, int64_t(headDim) * 2);
+    KILN_TILE_LOAD(6, queries + b * kTileFloats, 64);
+    KILN_TILE_DPBF16PS(0, 4, 6);
+  }
+  KILN_TILE_STORE(0, scores, 64);
+}
+
+void attendItem(const AttentionArgs &args, const Item &item, const Scratch &s) {
+  const int32_t headDim = args.headDim;
+  const int32_t pairs = item.tokens * item.heads;
+  Softmax state;
+  state.max = F32x16{} - std::numeric_limits<float>::infinity();
+  state.sum = F32x16{};
+  int32_t lo = INT_MAX, hi = 0;
+  for (int32_t n = 0; n < kPairs; ++n) {
+    int32_t first = 0, length = 0;
+    if (n < pairs) {
+      const int32_t position = args.positions[item.token0 + n / item.heads];
+      const int32_t window = args.slidingWindow;
+      first = window > 0 && position >= window ? position - window + 1 : 0;
+      length = position + 1;
+      lo = std::min(lo, first);
+      hi = std::max(hi, length);
+    }
+    state.first[n] = first;
+    state.length[n] = length;
+  }
+  packQueries(args, item, pairs, s.queries);
+  std::memset(s.weights, 0, 2 * kTileFloats * sizeof(uint32_t));
+  std::memset(s.values, 0, 4 * kTileFloats * sizeof(uint32_t));
+  std::memset(s.acc, 0, sizeof(float) * kPairs * headDim);
+  const int32_t kvHead = item.head0 / (args.numHeads / args.numKvHeads);
+  const int32_t *blockTable = args.blockTables + int64_t(item.seq) * args.maxBlocksPerSeq;
+  const int64_t blockStride = int64_t(args.numKvHeads) * args.blockSize * headDim;
+  const int64_t headOffset = int64_t(kvHead) * args.blockSize * headDim;
+  const auto *kCache = static_cast<const uint16_t *>(args.kCache);
+  const auto *vCache = static_cast<const uint16_t *>(args.vCache);
+  for (int32_t start = lo / kPositions * kPositions; start < hi; start += kPositions) {
+    const int32_t block = start / args.blockSize;
+    const int64_t at = blockTable[block] * blockStride + headOffset +
+                       int64_t(start - block * args.blockSize) * headDim;
+    multiplyKeys(kCache + at, headDim, s.queries, s.scores);
+    const F32x16 correction = softmaxStep(state, s.scores, start, args.scale);
+    packWeights(s.scores, s.weights);
+    for (int32_t d0 = 0; d0 < headDim; d0 += kOutDims) {
+      const int32_t dims = std::min(kOutDims, headDim - d0);
+      packValues(vCache + at, headDim, d0, dims, lo - start, hi - start, s.values);
+      multiplyValues(s.weights, s.values, dims / 16, s.products);
+      for (int32_t n = 0; n < kPairs; ++n) {
+        float *acc = s.acc + int64_t(n) * headDim + d0;
+        const F32x16 c = F32x16{} + correction[n];
+        for (int32_t g = 0; g < dims / 16; ++g)
+          storeF32x16(acc + 16 * g, loadF32x16(acc + 16 * g) * c +
+                                        loadF32x16(s.products + g * kTileFloats + n * 16));
+      }
+    }
+  }
+  const int64_t rowStride = int64_t(args.numHeads) * headDim;
+  for (int32_t n = 0; n < pairs; ++n) {
+    float *acc = s.acc + int64_t(n) * headDim;
+    for (int32_t d = 0; d < headDim; ++d)
+      acc[d] = acc[d] / state.sum[n];
+    storeRun(acc, headDim, args.out, args.type,
+             (item.token0 + n / item.heads) * rowStride + (item.head0 + n % item.heads) * headDim);
+  }
+}
+
+} // namespace
+
+bool attentionRunsOnAmx(const AttentionArgs &args) {
+  return args.type == ElemType::kBF16 && args.kvType == ElemType::kBF16 && args.headDim > 0 &&
+         args.headDim % kDimBlock == 0 && args.blockSize % kPositions == 0;
+}
+
+void attentionAmx(const AttentionArgs &args) {
+  thread_local std::vector<Item> callerItems;
+  std::vector<Item> &items = callerItems;
+  amxItems(args, items);
+  DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
+  parallelRun(items.size() > 1, [&](int, int) {
+    const Scratch s = scratchOf(threadScratch(size_t(scratchFloats(args.headDim))), args.headDim);
+    beginTiles();
+    for (IndexRange chunk; chunks.next(chunk);)
+      for (int64_t i = chunk.begin; i < chunk.end; ++i)
+        attendItem(args, items[static_cast<size_t>(i)], s);
+    endTiles();
+  });
+}
+
+} // namespace kiln::kernels::cpu
+
+#ifdef __clang__
+#pragma clang attribute pop
+#endif
+#pragma GCC pop_options
