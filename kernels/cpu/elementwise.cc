@@ -1,5 +1,7 @@
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/silu_row.h"
 #include "kernels/cpu/vector_exp.h"
 #include "kernels/cpu/worker_pool.h"
 
@@ -35,15 +37,22 @@ void siluMulRow(const float *gate, const float *up, float *out, int64_t intermed
   }
 }
 
+// The row function of the active level: the same bits at every level (silu_row.h).
+using SiluRowFn = void (*)(const float *, const float *, float *, int64_t);
+SiluRowFn siluRowFunction() {
+  return activeCpuIsa() >= CpuIsa::kAvx512 ? siluMulRowAvx512 : siluMulRow;
+}
+
 void siluMulHalf(const SiluMulArgs &args) {
   const int64_t intermediate = args.intermediate;
+  const SiluRowFn row = siluRowFunction();
   parallelRun(args.rows * intermediate > kParallelElements, [&](int worker, int workers) {
     float *gateUp = threadScratch(3 * static_cast<size_t>(intermediate));
     float *out = gateUp + 2 * intermediate;
     const IndexRange rows = staticRange(args.rows, worker, workers);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
       loadRun(args.gateUp, args.type, r * 2 * intermediate, 2 * intermediate, gateUp);
-      siluMulRow(gateUp, gateUp + intermediate, out, intermediate);
+      row(gateUp, gateUp + intermediate, out, intermediate);
       storeRun(out, intermediate, args.out, args.type, r * intermediate);
     }
   });
@@ -76,9 +85,10 @@ void siluMul(const SiluMulArgs &args) {
   const int64_t intermediate = args.intermediate;
   const auto *gateUp = static_cast<const float *>(args.gateUp);
   auto *out = static_cast<float *>(args.out);
+  const SiluRowFn row = siluRowFunction();
   parallelFor(args.rows * intermediate > kParallelElements, args.rows, [&](int64_t r) {
     const float *gate = gateUp + r * 2 * intermediate;
-    siluMulRow(gate, gate + intermediate, out + r * intermediate, intermediate);
+    row(gate, gate + intermediate, out + r * intermediate, intermediate);
   });
 }
 

@@ -1,3 +1,4 @@
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
@@ -39,6 +40,33 @@ TEST(SiluMulTest, SaturatesWithoutNaN) {
   EXPECT_EQ(out[1], 200.0f);
   EXPECT_EQ(out[2], 0.0f);
   EXPECT_EQ(out[3], 0.0f);
+}
+
+// The 16-lane row (AVX-512 levels) does the 4-lane row's operations: the same bits at every
+// level this CPU has, including the partial last group and both activation types.
+TEST(SiluMulTest, EveryLevelGivesTheSameBits) {
+  const int32_t rows = 5, intermediate = 37;
+  const auto gateUp = randomFloats(size_t(rows) * 2 * intermediate, 77, -30, 30);
+  std::vector<uint16_t> halves(gateUp.size());
+  for (size_t i = 0; i < gateUp.size(); ++i)
+    halves[i] = f32ToBf16(gateUp[i]);
+  auto run = [&](CpuIsa isa, bool half) {
+    EXPECT_TRUE(setCpuIsa(isa));
+    std::vector<float> out(size_t(rows) * intermediate);
+    std::vector<uint16_t> outHalves(out.size());
+    if (half)
+      siluMul({halves.data(), outHalves.data(), rows, intermediate, ElemType::kBF16});
+    else
+      siluMul({gateUp.data(), out.data(), rows, intermediate});
+    setCpuIsa(detectedCpuIsa());
+    for (size_t i = 0; half && i < out.size(); ++i)
+      out[i] = bf16ToF32(outHalves[i]);
+    return out;
+  };
+  for (bool half : {false, true})
+    for (CpuIsa isa : availableCpuIsas())
+      EXPECT_TRUE(testing::bitwiseEqual(run(isa, half), run(CpuIsa::kSse2, half)))
+          << cpuIsaName(isa) << (half ? " bf16" : " fp32");
 }
 
 TEST(AddTest, AddsElementwiseExactly) {
