@@ -9,9 +9,10 @@
 // whose weights were not packed (a caller that did not prepare it) packs each 16-output group
 // as a task first needs it. C is 16 rows x 16 outputs, in out's own layout.
 //
-// A task is up to 64 rows x 16 outputs (four A and C tiles, one B tile loaded per 32 columns), or
-// for a step of at most 16 rows, 16 rows x up to 64 outputs (one A tile, four B and C tiles), so
-// decode keeps four tile multiplies in flight. Every row count runs the same tile multiply, and
+// A task is up to 64 rows x 32 outputs, run as 32-row halves of 2 x 2 tiles (two A and two B
+// tiles loaded per 32 columns for four tile multiplies), or for a step of at most 16 rows, 16 rows
+// x up to 64 outputs (one A tile, four B and C tiles), so decode keeps four tile multiplies in
+// flight. Every row count runs the same tile multiply, and
 // each output element is its own dot product, accumulated over k in 32-column blocks in increasing
 // order: a row's result is bit-identical alone or in a batch. The hardware's order inside one tile
 // multiply is not a vector lane's (tests/kernels/cpu/linear_test.cc states the tolerance against
@@ -128,11 +129,12 @@ void roundRows(const LinearArgs &args, int32_t row0, int32_t rows, int64_t strid
 // C tiles (16 rows x 16 outputs each, at c, kTileFloats apart) = RG row groups of x (rounded, at x,
 // `stride` bf16 apart) times OG output groups of packed weights (at w, `wGroupBytes` apart), over
 // `blocks` blocks of 32 columns; C tile og * RG + rg holds row group rg x output group og. Tiles
-// 0-3 accumulate, 4-5 hold x, 6-7 weights.
+// 0-3 accumulate, 4-5 hold x, 6-7 weights. 2 x 2 loads two tiles of each per block for its four
+// products; 4 x 1 loads five.
 template <int RG, int OG>
 void multiply(const uint16_t *x, int64_t stride, const uint8_t *w, int64_t wGroupBytes,
               int32_t blocks, float *c) {
-  static_assert(RG * OG <= 4 && (RG == 1 || OG == 1));
+  static_assert(RG * OG <= 4 && (RG == 1 || OG == 1 || (RG == 2 && OG == 2)));
   const int64_t xRowBytes = stride * int64_t(sizeof(uint16_t));
   const int64_t xGroup = int64_t(kGroupRows) * stride;
   KILN_TILE_ZERO(0);
@@ -145,7 +147,16 @@ void multiply(const uint16_t *x, int64_t stride, const uint8_t *w, int64_t wGrou
   for (int32_t b = 0; b < blocks; ++b) {
     const uint16_t *xb = x + b * kBlockColumns;
     const uint8_t *wb = w + int64_t(b) * kTileBytes;
-    if constexpr (OG == 1) { // one weight tile, RG x tiles
+    if constexpr (RG == 2 && OG == 2) {
+      KILN_TILE_LOAD(4, xb, xRowBytes);
+      KILN_TILE_LOAD(6, wb, 64);
+      KILN_TILE_DPBF16PS(0, 4, 6);
+      KILN_TILE_LOAD(5, xb + xGroup, xRowBytes);
+      KILN_TILE_DPBF16PS(1, 5, 6);
+      KILN_TILE_LOAD(7, wb + wGroupBytes, 64);
+      KILN_TILE_DPBF16PS(2, 4, 7);
+      KILN_TILE_DPBF16PS(3, 5, 7);
+    } else if constexpr (OG == 1) { // one weight tile, RG x tiles
       KILN_TILE_LOAD(6, wb, 64);
       KILN_TILE_LOAD(4, xb, xRowBytes);
       KILN_TILE_DPBF16PS(0, 4, 6);
@@ -197,6 +208,8 @@ struct Task {
 void runMultiply(const Task &t, const uint16_t *x, int64_t stride, const uint8_t *w,
                  int64_t wGroupBytes, int32_t blocks, float *c) {
   const int32_t rowGroups = (t.rows + kGroupRows - 1) / kGroupRows;
+  if (rowGroups == 2 && t.groups == 2)
+    return multiply<2, 2>(x, stride, w, wGroupBytes, blocks, c);
   if (t.groups > 1) {
     switch (t.groups) {
     case 2:
@@ -292,7 +305,8 @@ void linearAmx(const LinearArgs &args) {
   const auto *packed = static_cast<const uint8_t *>(args.packedWeight);
   // A step of at most 16 rows runs up to 4 output groups per task (weights not packed ahead: one,
   // packed as the task needs it).
-  const int32_t groupsPerTask = args.rows <= kGroupRows && packed ? 4 : 1;
+  // More rows: two output groups per task, run as 32-row halves of 2 x 2 tiles.
+  const int32_t groupsPerTask = !packed ? 1 : args.rows <= kGroupRows ? 4 : 2;
   const int32_t outTiles = (groups + groupsPerTask - 1) / groupsPerTask;
   const int64_t tileWords = int64_t(kTaskRows) * stride / 2;
   // Row tiles per window of rounded x; tasks run window by window, outputs outer and row tiles
@@ -345,8 +359,18 @@ void linearAmx(const LinearArgs &args) {
                   t.group0 * kGroupOutputs, ownWeights);
         ownGroupIndex = t.group0;
       }
-      runMultiply(t, x, stride, w, wGroupBytes, blocks, c);
-      storeTask(args, t, c);
+      if (t.rows <= kGroupRows || t.groups == 1) {
+        runMultiply(t, x, stride, w, wGroupBytes, blocks, c);
+        storeTask(args, t, c);
+        continue;
+      }
+      for (int32_t half = 0; half < t.rows; half += 2 * kGroupRows) {
+        Task h = t;
+        h.row0 = t.row0 + half;
+        h.rows = std::min(2 * kGroupRows, t.rows - half);
+        runMultiply(h, x + half * stride, stride, w, wGroupBytes, blocks, c);
+        storeTask(args, h, c);
+      }
     }
     endTiles();
   });
