@@ -13,6 +13,7 @@
 // accumulator's round trip through memory at every position.
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_chunk.h"
+#include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/worker_pool.h"
@@ -69,30 +70,22 @@ void foldChunk(const ChunkKernels &kernels, const float *q, const float *keys, c
 constexpr int32_t kTokenBlock = 8;
 constexpr int32_t kMaxHeadsPerItem = 16;
 
-struct WorkItem {
-  int32_t seq, token0, tokens, head0, heads;
-};
+using WorkItem = AttentionItem;
 
 int32_t headsPerItem(const AttentionArgs &args) {
   return std::min(args.numHeads / args.numKvHeads, kMaxHeadsPerItem);
 }
 
-// Fills `items` (cleared first; its storage is reused from call to call).
+// Items of kTokenBlock tokens and a whole group of heads, or one head each when there are too
+// few such items to keep the threads busy.
 void workItems(const AttentionArgs &args, std::vector<WorkItem> &items) {
-  const int32_t group = args.numHeads / args.numKvHeads;
   int64_t grouped = 0;
   for (int32_t seq = 0; seq < args.numSeqs; ++seq) {
     const int32_t tokens = args.queryStartLoc[seq + 1] - args.queryStartLoc[seq];
     grouped += int64_t((tokens + kTokenBlock - 1) / kTokenBlock) * args.numKvHeads;
   }
   const int32_t perItem = grouped >= 2 * int64_t(cpuThreads()) ? headsPerItem(args) : 1;
-  items.clear();
-  for (int32_t seq = 0; seq < args.numSeqs; ++seq)
-    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += kTokenBlock)
-      for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
-        for (int32_t head = kv * group; head < (kv + 1) * group; head += perItem)
-          items.push_back({seq, t, std::min(kTokenBlock, args.queryStartLoc[seq + 1] - t), head,
-                           std::min(perItem, (kv + 1) * group - head)});
+  attentionItems(args, kTokenBlock, perItem, items);
 }
 
 // Scratch floats per thread: per pair its accumulator and (widened) query, the scores of one
@@ -189,6 +182,18 @@ void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const Wo
 }
 
 } // namespace
+
+void attentionItems(const AttentionArgs &args, int32_t tokensPerItem, int32_t headsPerItem,
+                    std::vector<AttentionItem> &items) {
+  const int32_t group = args.numHeads / args.numKvHeads;
+  items.clear();
+  for (int32_t seq = 0; seq < args.numSeqs; ++seq)
+    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += tokensPerItem)
+      for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
+        for (int32_t head = kv * group; head < (kv + 1) * group; head += headsPerItem)
+          items.push_back({seq, t, std::min(tokensPerItem, args.queryStartLoc[seq + 1] - t), head,
+                           std::min(headsPerItem, (kv + 1) * group - head)});
+}
 
 void attention(const AttentionArgs &args) {
   if (args.numTokens <= 0)

@@ -22,7 +22,9 @@
 // exact no-ops (weights 0, rescale by 1). So a pair's output is bit-identical whichever item,
 // batch or chunk of a prompt it is computed in, decode included.
 #include "kernels/cpu/attention_amx.h"
+#include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
@@ -33,14 +35,7 @@
 #include <limits>
 #include <vector>
 
-#pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
-#ifdef __clang__
-#pragma clang attribute push(                                                                      \
-    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,"  \
-                          "fma"))),                                                                \
-    apply_to = function)
-#endif
+KILN_TARGET_BEGIN(KILN_ISA_AMX)
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -68,21 +63,13 @@ void storeF32x16(float *p, F32x16 v) {
   std::memcpy(p, &v, sizeof(v));
 }
 
-struct Item {
-  int32_t seq, token0, tokens, head0, heads;
-};
+using Item = AttentionItem;
 
+// Up to 16 pairs an item: as many tokens as fit with the kv head's whole group of heads (groups
+// of more than 16 heads cut into runs of 16, one token each).
 void amxItems(const AttentionArgs &args, std::vector<Item> &items) {
-  const int32_t group = args.numHeads / args.numKvHeads;
-  const int32_t heads = std::min(group, kPairs);
-  const int32_t tokens = std::max(1, kPairs / heads);
-  items.clear();
-  for (int32_t seq = 0; seq < args.numSeqs; ++seq)
-    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += tokens)
-      for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
-        for (int32_t head = kv * group; head < (kv + 1) * group; head += heads)
-          items.push_back({seq, t, std::min(tokens, args.queryStartLoc[seq + 1] - t), head,
-                           std::min(heads, (kv + 1) * group - head)});
+  const int32_t heads = std::min(args.numHeads / args.numKvHeads, kPairs);
+  attentionItems(args, std::max(1, kPairs / heads), heads, items);
 }
 
 // A worker's buffers, 64-byte aligned: the queries as B tiles, one C tile of scores, P as two A
@@ -359,7 +346,4 @@ void attentionAmx(const AttentionArgs &args) {
 
 } // namespace kiln::kernels::cpu
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
+KILN_TARGET_END

@@ -1,18 +1,15 @@
 // Attention's vector loops for AVX2 + FMA: 8 fp32 lanes, one fused multiply-add per product.
-// Built as linear_avx2.cc is (its header explains why): `#pragma GCC target` after the includes,
-// everything in an anonymous namespace; attention.cc calls these only when the CPU has AVX2 and
-// FMA.
+// Built as linear_avx2.cc is (its header explains why): KILN_TARGET_BEGIN (isa_target.h) after the
+// includes, everything in an anonymous namespace; attention.cc calls these only when the CPU has
+// AVX2 and FMA.
 #include "kernels/cpu/attention_chunk.h"
+#include "kernels/cpu/isa_target.h"
 
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("avx2,fma")
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx2,fma"))), apply_to = function)
-#endif
+KILN_TARGET_BEGIN(KILN_ISA_AVX2)
 
 namespace kiln::kernels::cpu::attention_chunk {
 namespace {
@@ -34,7 +31,4 @@ ChunkKernels chunkKernelsAvx2() {
 
 } // namespace kiln::kernels::cpu::attention_chunk
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
+KILN_TARGET_END

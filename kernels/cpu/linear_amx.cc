@@ -28,6 +28,7 @@
 // releases the tiles when it ends it, so an idle worker carries no tile state.
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/worker_pool.h"
 
@@ -36,14 +37,7 @@
 #include <cstring>
 #include <immintrin.h>
 
-#pragma GCC push_options
-#pragma GCC target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma")
-#ifdef __clang__
-#pragma clang attribute push(                                                                      \
-    __attribute__((target("amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,"  \
-                          "fma"))),                                                                \
-    apply_to = function)
-#endif
+KILN_TARGET_BEGIN(KILN_ISA_AMX)
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -378,7 +372,4 @@ void linearAmx(const LinearArgs &args) {
 
 } // namespace kiln::kernels::cpu
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
+KILN_TARGET_END

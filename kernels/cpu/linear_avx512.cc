@@ -1,8 +1,9 @@
 // Linear tiles for AVX-512 (F, BW, VL, DQ): 16 fp32 lanes, one fused multiply-add per product.
-// Built like linear_avx2.cc: only this file's own functions target AVX-512 (`#pragma GCC target`
-// after the includes, everything in an anonymous namespace), and linear.cc calls tileAvx512 only
-// when the CPU has all four extensions.
+// Built like linear_avx2.cc: only this file's own functions target AVX-512 (KILN_TARGET_BEGIN
+// (isa_target.h) after the includes, everything in an anonymous namespace), and linear.cc calls
+// tileAvx512 only when the CPU has all four extensions.
 #include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_tile.h"
 #include "kernels/cpu/weight_convert.h"
 
@@ -12,14 +13,7 @@
 #include <immintrin.h>
 #include <utility>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
-// clang ignores `#pragma GCC target` (scripts/fuzz.sh builds with clang): the same target,
-// given to every function declared until the pop below.
-#ifdef __clang__
-#pragma clang attribute push(                                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
-#endif
+KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 
 namespace kiln::kernels::cpu::linear_tile {
 namespace {
@@ -41,7 +35,4 @@ void tileAvx512(const LinearArgs &args, const Tile &tile, float *scratch) {
 
 } // namespace kiln::kernels::cpu::linear_tile
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
+KILN_TARGET_END

@@ -1,16 +1,12 @@
 // SiLU(gate) * up on 16 lanes (AVX-512), for silu_row.h. Built with -ffp-contract=off
 // (kernels/cpu/CMakeLists.txt): the baseline's 4-lane loop has no fused multiply-add to use, so
 // neither may this one, or the two levels would round differently.
+#include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/silu_row.h"
 
 #include <cstring>
 
-#pragma GCC push_options
-#pragma GCC target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma")
-#ifdef __clang__
-#pragma clang attribute push(                                                                      \
-    __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"))), apply_to = function)
-#endif
+KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -47,7 +43,4 @@ void siluMulRowAvx512(const float *gate, const float *up, float *out, int64_t in
 
 } // namespace kiln::kernels::cpu
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
-#pragma GCC pop_options
+KILN_TARGET_END

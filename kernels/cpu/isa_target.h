@@ -1,0 +1,23 @@
+// Internal to kiln_cpu_kernels: builds the functions of a file region for a wider instruction set
+// than the binary's baseline, for the per-ISA kernel files (linear_avx2.cc, attention_amx.cc, ...):
+//   KILN_TARGET_BEGIN("avx2,fma")  ...  KILN_TARGET_END
+// placed after the file's #includes, so no header's inline function is built for the wider ISA
+// (the linker could otherwise pick that copy for a baseline caller). GCC takes `#pragma GCC
+// target`; clang ignores it and takes the same target as an attribute on every function declared
+// in the region.
+#pragma once
+
+// The levels of cpu_isa.h as target strings.
+#define KILN_ISA_AVX2 "avx2,fma"
+#define KILN_ISA_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
+#define KILN_ISA_AMX "amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
+
+#define KILN_PRAGMA(text) _Pragma(#text)
+#ifdef __clang__
+#define KILN_TARGET_BEGIN(isa)                                                                     \
+  KILN_PRAGMA(clang attribute push(__attribute__((target(isa))), apply_to = function))
+#define KILN_TARGET_END KILN_PRAGMA(clang attribute pop)
+#else
+#define KILN_TARGET_BEGIN(isa) KILN_PRAGMA(GCC push_options) KILN_PRAGMA(GCC target(isa))
+#define KILN_TARGET_END KILN_PRAGMA(GCC pop_options)
+#endif
