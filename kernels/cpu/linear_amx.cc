@@ -247,8 +247,44 @@ void storeSixteen(const float *row, const float *bias, void *out, ElemType type,
   std::memcpy(static_cast<uint16_t *>(out) + offset, &halves, sizeof(halves));
 }
 
+// Row r's 16 outputs of group g in the task's C tiles (tile g * rowGroups + r / 16).
+const float *outputsOf(const float *c, int32_t rowGroups, int32_t g, int32_t r) {
+  return c + (g * rowGroups + r / kGroupRows) * kTileFloats + (r % kGroupRows) * kGroupOutputs;
+}
+
+// bf16 outputs of two whole adjacent groups: both rows' 32 values converted by one instruction
+// and stored as one 64-byte run. VCVTNE2PS2BF16 rounds exactly as f32ToBf16 for every input but
+// subnormals (checked over all 2^32 inputs), which it flushes: a row holding one goes through
+// storeSixteen instead.
+void storeTwoGroupsBf16(const LinearArgs &args, const Task &t, const float *c) {
+  const int32_t rowGroups = (t.rows + kGroupRows - 1) / kGroupRows;
+  const int32_t out0 = t.group0 * kGroupOutputs;
+  const float *bias = args.bias ? args.bias + out0 : nullptr;
+  auto *out = static_cast<uint16_t *>(args.out);
+  for (int32_t r = 0; r < t.rows; ++r) {
+    __m512 lo = _mm512_loadu_ps(outputsOf(c, rowGroups, 0, r));
+    __m512 hi = _mm512_loadu_ps(outputsOf(c, rowGroups, 1, r));
+    if (bias) {
+      lo = _mm512_add_ps(lo, _mm512_loadu_ps(bias));
+      hi = _mm512_add_ps(hi, _mm512_loadu_ps(bias + kGroupOutputs));
+    }
+    const int64_t offset = int64_t(t.row0 + r) * args.outFeatures + out0;
+    constexpr int kSubnormal = 0x20; // VFPCLASSPS: denormal
+    if (_mm512_fpclass_ps_mask(lo, kSubnormal) | _mm512_fpclass_ps_mask(hi, kSubnormal)) {
+      storeSixteen(outputsOf(c, rowGroups, 0, r), bias, args.out, args.outType, offset);
+      storeSixteen(outputsOf(c, rowGroups, 1, r), bias ? bias + kGroupOutputs : nullptr, args.out,
+                   args.outType, offset + kGroupOutputs);
+      continue;
+    }
+    _mm512_storeu_si512(out + offset, (__m512i)_mm512_cvtne2ps_pbh(hi, lo));
+  }
+}
+
 // Adds the bias and stores the task's outputs from its C tiles (tile og * rowGroups + rg).
 void storeTask(const LinearArgs &args, const Task &t, const float *c) {
+  if (t.groups == 2 && args.outType == ElemType::kBF16 &&
+      (t.group0 + 2) * kGroupOutputs <= args.outFeatures)
+    return storeTwoGroupsBf16(args, t, c);
   const int32_t rowGroups = (t.rows + kGroupRows - 1) / kGroupRows;
   float sums[kGroupOutputs];
   for (int32_t g = 0; g < t.groups; ++g) {
@@ -257,8 +293,7 @@ void storeTask(const LinearArgs &args, const Task &t, const float *c) {
     const float *bias = args.bias ? args.bias + out0 : nullptr;
     const bool whole = outs == kGroupOutputs && args.outType != ElemType::kF16;
     for (int32_t r = 0; r < t.rows; ++r) {
-      const float *row =
-          c + (g * rowGroups + r / kGroupRows) * kTileFloats + (r % kGroupRows) * kGroupOutputs;
+      const float *row = outputsOf(c, rowGroups, g, r);
       const int64_t offset = int64_t(t.row0 + r) * args.outFeatures + out0;
       if (whole) {
         storeSixteen(row, bias, args.out, args.outType, offset);

@@ -110,6 +110,37 @@ TEST(HalfKernelsTest, LinearRoundsTheFp32ResultForEveryTypeMix) {
           }
 }
 
+// Outputs that are fp32 subnormals round to bf16 as f32ToBf16 rounds them (the bf16 conversion
+// instruction of the amx stores would flush them to zero; those rows take the exact path): x of
+// zeros, so each output is its bias, some of them subnormal. 20 rows, 64 outputs and packed
+// weights run amx's two-group stores; every level must agree.
+TEST(HalfKernelsTest, LinearKeepsSubnormalBf16Outputs) {
+  const int32_t rows = 20, in = 64, out = 64;
+  const std::vector<float> x(size_t(rows) * in, 0.0f);
+  const auto w = makeWeights(randomFloats(size_t(out) * in, 31), WeightType::kBF16);
+  std::vector<float> bias = randomFloats(out, 32);
+  for (int32_t o = 0; o < out; o += 3)
+    bias[o] = std::ldexp(bias[o], -130); // subnormal: |b| < 2^-126
+  const auto xHalves = makeWeights(x, WeightType::kBF16);
+  for (CpuIsa isa : availableCpuIsas()) {
+    ASSERT_TRUE(setCpuIsa(isa));
+    // Packed weights where the level packs them, as the cpu device prepares a Linear.
+    std::vector<uint32_t> packed((linearPackedWeightBytes(w.type, out, in) + 3) / 4);
+    if (!packed.empty())
+      packLinearWeights(w.data(), w.type, out, in, packed.data());
+    Output y(ElemType::kBF16, size_t(rows) * out);
+    LinearArgs args{xHalves.data(), w.data(), w.type, bias.data(),     y.data(),
+                    rows,           in,       out,    ElemType::kBF16, ElemType::kBF16};
+    args.packedWeight = packed.empty() ? nullptr : packed.data();
+    linear(args);
+    setCpuIsa(detectedCpuIsa());
+    for (int32_t r = 0; r < rows; ++r)
+      for (int32_t o = 0; o < out; ++o)
+        ASSERT_EQ(y.halves[size_t(r) * out + o], f32ToBf16(bias[o]))
+            << cpuIsaName(isa) << " row " << r << " out " << o << " bias " << bias[o];
+  }
+}
+
 // A half row is widened identically whether it is decoded alone (streaming path) or sits in a
 // large prefill tile (k-blocked path), so its outputs are bit-identical either way; with fp32
 // weights x is widened in column order, with bf16 ones in pair order.
