@@ -12,11 +12,12 @@
 // A task is up to 64 rows x 32 outputs, run as 32-row halves of 2 x 2 tiles (two A and two B
 // tiles loaded per 32 columns for four tile multiplies), or for a step of at most 16 rows, 16 rows
 // x up to 64 outputs (one A tile, four B and C tiles), so decode keeps four tile multiplies in
-// flight. Every row count runs the same tile multiply, and
-// each output element is its own dot product, accumulated over k in 32-column blocks in increasing
-// order: a row's result is bit-identical alone or in a batch. The hardware's order inside one tile
-// multiply is not a vector lane's (tests/kernels/cpu/linear_test.cc states the tolerance against
-// the double reference on the rounded x).
+// flight. Every row count runs the same tile multiply, and each output element is its own dot
+// product, accumulated over k in 32-column blocks in increasing order: a row's result is
+// bit-identical alone or in a batch. The hardware's order inside one tile multiply is not a vector
+// lane's (tests/kernels/cpu/linear_test.cc states the tolerance against the double reference on
+// the rounded x). Outputs are stored from C with the bias added and rounded as elem_io.h's
+// storeRun rounds them (storeSixteen, storeTwoGroupsBf16).
 //
 // x is rounded into a zero-padded bf16 copy once per 64-row tile per worker for the whole call, in
 // windows of at most kMaxXWords so a long prompt's x is not all held at once; each worker runs its
