@@ -70,15 +70,13 @@ void foldChunk(const ChunkKernels &kernels, const float *q, const float *keys, c
 constexpr int32_t kTokenBlock = 8;
 constexpr int32_t kMaxHeadsPerItem = 16;
 
-using WorkItem = AttentionItem;
-
 int32_t headsPerItem(const AttentionArgs &args) {
   return std::min(args.numHeads / args.numKvHeads, kMaxHeadsPerItem);
 }
 
 // Items of kTokenBlock tokens and a whole group of heads, or one head each when there are too
 // few such items to keep the threads busy.
-void workItems(const AttentionArgs &args, std::vector<WorkItem> &items) {
+void workItems(const AttentionArgs &args, std::vector<AttentionItem> &items) {
   int64_t grouped = 0;
   for (int32_t seq = 0; seq < args.numSeqs; ++seq) {
     const int32_t tokens = args.queryStartLoc[seq + 1] - args.queryStartLoc[seq];
@@ -106,7 +104,7 @@ Visible visibleOf(const AttentionArgs &args, int32_t position) {
   return {window > 0 && position >= window ? position - window + 1 : 0, position + 1};
 }
 
-void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const WorkItem &item,
+void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const AttentionItem &item,
                 float *scratch) {
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
@@ -183,16 +181,16 @@ void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const Wo
 
 } // namespace
 
-void attentionItems(const AttentionArgs &args, int32_t tokensPerItem, int32_t headsPerItem,
+void attentionItems(const AttentionArgs &args, int32_t maxTokens, int32_t maxHeads,
                     std::vector<AttentionItem> &items) {
   const int32_t group = args.numHeads / args.numKvHeads;
   items.clear();
   for (int32_t seq = 0; seq < args.numSeqs; ++seq)
-    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += tokensPerItem)
+    for (int32_t t = args.queryStartLoc[seq]; t < args.queryStartLoc[seq + 1]; t += maxTokens)
       for (int32_t kv = 0; kv < args.numKvHeads; ++kv)
-        for (int32_t head = kv * group; head < (kv + 1) * group; head += headsPerItem)
-          items.push_back({seq, t, std::min(tokensPerItem, args.queryStartLoc[seq + 1] - t), head,
-                           std::min(headsPerItem, (kv + 1) * group - head)});
+        for (int32_t head = kv * group; head < (kv + 1) * group; head += maxHeads)
+          items.push_back({seq, t, std::min(maxTokens, args.queryStartLoc[seq + 1] - t), head,
+                           std::min(maxHeads, (kv + 1) * group - head)});
 }
 
 void attention(const AttentionArgs &args) {
@@ -202,8 +200,8 @@ void attention(const AttentionArgs &args) {
     return attentionAmx(args);
   // Called from the engine thread once per layer and step: no allocation once warmed up.
   // (A named reference, not the thread_local itself, is what the workers' lambda must see.)
-  thread_local std::vector<WorkItem> callerItems;
-  std::vector<WorkItem> &items = callerItems;
+  thread_local std::vector<AttentionItem> callerItems;
+  std::vector<AttentionItem> &items = callerItems;
   workItems(args, items);
   // Work per item grows with its positions, so hand items out dynamically.
   DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);

@@ -63,11 +63,9 @@ void storeF32x16(float *p, F32x16 v) {
   std::memcpy(p, &v, sizeof(v));
 }
 
-using Item = AttentionItem;
-
 // Up to 16 pairs an item: as many tokens as fit with the kv head's whole group of heads (groups
 // of more than 16 heads cut into runs of 16, one token each).
-void amxItems(const AttentionArgs &args, std::vector<Item> &items) {
+void amxItems(const AttentionArgs &args, std::vector<AttentionItem> &items) {
   const int32_t heads = std::min(args.numHeads / args.numKvHeads, kPairs);
   attentionItems(args, std::max(1, kPairs / heads), heads, items);
 }
@@ -110,7 +108,8 @@ I32x16 columnIndex() {
 
 // The item's queries as B tiles: tile b, row p, word n holds pair n's dimensions (32b + 2p,
 // 32b + 2p + 1); pairs past `pairs` are zero.
-void packQueries(const AttentionArgs &args, const Item &item, int32_t pairs, uint32_t *dst) {
+void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t pairs,
+                 uint32_t *dst) {
   const int32_t headDim = args.headDim;
   const int64_t rowStride = int64_t(args.numHeads) * headDim;
   const auto *q = static_cast<const uint16_t *>(args.q);
@@ -161,12 +160,12 @@ F32x16 softmaxStep(Softmax &state, float *scores, int32_t position0, float scale
 
 // P (16 positions x 16 pairs, fp32) as two A tiles: row n of the first holds pair n's weights'
 // high parts for the 16 positions in order, then their middle parts; of the second, their low
-// parts, then zeros. hi = bf16(p), mid = bf16(p - hi), lo = p - hi - mid (both subtractions
-// exact; lo fits bf16): hi + mid + lo == p (the tiles read a subnormal part as 0: below 2^-126).
-// x rounded to the nearest bf16 (ties to even), as an fp32; x finite (weights and their parts).
+// parts, then zeros. hi = p's top 8 significant bits, mid the next 8 of p - hi, lo = p - hi - mid,
+// the last 8 at most (both subtractions exact): hi + mid + lo == p (the tiles read a subnormal
+// part as 0: below 2^-126).
+// x's leading 8 significant bits (its top 16 bits: a bf16), as an fp32.
 F32x16 bf16PartOf(F32x16 x) {
-  const U32x16 bits = (U32x16)x;
-  return (F32x16)((bits + (0x7fffu + ((bits >> 16) & 1u))) & 0xffff0000u);
+  return (F32x16)((U32x16)x & 0xffff0000u);
 }
 
 // Words n = (bf16 of a[n], bf16 of b[n]) for a and b that are bf16 values held as fp32.
@@ -179,7 +178,7 @@ void packWeights(const float *weights, uint32_t *dst) {
   for (int32_t j = 0; j < kPositions; j += 2) {
     F32x16 a = loadF32x16(weights + j * kPairs), b = loadF32x16(weights + (j + 1) * kPairs);
     for (uint32_t *part : {dst + j / 2, dst + 8 + j / 2, dst + kTileFloats + j / 2}) {
-      const F32x16 ah = bf16PartOf(a), bh = bf16PartOf(b); // hi, then mid, then lo (exact)
+      const F32x16 ah = bf16PartOf(a), bh = bf16PartOf(b); // hi, then mid, then lo (all of it)
       _mm512_i32scatter_epi32(part, column, (__m512i)pairWordsOf(ah, bh), 4);
       a = a - ah;
       b = b - bh;
@@ -262,7 +261,7 @@ void multiplyKeys(const uint16_t *keys, int32_t headDim, const uint32_t *queries
   KILN_TILE_STORE(0, scores, 64);
 }
 
-void attendItem(const AttentionArgs &args, const Item &item, const Scratch &s) {
+void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
   Softmax state;
@@ -330,8 +329,8 @@ bool attentionRunsOnAmx(const AttentionArgs &args) {
 }
 
 void attentionAmx(const AttentionArgs &args) {
-  thread_local std::vector<Item> callerItems;
-  std::vector<Item> &items = callerItems;
+  thread_local std::vector<AttentionItem> callerItems;
+  std::vector<AttentionItem> &items = callerItems;
   amxItems(args, items);
   DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
   parallelRun(items.size() > 1, [&](int, int) {

@@ -16,9 +16,9 @@ struct AttentionItem {
 };
 
 // Fills `items` (cleared first; its storage is reused from call to call): every sequence's tokens
-// in runs of at most tokensPerItem, each run once per kv head, its group of query heads cut into
-// runs of at most headsPerItem.
-void attentionItems(const AttentionArgs &args, int32_t tokensPerItem, int32_t headsPerItem,
+// in runs of at most maxTokens, each run once per kv head, its group of query heads cut into runs
+// of at most maxHeads.
+void attentionItems(const AttentionArgs &args, int32_t maxTokens, int32_t maxHeads,
                     std::vector<AttentionItem> &items);
 
 } // namespace kiln::kernels::cpu

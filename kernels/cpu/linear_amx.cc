@@ -227,25 +227,26 @@ void runMultiply(const Task &t, const uint16_t *x, int64_t stride, const uint8_t
   }
 }
 
-// 16 outputs of one row (+ bias) stored as fp32 or bf16, rounded as elem_io.h's storeRun rounds
-// them (f32ToBf16: nearest even, NaN kept quiet).
+// VFPCLASSPS class of subnormal inputs. VCVTNE(2)PS2BF16 rounds exactly as f32ToBf16 (nearest
+// even, NaN kept quiet) for every input but subnormals, which it flushes (checked over all 2^32
+// inputs): outputs holding one are stored by elem_io.h's storeRun instead.
+constexpr int kSubnormal = 0x20;
+
+// 16 outputs of one row (+ bias) stored as fp32 or bf16, rounded as storeRun rounds them.
 void storeSixteen(const float *row, const float *bias, void *out, ElemType type, int64_t offset) {
   __m512 v = _mm512_loadu_ps(row);
   if (bias)
     v = _mm512_add_ps(v, _mm512_loadu_ps(bias));
   if (type == ElemType::kF32) {
     _mm512_storeu_ps(static_cast<float *>(out) + offset, v);
-    return;
+  } else if (_mm512_fpclass_ps_mask(v, kSubnormal)) {
+    alignas(64) float sums[kGroupOutputs];
+    _mm512_store_ps(sums, v);
+    storeRun(sums, kGroupOutputs, out, type, offset);
+  } else {
+    const __m256bh halves = _mm512_cvtneps_pbh(v);
+    std::memcpy(static_cast<uint16_t *>(out) + offset, &halves, sizeof(halves));
   }
-  using U32x16 = uint32_t __attribute__((vector_size(64)));
-  const U32x16 bits = (U32x16)v;
-  const U32x16 rounded = (bits + (0x7fffu + ((bits >> 16) & 1u))) >> 16;
-  const U32x16 quiet = (bits >> 16) | 0x40u;
-  const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-  using U16x16 = uint16_t __attribute__((vector_size(32)));
-  const U32x16 words = (U32x16)_mm512_mask_blend_epi32(nan, (__m512i)rounded, (__m512i)quiet);
-  const U16x16 halves = __builtin_convertvector(words, U16x16);
-  std::memcpy(static_cast<uint16_t *>(out) + offset, &halves, sizeof(halves));
 }
 
 // Row r's 16 outputs of group g in the task's C tiles (tile g * rowGroups + r / 16).
@@ -253,10 +254,8 @@ const float *outputsOf(const float *c, int32_t rowGroups, int32_t g, int32_t r) 
   return c + (g * rowGroups + r / kGroupRows) * kTileFloats + (r % kGroupRows) * kGroupOutputs;
 }
 
-// bf16 outputs of two whole adjacent groups: both rows' 32 values converted by one instruction
-// and stored as one 64-byte run. VCVTNE2PS2BF16 rounds exactly as f32ToBf16 for every input but
-// subnormals (checked over all 2^32 inputs), which it flushes: a row holding one goes through
-// storeSixteen instead.
+// bf16 outputs of two whole adjacent groups: a row's 32 values converted by one instruction and
+// stored as one 64-byte run (a row holding a subnormal: storeSixteen for each group).
 void storeTwoGroupsBf16(const LinearArgs &args, const Task &t, const float *c) {
   const int32_t rowGroups = (t.rows + kGroupRows - 1) / kGroupRows;
   const int32_t out0 = t.group0 * kGroupOutputs;
@@ -270,7 +269,6 @@ void storeTwoGroupsBf16(const LinearArgs &args, const Task &t, const float *c) {
       hi = _mm512_add_ps(hi, _mm512_loadu_ps(bias + kGroupOutputs));
     }
     const int64_t offset = int64_t(t.row0 + r) * args.outFeatures + out0;
-    constexpr int kSubnormal = 0x20; // VFPCLASSPS: denormal
     if (_mm512_fpclass_ps_mask(lo, kSubnormal) | _mm512_fpclass_ps_mask(hi, kSubnormal)) {
       storeSixteen(outputsOf(c, rowGroups, 0, r), bias, args.out, args.outType, offset);
       storeSixteen(outputsOf(c, rowGroups, 1, r), bias ? bias + kGroupOutputs : nullptr, args.out,

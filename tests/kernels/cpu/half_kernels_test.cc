@@ -398,13 +398,19 @@ struct TileCase {
 constexpr TileCase kTileCases[] = {{8, 2, 32, 0},  {6, 2, 64, 0},  {9, 3, 64, 7},
                                    {2, 2, 128, 0}, {20, 1, 64, 0}, {4, 1, 96, 20}};
 
-TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
-  const ElemType bf16 = ElemType::kBF16;
-  uint32_t seed = 9700;
+// check(batch) for a bf16 batch of each case, seeds from `seed` on, under the case's trace.
+template <class Check> void forEachTileCase(uint32_t seed, Check &&check) {
   for (const TileCase &c : kTileCases) {
     SCOPED_TRACE(::testing::Message() << c.heads << " heads, " << c.kvHeads << " kv, dim "
                                       << c.headDim << ", window " << c.window);
-    const HalfAttentionBatch b(bf16, bf16, seed += 10, c.heads, c.kvHeads, c.headDim, c.window);
+    check(HalfAttentionBatch(ElemType::kBF16, ElemType::kBF16, seed += 10, c.heads, c.kvHeads,
+                             c.headDim, c.window));
+  }
+}
+
+TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
+  const ElemType bf16 = ElemType::kBF16;
+  forEachTileCase(9700, [&](const HalfAttentionBatch &b) {
     std::vector<float> expected(b.q.values.size());
     attention(b.args(b.q.values.data(), b.k.values.data(), b.v.values.data(), expected.data(),
                      ElemType::kF32, ElemType::kF32));
@@ -418,7 +424,7 @@ TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
       exact += out.halves[i] == f32ToBf16(expected[i]);
     }
     EXPECT_GE(double(exact), 0.99 * double(expected.size())); // measured 99.97-100%
-  }
+  });
 }
 
 // The tiles fold each (token, head) on its own: a prompt attended token by token (as decode
@@ -426,11 +432,7 @@ TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
 // levels this holds as well (the vector loops fold each pair alone too).
 TEST(HalfKernelsTest, AttentionBf16TokenByTokenGivesTheBitsOfOneCall) {
   const ElemType bf16 = ElemType::kBF16;
-  uint32_t seed = 9800;
-  for (const TileCase &c : kTileCases) {
-    SCOPED_TRACE(::testing::Message() << c.heads << " heads, " << c.kvHeads << " kv, dim "
-                                      << c.headDim << ", window " << c.window);
-    const HalfAttentionBatch b(bf16, bf16, seed += 10, c.heads, c.kvHeads, c.headDim, c.window);
+  forEachTileCase(9800, [&](const HalfAttentionBatch &b) {
     const int64_t width = int64_t(b.heads) * b.headDim;
     Output whole(bf16, b.q.halves.size());
     attention(b.args(b.q.data(), b.k.data(), b.v.data(), whole.data(), bf16, bf16));
@@ -450,7 +452,7 @@ TEST(HalfKernelsTest, AttentionBf16TokenByTokenGivesTheBitsOfOneCall) {
             std::equal(out.halves.begin(), out.halves.end(), whole.halves.begin() + t * width))
             << "token " << t;
       }
-  }
+  });
 }
 
 // Each bf16 sequence alone gives the bits it gets inside the batch.
