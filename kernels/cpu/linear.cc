@@ -4,13 +4,16 @@
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
 // built for the baseline and only picks the tile function and splits the tiles over the worker pool
-// (worker_pool.h). avx512bf16 runs the AVX-512 tiles: its dot-product instruction multiplies bf16
-// activations, which would round the fp32 x that the references expect. amx runs Linears with bf16
-// weights on the tiles (linear_amx.cc: x rounded to bf16, as llama.cpp's and vLLM's bf16 paths
-// do), the others on the AVX-512 tiles.
+// (worker_pool.h). From avx512 up, Linears with fp32 weights run on 64-output panels
+// (linear_panels_avx512.cc: weights packed when the op is prepared, x broadcast). avx512bf16 runs
+// the others on the AVX-512 tiles: its dot-product instruction multiplies bf16 activations, which
+// would round the fp32 x that the references expect. amx runs Linears with bf16 weights on the
+// tiles (linear_amx.cc: x rounded to bf16, as llama.cpp's and vLLM's bf16 paths do), fp16 ones on
+// the AVX-512 tiles.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_amx.h"
+#include "kernels/cpu/linear_panels.h"
 #include "kernels/cpu/linear_tile.h"
 #include "kernels/cpu/worker_pool.h"
 
@@ -45,25 +48,52 @@ size_t cachedXFloats(const LinearArgs &args) {
   return static_cast<size_t>(floats);
 }
 
-bool packsWeights(WeightType type) {
-  return activeCpuIsa() == CpuIsa::kAmx && type == WeightType::kBF16;
+// How the active level runs a Linear with these weights, and so whether it packs them.
+enum class Path { kTiles, kAmx, kPanels };
+Path pathFor(WeightType type) {
+  const CpuIsa isa = activeCpuIsa();
+  if (isa == CpuIsa::kAmx && type == WeightType::kBF16)
+    return Path::kAmx;
+  if (isa >= CpuIsa::kAvx512 && type == WeightType::kF32)
+    return Path::kPanels;
+  return Path::kTiles;
 }
 
 } // namespace
 
 size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures) {
-  return packsWeights(type) ? packedAmxWeightBytes(outFeatures, inFeatures) : 0;
+  switch (pathFor(type)) {
+  case Path::kAmx:
+    return packedAmxWeightBytes(outFeatures, inFeatures);
+  case Path::kPanels:
+    return packedPanelBytes(outFeatures, inFeatures);
+  case Path::kTiles:
+    break;
+  }
+  return 0;
 }
 
 void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
                        void *packed) {
-  if (packsWeights(type))
-    packAmxWeights(static_cast<const uint16_t *>(weight), outFeatures, inFeatures, packed);
+  switch (pathFor(type)) {
+  case Path::kAmx:
+    return packAmxWeights(static_cast<const uint16_t *>(weight), outFeatures, inFeatures, packed);
+  case Path::kPanels:
+    return packPanels(static_cast<const float *>(weight), outFeatures, inFeatures, packed);
+  case Path::kTiles:
+    break;
+  }
 }
 
 void linear(const LinearArgs &args) {
-  if (packsWeights(args.weightType))
+  switch (pathFor(args.weightType)) {
+  case Path::kAmx:
     return linearAmx(args);
+  case Path::kPanels:
+    return linearPanels(args);
+  case Path::kTiles:
+    break;
+  }
   const TileFn runTile = tileFunctionFor(activeCpuIsa());
   const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
   const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;

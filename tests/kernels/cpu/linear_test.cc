@@ -31,8 +31,10 @@ std::vector<float> runLinear(const std::vector<float> &x, const TypedWeights &w,
 // fp32 accumulation error grows with k: bound it by a relative tolerance on sum |x*w| (the
 // magnitude of the dot product's terms), plus 1e-6 absolute for the bias add. Per level: sse2 sums
 // 4 lanes with separate multiply and add, avx2 8 and avx512 16 lanes with fused multiply-adds
-// (fewer roundings, shorter chains), amx's bf16-weight tiles sum in the tile unit's own order
-// (kernels/cpu/linear_amx.cc); 1e-5 bounds all of them over this grid.
+// (fewer roundings, shorter chains), except fp32 weights from avx512 up, which sum each output as
+// one chain of fused multiply-adds per 64-column block (kernels/cpu/linear_panels_avx512.cc);
+// amx's bf16-weight tiles sum in the tile unit's own order (kernels/cpu/linear_amx.cc); 1e-5
+// bounds all of them over this grid.
 double relativeTolerance(CpuIsa isa) {
   switch (isa) {
   case CpuIsa::kSse2:
@@ -121,7 +123,8 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 // chunks a streaming tile converts x in when it cannot keep it; at 8200, 300 rows are more x than
 // a worker keeps converted (linear_tile.h kMaxCachedXFloats), so those tiles convert it block by
 // block while a row alone is kept whole. 70 rows end in a streamed 6-row tile, 300 in a blocked
-// 44-row one.
+// 44-row one; on fp32 panels (avx512 and up) 70 rows end in a 4-row micro-kernel, 300 in a 12-row
+// task of 6-row ones, and 8200 columns are 129 blocks.
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
@@ -145,19 +148,25 @@ TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
       }
 }
 
-// A level may read weights packed ahead in a layout of its own (amx: bf16 weights in the tiles'
-// pair layout, packed when the op is prepared): only amx with bf16 weights packs, and its packed
-// weights give the very bits the stored ones give (and so the reference's values), for any rows.
+// A level may read weights packed ahead in a layout of its own, when the op is prepared: amx packs
+// bf16 weights in the tiles' pair layout, avx512 and up pack fp32 weights in 64-output panels
+// (kernels/cpu/linear_panels_avx512.cc); no other level or type packs. Packed weights give the
+// very bits the stored ones give (and so the reference's values), for any rows.
+bool packs(CpuIsa isa, WeightType type) {
+  return (isa == CpuIsa::kAmx && type == WeightType::kBF16) ||
+         (isa >= CpuIsa::kAvx512 && type == WeightType::kF32);
+}
+
 TEST_P(LinearTest, PackedWeightsGiveTheBitsOfTheStoredOnes) {
   uint32_t seed = 500;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
     for (int32_t rows : {1, 5, 16, 17, 64, 130})
       for (int32_t in : {8, 300, 576})
-        for (int32_t out : {7, 33, 64}) {
+        for (int32_t out : {7, 33, 64, 130}) {
           SCOPED_TRACE(::testing::Message() << testing::weightTypeName(type) << " rows=" << rows
                                             << " in=" << in << " out=" << out);
           const size_t bytes = linearPackedWeightBytes(type, out, in);
-          ASSERT_EQ(bytes > 0, GetParam() == CpuIsa::kAmx && type == WeightType::kBF16);
+          ASSERT_EQ(bytes > 0, packs(GetParam(), type));
           if (bytes == 0)
             continue;
           const auto x = randomFloats(static_cast<size_t>(rows) * in, ++seed);
