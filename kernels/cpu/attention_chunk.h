@@ -1,9 +1,9 @@
 // Internal to kiln_cpu_kernels: the vector loops of CPU attention (attention.cc) at each
 // instruction-set level, like the Linear tiles (linear_tile.h): attention_chunk_sse2.cc (4 lanes,
-// separate multiply and add) and attention_chunk_avx2.cc (8 lanes, FMA), both built from
-// attention_chunk.inc. The level fixes the summation order of a dot product, so results differ
-// between levels (each within the attention tests' tolerance) but not between batches at one
-// level.
+// separate multiply and add), attention_chunk_avx2.cc (8 lanes, FMA) and attention_chunk_avx512.cc
+// (16 lanes, FMA), all built from attention_chunk.inc. The level fixes the summation order of a dot
+// product, so results differ between levels (each within the attention tests' tolerance) but not
+// between batches at one level.
 #pragma once
 
 #include "kernels/cpu/cpu_isa.h"
@@ -22,9 +22,12 @@ struct ChunkKernels {
 
 ChunkKernels chunkKernelsSse2();
 ChunkKernels chunkKernelsAvx2();
+ChunkKernels chunkKernelsAvx512();
 
-// The kernels of `isa` (AVX-512 levels run the AVX2 ones).
+// The kernels of `isa` (every AVX-512 level runs the AVX-512 ones).
 inline ChunkKernels chunkKernelsFor(CpuIsa isa) {
+  if (isa >= CpuIsa::kAvx512)
+    return chunkKernelsAvx512();
   return isa == CpuIsa::kSse2 ? chunkKernelsSse2() : chunkKernelsAvx2();
 }
 

@@ -1,0 +1,34 @@
+// Attention's vector loops for AVX-512: 16 fp32 lanes, one fused multiply-add per product.
+// Built as linear_avx2.cc is (its header explains why): KILN_TARGET_BEGIN (isa_target.h) after the
+// includes, everything in an anonymous namespace; attention.cc calls these only when the CPU has
+// all four AVX-512 extensions (F, BW, VL, DQ).
+#include "kernels/cpu/attention_chunk.h"
+#include "kernels/cpu/isa_target.h"
+
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+
+KILN_TARGET_BEGIN(KILN_ISA_AVX512)
+
+namespace kiln::kernels::cpu::attention_chunk {
+namespace {
+
+#define KILN_ATTENTION_LANES 16
+using V = float __attribute__((vector_size(4 * KILN_ATTENTION_LANES)));
+inline V madd(V acc, V x, V w) {
+  return _mm512_fmadd_ps(x, w, acc);
+}
+
+#include "kernels/cpu/attention_chunk.inc"
+#undef KILN_ATTENTION_LANES
+
+} // namespace
+
+ChunkKernels chunkKernelsAvx512() {
+  return {&scoreChunk, &accumulateValues};
+}
+
+} // namespace kiln::kernels::cpu::attention_chunk
+
+KILN_TARGET_END
