@@ -78,7 +78,7 @@ struct LinearArgs {
 void linear(const LinearArgs &args);
 
 // Some levels read a Linear's weights faster in a layout of their own (amx: bf16 weights as the
-// tiles' pair layout, kernels/cpu/linear_amx.cc; avx512 and up: fp32 weights as 64-output panels,
+// tiles' pair layout, kernels/cpu/linear_amx.cc; avx512 and up: fp32 weights as 32-output panels,
 // kernels/cpu/linear_panels_avx512.cc), made once when the op is prepared: the bytes of
 // that form at the active level (0: the level reads the weights as stored, nothing to pack), and
 // the packing, into `packed` of that many bytes (4-byte aligned; the cpu device gives it 64).

@@ -4,7 +4,7 @@
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
 // built for the baseline and only picks the tile function and splits the tiles over the worker pool
-// (worker_pool.h). From avx512 up, Linears with fp32 weights run on 64-output panels
+// (worker_pool.h). From avx512 up, Linears with fp32 weights run on 32-output panels
 // (linear_panels_avx512.cc: weights packed when the op is prepared, x broadcast). avx512bf16 runs
 // the others on the AVX-512 tiles: its dot-product instruction multiplies bf16 activations, which
 // would round the fp32 x that the references expect. amx runs Linears with bf16 weights on the

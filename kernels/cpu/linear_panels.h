@@ -1,4 +1,4 @@
-// Internal to kiln_cpu_kernels: Linear with fp32 weights in 64-output panels on AVX-512
+// Internal to kiln_cpu_kernels: Linear with fp32 weights in 32-output panels on AVX-512
 // (linear_panels_avx512.cc), which linear.cc runs at CpuIsa::kAvx512 and above.
 #pragma once
 

@@ -1,26 +1,29 @@
-// Linear with fp32 weights in 64-output panels on AVX-512 (CpuIsa::kAvx512 and above):
+// Linear with fp32 weights in 32-output panels on AVX-512 (CpuIsa::kAvx512 and above):
 // out = x W^T (+ b).
 //
 // The weights are put, once when the op is prepared (packLinearWeights; runtime/ops/linear_op.cc),
-// into panels of 64 outputs, each panel k-major: column k of the panel is the 64 outputs' weights
-// at k, contiguous (zeros past outFeatures). A micro-kernel then holds up to 6 rows x 64 outputs in
-// 24 vector accumulators and, per column k, loads the column's 4 vectors of weights once and
-// multiplies them by each row's x[k] broadcast: 24 fused multiply-adds for 10 loads, no horizontal
-// sums (linear_impl.inc's tiles give each output its own 16-lane vector and add the lanes at the
-// end: 12 multiply-adds for 7 loads, and a vector per output to keep).
+// into panels of 32 outputs, each panel k-major: column k of the panel is the 32 outputs' weights
+// at k, two vectors, contiguous (zeros past outFeatures). A micro-kernel of many rows holds 6 rows
+// x 64 outputs (two panels) in 24 vector accumulators and, per column k, loads the 4 vectors of
+// weights once and multiplies them by each row's x[k] broadcast: 24 fused multiply-adds for 10
+// loads, no horizontal sums (linear_impl.inc's tiles give each output its own 16-lane vector and
+// add the lanes at the end: 12 multiply-adds for 7 loads, and a vector per output to keep).
 //
 // Summation order, the same for every row count: k is cut into blocks of kBlockColumns columns;
 // within a block each output is one chain of fused multiply-adds in increasing k from zero, and
 // the blocks' sums are added into the output's total in increasing order; the bias is added last.
 // Blocks are short so the chains are: a row's rounding error stays near the 16-lane tiles' (with
 // 128-column blocks TinyStories-656K's logits at --tp 2 moved by 1.4e-5 from --tp 1's).
-// A row's result is so bit-identical alone or in a batch, and whether the weights were packed
-// ahead or a block at a time by the task (weights not prepared: tests, tools).
+// A row's result is so bit-identical alone or in a batch, in a task of one panel or two, and
+// whether the weights were packed ahead or a block at a time by the task (weights not prepared:
+// tests, tools).
 //
-// A task is up to kTaskRows rows x one panel (a call of at most kTaskRows rows: half a panel), run
-// as micro-kernels of 6 rows x 4 vectors (half a panel: up to 12 rows x 2) block by block, so a
-// block of the panel (64 columns x 64 outputs, 16 KiB) stays in L1 while every row group of the
-// task reads it; a worker runs its tasks panels outer, rows inner, so the panel stays in L2.
+// A task is up to kTaskRows rows x two panels, run as micro-kernels of 6 rows x 4 vectors block by
+// block, so the block of both panels (64 columns x 64 outputs, 16 KiB) stays in L1 while every
+// row group of the task reads it; a worker runs its tasks outputs outer, rows inner, so the panels
+// stay in L2. A call of at most kTaskRows rows (decode, batches) runs tasks of one panel, by
+// micro-kernels of up to 12 rows x 2 vectors: each task then streams one contiguous run of
+// weights, and a 576-output Linear gives 18 tasks to share among the workers, not 9.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/kernels.h"
@@ -39,12 +42,12 @@ KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 namespace kiln::kernels::cpu {
 namespace {
 
-constexpr int32_t kPanel = 64;        // outputs of one panel
-constexpr int32_t kPanelVectors = 4;  // 16-lane vectors across a panel
+constexpr int32_t kPanel = 32;        // outputs of one panel: 2 vectors of 16 lanes
+constexpr int32_t kTaskOutputs = 64;  // outputs of a task of many rows: 2 panels
 constexpr int32_t kBlockColumns = 64; // k columns of one block
 constexpr int32_t kTaskRows = 96;     // rows of one task
 
-constexpr int64_t kPrefetchBytes = 8192; // how far ahead a decode micro-kernel fetches weights
+constexpr int64_t kPrefetchBytes = 8192; // how far ahead a one-panel task fetches its weights
 
 int32_t panelsOf(int32_t outFeatures) {
   return (outFeatures + kPanel - 1) / kPanel;
@@ -53,7 +56,7 @@ int64_t panelFloats(int32_t in) {
   return int64_t(in) * kPanel;
 }
 
-// Columns [k0, k0 + n) of weight rows [out0, out0 + 64) of row-major `w` as n panel columns at
+// Columns [k0, k0 + n) of weight rows [out0, out0 + 32) of row-major `w` as n panel columns at
 // dst (zeros past outFeatures).
 void packBlock(const float *w, int32_t outFeatures, int32_t in, int32_t out0, int32_t k0, int32_t n,
                float *dst) {
@@ -69,10 +72,13 @@ void packBlock(const float *w, int32_t outFeatures, int32_t in, int32_t out0, in
   }
 }
 
-// c[r][0..16V) += sum over the block's n columns of x[r][i] * w[i][0..16V), each output one chain
-// of fused multiply-adds in increasing i from zero (the first block stores its sums instead). x
-// rows are xStride floats apart; w and c are a panel's columns and rows (64 floats apart), both
-// from the task's first vector on.
+// A block's weights for a micro-kernel: the columns of one or two panels, `panelStride` floats
+// apart; vector v of column i is at w + (v / 2) * panelStride + i * 32 + (v % 2) * 16.
+struct BlockWeights {
+  const float *w;
+  int64_t panelStride;
+};
+
 // Where the last block's sums go when they can go straight to the output (fp32, whole vectors):
 // row r's outputs at out + r * stride, plus the bias (if any) at bias.
 struct DirectStore {
@@ -81,8 +87,11 @@ struct DirectStore {
   const float *bias;
 };
 
+// c[r][0..16V) += sum over the block's n columns of x[r][i] * w[i][0..16V), each output one chain
+// of fused multiply-adds in increasing i from zero (the first block stores its sums instead). x
+// rows are xStride floats apart, c rows kTaskOutputs.
 template <int R, int V>
-void multiplyBlock(const float *x, int64_t xStride, const float *w, int32_t n, bool first,
+void multiplyBlock(const float *x, int64_t xStride, BlockWeights w, int32_t n, bool first,
                    const DirectStore *direct, float *c) {
   __m512 acc[R][V];
 #pragma GCC unroll 16
@@ -91,16 +100,15 @@ void multiplyBlock(const float *x, int64_t xStride, const float *w, int32_t n, b
     for (int v = 0; v < V; ++v)
       acc[r][v] = _mm512_setzero_ps();
   for (int32_t i = 0; i < n; ++i) {
-    const float *column = w + int64_t(i) * kPanel;
-    if constexpr (R <= 2) { // decode: the weights stream from memory
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)
-        _mm_prefetch(reinterpret_cast<const char *>(column) + kPrefetchBytes + 64 * v, _MM_HINT_T0);
+    const float *column = w.w + int64_t(i) * kPanel;
+    if constexpr (V == 2) { // one panel a task: few rows, the weights stream from memory
+      _mm_prefetch(reinterpret_cast<const char *>(column) + kPrefetchBytes, _MM_HINT_T0);
+      _mm_prefetch(reinterpret_cast<const char *>(column) + kPrefetchBytes + 64, _MM_HINT_T0);
     }
     __m512 weights[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
-      weights[v] = _mm512_loadu_ps(column + 16 * v);
+      weights[v] = _mm512_loadu_ps(column + (v / 2) * w.panelStride + (v % 2) * 16);
 #pragma GCC unroll 16
     for (int r = 0; r < R; ++r) {
       const __m512 xi = _mm512_set1_ps(x[r * xStride + i]);
@@ -113,7 +121,7 @@ void multiplyBlock(const float *x, int64_t xStride, const float *w, int32_t n, b
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v) {
-      float *sums = c + r * kPanel + 16 * v;
+      float *sums = c + r * kTaskOutputs + 16 * v;
       const __m512 total = first ? acc[r][v] : _mm512_add_ps(_mm512_loadu_ps(sums), acc[r][v]);
       if (!direct) {
         _mm512_storeu_ps(sums, total);
@@ -127,7 +135,7 @@ void multiplyBlock(const float *x, int64_t xStride, const float *w, int32_t n, b
 }
 
 // Micro-kernels of V vectors (24 accumulators at most): multiplyBlock<R, V> for R = 1..24 / V.
-using MultiplyFn = void (*)(const float *, int64_t, const float *, int32_t, bool,
+using MultiplyFn = void (*)(const float *, int64_t, BlockWeights, int32_t, bool,
                             const DirectStore *, float *);
 template <int V> constexpr int32_t kMicroRows = 24 / V;
 template <int V, size_t... R>
@@ -140,7 +148,7 @@ constexpr auto kMultiply = multiplyTable<V>(std::make_index_sequence<kMicroRows<
 // The rows in as few micro-kernels as fit, of sizes differing by at most one (32 rows at 4 vectors:
 // 6, 6, 5, 5, 5, 5, not five of 6 and a weak one of 2).
 template <int V>
-void multiplyRows(const float *x, int64_t xStride, const float *w, int32_t n, int32_t rows,
+void multiplyRows(const float *x, int64_t xStride, BlockWeights w, int32_t n, int32_t rows,
                   bool first, const DirectStore *direct, float *c) {
   const int32_t micros = (rows + kMicroRows<V> - 1) / kMicroRows<V>;
   for (int32_t m = 0, r = 0; m < micros; ++m) {
@@ -150,22 +158,22 @@ void multiplyRows(const float *x, int64_t xStride, const float *w, int32_t n, in
     if (direct)
       rowsDirect = {direct->out + r * direct->stride, direct->stride, direct->bias};
     kMultiply<V>[take - 1](x + r * xStride, xStride, w, n, first, direct ? &rowsDirect : nullptr,
-                           c + r * kPanel);
+                           c + r * kTaskOutputs);
     r += take;
   }
 }
 
-// Rows x the outputs [16 vector0, 16 (vector0 + vectors)) of one panel.
+// Rows x the outputs of panels [panel0, panel0 + panels) (one or two).
 struct Task {
-  int32_t row0, rows, panel, vector0, vectors;
+  int32_t row0, rows, panel0, panels;
 };
 
-// Adds the bias and stores the task's outputs from c (rows x 64, from the panel's first output).
+// Adds the bias and stores the task's outputs from c (rows x kTaskOutputs).
 void storeTask(const LinearArgs &args, const Task &t, float *c) {
-  const int32_t out0 = t.panel * kPanel + 16 * t.vector0;
-  const int32_t outs = std::min(16 * t.vectors, args.outFeatures - out0);
-  for (int32_t r = 0; r < t.rows && outs > 0; ++r) {
-    float *row = c + r * kPanel + 16 * t.vector0;
+  const int32_t out0 = t.panel0 * kPanel;
+  const int32_t outs = std::min(t.panels * kPanel, args.outFeatures - out0);
+  for (int32_t r = 0; r < t.rows; ++r) {
+    float *row = c + r * kTaskOutputs;
     if (args.bias)
       for (int32_t o = 0; o < outs; ++o)
         row[o] += args.bias[out0 + o];
@@ -181,21 +189,24 @@ struct Scratch {
 void runTask(const LinearArgs &args, const Task &t, const Scratch &s) {
   const int32_t in = args.inFeatures;
   const auto *packed = static_cast<const float *>(args.packedWeight);
-  const int32_t out0 = t.panel * kPanel + 16 * t.vector0;
+  const int32_t out0 = t.panel0 * kPanel;
   // fp32 outputs of whole vectors take the last block's sums straight from the registers.
-  const bool whole = out0 + 16 * t.vectors <= args.outFeatures;
+  const bool whole = out0 + t.panels * kPanel <= args.outFeatures;
   const DirectStore direct{static_cast<float *>(args.out) + int64_t(t.row0) * args.outFeatures +
                                out0,
                            args.outFeatures, args.bias ? args.bias + out0 : nullptr};
   const bool storesDirect = whole && args.outType == ElemType::kF32 && in > 0;
   if (in == 0) // no block to store the sums: they are zero
-    std::memset(s.c, 0, sizeof(float) * size_t(t.rows) * kPanel);
+    std::memset(s.c, 0, sizeof(float) * size_t(t.rows) * kTaskOutputs);
   for (int32_t k0 = 0; k0 < in; k0 += kBlockColumns) {
     const int32_t n = std::min(kBlockColumns, in - k0);
-    const float *w = packed ? packed + t.panel * panelFloats(in) + int64_t(k0) * kPanel : s.w;
-    if (!packed)
-      packBlock(static_cast<const float *>(args.weight), args.outFeatures, in, t.panel * kPanel, k0,
-                n, s.w);
+    BlockWeights w{s.w, int64_t(kBlockColumns) * kPanel};
+    if (packed)
+      w = {packed + t.panel0 * panelFloats(in) + int64_t(k0) * kPanel, panelFloats(in)};
+    else
+      for (int32_t p = 0; p < t.panels; ++p)
+        packBlock(static_cast<const float *>(args.weight), args.outFeatures, in,
+                  (t.panel0 + p) * kPanel, k0, n, s.w + p * w.panelStride);
     const float *x = static_cast<const float *>(args.x) + int64_t(t.row0) * in + k0;
     int64_t xStride = in;
     if (args.xType != ElemType::kF32) {
@@ -204,12 +215,11 @@ void runTask(const LinearArgs &args, const Task &t, const Scratch &s) {
       x = s.x;
       xStride = kBlockColumns;
     }
-    const int32_t offset = 16 * t.vector0;
     const DirectStore *to = storesDirect && k0 + n == in ? &direct : nullptr;
-    if (t.vectors == kPanelVectors)
-      multiplyRows<kPanelVectors>(x, xStride, w + offset, n, t.rows, k0 == 0, to, s.c + offset);
+    if (t.panels == 2)
+      multiplyRows<4>(x, xStride, w, n, t.rows, k0 == 0, to, s.c);
     else
-      multiplyRows<kPanelVectors / 2>(x, xStride, w + offset, n, t.rows, k0 == 0, to, s.c + offset);
+      multiplyRows<2>(x, xStride, w, n, t.rows, k0 == 0, to, s.c);
   }
   if (!storesDirect)
     storeTask(args, t, s.c);
@@ -234,30 +244,31 @@ void packPanels(const float *weight, int32_t outFeatures, int32_t inFeatures, vo
 
 void linearPanels(const LinearArgs &args) {
   const int32_t rowTiles = (args.rows + kTaskRows - 1) / kTaskRows;
-  // One row tile (decode, batches): a task is half a panel, run by micro-kernels of up to 12 rows
-  // x 2 vectors, so there are twice the tasks to share among the workers (a 576-output Linear has
-  // 9 panels).
-  const int32_t parts = rowTiles == 1 ? 2 : 1; // tasks per panel
-  const int64_t tasks = int64_t(rowTiles) * panelsOf(args.outFeatures) * parts;
+  const int32_t panels = panelsOf(args.outFeatures);
+  // One row tile (decode, batches): a task is one panel, run by micro-kernels of up to 12 rows x 2
+  // vectors, so there are enough tasks to share among the workers (a 576-output Linear has 18
+  // panels); more rows: two panels, by micro-kernels of up to 6 rows x 4 vectors.
+  const int32_t perTask = rowTiles == 1 ? 1 : kTaskOutputs / kPanel;
+  const int32_t outTiles = (panels + perTask - 1) / perTask;
+  const int64_t tasks = int64_t(rowTiles) * outTiles;
   const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
   parallelRun(work > 65536, [&](int worker, int workers) {
     const IndexRange range = staticRange(tasks, worker, workers);
     if (range.begin >= range.end)
       return;
-    constexpr size_t kCFloats = size_t(kTaskRows) * kPanel;
+    constexpr size_t kCFloats = size_t(kTaskRows) * kTaskOutputs;
     constexpr size_t kXFloats = size_t(kTaskRows) * kBlockColumns;
-    constexpr size_t kWFloats = size_t(kBlockColumns) * kPanel;
+    constexpr size_t kWFloats = size_t(kBlockColumns) * kTaskOutputs;
     float *scratch = threadScratch(16 + kCFloats + kXFloats + kWFloats);
     float *c = scratch + ((64 - reinterpret_cast<uintptr_t>(scratch) % 64) % 64) / sizeof(float);
     const Scratch s{c, c + kCFloats, c + kCFloats + kXFloats};
     for (int64_t task = range.begin; task < range.end; ++task) {
-      const int64_t part = task % parts, whole = task / parts;
       Task t;
-      t.panel = static_cast<int32_t>(whole / rowTiles);
-      t.row0 = static_cast<int32_t>(whole % rowTiles) * kTaskRows;
+      const int32_t outTile = static_cast<int32_t>(task / rowTiles);
+      t.row0 = static_cast<int32_t>(task % rowTiles) * kTaskRows;
       t.rows = std::min(kTaskRows, args.rows - t.row0);
-      t.vectors = kPanelVectors / parts;
-      t.vector0 = static_cast<int32_t>(part) * t.vectors;
+      t.panel0 = outTile * perTask;
+      t.panels = std::min(perTask, panels - t.panel0);
       runTask(args, t, s);
     }
   });

@@ -39,7 +39,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
 }
 
 // At amx, bf16 weights in the tiles' layout (kernels/cpu/linear_amx.cc); from avx512 up, fp32
-// weights in 64-output panels (kernels/cpu/linear_panels_avx512.cc).
+// weights in 32-output panels (kernels/cpu/linear_panels_avx512.cc).
 size_t cpuPackedBytes(const BoundOp &op) {
   const BoundBuffer &w = op.inputs[1];
   return kernels::cpu::linearPackedWeightBytes(elemType(w), static_cast<int32_t>(w.fixedRows),

@@ -123,8 +123,9 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 // chunks a streaming tile converts x in when it cannot keep it; at 8200, 300 rows are more x than
 // a worker keeps converted (linear_tile.h kMaxCachedXFloats), so those tiles convert it block by
 // block while a row alone is kept whole. 70 rows end in a streamed 6-row tile, 300 in a blocked
-// 44-row one; on fp32 panels (avx512 and up) 70 rows end in a 4-row micro-kernel, 300 in a 12-row
-// task of 6-row ones, and 8200 columns are 129 blocks.
+// 44-row one. On fp32 panels (avx512 and up) 70 rows run in one-panel tasks of 12- and 11-row
+// micro-kernels, 300 in two-panel tasks of 6-row ones (the 37 outputs: a whole panel and 5 of the
+// next), a row alone in one-panel tasks of one row; 8200 columns are 129 blocks.
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
@@ -149,7 +150,7 @@ TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
 }
 
 // A level may read weights packed ahead in a layout of its own, when the op is prepared: amx packs
-// bf16 weights in the tiles' pair layout, avx512 and up pack fp32 weights in 64-output panels
+// bf16 weights in the tiles' pair layout, avx512 and up pack fp32 weights in 32-output panels
 // (kernels/cpu/linear_panels_avx512.cc); no other level or type packs. Packed weights give the
 // very bits the stored ones give (and so the reference's values), for any rows.
 bool packs(CpuIsa isa, WeightType type) {
