@@ -1,9 +1,12 @@
 // Internal to kiln_cpu_kernels: moving rows of fp32/fp16/bf16 buffers to and from fp32 scratch.
 // Kernels that meet a half buffer widen a row (or a tile) once, compute exactly as their fp32 path
 // does, and round each output element once when storing it; the type is switched on per row, never
-// per element. Rounding is bit-identical to kiln::f32ToF16 / kiln::f32ToBf16 (nearest even).
+// per element. Rounding is bit-identical to kiln::f32ToF16 / kiln::f32ToBf16 (nearest even). bf16
+// runs of 16 elements or more go 16 lanes at a time from the avx512 level up (bf16_runs.h).
 #pragma once
 
+#include "kernels/cpu/bf16_runs.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/weight_convert.h"
 #include "runtime/base/half.h"
@@ -21,6 +24,8 @@ inline int64_t elemBytes(ElemType type) {
 
 // dst[0..n) = fp32 of elements [offset, offset + n) of `base`.
 inline void loadRun(const void *base, ElemType type, int64_t offset, int64_t n, float *dst) {
+  if (type == ElemType::kBF16 && n >= 16 && activeCpuIsa() >= CpuIsa::kAvx512)
+    return bf16RunToF32Avx512(static_cast<const uint16_t *>(base) + offset, n, dst);
   weightRunToF32(base, type, offset, n, dst);
 }
 
@@ -32,6 +37,8 @@ inline void storeRun(const float *src, int64_t n, void *base, ElemType type, int
     return;
   case ElemType::kBF16: {
     uint16_t *dst = static_cast<uint16_t *>(base) + offset;
+    if (n >= 16 && activeCpuIsa() >= CpuIsa::kAvx512)
+      return f32RunToBf16Avx512(src, n, dst);
     for (int64_t i = 0; i < n; ++i)
       dst[i] = f32ToBf16(src[i]);
     return;

@@ -1,0 +1,13 @@
+// Internal to kiln_cpu_kernels: bf16 runs widened and rounded 16 lanes at a time on AVX-512
+// (bf16_runs_avx512.cc), which elem_io.h's loadRun/storeRun call from the avx512 level up. Bits
+// identical to kiln::bf16ToF32 / kiln::f32ToBf16 (nearest even, NaN kept quiet) at every length.
+#pragma once
+
+#include <cstdint>
+
+namespace kiln::kernels::cpu {
+
+void bf16RunToF32Avx512(const uint16_t *src, int64_t n, float *dst);
+void f32RunToBf16Avx512(const float *src, int64_t n, uint16_t *dst);
+
+} // namespace kiln::kernels::cpu
