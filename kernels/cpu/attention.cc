@@ -54,10 +54,9 @@ void foldChunk(const ChunkKernels &kernels, const float *q, const float *keys, c
       state.acc[d] *= correction;
     state.max = newMax;
   }
-  for (int32_t j = 0; j < n; ++j) {
-    scores[j] = std::exp(scores[j] - newMax); // the chunk's weights from here on
+  kernels.exponentiate(scores, n, newMax); // the chunk's weights from here on
+  for (int32_t j = 0; j < n; ++j)
     state.sum += scores[j];
-  }
   kernels.accumulate(scores, values, n, headDim, state.acc);
 }
 

@@ -16,6 +16,8 @@ struct ChunkKernels {
   // scores[j] = dot(q, keys[j]) * scale for j in [0, n), keys headDim apart.
   void (*score)(const float *q, const float *keys, int32_t n, int32_t headDim, float scale,
                 float *scores);
+  // scores[j] = e^(scores[j] - max) for j in [0, n).
+  void (*exponentiate)(float *scores, int32_t n, float max);
   // acc[d] += p[j] * values[j][d] for j in [0, n), in increasing j for every d.
   void (*accumulate)(const float *p, const float *values, int32_t n, int32_t headDim, float *acc);
 };

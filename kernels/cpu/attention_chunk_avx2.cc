@@ -5,6 +5,7 @@
 #include "kernels/cpu/attention_chunk.h"
 #include "kernels/cpu/isa_target.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
@@ -26,7 +27,7 @@ inline V madd(V acc, V x, V w) {
 } // namespace
 
 ChunkKernels chunkKernelsAvx2() {
-  return {&scoreChunk, &accumulateValues};
+  return {&scoreChunk, &exponentiate, &accumulateValues};
 }
 
 } // namespace kiln::kernels::cpu::attention_chunk

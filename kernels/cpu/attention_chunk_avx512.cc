@@ -5,6 +5,7 @@
 #include "kernels/cpu/attention_chunk.h"
 #include "kernels/cpu/isa_target.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <immintrin.h>
@@ -20,13 +21,15 @@ inline V madd(V acc, V x, V w) {
   return _mm512_fmadd_ps(x, w, acc);
 }
 
+#include "kernels/cpu/exp_lanes.inc"
+
 #include "kernels/cpu/attention_chunk.inc"
 #undef KILN_ATTENTION_LANES
 
 } // namespace
 
 ChunkKernels chunkKernelsAvx512() {
-  return {&scoreChunk, &accumulateValues};
+  return {&scoreChunk, &exponentiate, &accumulateValues};
 }
 
 } // namespace kiln::kernels::cpu::attention_chunk

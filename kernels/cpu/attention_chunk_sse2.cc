@@ -1,6 +1,7 @@
 // Attention's vector loops at the x86-64 baseline: 4 fp32 lanes, separate multiply and add.
 #include "kernels/cpu/attention_chunk.h"
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -19,7 +20,7 @@ inline V madd(V acc, V x, V w) {
 } // namespace
 
 ChunkKernels chunkKernelsSse2() {
-  return {&scoreChunk, &accumulateValues};
+  return {&scoreChunk, &exponentiate, &accumulateValues};
 }
 
 } // namespace kiln::kernels::cpu::attention_chunk
