@@ -192,10 +192,11 @@ void runTask(const LinearArgs &args, const Task &t, const Scratch &s) {
   const int32_t out0 = t.panel0 * kPanel;
   // fp32 outputs of whole vectors take the last block's sums straight from the registers.
   const bool whole = out0 + t.panels * kPanel <= args.outFeatures;
-  const DirectStore direct{static_cast<float *>(args.out) + int64_t(t.row0) * args.outFeatures +
-                               out0,
-                           args.outFeatures, args.bias ? args.bias + out0 : nullptr};
   const bool storesDirect = whole && args.outType == ElemType::kF32 && in > 0;
+  DirectStore direct{};
+  if (storesDirect)
+    direct = {static_cast<float *>(args.out) + int64_t(t.row0) * args.outFeatures + out0,
+              args.outFeatures, args.bias ? args.bias + out0 : nullptr};
   if (in == 0) // no block to store the sums: they are zero
     std::memset(s.c, 0, sizeof(float) * size_t(t.rows) * kTaskOutputs);
   for (int32_t k0 = 0; k0 < in; k0 += kBlockColumns) {
@@ -207,13 +208,14 @@ void runTask(const LinearArgs &args, const Task &t, const Scratch &s) {
       for (int32_t p = 0; p < t.panels; ++p)
         packBlock(static_cast<const float *>(args.weight), args.outFeatures, in,
                   (t.panel0 + p) * kPanel, k0, n, s.w + p * w.panelStride);
-    const float *x = static_cast<const float *>(args.x) + int64_t(t.row0) * in + k0;
-    int64_t xStride = in;
-    if (args.xType != ElemType::kF32) {
+    const float *x = s.x;
+    int64_t xStride = kBlockColumns;
+    if (args.xType == ElemType::kF32) {
+      x = static_cast<const float *>(args.x) + int64_t(t.row0) * in + k0;
+      xStride = in;
+    } else {
       for (int32_t r = 0; r < t.rows; ++r)
         loadRun(args.x, args.xType, int64_t(t.row0 + r) * in + k0, n, s.x + r * kBlockColumns);
-      x = s.x;
-      xStride = kBlockColumns;
     }
     const DirectStore *to = storesDirect && k0 + n == in ? &direct : nullptr;
     if (t.panels == 2)
