@@ -1,6 +1,7 @@
 // Internal to kiln_cpu_kernels: bf16 runs widened and rounded 16 lanes at a time on AVX-512
-// (bf16_runs_avx512.cc), which elem_io.h's loadRun/storeRun call from the avx512 level up. Bits
-// identical to kiln::bf16ToF32 / kiln::f32ToBf16 (nearest even, NaN kept quiet) at every length.
+// (bf16_runs_avx512.cc), which weight_convert.h's weightRunToF32 (so elem_io.h's loadRun) and
+// elem_io.h's storeRun call from the avx512 level up. Bits identical to kiln::bf16ToF32 /
+// kiln::f32ToBf16 (nearest even, NaN kept quiet) at every length.
 #pragma once
 
 #include <cstdint>

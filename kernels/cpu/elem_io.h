@@ -2,7 +2,8 @@
 // Kernels that meet a half buffer widen a row (or a tile) once, compute exactly as their fp32 path
 // does, and round each output element once when storing it; the type is switched on per row, never
 // per element. Rounding is bit-identical to kiln::f32ToF16 / kiln::f32ToBf16 (nearest even). bf16
-// runs of 16 elements or more go 16 lanes at a time from the avx512 level up (bf16_runs.h).
+// runs of 16 elements or more are widened (weight_convert.h) and rounded 16 lanes at a time from
+// the avx512 level up (bf16_runs.h).
 #pragma once
 
 #include "kernels/cpu/bf16_runs.h"
@@ -24,8 +25,6 @@ inline int64_t elemBytes(ElemType type) {
 
 // dst[0..n) = fp32 of elements [offset, offset + n) of `base`.
 inline void loadRun(const void *base, ElemType type, int64_t offset, int64_t n, float *dst) {
-  if (type == ElemType::kBF16 && n >= 16 && activeCpuIsa() >= CpuIsa::kAvx512)
-    return bf16RunToF32Avx512(static_cast<const uint16_t *>(base) + offset, n, dst);
   weightRunToF32(base, type, offset, n, dst);
 }
 

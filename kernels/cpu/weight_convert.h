@@ -2,6 +2,8 @@
 // the compiler vectorises it. Results are bit-identical to kiln::f16ToF32 / kiln::bf16ToF32.
 #pragma once
 
+#include "kernels/cpu/bf16_runs.h"
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 
 #include <bit>
@@ -40,6 +42,8 @@ inline void weightRunToF32(const void *weights, WeightType type, int64_t offset,
     f16RunToF32(static_cast<const uint16_t *>(weights) + offset, n, dst);
     return;
   case WeightType::kBF16:
+    if (n >= 16 && activeCpuIsa() >= CpuIsa::kAvx512) // the same bits, 16 lanes at a time
+      return bf16RunToF32Avx512(static_cast<const uint16_t *>(weights) + offset, n, dst);
     bf16RunToF32(static_cast<const uint16_t *>(weights) + offset, n, dst);
     return;
   }
