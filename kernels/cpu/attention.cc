@@ -9,8 +9,9 @@
 // fp32 code as fp32 inputs, so they give the same fp32 result. Within a chunk, scores are computed
 // four positions at a time and the values accumulated with a block of columns held in registers,
 // at the CPU's instruction-set level (attention_chunk.h: 4 lanes at the baseline, 8 with AVX2 +
-// FMA): prefill attention was bound by one chain of adds per dot product and by the
-// accumulator's round trip through memory at every position.
+// FMA, 16 at the AVX-512 levels, where bf16 queries over a bf16 cache run on AMX instead when the
+// CPU has it: attention_amx.cc): prefill attention was bound by one chain of adds per dot product
+// and by the accumulator's round trip through memory at every position.
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_chunk.h"
 #include "kernels/cpu/attention_items.h"
