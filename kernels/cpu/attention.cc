@@ -9,11 +9,14 @@
 // fp32 code as fp32 inputs, so they give the same fp32 result. Within a chunk, scores are computed
 // four positions at a time and the values accumulated with a block of columns held in registers,
 // at the CPU's instruction-set level (attention_chunk.h: 4 lanes at the baseline, 8 with AVX2 +
-// FMA, 16 at the AVX-512 levels, where bf16 queries over a bf16 cache run on AMX instead when the
-// CPU has it: attention_amx.cc): prefill attention was bound by one chain of adds per dot product
-// and by the accumulator's round trip through memory at every position.
+// FMA): prefill attention was bound by one chain of adds per dot product and by the accumulator's
+// round trip through memory at every position. At the AVX-512 levels a (token, head) pair a lane
+// does it instead where head and block sizes are multiples of 16 (attention_f32_avx512.cc; the
+// 16-lane loops of attention_chunk.h otherwise), and bf16 queries over a bf16 cache run on AMX
+// tiles when the CPU has them (attention_amx.cc).
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_chunk.h"
+#include "kernels/cpu/attention_f32_avx512.h"
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
@@ -198,6 +201,8 @@ void attention(const AttentionArgs &args) {
     return;
   if (activeCpuIsa() == CpuIsa::kAmx && attentionRunsOnAmx(args))
     return attentionAmx(args);
+  if (activeCpuIsa() >= CpuIsa::kAvx512 && attentionRunsOnF32Lanes(args))
+    return attentionF32Lanes(args);
   // Called from the engine thread once per layer and step: no allocation once warmed up.
   // (A named reference, not the thread_local itself, is what the workers' lambda must see.)
   thread_local std::vector<AttentionItem> callerItems;

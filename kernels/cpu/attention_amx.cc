@@ -40,35 +40,17 @@ KILN_TARGET_BEGIN(KILN_ISA_AMX)
 namespace kiln::kernels::cpu {
 namespace {
 
-constexpr int32_t kPairs = 16; // (token, head) pairs of an item: a tile's rows, a vector's lanes
-constexpr int32_t kPositions = 16; // cache positions per step
-constexpr int32_t kDimBlock = 32;  // dimensions of one S^T tile product
-constexpr int32_t kOutDims = 64;   // dimensions of one P V pass: four C tiles of 16
-constexpr int32_t kTileFloats = 256;
-
-using F32x16 = float __attribute__((vector_size(64)));
-using I32x16 = int32_t __attribute__((vector_size(64)));
-using U32x16 = uint32_t __attribute__((vector_size(64)));
-
 #include "kernels/cpu/exp_lanes.inc"
+
+#include "kernels/cpu/attention_lanes.inc"
 
 #include "kernels/cpu/amx_tiles.inc"
 
-F32x16 loadF32x16(const float *p) {
-  F32x16 v;
-  std::memcpy(&v, p, sizeof(v));
-  return v;
-}
-void storeF32x16(float *p, F32x16 v) {
-  std::memcpy(p, &v, sizeof(v));
-}
-
-// Up to 16 pairs an item: as many tokens as fit with the kv head's whole group of heads (groups
-// of more than 16 heads cut into runs of 16, one token each).
-void amxItems(const AttentionArgs &args, std::vector<AttentionItem> &items) {
-  const int32_t heads = std::min(args.numHeads / args.numKvHeads, kPairs);
-  attentionItems(args, std::max(1, kPairs / heads), heads, items);
-}
+constexpr int32_t kPairs = kLanePairs;         // a tile's rows, a vector's lanes
+constexpr int32_t kPositions = kLanePositions; // cache positions per step
+constexpr int32_t kDimBlock = 32;              // dimensions of one S^T tile product
+constexpr int32_t kOutDims = 64;               // dimensions of one P V pass: four C tiles of 16
+constexpr int32_t kTileFloats = 256;
 
 // A worker's buffers, 64-byte aligned: the queries as B tiles, one C tile of scores, P as two A
 // tiles, four B tiles of values, four C tiles of P V, the accumulators.
@@ -123,39 +105,6 @@ void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t p
       _mm512_i32scatter_epi32(dst + b * kTileFloats + n, column, run, 4);
     }
   }
-}
-
-// The online softmax of the item's pairs, one lane each.
-struct Softmax {
-  F32x16 max, sum;
-  I32x16 first, length; // each pair's visible positions [first, length); empty for padding lanes
-};
-
-// Scores (16 positions from `position0`, 16 pairs a row) to weights, in place: masked and scaled,
-// the running max and sum updated. Returns the factor the accumulators are rescaled by (1 where
-// a pair has seen nothing yet).
-F32x16 softmaxStep(Softmax &state, float *scores, int32_t position0, float scale) {
-  const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
-  F32x16 rowMax = minusInf;
-  for (int32_t j = 0; j < kPositions; ++j) {
-    const I32x16 position = I32x16{} + (position0 + j);
-    const F32x16 s = loadF32x16(scores + j * kPairs) * scale;
-    const F32x16 masked = ((position >= state.first) & (position < state.length)) ? s : minusInf;
-    storeF32x16(scores + j * kPairs, masked);
-    rowMax = rowMax > masked ? rowMax : masked;
-  }
-  const F32x16 newMax = state.max > rowMax ? state.max : rowMax;
-  const auto live = newMax > minusInf; // lanes that have seen a position
-  const F32x16 correction = live ? expLanes<F32x16, I32x16>(state.max - newMax) : F32x16{} + 1.0f;
-  state.sum = state.sum * correction;
-  for (int32_t j = 0; j < kPositions; ++j) {
-    const F32x16 w =
-        live ? expLanes<F32x16, I32x16>(loadF32x16(scores + j * kPairs) - newMax) : F32x16{};
-    state.sum = state.sum + w;
-    storeF32x16(scores + j * kPairs, w);
-  }
-  state.max = newMax;
-  return correction;
 }
 
 // P (16 positions x 16 pairs, fp32) as two A tiles: row n of the first holds pair n's weights'
@@ -264,23 +213,8 @@ void multiplyKeys(const uint16_t *keys, int32_t headDim, const uint32_t *queries
 void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
-  Softmax state;
-  state.max = F32x16{} - std::numeric_limits<float>::infinity();
-  state.sum = F32x16{};
-  int32_t lo = INT_MAX, hi = 0;
-  for (int32_t n = 0; n < kPairs; ++n) {
-    int32_t first = 0, length = 0;
-    if (n < pairs) {
-      const int32_t position = args.positions[item.token0 + n / item.heads];
-      const int32_t window = args.slidingWindow;
-      first = window > 0 && position >= window ? position - window + 1 : 0;
-      length = position + 1;
-      lo = std::min(lo, first);
-      hi = std::max(hi, length);
-    }
-    state.first[n] = first;
-    state.length[n] = length;
-  }
+  int32_t lo, hi;
+  LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
   packQueries(args, item, pairs, s.queries);
   std::memset(s.weights, 0, 2 * kTileFloats * sizeof(uint32_t));
   std::memset(s.values, 0, 4 * kTileFloats * sizeof(uint32_t));
@@ -331,7 +265,7 @@ bool attentionRunsOnAmx(const AttentionArgs &args) {
 void attentionAmx(const AttentionArgs &args) {
   thread_local std::vector<AttentionItem> callerItems;
   std::vector<AttentionItem> &items = callerItems;
-  amxItems(args, items);
+  laneItems(args, items);
   DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
   parallelRun(items.size() > 1, [&](int, int) {
     const Scratch s = scratchOf(threadScratch(size_t(scratchFloats(args.headDim))), args.headDim);

@@ -303,6 +303,44 @@ TEST_P(AttentionTest, SlidingWindowOutputIsBitIdenticalAloneAndBatched) {
     }
 }
 
+// The batch of one token of b's single sequence: its decode step, the cache as it is.
+PagedBatch tokenAlone(const PagedBatch &b, int32_t t) {
+  PagedBatch one = b;
+  one.seqs = {{b.positions[t] + 1, 1}};
+  one.numTokens = 1;
+  one.q.assign(b.q.begin() + t * b.qWidth(), b.q.begin() + (t + 1) * b.qWidth());
+  one.positions = {b.positions[t]};
+  one.queryStartLoc = {0, 1};
+  one.contextLens = {b.positions[t] + 1};
+  return one;
+}
+
+// A prompt's attention computed at once (prefill: work items of many (token, head) pairs) and token
+// by token (decode: items of one token's heads) is bit-identical. At the AVX-512 levels the two put
+// different things on the vector lanes (kernels/cpu/attention_f32_avx512.cc: pairs, or positions
+// for items of a few pairs) and must still do the same arithmetic per pair.
+TEST_P(AttentionTest, PromptAtOnceIsBitIdenticalToTokenByToken) {
+  const std::pair<int32_t, int32_t> headCounts[] = {{4, 4}, {9, 3}, {8, 2}, {16, 1}};
+  uint32_t seed = 7000;
+  for (auto [heads, kvHeads] : headCounts)
+    for (int32_t headDim : {32, 64})
+      for (int32_t blockSize : {16, 32})
+        for (int32_t window : {0, 20}) {
+          SCOPED_TRACE(::testing::Message()
+                       << "heads=" << heads << "/" << kvHeads << " headDim=" << headDim
+                       << " block=" << blockSize << " window=" << window);
+          const PagedBatch b = makeBatch({heads, kvHeads, headDim, blockSize}, {{45, 45}}, ++seed);
+          const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
+          const auto atOnce = runAttention(b, scale, window);
+          for (int32_t t = 0; t < b.numTokens; ++t) {
+            const std::vector<float> row(atOnce.begin() + t * b.qWidth(),
+                                         atOnce.begin() + (t + 1) * b.qWidth());
+            ASSERT_TRUE(testing::bitwiseEqual(runAttention(tokenAlone(b, t), scale, window), row))
+                << "token " << t;
+          }
+        }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, AttentionTest,
                          ::testing::ValuesIn(availableCpuIsas()),
                          [](const ::testing::TestParamInfo<CpuIsa> &info) {

@@ -1,0 +1,388 @@
+// fp32 attention on AVX-512 with one (token, head) pair per vector lane (CpuIsa::kAvx512 and
+// above): the same paged, causal (optionally windowed), grouped-query attention as attention.cc,
+// in fp32 (half queries and cache widened, as attention.cc widens them, so a half input gives the
+// fp32 result of its widened values), laid out as attention_amx.cc lays out its tiles, so each
+// cache position is read once for 16 pairs and no dot product ends in a sum across lanes
+// (attention.cc's per-pair loops re-read the cache for every pair and add 16 lanes per score).
+//
+// A work item is up to 16 pairs of one sequence sharing a kv head, a lane each (laneItems,
+// attention_lanes.inc). Its queries are packed once, transposed: row d holds the pairs' dimension
+// d. Per 16 cache positions aligned to 16 (a cache block holds a whole number of them):
+//   scores: s_j = sum over d of k_j[d] q^T[d] for the 16 positions j at once, each one chain of
+//     fused multiply-adds in increasing d from zero, k_j[d] broadcast;
+//   online softmax down the lanes (softmaxStep, attention_lanes.inc): scale, mask by selection,
+//     running max, e^x (exp_lanes.inc), running sum in position order;
+//   values: acc^T[d] = acc^T[d] x correction, then acc^T[d] += w_j v_j[d] for the positions in
+//     order, one fused multiply-add each, v_j[d] broadcast, 16 dimensions in registers at a time.
+// Every lane is its own computation, so a pair's output is bit-identical whichever item, batch or
+// chunk of a prompt it is computed in, decode included: positions it does not see are exact
+// no-ops (weight 0, correction 1). Values are read only at positions some pair of the item sees
+// (a cache slot not yet written may hold anything); scores of other positions are masked by
+// selection, so whatever they hold is dropped.
+//
+// An item of a few pairs (decode: one token's group of heads, 3 for SmolLM2-135M) would leave
+// most lanes idle, so it puts the 16 positions on the lanes instead (attendFewPairs): the step's
+// keys transposed once, then per pair the same operations in the same order on the same values
+// (s_j = fma(q[d], k_j[d], s_j) in increasing d, the step's softmax on one vector, the sum in
+// position order, acc[d] = fma(w_j, v_j[d], acc[d]) in position order), so its output is
+// bit-identical to the lanes' (tests/kernels/cpu/attention_test.cc: a prompt at once and token by
+// token). For that no multiply and add may be fused but those named (_mm512_fmadd_ps): the file
+// is built with -ffp-contract=off (kernels/cpu/CMakeLists.txt), since GCC fuses a * b + c in C++
+// otherwise, in ISO mode too.
+#include "kernels/cpu/attention_f32_avx512.h"
+#include "kernels/cpu/attention_items.h"
+#include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/isa_target.h"
+#include "kernels/cpu/worker_pool.h"
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdint>
+#include <cstring>
+#include <immintrin.h>
+#include <limits>
+#include <utility>
+#include <vector>
+
+KILN_TARGET_BEGIN(KILN_ISA_AVX512)
+
+namespace kiln::kernels::cpu {
+namespace {
+
+#include "kernels/cpu/exp_lanes.inc"
+
+#include "kernels/cpu/attention_lanes.inc"
+
+constexpr int32_t kDims = 16;    // dimensions of acc^T held in registers at a time
+constexpr int32_t kFewPairs = 8; // items of at most this many pairs run by attendFewPairs
+
+// A worker's buffers, 64-byte aligned: the item's queries transposed ([headDim][16]), one step's
+// scores then weights ([16 positions][16]), the accumulators transposed ([headDim][16]), one
+// pair's output row, and a half cache's step widened (keys, values: [16][headDim] each).
+// attendFewPairs holds the step's keys transposed in the first, its pairs' scores then weights as
+// rows ([pairs][16]) in the second, their accumulators as rows ([pairs][headDim]) in the third,
+// and half queries widened ([pairs][headDim]) in `fewQueries`.
+struct Scratch {
+  float *queries, *weights, *acc, *row, *keys, *values, *fewQueries;
+};
+
+int64_t scratchFloats(int32_t headDim) {
+  const int64_t transposed = int64_t(headDim) * kLanePairs;
+  return 16 + 2 * transposed + kLanePositions * kLanePairs + headDim +
+         2 * int64_t(kLanePositions) * headDim + int64_t(kFewPairs) * headDim;
+}
+
+Scratch scratchOf(float *raw, int32_t headDim) {
+  float *p = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64) / sizeof(float);
+  const int64_t transposed = int64_t(headDim) * kLanePairs;
+  Scratch s;
+  s.queries = p;
+  s.weights = s.queries + transposed;
+  s.acc = s.weights + kLanePositions * kLanePairs;
+  s.row = s.acc + transposed;
+  s.keys = s.row + headDim;
+  s.values = s.keys + int64_t(kLanePositions) * headDim;
+  s.fewQueries = s.values + int64_t(kLanePositions) * headDim;
+  return s;
+}
+
+// An item's kv head in the cache: its 16-position steps' key and value rows (headDim apart), as
+// fp32 (a half cache's step widened into the worker's scratch).
+struct ItemCache {
+  const void *k, *v;
+  ElemType type;
+  const int32_t *blockTable;
+  int64_t blockStride, headOffset;
+  int32_t blockSize, headDim;
+
+  int64_t offset(int32_t start) const {
+    const int32_t block = start / blockSize;
+    return blockTable[block] * blockStride + headOffset +
+           int64_t(start - block * blockSize) * headDim;
+  }
+  const float *rows(const void *cache, int32_t start, float *widened) const {
+    if (type == ElemType::kF32)
+      return static_cast<const float *>(cache) + offset(start);
+    loadRun(cache, type, offset(start), int64_t(kLanePositions) * headDim, widened);
+    return widened;
+  }
+  const float *keys(int32_t start, const Scratch &s) const { return rows(k, start, s.keys); }
+  const float *values(int32_t start, const Scratch &s) const { return rows(v, start, s.values); }
+};
+
+ItemCache itemCache(const AttentionArgs &args, const AttentionItem &item) {
+  const int32_t kvHead = item.head0 / (args.numHeads / args.numKvHeads);
+  return {args.kCache,
+          args.vCache,
+          args.kvType,
+          args.blockTables + int64_t(item.seq) * args.maxBlocksPerSeq,
+          int64_t(args.numKvHeads) * args.blockSize * args.headDim,
+          int64_t(kvHead) * args.blockSize * args.headDim,
+          args.blockSize,
+          args.headDim};
+}
+
+// Where a pair's query, and its output, is in its row.
+int64_t pairOffset(const AttentionArgs &args, const AttentionItem &item, int32_t n) {
+  const int64_t rowStride = int64_t(args.numHeads) * args.headDim;
+  return (item.token0 + n / item.heads) * rowStride + (item.head0 + n % item.heads) * args.headDim;
+}
+
+// Pair n's query as fp32: in place, or widened into `widened` (headDim floats).
+const float *pairQuery(const AttentionArgs &args, const AttentionItem &item, int32_t n,
+                       float *widened) {
+  if (args.type == ElemType::kF32)
+    return static_cast<const float *>(args.q) + pairOffset(args, item, n);
+  loadRun(args.q, args.type, pairOffset(args, item, n), args.headDim, widened);
+  return widened;
+}
+
+// Lane i's index i * 16: 16 consecutive dimensions down one column of a [dims][16] array.
+__m512i columnIndex() {
+  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                            _mm512_set1_epi32(16));
+}
+
+// dst[d][n] = pair n's query at dimension d; zero for lanes past `pairs`.
+void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t pairs,
+                 const Scratch &s) {
+  const __m512i column = columnIndex();
+  float *dst = s.queries;
+  for (int32_t n = 0; n < kLanePairs; ++n) {
+    const float *row = n < pairs ? pairQuery(args, item, n, s.row) : nullptr;
+    for (int32_t d = 0; d < args.headDim; d += kDims) {
+      const __m512 run = row ? _mm512_loadu_ps(row + d) : _mm512_setzero_ps();
+      _mm512_i32scatter_ps(dst + d * kLanePairs + n, column, run, 4);
+    }
+  }
+}
+
+// scores[j][n] = sum over d of keys[j][d] * queries[d][n] for the 16 key rows at `keys`
+// (headDim apart): one chain a score, in increasing d from zero.
+void multiplyKeys(const float *keys, int32_t headDim, const float *queries, float *scores) {
+  __m512 acc[kLanePositions];
+#pragma GCC unroll 16
+  for (int32_t j = 0; j < kLanePositions; ++j)
+    acc[j] = _mm512_setzero_ps();
+  for (int32_t d = 0; d < headDim; ++d) {
+    const __m512 q = _mm512_load_ps(queries + d * kLanePairs);
+#pragma GCC unroll 16
+    for (int32_t j = 0; j < kLanePositions; ++j)
+      acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(keys[j * headDim + d]), q, acc[j]);
+  }
+#pragma GCC unroll 16
+  for (int32_t j = 0; j < kLanePositions; ++j)
+    _mm512_store_ps(scores + j * kLanePairs, acc[j]);
+}
+
+// acc[d][n] = acc[d][n] * correction[n], then += weights[j][n] * values[j][d] for j in [j0, j1)
+// in order (value rows headDim apart), one fused multiply-add each.
+void accumulateValues(const float *values, int32_t headDim, const float *weights, int32_t j0,
+                      int32_t j1, __m512 correction, float *acc) {
+  for (int32_t d0 = 0; d0 < headDim; d0 += kDims) {
+    __m512 a[kDims];
+#pragma GCC unroll 16
+    for (int32_t i = 0; i < kDims; ++i)
+      a[i] = _mm512_mul_ps(_mm512_load_ps(acc + (d0 + i) * kLanePairs), correction);
+    for (int32_t j = j0; j < j1; ++j) {
+      const __m512 w = _mm512_load_ps(weights + j * kLanePairs);
+      const float *v = values + int64_t(j) * headDim + d0;
+#pragma GCC unroll 16
+      for (int32_t i = 0; i < kDims; ++i)
+        a[i] = _mm512_fmadd_ps(w, _mm512_set1_ps(v[i]), a[i]);
+    }
+#pragma GCC unroll 16
+    for (int32_t i = 0; i < kDims; ++i)
+      _mm512_store_ps(acc + (d0 + i) * kLanePairs, a[i]);
+  }
+}
+
+// Pair n's output: its accumulators (column n) over its sum, in the output's type.
+void storePair(const AttentionArgs &args, const AttentionItem &item, int32_t n, float sum,
+               const Scratch &s) {
+  const __m512i column = columnIndex();
+  const __m512 total = _mm512_set1_ps(sum);
+  for (int32_t d = 0; d < args.headDim; d += kDims) {
+    const __m512 acc = _mm512_i32gather_ps(column, s.acc + d * kLanePairs + n, 4);
+    _mm512_storeu_ps(s.row + d, _mm512_div_ps(acc, total));
+  }
+  storeRun(s.row, args.headDim, args.out, args.type, pairOffset(args, item, n));
+}
+
+// 16 rows of 16 floats, transposed in place.
+void transpose16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  for (int i = 0; i < 16; i += 4)
+    for (int h = 0; h < 2; ++h) { // pairs of 64-bit halves
+      const __m512d a = _mm512_castps_pd(t[i + h]), b = _mm512_castps_pd(t[i + h + 2]);
+      r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+      r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    }
+  for (int h = 0; h < 16; h += 8)
+    for (int i = 0; i < 4; ++i) {
+      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
+      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
+    }
+  for (int i = 0; i < 8; ++i) {
+    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
+    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
+  }
+}
+
+// dst[d][j] = keys[j][d] for the 16 key rows at `keys` (headDim apart).
+void transposeKeys(const float *keys, int32_t headDim, float *dst) {
+  for (int32_t d0 = 0; d0 < headDim; d0 += kDims) {
+    __m512 r[16];
+    for (int32_t j = 0; j < kLanePositions; ++j)
+      r[j] = _mm512_loadu_ps(keys + int64_t(j) * headDim + d0);
+    transpose16(r);
+    for (int32_t i = 0; i < kDims; ++i)
+      _mm512_store_ps(dst + (d0 + i) * kLanePositions, r[i]);
+  }
+}
+
+// scores[n][j] = sum over d of q[n][d] * keysT[d][j] for P pairs: one chain a score, in
+// increasing d from zero (multiplyKeys' chains, the operands swapped).
+template <int P>
+void multiplyFewKeys(const float *const *q, const float *keysT, int32_t headDim, float *scores) {
+  __m512 acc[P];
+#pragma GCC unroll 8
+  for (int n = 0; n < P; ++n)
+    acc[n] = _mm512_setzero_ps();
+  for (int32_t d = 0; d < headDim; ++d) {
+    const __m512 k = _mm512_load_ps(keysT + d * kLanePositions);
+#pragma GCC unroll 8
+    for (int n = 0; n < P; ++n)
+      acc[n] = _mm512_fmadd_ps(_mm512_set1_ps(q[n][d]), k, acc[n]);
+  }
+#pragma GCC unroll 8
+  for (int n = 0; n < P; ++n)
+    _mm512_store_ps(scores + n * kLanePositions, acc[n]);
+}
+
+using MultiplyFewFn = void (*)(const float *const *, const float *, int32_t, float *);
+template <size_t... P>
+constexpr std::array<MultiplyFewFn, sizeof...(P)> multiplyFewTable(std::index_sequence<P...>) {
+  return {&multiplyFewKeys<int(P) + 1>...};
+}
+constexpr auto kMultiplyFew = multiplyFewTable(std::make_index_sequence<kFewPairs>());
+
+// softmaxStep for lane n of `state` with its 16 positions' scores on the lanes of `scores`, in
+// place: the same operations on the same values. Returns the correction.
+float softmaxFewStep(LaneSoftmax &state, int32_t n, float *scores, int32_t position0, float scale) {
+  const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
+  I32x16 position;
+  for (int32_t j = 0; j < kLanePositions; ++j)
+    position[j] = position0 + j;
+  const F32x16 s = loadF32x16(scores) * scale;
+  const F32x16 masked =
+      ((position >= state.first[n]) & (position < state.length[n])) ? s : minusInf;
+  const float rowMax = _mm512_reduce_max_ps((__m512)masked);
+  const float newMax = state.max[n] > rowMax ? state.max[n] : rowMax;
+  const bool live = newMax > -std::numeric_limits<float>::infinity();
+  const float correction =
+      live ? expLanes<F32x16, I32x16>(F32x16{} + (state.max[n] - newMax))[0] : 1.0f;
+  const F32x16 w = live ? expLanes<F32x16, I32x16>(masked - newMax) : F32x16{};
+  float sum = state.sum[n] * correction;
+  for (int32_t j = 0; j < kLanePositions; ++j)
+    sum += w[j];
+  state.sum[n] = sum;
+  state.max[n] = newMax;
+  storeF32x16(scores, w);
+  return correction;
+}
+
+// acc[d] = acc[d] * correction, then += weights[j] * values[j][d] for j in [j0, j1) in order.
+void accumulateFewValues(const float *values, int32_t headDim, const float *weights, int32_t j0,
+                         int32_t j1, float correction, float *acc) {
+  const __m512 c = _mm512_set1_ps(correction);
+  for (int32_t d = 0; d < headDim; d += kDims) {
+    __m512 a = _mm512_mul_ps(_mm512_load_ps(acc + d), c);
+    for (int32_t j = j0; j < j1; ++j)
+      a = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]),
+                          _mm512_loadu_ps(values + int64_t(j) * headDim + d), a);
+    _mm512_store_ps(acc + d, a);
+  }
+}
+
+// An item of at most kFewPairs pairs with the positions on the lanes; s.queries holds the step's
+// keys transposed, s.acc the pairs' accumulators as rows.
+void attendFewPairs(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
+  const int32_t headDim = args.headDim;
+  const int32_t pairs = item.tokens * item.heads;
+  int32_t lo, hi;
+  LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
+  const float *q[kFewPairs];
+  for (int32_t n = 0; n < pairs; ++n)
+    q[n] = pairQuery(args, item, n, s.fewQueries + int64_t(n) * headDim);
+  std::memset(s.acc, 0, sizeof(float) * pairs * headDim);
+  const ItemCache cache = itemCache(args, item);
+  for (int32_t start = lo / kLanePositions * kLanePositions; start < hi; start += kLanePositions) {
+    const float *keys = cache.keys(start, s), *values = cache.values(start, s);
+    transposeKeys(keys, headDim, s.queries);
+    kMultiplyFew[pairs - 1](q, s.queries, headDim, s.weights);
+    for (int32_t n = 0; n < pairs; ++n) {
+      float *weights = s.weights + n * kLanePositions;
+      const float correction = softmaxFewStep(state, n, weights, start, args.scale);
+      accumulateFewValues(values, headDim, weights, std::max(lo - start, 0),
+                          std::min(hi - start, kLanePositions), correction,
+                          s.acc + int64_t(n) * headDim);
+    }
+  }
+  for (int32_t n = 0; n < pairs; ++n) {
+    const float *acc = s.acc + int64_t(n) * headDim;
+    const __m512 total = _mm512_set1_ps(state.sum[n]);
+    for (int32_t d = 0; d < headDim; d += kDims)
+      _mm512_storeu_ps(s.row + d, _mm512_div_ps(_mm512_load_ps(acc + d), total));
+    storeRun(s.row, headDim, args.out, args.type, pairOffset(args, item, n));
+  }
+}
+
+void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
+  const int32_t headDim = args.headDim;
+  const int32_t pairs = item.tokens * item.heads;
+  if (pairs <= kFewPairs)
+    return attendFewPairs(args, item, s);
+  int32_t lo, hi;
+  LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
+  packQueries(args, item, pairs, s);
+  std::memset(s.acc, 0, sizeof(float) * kLanePairs * headDim);
+  const ItemCache cache = itemCache(args, item);
+  for (int32_t start = lo / kLanePositions * kLanePositions; start < hi; start += kLanePositions) {
+    const float *keys = cache.keys(start, s), *values = cache.values(start, s);
+    multiplyKeys(keys, headDim, s.queries, s.weights);
+    const F32x16 correction = softmaxStep(state, s.weights, start, args.scale);
+    accumulateValues(values, headDim, s.weights, std::max(lo - start, 0),
+                     std::min(hi - start, kLanePositions), (__m512)correction, s.acc);
+  }
+  for (int32_t n = 0; n < pairs; ++n)
+    storePair(args, item, n, state.sum[n], s);
+}
+
+} // namespace
+
+bool attentionRunsOnF32Lanes(const AttentionArgs &args) {
+  return args.headDim > 0 && args.headDim % kDims == 0 && args.blockSize % kLanePositions == 0;
+}
+
+void attentionF32Lanes(const AttentionArgs &args) {
+  thread_local std::vector<AttentionItem> callerItems;
+  std::vector<AttentionItem> &items = callerItems;
+  laneItems(args, items);
+  DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
+  parallelRun(items.size() > 1, [&](int, int) {
+    const Scratch s = scratchOf(threadScratch(size_t(scratchFloats(args.headDim))), args.headDim);
+    for (IndexRange chunk; chunks.next(chunk);)
+      for (int64_t i = chunk.begin; i < chunk.end; ++i)
+        attendItem(args, items[static_cast<size_t>(i)], s);
+  });
+}
+
+} // namespace kiln::kernels::cpu
+
+KILN_TARGET_END
