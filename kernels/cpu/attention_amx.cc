@@ -107,31 +107,39 @@ void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t p
   }
 }
 
-// P (16 positions x 16 pairs, fp32) as two A tiles: row n of the first holds pair n's weights'
-// high parts for the 16 positions in order, then their middle parts; of the second, their low
-// parts, then zeros. hi = p's top 8 significant bits, mid the next 8 of p - hi, lo = p - hi - mid,
-// the last 8 at most (both subtractions exact): hi + mid + lo == p (the tiles read a subnormal
-// part as 0: below 2^-126).
 // x's leading 8 significant bits (its top 16 bits: a bf16), as an fp32.
 F32x16 bf16PartOf(F32x16 x) {
   return (F32x16)((U32x16)x & 0xffff0000u);
 }
 
-// Words n = (bf16 of a[n], bf16 of b[n]) for a and b that are bf16 values held as fp32.
-U32x16 pairWordsOf(F32x16 a, F32x16 b) {
-  return ((U32x16)a >> 16) | ((U32x16)b & 0xffff0000u);
+// The high 16 bits of each 32-bit lane of a, then of b, as the 32 16-bit elements of one vector:
+// for bf16 values held as fp32, word t holds lanes 2t and 2t + 1 as the tiles' pairs.
+__m512i highHalvesOf(F32x16 a, F32x16 b) {
+  alignas(64) static constexpr uint16_t kOdd[32] = {1,  3,  5,  7,  9,  11, 13, 15, 17, 19, 21,
+                                                    23, 25, 27, 29, 31, 33, 35, 37, 39, 41, 43,
+                                                    45, 47, 49, 51, 53, 55, 57, 59, 61, 63};
+  return _mm512_permutex2var_epi16((__m512i)a, _mm512_load_si512(kOdd), (__m512i)b);
 }
 
+// P (16 positions x 16 pairs, fp32) as two A tiles: row n of the first holds pair n's weights'
+// high parts for the 16 positions in order, then their middle parts; of the second, their low
+// parts, then zeros. hi = p's top 8 significant bits, mid the next 8 of p - hi, lo = p - hi - mid,
+// the last 8 at most (both subtractions exact): hi + mid + lo == p (the tiles read a subnormal
+// part as 0: below 2^-126). P is transposed in registers (transpose16, attention_lanes.inc), not
+// scattered lane by lane.
 void packWeights(const float *weights, uint32_t *dst) {
-  const __m512i column = (__m512i)columnIndex();
-  for (int32_t j = 0; j < kPositions; j += 2) {
-    F32x16 a = loadF32x16(weights + j * kPairs), b = loadF32x16(weights + (j + 1) * kPairs);
-    for (uint32_t *part : {dst + j / 2, dst + 8 + j / 2, dst + kTileFloats + j / 2}) {
-      const F32x16 ah = bf16PartOf(a), bh = bf16PartOf(b); // hi, then mid, then lo (all of it)
-      _mm512_i32scatter_epi32(part, column, (__m512i)pairWordsOf(ah, bh), 4);
-      a = a - ah;
-      b = b - bh;
-    }
+  __m512 rows[kPositions];
+  for (int32_t j = 0; j < kPositions; ++j)
+    rows[j] = _mm512_load_ps(weights + j * kPairs);
+  transpose16(rows); // rows[n]: pair n's weights for the 16 positions
+  for (int32_t n = 0; n < kPairs; ++n) {
+    F32x16 p = (F32x16)rows[n];
+    const F32x16 hi = bf16PartOf(p);
+    p = p - hi;
+    const F32x16 mid = bf16PartOf(p);
+    const F32x16 lo = bf16PartOf(p - mid);
+    _mm512_store_si512(dst + n * 16, highHalvesOf(hi, mid));
+    _mm512_store_si512(dst + kTileFloats + n * 16, highHalvesOf(lo, F32x16{}));
   }
 }
 

@@ -210,30 +210,6 @@ void storePair(const AttentionArgs &args, const AttentionItem &item, int32_t n, 
   storeRun(s.row, args.headDim, args.out, args.type, pairOffset(args, item, n));
 }
 
-// 16 rows of 16 floats, transposed in place.
-void transpose16(__m512 r[16]) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  for (int i = 0; i < 16; i += 4)
-    for (int h = 0; h < 2; ++h) { // pairs of 64-bit halves
-      const __m512d a = _mm512_castps_pd(t[i + h]), b = _mm512_castps_pd(t[i + h + 2]);
-      r[i + 2 * h] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
-      r[i + 2 * h + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
-    }
-  for (int h = 0; h < 16; h += 8)
-    for (int i = 0; i < 4; ++i) {
-      t[h + i] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0x88);
-      t[h + i + 4] = _mm512_shuffle_f32x4(r[h + i], r[h + i + 4], 0xdd);
-    }
-  for (int i = 0; i < 8; ++i) {
-    r[i] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0x88);
-    r[i + 8] = _mm512_shuffle_f32x4(t[i], t[i + 8], 0xdd);
-  }
-}
-
 // dst[d][j] = keys[j][d] for the 16 key rows at `keys` (headDim apart).
 void transposeKeys(const float *keys, int32_t headDim, float *dst) {
   for (int32_t d0 = 0; d0 < headDim; d0 += kDims) {
