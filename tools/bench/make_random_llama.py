@@ -7,8 +7,9 @@ the weights say, and the real checkpoints are gated downloads the GPU machines c
     make_random_llama.py --preset llama-3.1-8b --dry-run      # tensor list and totals as JSON
 
 Presets: llama-3.1-8b, llama-3.2-1b, llama-3.2-3b (config.json values as published by Meta on
-the Hugging Face hub: base models, so eos_token_id is 128001) and `tiny` for tests. --layers N
-overrides num_hidden_layers for quick runs.
+the Hugging Face hub: base models, so eos_token_id is 128001), random-98.6m (the CPU benchmarks'
+second model: hidden 1024, 8 layers, 16/4 heads, intermediate 2816, vocab 8192, tied) and `tiny`
+for tests. --layers N overrides num_hidden_layers for quick runs.
 
 Output: config.json, generation_config.json, model-0000i-of-0000N.safetensors shards of at most
 --max-shard-bytes (default 5,000,000,000, transformers' "5GB") and model.safetensors.index.json.
@@ -89,10 +90,23 @@ def tinyConfig():
     return cfg
 
 
+def random98mConfig():
+    """The random 98.6M-parameter Llama of docs/benchmarks.md's CPU tables: weights that stream
+    from memory (394 MB in fp32) on a model a 2-core machine runs in minutes. transformers'
+    LlamaConfig defaults for what it does not set: plain rope, theta 10000, eps 1e-6."""
+    cfg = llama3Config(hidden=1024, intermediate=2816, layers=8, heads=16, kvHeads=4, headDim=64,
+                       ropeFactor=1.0, tied=True)
+    del cfg["rope_scaling"]
+    cfg.update({"vocab_size": 8192, "bos_token_id": 1, "eos_token_id": 2,
+                "max_position_embeddings": 2048, "rope_theta": 10000.0, "rms_norm_eps": 1e-06})
+    return cfg
+
+
 kPresets = {
     "llama-3.1-8b": llama3Config(4096, 14336, 32, 32, 8, 128, 8.0, tied=False),
     "llama-3.2-1b": llama3Config(2048, 8192, 16, 32, 8, 64, 32.0, tied=True),
     "llama-3.2-3b": llama3Config(3072, 8192, 28, 24, 8, 128, 32.0, tied=True),
+    "random-98.6m": random98mConfig(),
     "tiny": tinyConfig(),
 }
 

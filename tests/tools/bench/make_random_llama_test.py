@@ -118,6 +118,22 @@ class PresetTest(unittest.TestCase):
         self.assertEqual(plan["total_params"], 3_212_749_824)
         self.checkShards(plan, 2)
 
+    def testRandom98m(self):
+        # The CPU benchmarks' second model (docs/benchmarks.md): transformers' LlamaConfig defaults
+        # for rope and eps, no rope scaling; 98.6M parameters, 394 MB in fp32.
+        plan = dryRun("--preset", "random-98.6m", "--dtype", "fp32")
+        cfg = plan["config"]
+        self.assertEqual((cfg["hidden_size"], cfg["intermediate_size"], cfg["num_hidden_layers"]),
+                         (1024, 2816, 8))
+        self.assertEqual((cfg["num_attention_heads"], cfg["num_key_value_heads"], cfg["head_dim"]),
+                         (16, 4, 64))
+        self.assertEqual((cfg["vocab_size"], cfg["bos_token_id"], cfg["eos_token_id"]), (8192, 1, 2))
+        self.assertEqual((cfg["rope_theta"], cfg["rms_norm_eps"]), (10000.0, 1e-06))
+        self.assertNotIn("rope_scaling", cfg)
+        self.assertIs(cfg["tie_word_embeddings"], True)
+        self.assertEqual(plan["total_params"], 98_583_552)
+        self.assertEqual(plan["total_bytes"], 394_334_208)
+
     def testTensorShapesOf8b(self):
         shapes = {t["name"]: t["shape"] for t in dryRun("--preset", "llama-3.1-8b")["tensors"]}
         self.assertEqual(shapes["model.embed_tokens.weight"], [128256, 4096])
