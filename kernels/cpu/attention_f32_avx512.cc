@@ -16,9 +16,10 @@
 //     order, one fused multiply-add each, v_j[d] broadcast, 16 dimensions in registers at a time.
 // Every lane is its own computation, so a pair's output is bit-identical whichever item, batch or
 // chunk of a prompt it is computed in, decode included: positions it does not see are exact
-// no-ops (weight 0, correction 1). Values are read only at positions some pair of the item sees
-// (a cache slot not yet written may hold anything); scores of other positions are masked by
-// selection, so whatever they hold is dropped.
+// no-ops (weight 0, correction 1). Values are used only at positions some pair of the item sees
+// (a cache slot not yet written may hold anything; a half cache's step is widened whole and its
+// other rows left unused); scores of other positions are masked by selection, so whatever they
+// hold is dropped.
 //
 // An item of a few pairs (decode: one token's group of heads, 3 for SmolLM2-135M) would leave
 // most lanes idle, so it puts the 16 positions on the lanes instead (attendFewPairs): the step's
