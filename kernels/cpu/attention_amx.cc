@@ -80,14 +80,6 @@ Scratch scratchOf(float *raw, int32_t headDim) {
   return s;
 }
 
-// Lane n's index vector n * 16: a 32-bit scatter down one column of a 16 x 16 word tile.
-I32x16 columnIndex() {
-  I32x16 v;
-  for (int n = 0; n < 16; ++n)
-    v[n] = n * 16;
-  return v;
-}
-
 // The item's queries as B tiles: tile b, row p, word n holds pair n's dimensions (32b + 2p,
 // 32b + 2p + 1); pairs past `pairs` are zero.
 void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t pairs,

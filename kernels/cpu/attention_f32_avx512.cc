@@ -63,7 +63,7 @@ constexpr int32_t kFewPairs = 8; // items of at most this many pairs run by atte
 // pair's output row, and a half cache's step widened (keys, values: [16][headDim] each).
 // attendFewPairs holds the step's keys transposed in the first, its pairs' scores then weights as
 // rows ([pairs][16]) in the second, their accumulators as rows ([pairs][headDim]) in the third,
-// and half queries widened ([pairs][headDim]) in `fewQueries`.
+// and the pairs' queries as fp32 rows ([pairs][headDim]) in `fewQueries`.
 struct Scratch {
   float *queries, *weights, *acc, *row, *keys, *values, *fewQueries;
 };
@@ -139,16 +139,10 @@ const float *pairQuery(const AttentionArgs &args, const AttentionItem &item, int
   return widened;
 }
 
-// Lane i's index i * 16: 16 consecutive dimensions down one column of a [dims][16] array.
-__m512i columnIndex() {
-  return _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
-                            _mm512_set1_epi32(16));
-}
-
 // dst[d][n] = pair n's query at dimension d; zero for lanes past `pairs`.
 void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t pairs,
                  const Scratch &s) {
-  const __m512i column = columnIndex();
+  const __m512i column = (__m512i)columnIndex();
   float *dst = s.queries;
   for (int32_t n = 0; n < kLanePairs; ++n) {
     const float *row = n < pairs ? pairQuery(args, item, n, s.row) : nullptr;
@@ -157,24 +151,6 @@ void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t p
       _mm512_i32scatter_ps(dst + d * kLanePairs + n, column, run, 4);
     }
   }
-}
-
-// scores[j][n] = sum over d of keys[j][d] * queries[d][n] for the 16 key rows at `keys`
-// (headDim apart): one chain a score, in increasing d from zero.
-void multiplyKeys(const float *keys, int32_t headDim, const float *queries, float *scores) {
-  __m512 acc[kLanePositions];
-#pragma GCC unroll 16
-  for (int32_t j = 0; j < kLanePositions; ++j)
-    acc[j] = _mm512_setzero_ps();
-  for (int32_t d = 0; d < headDim; ++d) {
-    const __m512 q = _mm512_load_ps(queries + d * kLanePairs);
-#pragma GCC unroll 16
-    for (int32_t j = 0; j < kLanePositions; ++j)
-      acc[j] = _mm512_fmadd_ps(_mm512_set1_ps(keys[j * headDim + d]), q, acc[j]);
-  }
-#pragma GCC unroll 16
-  for (int32_t j = 0; j < kLanePositions; ++j)
-    _mm512_store_ps(scores + j * kLanePairs, acc[j]);
 }
 
 // acc[d][n] = acc[d][n] * correction[n], then += weights[j][n] * values[j][d] for j in [j0, j1)
@@ -202,7 +178,7 @@ void accumulateValues(const float *values, int32_t headDim, const float *weights
 // Pair n's output: its accumulators (column n) over its sum, in the output's type.
 void storePair(const AttentionArgs &args, const AttentionItem &item, int32_t n, float sum,
                const Scratch &s) {
-  const __m512i column = columnIndex();
+  const __m512i column = (__m512i)columnIndex();
   const __m512 total = _mm512_set1_ps(sum);
   for (int32_t d = 0; d < args.headDim; d += kDims) {
     const __m512 acc = _mm512_i32gather_ps(column, s.acc + d * kLanePairs + n, 4);
@@ -223,31 +199,35 @@ void transposeKeys(const float *keys, int32_t headDim, float *dst) {
   }
 }
 
-// scores[n][j] = sum over d of q[n][d] * keysT[d][j] for P pairs: one chain a score, in
-// increasing d from zero (multiplyKeys' chains, the operands swapped).
+// out[i][l] = sum over d of rows[i][d] * columns[d][l] for P rows (headDim apart) and 16 lanes:
+// one chain of fused multiply-adds a result, in increasing d from zero, rows[i][d] broadcast. The
+// scores of both layouts: the pairs' lanes (rows the step's keys, columns the queries transposed)
+// and the positions' (rows the pairs' queries, columns the keys transposed), so a pair's scores
+// are the very same operations in either.
 template <int P>
-void multiplyFewKeys(const float *const *q, const float *keysT, int32_t headDim, float *scores) {
+void chainDots(const float *rows, int32_t headDim, const float *columns, float *out) {
   __m512 acc[P];
-#pragma GCC unroll 8
-  for (int n = 0; n < P; ++n)
-    acc[n] = _mm512_setzero_ps();
+#pragma GCC unroll 16
+  for (int i = 0; i < P; ++i)
+    acc[i] = _mm512_setzero_ps();
   for (int32_t d = 0; d < headDim; ++d) {
-    const __m512 k = _mm512_load_ps(keysT + d * kLanePositions);
-#pragma GCC unroll 8
-    for (int n = 0; n < P; ++n)
-      acc[n] = _mm512_fmadd_ps(_mm512_set1_ps(q[n][d]), k, acc[n]);
+    const __m512 column = _mm512_load_ps(columns + d * 16);
+#pragma GCC unroll 16
+    for (int i = 0; i < P; ++i)
+      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rows[int64_t(i) * headDim + d]), column, acc[i]);
   }
-#pragma GCC unroll 8
-  for (int n = 0; n < P; ++n)
-    _mm512_store_ps(scores + n * kLanePositions, acc[n]);
+#pragma GCC unroll 16
+  for (int i = 0; i < P; ++i)
+    _mm512_store_ps(out + i * 16, acc[i]);
 }
 
-using MultiplyFewFn = void (*)(const float *const *, const float *, int32_t, float *);
+// chainDots<P> for P = 1..kFewPairs: an item's few pairs.
+using ChainDotsFn = void (*)(const float *, int32_t, const float *, float *);
 template <size_t... P>
-constexpr std::array<MultiplyFewFn, sizeof...(P)> multiplyFewTable(std::index_sequence<P...>) {
-  return {&multiplyFewKeys<int(P) + 1>...};
+constexpr std::array<ChainDotsFn, sizeof...(P)> chainDotsTable(std::index_sequence<P...>) {
+  return {&chainDots<int(P) + 1>...};
 }
-constexpr auto kMultiplyFew = multiplyFewTable(std::make_index_sequence<kFewPairs>());
+constexpr auto kFewChainDots = chainDotsTable(std::make_index_sequence<kFewPairs>());
 
 // softmaxStep for lane n of `state` with its 16 positions' scores on the lanes of `scores`, in
 // place: the same operations on the same values. Returns the correction.
@@ -294,15 +274,15 @@ void attendFewPairs(const AttentionArgs &args, const AttentionItem &item, const 
   const int32_t pairs = item.tokens * item.heads;
   int32_t lo, hi;
   LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
-  const float *q[kFewPairs];
-  for (int32_t n = 0; n < pairs; ++n)
-    q[n] = pairQuery(args, item, n, s.fewQueries + int64_t(n) * headDim);
+  for (int32_t n = 0; n < pairs; ++n) // the pairs' queries as fp32 rows, headDim apart
+    loadRun(args.q, args.type, pairOffset(args, item, n), headDim,
+            s.fewQueries + int64_t(n) * headDim);
   std::memset(s.acc, 0, sizeof(float) * pairs * headDim);
   const ItemCache cache = itemCache(args, item);
   for (int32_t start = lo / kLanePositions * kLanePositions; start < hi; start += kLanePositions) {
     const float *keys = cache.keys(start, s), *values = cache.values(start, s);
     transposeKeys(keys, headDim, s.queries);
-    kMultiplyFew[pairs - 1](q, s.queries, headDim, s.weights);
+    kFewChainDots[pairs - 1](s.fewQueries, headDim, s.queries, s.weights);
     for (int32_t n = 0; n < pairs; ++n) {
       float *weights = s.weights + n * kLanePositions;
       const float correction = softmaxFewStep(state, n, weights, start, args.scale);
@@ -332,7 +312,7 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
   const ItemCache cache = itemCache(args, item);
   for (int32_t start = lo / kLanePositions * kLanePositions; start < hi; start += kLanePositions) {
     const float *keys = cache.keys(start, s), *values = cache.values(start, s);
-    multiplyKeys(keys, headDim, s.queries, s.weights);
+    chainDots<kLanePositions>(keys, headDim, s.queries, s.weights);
     const F32x16 correction = softmaxStep(state, s.weights, start, args.scale);
     accumulateValues(values, headDim, s.weights, std::max(lo - start, 0),
                      std::min(hi - start, kLanePositions), (__m512)correction, s.acc);
