@@ -11,13 +11,15 @@
 //   4: the GEMV kernel's launch contract (kernels/cuda/params.h GemvParams.outsPerWarp, 128
 //      threads, common.cuh waitForPriorGrids): the runtime runs a version-1..3 plan's Linears on
 //      cuBLASLt only and never launches its GEMV kernels (kGemvSchemaVersion).
+//   5: quantized weights (DType Q8 / Q4 / Q4M with WeightEntry.group_size): an older runtime
+//      would refuse their dtype only as an unknown one.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 4;
+inline constexpr uint32_t kSchemaVersion = 5;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

@@ -1,13 +1,42 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_quant.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
 #include <cstring>
 
 namespace kiln::kernels::cpu {
+namespace {
+
+// A quantized table (runtime/base/quant_layout.h): each row dequantized to its exact fp32 weights
+// (linear_quant.h dequantizeRow), then rounded once to outType.
+void embeddingQuant(const EmbeddingArgs &args) {
+  const int64_t hidden = args.hidden;
+  const int64_t outBytes = elemBytes(args.outType);
+  const QuantMatrix table = quantMatrixOf(args.table, args.quant, args.vocabSize, args.hidden);
+  parallelRun(args.numTokens * hidden > 16384, [&](int worker, int workers) {
+    float *row = args.outType == ElemType::kF32 ? nullptr : threadScratch(size_t(hidden));
+    const IndexRange tokens = staticRange(args.numTokens, worker, workers);
+    for (int64_t t = tokens.begin; t < tokens.end; ++t) {
+      const int64_t id = static_cast<int64_t>(args.tokenIds[t]) - args.vocabStart;
+      if (id < 0 || id >= args.vocabSize) {
+        std::memset(static_cast<uint8_t *>(args.out) + t * hidden * outBytes, 0, hidden * outBytes);
+      } else if (row == nullptr) {
+        dequantizeRow(table, id, static_cast<float *>(args.out) + t * hidden);
+      } else {
+        dequantizeRow(table, id, row);
+        storeRun(row, hidden, args.out, args.outType, t * hidden);
+      }
+    }
+  });
+}
+
+} // namespace
 
 void embedding(const EmbeddingArgs &args) {
+  if (args.quant.groupSize > 0) // tableType is not read
+    return embeddingQuant(args);
   const int64_t hidden = args.hidden;
   const int64_t outBytes = elemBytes(args.outType);
   parallelRun(args.numTokens * hidden > 16384, [&](int worker, int workers) {

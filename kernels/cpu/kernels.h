@@ -8,6 +8,8 @@
 // Kernels trust their arguments: the executor validates counts, ids and block tables first.
 #pragma once
 
+#include "runtime/base/quant_layout.h"
+
 #include <cstddef>
 #include <cstdint>
 
@@ -16,6 +18,13 @@ namespace kiln::kernels::cpu {
 // Storage type of an activation, KV cache or weight buffer.
 enum class ElemType : uint8_t { kF32, kF16, kBF16 };
 using WeightType = ElemType;
+
+// A quantized weight matrix (runtime/base/quant_layout.h): groupSize > 0 says the weight pointer
+// holds that layout in `format`, and the call's WeightType is not read.
+struct QuantWeight {
+  QuantFormat format = QuantFormat::kQ8;
+  int32_t groupSize = 0; // 0: not quantized
+};
 
 // out[t] = table[tokenIds[t] - vocabStart] for ids in [vocabStart, vocabStart + vocabSize), else
 // zeros: a vocab-parallel rank holds only its rows and an all_reduce sums the ranks' outputs.
@@ -29,6 +38,7 @@ struct EmbeddingArgs {
   void *out;              // [numTokens, hidden]
   int32_t vocabStart = 0; // the id of table row 0
   ElemType outType = ElemType::kF32;
+  QuantWeight quant; // a quantized table: each row dequantized, rounded once to outType
 };
 void embedding(const EmbeddingArgs &args);
 
@@ -74,6 +84,9 @@ struct LinearArgs {
   // packLinearWeights' form of `weight`, or null. Read only at the level it was packed for;
   // `weight` must stay valid too (another level reads it).
   const void *packedWeight = nullptr;
+  // A quantized weight (kernels/cpu/linear_quant.cc): dequantized inside the dot products, as
+  // exact fp32 weights (scale * q; Q4M one fused multiply-add scale * u + min), never as a copy.
+  QuantWeight quant;
 };
 void linear(const LinearArgs &args);
 

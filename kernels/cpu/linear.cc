@@ -14,6 +14,7 @@
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_amx.h"
 #include "kernels/cpu/linear_panels.h"
+#include "kernels/cpu/linear_quant.h"
 #include "kernels/cpu/linear_tile.h"
 #include "kernels/cpu/worker_pool.h"
 
@@ -86,6 +87,8 @@ void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures,
 }
 
 void linear(const LinearArgs &args) {
+  if (args.quant.groupSize > 0) // weightType is not read (linear_quant.h)
+    return linearQuant(args);
   switch (pathFor(args.weightType)) {
   case Path::kAmx:
     return linearAmx(args);

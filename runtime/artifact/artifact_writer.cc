@@ -2,6 +2,7 @@
 
 #include "runtime/base/file.h"
 #include "runtime/base/sha256.h"
+#include "runtime/ops/plan_types.h"
 #include "schema/version.h"
 
 #include <algorithm>
@@ -46,7 +47,9 @@ size_t elementSize(schema::DType dtype) {
   return 0;
 }
 
-std::string errnoText() { return std::strerror(errno); }
+std::string errnoText() {
+  return std::strerror(errno);
+}
 
 std::string mebibytes(uint64_t bytes) {
   char text[32];
@@ -89,8 +92,8 @@ public:
       if (n < 0 && errno == EINTR)
         continue;
       if (n < 0)
-        return unavailable("cannot write '" + path_ + "' at byte " +
-                           std::to_string(size_ + done) + ": " + errnoText());
+        return unavailable("cannot write '" + path_ + "' at byte " + std::to_string(size_ + done) +
+                           ": " + errnoText());
       done += static_cast<size_t>(n);
     }
     size_ += size;
@@ -131,8 +134,8 @@ private:
   uint64_t size_ = 0;
 };
 
-Result<FileRecord> writeWholeFile(const std::string &dir, const std::string &name,
-                                  const void *data, size_t size) {
+Result<FileRecord> writeWholeFile(const std::string &dir, const std::string &name, const void *data,
+                                  size_t size) {
   HashedFile file;
   KILN_RETURN_IF_ERROR(file.create(dir + "/" + name, name));
   KILN_RETURN_IF_ERROR(file.write(data, size));
@@ -147,6 +150,14 @@ std::string shapeString(const std::vector<uint64_t> &shape) {
 }
 
 Result<uint64_t> expectedBytes(const WeightSource &source, const std::string &where) {
+  if (isQuantDType(source.dtype) || source.groupSize != 0) {
+    WeightSize size = source.shape.size() == 2 ? quantWeightSize(source.dtype, source.shape[0],
+                                                                 source.shape[1], source.groupSize)
+                                               : WeightSize{0, "a quantized weight is a matrix"};
+    if (!size.error.empty())
+      return invalidArgument(where + ": " + size.error);
+    return size.bytes;
+  }
   uint64_t bytes = elementSize(source.dtype);
   if (bytes == 0)
     return invalidArgument(where + ": unknown dtype " +
@@ -162,7 +173,7 @@ Result<uint64_t> expectedBytes(const WeightSource &source, const std::string &wh
 struct RankWriter {
   const std::string &dir;
   const ProgressFn &progress;
-  std::vector<uint8_t> bytes;  // reused: memory stays at the largest tensor
+  std::vector<uint8_t> bytes; // reused: memory stays at the largest tensor
 
   Status appendTensor(HashedFile &file, const std::string &fileName, const WeightSource &source,
                       schema::RankT &rank) {
@@ -176,7 +187,7 @@ struct RankWriter {
       return produced.withContext(where);
     if (bytes.size() != expected)
       return invalidArgument(where + ": the producer gave " + std::to_string(bytes.size()) +
-                             " bytes but dtype size x shape " + shapeString(source.shape) +
+                             " bytes but the dtype's size of shape " + shapeString(source.shape) +
                              " is " + std::to_string(expected));
     uint64_t offset = (file.size() + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
     KILN_RETURN_IF_ERROR(file.writeZeros(static_cast<size_t>(offset - file.size())));
@@ -184,6 +195,7 @@ struct RankWriter {
     auto entry = std::make_unique<schema::WeightEntryT>();
     entry->name = source.name;
     entry->dtype = source.dtype;
+    entry->group_size = static_cast<uint32_t>(source.groupSize);
     entry->shape = source.shape;
     entry->offset = offset;
     entry->size = bytes.size();
@@ -219,8 +231,8 @@ Status checkRanks(const ArtifactContents &contents) {
   if (plan.ranks.empty())
     return invalidArgument("artifact writer: plan has no ranks");
   if (plan.tp != plan.ranks.size())
-    return invalidArgument("artifact writer: plan tp is " + std::to_string(plan.tp) + " but it has " +
-                           std::to_string(plan.ranks.size()) + " rank(s)");
+    return invalidArgument("artifact writer: plan tp is " + std::to_string(plan.tp) +
+                           " but it has " + std::to_string(plan.ranks.size()) + " rank(s)");
   for (size_t r = 0; r < plan.ranks.size(); ++r) {
     if (!plan.ranks[r] || plan.ranks[r]->rank != r)
       return invalidArgument("artifact writer: plan.ranks[" + std::to_string(r) +

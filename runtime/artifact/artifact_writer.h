@@ -22,7 +22,8 @@ struct WeightSource {
   std::string name;
   schema::DType dtype = schema::DType::F32;
   std::vector<uint64_t> shape;
-  std::function<Status(std::vector<uint8_t> &bytes)> produce;  // fills the raw bytes
+  std::function<Status(std::vector<uint8_t> &bytes)> produce; // fills the raw bytes
+  uint64_t groupSize = 0;                                     // Q8 / Q4 / Q4M: columns per scale
 };
 
 struct ArtifactContents {
@@ -30,8 +31,8 @@ struct ArtifactContents {
   // (name/dtype/shape/offset/size/sha256), rank.weights_file and rank.weights_file_size.
   // schema_version and compiler_version default to this build's when left 0 / empty.
   schema::PlanT plan;
-  std::vector<std::vector<WeightSource>> rankWeights;  // one list per rank
-  std::vector<std::string> extraFiles;  // copied into the artifact by base name (tokenizer.json...)
+  std::vector<std::vector<WeightSource>> rankWeights; // one list per rank
+  std::vector<std::string> extraFiles; // copied into the artifact by base name (tokenizer.json...)
 };
 
 using ProgressFn = std::function<void(const std::string &message)>;

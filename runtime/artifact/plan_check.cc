@@ -57,6 +57,21 @@ std::string str(const flatbuffers::String *s) {
   return s ? s->str() : std::string();
 }
 
+// The bytes weight entry `e` must hold: elements x dtype size, or a quantized matrix's layout
+// (runtime/base/quant_layout.h); the error says why neither applies.
+WeightSize weightEntryBytes(const schema::WeightEntry &e) {
+  if (!isQuantDType(e.dtype())) {
+    if (e.group_size() != 0)
+      return {0, "group_size " + std::to_string(e.group_size()) + " on a " + dtypeName(e.dtype()) +
+                     " weight (only Q8, Q4 and Q4M have groups)"};
+    return {checkedProduct(e.shape(), 0, dtypeSize(e.dtype())), ""};
+  }
+  if (e.shape()->size() != 2)
+    return {0, "a " + dtypeName(e.dtype()) + " weight is a matrix; its shape has " +
+                   std::to_string(e.shape()->size()) + " dims"};
+  return quantWeightSize(e.dtype(), e.shape()->Get(0), e.shape()->Get(1), e.group_size());
+}
+
 class PlanChecker {
 public:
   PlanChecker(const schema::Plan &plan, const std::string &file) : plan_(plan), file_(file) {}
@@ -208,14 +223,16 @@ Status PlanChecker::checkWeights(const schema::Rank &rank) {
   for (uint32_t w = 0; w < rank.weights()->size(); ++w) {
     const schema::WeightEntry &e = *rank.weights()->Get(w);
     std::string name = "weight " + std::to_string(w) + " '" + str(e.name()) + "'";
-    if (dtypeSize(e.dtype()) == 0 || !e.shape())
+    if ((dtypeSize(e.dtype()) == 0 && !isQuantDType(e.dtype())) || !e.shape())
       return error(name + ": unknown dtype " + dtypeName(e.dtype()) + " or missing shape");
     if (!elementsAligned(e.shape()))
       return error(name + ": shape is not 8-byte aligned: the plan is corrupted");
-    uint64_t expected = checkedProduct(e.shape(), 0, dtypeSize(e.dtype()));
-    if (e.size() != expected)
+    const WeightSize expected = weightEntryBytes(e);
+    if (!expected.error.empty())
+      return error(name + ": " + expected.error);
+    if (e.size() != expected.bytes)
       return error(name + ": size " + std::to_string(e.size()) + " bytes != " +
-                   dtypeName(e.dtype()) + " size x shape = " + std::to_string(expected));
+                   dtypeName(e.dtype()) + " size of its shape = " + std::to_string(expected.bytes));
     if (e.offset() % kWeightAlignment != 0)
       return error(name + ": offset " + std::to_string(e.offset()) + " is not " +
                    std::to_string(kWeightAlignment) + "-byte aligned");
@@ -247,7 +264,8 @@ uint64_t PlanChecker::maxRows(const schema::Buffer &buffer) const {
 Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
   const schema::Buffer &b = *rank.buffers()->Get(index);
   std::string name = "buffer " + std::to_string(index) + " '" + str(b.name()) + "'";
-  if (!b.shape() || b.shape()->size() == 0 || dtypeSize(b.dtype()) == 0 ||
+  const bool quantized = b.kind() == BufferKind::Weight && isQuantDType(b.dtype());
+  if (!b.shape() || b.shape()->size() == 0 || (dtypeSize(b.dtype()) == 0 && !quantized) ||
       b.rows() > RowScale::MAX || b.kind() > BufferKind::MAX)
     return error(name + ": missing shape, or unknown dtype, kind or rows rule");
   if (!elementsAligned(b.shape()))
@@ -266,8 +284,9 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
     bool sameShape = e.shape()->size() == b.shape()->size();
     for (uint32_t i = 0; sameShape && i < b.shape()->size(); ++i)
       sameShape = e.shape()->Get(i) == b.shape()->Get(i);
-    if (e.dtype() != b.dtype() || !sameShape || b.rows() != RowScale::Fixed)
-      return error(name + ": dtype/shape differ from weight '" + str(e.name()) +
+    if (e.dtype() != b.dtype() || e.group_size() != b.group_size() || !sameShape ||
+        b.rows() != RowScale::Fixed)
+      return error(name + ": dtype/group_size/shape differ from weight '" + str(e.name()) +
                    "' or rows is not Fixed");
     return okStatus();
   }

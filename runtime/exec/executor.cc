@@ -19,8 +19,7 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.maxTokensPerStep = static_cast<int32_t>(plan.limits()->max_tokens_per_step());
   // Plans written before max_logits_per_step hold logits for every token of a step.
   const uint32_t maxLogits = plan.limits()->max_logits_per_step();
-  limits.maxLogitsPerStep =
-      maxLogits ? static_cast<int32_t>(maxLogits) : limits.maxTokensPerStep;
+  limits.maxLogitsPerStep = maxLogits ? static_cast<int32_t>(maxLogits) : limits.maxTokensPerStep;
   limits.maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
   limits.maxBlocksPerSeq = static_cast<int32_t>(plan.limits()->max_blocks_per_seq());
   limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
@@ -149,6 +148,7 @@ Status Executor::allocate(const ExecutorOptions &options) {
     bound.rows = b->rows();
     bound.kind = b->kind();
     bound.fixedRows = static_cast<int64_t>(b->shape()->Get(0));
+    bound.groupSize = b->group_size();
     for (uint32_t i = 1; i < b->shape()->size(); ++i)
       bound.width *= static_cast<int64_t>(b->shape()->Get(i));
     if (b->kind() == schema::BufferKind::Weight) {

@@ -15,7 +15,8 @@ using schema::DType;
 // The cpu kernels take F32, F16 or BF16 activations and KV cache and compute in fp32. One op's
 // activations share one dtype, except the outputs of an op whose entry says they may differ (the
 // lm_head Linear writes F32 logits from half activations). Of the weights only the inputs the
-// entry marks (embedding table, Linear W) may be half; norm weights, biases and inv_freq are F32.
+// entry marks (embedding table, Linear W) may be half or quantized; norm weights, biases and
+// inv_freq are F32.
 Status checkCpuBuffer(const OpEntry &entry, const BoundOp &op, const BoundBuffer &b, bool isIn,
                       size_t index, std::optional<DType> &activation) {
   std::string role = (isIn ? "input " : "output ") + std::to_string(index);
@@ -26,10 +27,10 @@ Status checkCpuBuffer(const OpEntry &entry, const BoundOp &op, const BoundBuffer
   if (b.kind == schema::BufferKind::StepInput)
     return b.dtype == DType::I32 ? okStatus() : refuse("step inputs are I32");
   if (b.kind == schema::BufferKind::Weight) {
-    bool matrix = isIn && index < 32 && (entry.halfWeightInputs >> index & 1u);
-    if (matrix ? isFloatDType(b.dtype) : b.dtype == DType::F32)
+    bool matrix = isIn && index < 32 && (entry.matrixWeightInputs >> index & 1u);
+    if (matrix ? isFloatDType(b.dtype) || isQuantDType(b.dtype) : b.dtype == DType::F32)
       return okStatus();
-    return refuse(matrix ? "weights are F32, F16 or BF16"
+    return refuse(matrix ? "weight matrices are F32, F16, BF16, Q8, Q4 or Q4M"
                          : "norm weights, biases and inv_freq are read as F32");
   }
   if (!isFloatDType(b.dtype))

@@ -60,7 +60,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &y = op.outputs[0];
   kernels::cpu::embedding({i32(op.inputs[0]), c.numTokens, table.data, elemType(table),
                            static_cast<int32_t>(table.fixedRows), widthOf(table), y.data,
-                           vocabStartOf(op), elemType(y)});
+                           vocabStartOf(op), elemType(y), quantOf(table)});
 }
 
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
@@ -99,7 +99,7 @@ const OpEntry &embeddingOp() {
     e.arity = &arity;
     e.packParams = &pack;
     e.checkShapes = &checkShapes;
-    e.halfWeightInputs = 1u << 1;
+    e.matrixWeightInputs = 1u << 1;
     e.runCpu = &runCpu;
     e.cuda.templates = {{"embedding",
                          "elementwise.cuh",

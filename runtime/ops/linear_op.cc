@@ -35,13 +35,16 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   const float *bias = op.inputs.size() == 3 ? f32(op.inputs[2]) : nullptr;
   kernels::cpu::linear({x.data, w.data, elemType(w), bias, y.data, rowsOf(x, c), widthOf(w),
                         static_cast<int32_t>(w.fixedRows), elemType(x), elemType(y),
-                        op.cpuPackedWeights});
+                        op.cpuPackedWeights, quantOf(w)});
 }
 
 // At amx, bf16 weights in the tiles' layout (kernels/cpu/linear_amx.cc); from avx512 up, fp32
-// weights in 32-output panels (kernels/cpu/linear_panels_avx512.cc).
+// weights in 32-output panels (kernels/cpu/linear_panels_avx512.cc). Quantized weights are read
+// as stored (kernels/cpu/linear_quant.cc).
 size_t cpuPackedBytes(const BoundOp &op) {
   const BoundBuffer &w = op.inputs[1];
+  if (isQuantDType(w.dtype))
+    return 0;
   return kernels::cpu::linearPackedWeightBytes(elemType(w), static_cast<int32_t>(w.fixedRows),
                                                static_cast<int32_t>(w.width));
 }
@@ -87,7 +90,7 @@ const OpEntry &linearOp() {
     e.arity = &arity;
     e.packParams = &pack;
     e.checkShapes = &checkShapes;
-    e.halfWeightInputs = 1u << 1;
+    e.matrixWeightInputs = 1u << 1;
     e.outputDtypeMayDiffer = true; // the lm_head writes F32 logits from half activations
     e.runCpu = &runCpu;
     e.cpuPackedBytes = &cpuPackedBytes;

@@ -5,6 +5,11 @@
 namespace kiln::rt {
 
 uint64_t rowBytes(const BoundBuffer &b) {
+  if (isQuantDType(b.dtype) && b.fixedRows > 0) // a quantized matrix: its bytes per row
+    return quantWeightSize(b.dtype, static_cast<uint64_t>(b.fixedRows),
+                           static_cast<uint64_t>(b.width), static_cast<uint64_t>(b.groupSize))
+               .bytes /
+           static_cast<uint64_t>(b.fixedRows);
   return static_cast<uint64_t>(b.width) * dtypeSize(b.dtype);
 }
 

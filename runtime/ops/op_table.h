@@ -90,9 +90,11 @@ struct OpEntry {
   // Widths, rows and step inputs of the op's buffers against plan.fbs; the message names what
   // disagrees (plan_check adds where).
   Status (*checkShapes)(const PlanOpView &view) = nullptr;
-  int32_t inPlaceInput = -1;         // >= 0: output 0 is this input, updated in place
-  bool collective = false;           // run by the executor's communicator, not a device
-  uint32_t halfWeightInputs = 0;     // bit i: input i is a weight that may be F16/BF16 (else F32)
+  int32_t inPlaceInput = -1; // >= 0: output 0 is this input, updated in place
+  bool collective = false;   // run by the executor's communicator, not a device
+  // Bit i: input i is a weight matrix that may be F16/BF16 or quantized (Q8/Q4/Q4M); other
+  // weights are F32.
+  uint32_t matrixWeightInputs = 0;
   bool outputDtypeMayDiffer = false; // outputs may have another dtype than the inputs (logits)
   // Ops on the KV cache: the layer they read or write.
   uint32_t (*kvLayer)(const schema::Op &op) = nullptr;

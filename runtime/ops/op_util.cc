@@ -72,4 +72,10 @@ kernels::cpu::ElemType elemType(schema::DType dtype) {
                                        : ElemType::kF32;
 }
 
+kernels::cpu::QuantWeight quantOf(const BoundBuffer &b) {
+  if (!isQuantDType(b.dtype))
+    return {};
+  return {quantFormatOf(b.dtype), static_cast<int32_t>(b.groupSize)};
+}
+
 } // namespace kiln::rt::ops

@@ -46,5 +46,7 @@ kernels::cpu::ElemType elemType(schema::DType dtype);
 inline kernels::cpu::ElemType elemType(const BoundBuffer &b) {
   return elemType(b.dtype);
 }
+// A weight matrix's quantization for the cpu kernels (groupSize 0: not quantized).
+kernels::cpu::QuantWeight quantOf(const BoundBuffer &b);
 
 } // namespace kiln::rt::ops

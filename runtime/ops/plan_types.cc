@@ -21,13 +21,39 @@ size_t dtypeSize(schema::DType dtype) {
 }
 
 std::string dtypeName(schema::DType dtype) {
-  if (dtypeSize(dtype) == 0)
+  if (dtypeSize(dtype) == 0 && !isQuantDType(dtype))
     return "DType(" + std::to_string(static_cast<int>(dtype)) + ")";
   return schema::EnumNameDType(dtype);
 }
 
 bool isFloatDType(schema::DType dtype) {
   return dtype == schema::DType::F32 || dtype == schema::DType::F16 || dtype == schema::DType::BF16;
+}
+
+bool isQuantDType(schema::DType dtype) {
+  return dtype == schema::DType::Q8 || dtype == schema::DType::Q4 || dtype == schema::DType::Q4M;
+}
+
+QuantFormat quantFormatOf(schema::DType dtype) {
+  return dtype == schema::DType::Q8   ? QuantFormat::kQ8
+         : dtype == schema::DType::Q4 ? QuantFormat::kQ4
+                                      : QuantFormat::kQ4Min;
+}
+
+WeightSize quantWeightSize(schema::DType dtype, uint64_t rows, uint64_t cols, uint64_t groupSize) {
+  constexpr uint64_t kMaxDim = uint64_t(1) << 31;
+  if (!isQuantDType(dtype))
+    return {0, dtypeName(dtype) + " is not a quantized dtype"};
+  if (rows == 0 || rows > kMaxDim || cols > kMaxDim ||
+      !validQuantGroup(static_cast<int64_t>(cols), static_cast<int64_t>(groupSize)))
+    return {0, "a " + dtypeName(dtype) + " matrix [" + std::to_string(rows) + ", " +
+                   std::to_string(cols) + "] needs rows and cols in [1, 2^31] and a group_size (" +
+                   std::to_string(groupSize) + ") that is a multiple of " +
+                   std::to_string(kQuantSubBlock) + " and divides cols"};
+  return {quantLayout(quantFormatOf(dtype), static_cast<int64_t>(rows), static_cast<int64_t>(cols),
+                      static_cast<int64_t>(groupSize))
+              .totalBytes,
+          ""};
 }
 
 std::string opKindName(schema::OpParams kind) {

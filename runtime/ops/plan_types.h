@@ -1,6 +1,7 @@
 // Small facts about plan enums that every layer needs in messages and size computations.
 #pragma once
 
+#include "runtime/base/quant_layout.h"
 #include "schema/plan_generated.h"
 
 #include <cstddef>
@@ -13,6 +14,17 @@ size_t dtypeSize(schema::DType dtype);
 // "F32", "BF16", ...; "DType(<n>)" for a value outside the enum.
 std::string dtypeName(schema::DType dtype);
 bool isFloatDType(schema::DType dtype);
+// Q8, Q4, Q4M: quantized weight matrices (schema/plan.fbs, runtime/base/quant_layout.h), whose
+// dtypeSize is 0 (a value has no whole bytes of its own).
+bool isQuantDType(schema::DType dtype);
+QuantFormat quantFormatOf(schema::DType dtype); // of a quantized dtype
+// The bytes a weight of `dtype` and shape [rows, cols] (quantized) or `elements` values
+// (otherwise) occupies; "" error text when it is valid, else why not (naming the limit).
+struct WeightSize {
+  uint64_t bytes = 0;
+  std::string error;
+};
+WeightSize quantWeightSize(schema::DType dtype, uint64_t rows, uint64_t cols, uint64_t groupSize);
 // "Embedding", "Linear", ... for an op's params type.
 std::string opKindName(schema::OpParams kind);
 // "op 'layers.0.attention' (Attention)" for messages.

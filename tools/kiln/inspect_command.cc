@@ -26,8 +26,9 @@ const CommandSpec kInspectSpec = {
     "(KILN_CPU_ISA may name any of them) and threads.",
     {
         {"--device", "cpu", "also print the cpu kernels' instruction-set level and threads"},
-        {"--summary", "", "only the model, maxima, KV spec and per-rank totals, weight shapes and "
-                          "bytes"},
+        {"--summary", "",
+         "only the model, maxima, KV spec and per-rank totals, weight shapes and "
+         "bytes"},
         {"--no-verify-weights", "", "skip the weights sha256 check (faster on large models)"},
     },
     0,
@@ -42,7 +43,9 @@ template <typename T> json vectorOf(const flatbuffers::Vector<T> *values) {
   return out;
 }
 
-std::string str(const flatbuffers::String *s) { return s ? s->str() : std::string(); }
+std::string str(const flatbuffers::String *s) {
+  return s ? s->str() : std::string();
+}
 
 json modelJson(const schema::ModelInfo &m) {
   return {{"family", str(m.family())},
@@ -93,19 +96,42 @@ json headerJson(const schema::Plan &plan) {
             {"dtype", rt::dtypeName(kv.dtype())}}}};
 }
 
+// "F32", or a quantized weight's dtype and group: "Q4M g32" (schema/plan.fbs).
+std::string weightFormat(schema::DType dtype, uint32_t groupSize) {
+  std::string format = rt::dtypeName(dtype);
+  return rt::isQuantDType(dtype) ? format + " g" + std::to_string(groupSize) : format;
+}
+
 json weightsJson(const schema::Rank &rank, uint64_t &totalBytes) {
   json weights = json::array();
   totalBytes = 0;
   for (const schema::WeightEntry *w : *rank.weights()) {
     totalBytes += w->size();
-    weights.push_back({{"name", str(w->name())},
-                       {"dtype", rt::dtypeName(w->dtype())},
-                       {"shape", vectorOf(w->shape())},
-                       {"offset", w->offset()},
-                       {"bytes", w->size()},
-                       {"sha256", str(w->sha256())}});
+    json entry = {{"name", str(w->name())},
+                  {"dtype", rt::dtypeName(w->dtype())},
+                  {"format", weightFormat(w->dtype(), w->group_size())},
+                  {"shape", vectorOf(w->shape())},
+                  {"offset", w->offset()},
+                  {"bytes", w->size()},
+                  {"sha256", str(w->sha256())}};
+    if (rt::isQuantDType(w->dtype()))
+      entry["group_size"] = w->group_size();
+    weights.push_back(std::move(entry));
   }
   return weights;
+}
+
+// How many weights, and bytes, of each format: {"F32": {...}, "Q4M g32": {...}}.
+json weightFormatsJson(const json &weights) {
+  json formats = json::object();
+  for (const json &w : weights) {
+    json &f = formats[w["format"].get<std::string>()];
+    if (f.is_null())
+      f = {{"weights", 0}, {"bytes", uint64_t{0}}};
+    f["weights"] = f["weights"].get<int>() + 1;
+    f["bytes"] = f["bytes"].get<uint64_t>() + w["bytes"].get<uint64_t>();
+  }
+  return formats;
 }
 
 json programJson(const schema::Rank &rank) {
@@ -133,6 +159,8 @@ json buffersJson(const schema::Rank &rank) {
       entry["arena_offset"] = b->arena_offset();
     if (b->kind() == schema::BufferKind::Weight)
       entry["weight"] = b->weight();
+    if (rt::isQuantDType(b->dtype()))
+      entry["group_size"] = b->group_size();
     buffers.push_back(entry);
   }
   return buffers;
@@ -146,6 +174,7 @@ json rankJson(const schema::Rank &rank, bool summary) {
               {"weights_file_size", rank.weights_file_size()},
               {"num_weights", rank.weights()->size()},
               {"weight_bytes", weightBytes},
+              {"weight_formats", weightFormatsJson(weights)},
               {"num_ops", rank.program()->size()},
               {"arena_bytes", rank.arena_bytes()}};
   if (!summary) {
@@ -156,7 +185,10 @@ json rankJson(const schema::Rank &rank, bool summary) {
     // Each rank's shapes and bytes, so a tensor-parallel split can be read off at a glance.
     json shards = json::array();
     for (const json &w : weights)
-      shards.push_back({{"name", w["name"]}, {"shape", w["shape"]}, {"bytes", w["bytes"]}});
+      shards.push_back({{"name", w["name"]},
+                        {"format", w["format"]},
+                        {"shape", w["shape"]},
+                        {"bytes", w["bytes"]}});
     out["weights"] = std::move(shards);
   }
   return out;
@@ -183,10 +215,9 @@ void printReadable(std::ostream &out, const json &value, int indent) {
     if (v.is_object() && v.size() > 4)
       return false;
     for (const json &item : v)
-      if (item.is_object() || (item.is_array() && !std::all_of(item.begin(), item.end(),
-                                                               [](const json &x) {
-                                                                 return !x.is_structured();
-                                                               })))
+      if (item.is_object() ||
+          (item.is_array() && !std::all_of(item.begin(), item.end(),
+                                           [](const json &x) { return !x.is_structured(); })))
         return false;
     return true;
   };
@@ -229,8 +260,8 @@ int runInspect(const CommandArgs &argv) {
   std::optional<json> device;
   if (std::optional<std::string> name = args->get("--device")) {
     if (*name != "cpu")
-      return reportError("inspect", invalidArgument("--device: '" + *name +
-                                                    "' is not supported here (only cpu)"));
+      return reportError(
+          "inspect", invalidArgument("--device: '" + *name + "' is not supported here (only cpu)"));
     if (Status isa = rt::checkCpuKernelIsa(); !isa.isOk())
       return reportError("inspect", isa);
     device = cpuDeviceJson();

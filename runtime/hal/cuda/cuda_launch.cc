@@ -39,6 +39,11 @@ Status checkActivationDtypes(const OpEntry &entry, const BoundOp &op) {
                                "; step inputs are I32");
       return okStatus();
     }
+    if (b.kind == schema::BufferKind::Weight && isQuantDType(b.dtype))
+      return unimplemented("cuda backend: " + opLabel(*op.op) + ": weight input " +
+                           std::to_string(index) + " is " + dtypeName(b.dtype) +
+                           "; quantized weights run on the cpu backend only so far (compile "
+                           "with --dtype fp32|fp16|bf16 and no --quantize for a GPU)");
     if (b.kind != schema::BufferKind::Activation)
       return okStatus();
     if (!isFloatDType(b.dtype))

@@ -1,9 +1,14 @@
 #include "kernels/cpu/kernels.h"
+#include "runtime/base/half.h"
+#include "runtime/base/quant_layout.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <random>
 #include <vector>
 
 namespace kiln::kernels::cpu {
@@ -67,6 +72,81 @@ TEST(EmbeddingTest, VocabShardReadsItsIdsAndZerosTheRest) {
       for (int32_t j = 0; j < hidden; ++j)
         ASSERT_EQ(sum[t * hidden + j], whole.values[ids[t] * hidden + j]) << "id " << ids[t];
   }
+}
+
+// The output bits of element i: fp32 bits, or the stored half widened to 32 bits.
+uint32_t outputBits(const std::vector<uint32_t> &out, ElemType type, size_t i) {
+  if (type == ElemType::kF32)
+    return out[i];
+  uint16_t half;
+  std::memcpy(&half, reinterpret_cast<const uint16_t *>(out.data()) + i, 2);
+  return half;
+}
+
+uint32_t expectedBits(float value, ElemType type) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, 4);
+  return type == ElemType::kF32   ? bits
+         : type == ElemType::kF16 ? f32ToF16(value)
+                                  : f32ToBf16(value);
+}
+
+// Each row dequantized to its exact fp32 values, then rounded once to outType: bit for bit.
+// Groups of 32 and per channel (= hidden); weightType is not read for a quantized table.
+TEST(EmbeddingTest, QuantizedRowsAreDequantizedThenRoundedOnce) {
+  const int32_t vocab = 20;
+  const std::vector<int32_t> ids = {0, 19, 7, 7, 3, 12};
+  const int32_t n = static_cast<int32_t>(ids.size());
+  uint32_t seed = 900;
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min})
+    for (int32_t hidden : {64, 96})
+      for (int32_t group : {32, hidden})
+        for (ElemType outType : {ElemType::kF32, ElemType::kF16, ElemType::kBF16}) {
+          SCOPED_TRACE(::testing::Message()
+                       << quantFormatName(format) << " hidden=" << hidden << " group=" << group
+                       << " out=" << testing::weightTypeName(outType));
+          const testing::QuantMatrixBytes table =
+              testing::randomQuantized(format, vocab, hidden, group, ++seed);
+          std::vector<uint32_t> out(size_t(n) * hidden, 0xFFFFFFFFu);
+          EmbeddingArgs args{ids.data(), n,      table.bytes.data(), WeightType::kBF16,
+                             vocab,      hidden, out.data()};
+          args.outType = outType;
+          args.quant = table.quant;
+          embedding(args);
+          for (int32_t t = 0; t < n; ++t)
+            for (int32_t j = 0; j < hidden; ++j)
+              ASSERT_EQ(outputBits(out, outType, size_t(t) * hidden + j),
+                        expectedBits(table.values[ids[t] * hidden + j], outType))
+                  << "token " << t << " column " << j;
+        }
+}
+
+// A shard [vocabStart, vocabStart + vocabSize) of a quantized table: its ids read their rows,
+// every other id (below, above, far outside) gives zeros.
+TEST(EmbeddingTest, QuantizedShardReadsItsIdsAndZerosTheRest) {
+  const int32_t shard = 4, hidden = 64, start = 10;
+  const std::vector<int32_t> ids = {9, 10, 13, 14, -1, 2147483647, 12, 0};
+  const int32_t n = static_cast<int32_t>(ids.size());
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min})
+    for (ElemType outType : {ElemType::kF32, ElemType::kBF16}) {
+      SCOPED_TRACE(::testing::Message()
+                   << quantFormatName(format) << " out=" << testing::weightTypeName(outType));
+      const testing::QuantMatrixBytes table =
+          testing::randomQuantized(format, shard, hidden, 32, 77);
+      std::vector<uint32_t> out(size_t(n) * hidden, 0xFFFFFFFFu);
+      EmbeddingArgs args{ids.data(), n,      table.bytes.data(), WeightType::kF32,
+                         shard,      hidden, out.data(),         start};
+      args.outType = outType;
+      args.quant = table.quant;
+      embedding(args);
+      for (int32_t t = 0; t < n; ++t) {
+        const bool mine = ids[t] >= start && ids[t] < start + shard;
+        for (int32_t j = 0; j < hidden; ++j)
+          ASSERT_EQ(outputBits(out, outType, size_t(t) * hidden + j),
+                    mine ? expectedBits(table.values[(ids[t] - start) * hidden + j], outType) : 0u)
+              << "id " << ids[t] << " column " << j;
+      }
+    }
 }
 
 } // namespace

@@ -4,6 +4,7 @@
 #include "runtime/artifact/artifact_writer.h"
 #include "runtime/base/file.h"
 #include "runtime/base/sha256.h"
+#include "runtime/ops/plan_types.h"
 #include "schema/version.h"
 
 #include <gtest/gtest.h>
@@ -315,7 +316,8 @@ TEST_F(ArtifactTest, MisalignedShapeIsRefused) {
   writeBytes(dir + "/manifest.json", manifest);
   const std::string message = loadError(dir);
   EXPECT_NE(message.find("plan.kiln: rank 0: buffer 0 '"), std::string::npos) << message;
-  EXPECT_NE(message.find("': shape is not 8-byte aligned: the plan is corrupted"), std::string::npos)
+  EXPECT_NE(message.find("': shape is not 8-byte aligned: the plan is corrupted"),
+            std::string::npos)
       << message;
 }
 
@@ -424,6 +426,37 @@ TEST_F(ArtifactTest, EmbeddingVocabStartNeedsTensorParallelism) {
   });
   EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: op 0 'embed' (Embedding): vocab_start is 2; a tp "
                             "1 plan holds the whole table");
+}
+
+// A buffer that says its weight is quantized (schema/plan.fbs Q8) when the weight is not.
+TEST_F(ArtifactTest, QuantizedBufferMustMatchItsWeight) {
+  std::string dir = write([](schema::PlanT &plan) {
+    for (auto &b : plan.ranks[0]->buffers)
+      if (b->name == "embed") {
+        b->dtype = schema::DType::Q8;
+        b->group_size = 32;
+      }
+  });
+  std::string message = loadError(dir);
+  EXPECT_NE(message.find("'embed': dtype/group_size/shape differ from weight 'embed.weight'"),
+            std::string::npos)
+      << message;
+}
+
+// Bytes of a quantized matrix (runtime/base/quant_layout.h: 64-byte aligned sections), and the
+// shapes and groups the plan checks refuse.
+TEST(QuantWeightSize, LayoutBytesAndRefusals) {
+  EXPECT_EQ(quantWeightSize(schema::DType::Q4M, 3, 64, 32).bytes, 204u); // 96 | 12 | 12
+  EXPECT_EQ(quantWeightSize(schema::DType::Q8, 2, 96, 96).bytes, 196u);  // 192 | 4
+  EXPECT_EQ(quantWeightSize(schema::DType::Q4, 4, 128, 64).bytes, 256u + 16u);
+  EXPECT_NE(quantWeightSize(schema::DType::Q4, 4, 128, 48).error.find("group_size (48)"),
+            std::string::npos);
+  EXPECT_NE(quantWeightSize(schema::DType::Q8, 4, 96, 64).error.find("divides cols"),
+            std::string::npos);
+  EXPECT_NE(quantWeightSize(schema::DType::Q8, 0, 64, 32).error, "");
+  EXPECT_NE(quantWeightSize(schema::DType::F32, 4, 64, 32).error.find("not a quantized dtype"),
+            std::string::npos);
+  EXPECT_EQ(dtypeName(schema::DType::Q4M), "Q4M");
 }
 
 TEST_F(ArtifactTest, BadLoadRank) {

@@ -149,7 +149,8 @@ TEST_F(CpuLinearTest, RejectsUnsupportedDtypesAndBadBindings) {
   auto byteWeights = device->prepareOp(op_);
   ASSERT_FALSE(byteWeights.isOk());
   EXPECT_EQ(byteWeights.status().message(),
-            "cpu backend: op 'proj' (Linear): input 1 has dtype U8; weights are F32, F16 or BF16");
+            "cpu backend: op 'proj' (Linear): input 1 has dtype U8; weight matrices are F32, F16, "
+            "BF16, Q8, Q4 or Q4M");
   op_.inputs[1].dtype = schema::DType::BF16;
   op_.inputs.pop_back();
   auto missing = device->prepareOp(op_);
@@ -190,10 +191,10 @@ TEST(CpuDeviceTest, ArgmaxRowsKeepsTheLowestIdOfTheLargestFiniteValue) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const float inf = std::numeric_limits<float>::infinity();
   const std::vector<float> logits = {
-      1.0f, 5.0f,  2.0f, 5.0f, 0.0f, // tie: id 1
-      nan,  -1.0f, inf,  -2.0f, -1.0f, // NaN and +inf never win; tie at -1: id 1
-      nan,  -inf,  nan,  -inf, nan,  // nothing finite: -1
-      -3.0f, -3.0f, -3.0f, -3.0f, 7.0f, // the last id
+      1.0f,  5.0f,  2.0f,  5.0f,  0.0f,  // tie: id 1
+      nan,   -1.0f, inf,   -2.0f, -1.0f, // NaN and +inf never win; tie at -1: id 1
+      nan,   -inf,  nan,   -inf,  nan,   // nothing finite: -1
+      -3.0f, -3.0f, -3.0f, -3.0f, 7.0f,  // the last id
   };
   std::vector<int32_t> ids(4, 99);
   ASSERT_TRUE(device->argmaxRows(logits.data(), 4, 5, ids.data()).isOk());

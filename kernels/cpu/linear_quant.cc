@@ -1,0 +1,217 @@
+// Linear with quantized weights: out = x W^T (+ b), W in the layout of
+// runtime/base/quant_layout.h (Q8, Q4, Q4M), x fp32/fp16/bf16, fp32 accumulation.
+//
+// Each weight is dequantized inside the dot product to its exact fp32 value (Q8 scale * q and Q4
+// scale * (u - 8) are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once),
+// never into a copy of the matrix. The tasks are kRowTile rows x kOutTile outputs (linear_quant.h),
+// row tiles innermost so a worker's consecutive tasks read the same weight rows from cache; half x
+// is widened once per worker and row tile, as linear.cc's XCache does.
+//
+// Summation order, fixed per level and so the same for a row alone or anywhere in a batch:
+//   portable (sse2, avx2): the weight row is dequantized into the worker's scratch; 16 lanes, lane
+//     l sums x * w at k = l (mod 16) in increasing k, a multiply then an add; the lanes are added
+//     in a pairwise tree.
+//   avx512 and up (linear_quant_avx512.cc): the same lanes, one fused multiply-add per product.
+// The bias is added to the sum last, and the result rounded once to outType.
+#include "kernels/cpu/linear_quant.h"
+#include "kernels/cpu/elem_io.h"
+#include "kernels/cpu/kernels.h"
+#include "kernels/cpu/vector4.h"
+#include "kernels/cpu/worker_pool.h"
+#include "runtime/base/half.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::kernels::cpu {
+
+using linear_quant::DotTile;
+using linear_quant::DotTileFn;
+using linear_quant::kOutTile;
+using linear_quant::kRowTile;
+
+QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int32_t cols) {
+  const QuantLayout layout = quantLayout(quant.format, rows, cols, quant.groupSize);
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  QuantMatrix w;
+  w.format = quant.format;
+  w.groupSize = quant.groupSize;
+  w.cols = cols;
+  w.groupsPerRow = static_cast<int32_t>(layout.groupsPerRow);
+  w.rowBytes = quant.format == QuantFormat::kQ8 ? cols : cols / 2;
+  w.values = bytes;
+  w.scales = reinterpret_cast<const uint16_t *>(bytes + layout.scalesOffset);
+  if (quant.format == QuantFormat::kQ4Min)
+    w.mins = reinterpret_cast<const uint16_t *>(bytes + layout.minsOffset);
+  return w;
+}
+
+namespace {
+
+void dequantizeQ8Group(const uint8_t *values, float scale, int32_t n, float *dst) {
+  for (int32_t k = 0; k < n; ++k)
+    dst[k] = scale * static_cast<float>(static_cast<int8_t>(values[k]));
+}
+
+// Runs of 32 values in 16 bytes: byte b holds value b (low nibble) and value b + 16 (high).
+void dequantizeQ4Group(const uint8_t *values, float scale, int32_t n, float *dst) {
+  for (int32_t run = 0; run < n; run += kQuantSubBlock, values += 16, dst += kQuantSubBlock)
+    for (int32_t b = 0; b < 16; ++b) {
+      dst[b] = scale * static_cast<float>((values[b] & 0xF) - 8);
+      dst[b + 16] = scale * static_cast<float>((values[b] >> 4) - 8);
+    }
+}
+
+void dequantizeQ4MinGroup(const uint8_t *values, float scale, float min, int32_t n, float *dst) {
+  for (int32_t run = 0; run < n; run += kQuantSubBlock, values += 16, dst += kQuantSubBlock)
+    for (int32_t b = 0; b < 16; ++b) {
+      dst[b] = scale * static_cast<float>(values[b] & 0xF) + min;
+      dst[b + 16] = scale * static_cast<float>(values[b] >> 4) + min;
+    }
+}
+
+} // namespace
+
+void dequantizeRow(const QuantMatrix &w, int64_t row, float *dst) {
+  const uint8_t *values = w.values + row * w.rowBytes;
+  const uint16_t *scales = w.scales + row * w.groupsPerRow;
+  const int32_t n = w.groupSize;
+  for (int32_t g = 0; g < w.groupsPerRow; ++g) {
+    const float scale = f16ToF32(scales[g]);
+    float *groupDst = dst + int64_t(g) * n;
+    switch (w.format) {
+    case QuantFormat::kQ8:
+      dequantizeQ8Group(values + int64_t(g) * n, scale, n, groupDst);
+      break;
+    case QuantFormat::kQ4:
+      dequantizeQ4Group(values + int64_t(g) * n / 2, scale, n, groupDst);
+      break;
+    case QuantFormat::kQ4Min:
+      dequantizeQ4MinGroup(values + int64_t(g) * n / 2, scale,
+                           f16ToF32(w.mins[row * w.groupsPerRow + g]), n, groupDst);
+      break;
+    }
+  }
+}
+
+namespace {
+
+// The portable order (see the top of this file); n is a multiple of 32.
+float dotPortable(const float *x, const float *w, int32_t n) {
+  F32x4 acc[4] = {};
+  for (int32_t k = 0; k < n; k += 16)
+    for (int v = 0; v < 4; ++v) {
+      const F32x4 product = loadF32x4(x + k + 4 * v) * loadF32x4(w + k + 4 * v);
+      acc[v] += product;
+    }
+  const F32x4 pairs = {acc[0][0] + acc[0][1], acc[0][2] + acc[0][3], acc[1][0] + acc[1][1],
+                       acc[1][2] + acc[1][3]};
+  const F32x4 pairs2 = {acc[2][0] + acc[2][1], acc[2][2] + acc[2][3], acc[3][0] + acc[3][1],
+                        acc[3][2] + acc[3][3]};
+  const float low = (pairs[0] + pairs[1]) + (pairs[2] + pairs[3]);
+  const float high = (pairs2[0] + pairs2[1]) + (pairs2[2] + pairs2[3]);
+  return low + high;
+}
+
+// Each weight row of the tile is dequantized once and read by every row of the tile.
+void dotTilePortable(const QuantMatrix &w, const DotTile &tile, float *sums, float *weightRow) {
+  for (int32_t o = 0; o < tile.outs; ++o) {
+    dequantizeRow(w, tile.out0 + o, weightRow);
+    for (int32_t r = 0; r < tile.rows; ++r)
+      sums[r * kOutTile + o] = dotPortable(tile.x + r * tile.xStride, weightRow, w.cols);
+  }
+}
+
+DotTileFn dotTileFor(CpuIsa isa) {
+  return isa >= CpuIsa::kAvx512 ? linear_quant::dotTileAvx512 : dotTilePortable;
+}
+
+// Half x widened to fp32, kept by a worker for one call: row tile t is converted the first time
+// the worker runs one of its tasks. `rows` null: x is read in place (fp32), or is too large to
+// keep and each task converts its rows into `tileRows`.
+struct XRows {
+  float *rows = nullptr;     // every row of the call, inFeatures floats apart
+  float *tileRows = nullptr; // one row tile's
+  uint64_t converted = 0;    // bit t: row tile t is in `rows`
+};
+constexpr int64_t kMaxCachedXFloats = int64_t(1) << 20; // 4 MiB per worker
+constexpr int32_t kMaxCachedRowTiles = 64;
+
+bool cachesX(const LinearArgs &args) {
+  const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
+  return args.xType != ElemType::kF32 && rowTiles <= kMaxCachedRowTiles &&
+         int64_t(args.rows) * args.inFeatures <= kMaxCachedXFloats;
+}
+
+// Floats of a worker's scratch: the tile's sums, one dequantized weight row, then x.
+size_t scratchFloats(const LinearArgs &args) {
+  size_t floats = kRowTile * kOutTile + size_t(args.inFeatures);
+  if (cachesX(args))
+    floats += size_t(args.rows) * args.inFeatures;
+  else if (args.xType != ElemType::kF32)
+    floats += size_t(kRowTile) * args.inFeatures;
+  return floats;
+}
+
+// The tile's x rows [row0, row0 + rows) as fp32.
+const float *xRowsOf(const LinearArgs &args, int32_t row0, int32_t rows, XRows &x) {
+  const int64_t in = args.inFeatures;
+  if (args.xType == ElemType::kF32)
+    return static_cast<const float *>(args.x) + row0 * in;
+  float *dst = x.tileRows;
+  if (x.rows) {
+    dst = x.rows + row0 * in;
+    const uint64_t bit = uint64_t(1) << (row0 / kRowTile);
+    if (x.converted & bit)
+      return dst;
+    x.converted |= bit;
+  }
+  loadRun(args.x, args.xType, row0 * in, rows * in, dst);
+  return dst;
+}
+
+// Adds the bias and stores each output once in outType.
+void storeSums(const LinearArgs &args, const DotTile &tile, int32_t row0, float *sums) {
+  for (int32_t r = 0; r < tile.rows; ++r) {
+    float *rowSums = sums + r * kOutTile;
+    if (args.bias)
+      for (int32_t o = 0; o < tile.outs; ++o)
+        rowSums[o] += args.bias[tile.out0 + o];
+    storeRun(rowSums, tile.outs, args.out, args.outType,
+             int64_t(row0 + r) * args.outFeatures + tile.out0);
+  }
+}
+
+} // namespace
+
+void linearQuant(const LinearArgs &args) {
+  const QuantMatrix w = quantMatrixOf(args.weight, args.quant, args.outFeatures, args.inFeatures);
+  const DotTileFn dotTile = dotTileFor(activeCpuIsa());
+  const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
+  const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;
+  const int64_t tasks = int64_t(rowTiles) * outTiles;
+  const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
+  const bool cached = cachesX(args);
+  const size_t floats = scratchFloats(args);
+  parallelRun(work > 65536, [&](int worker, int workers) {
+    float *sums = threadScratch(floats);
+    float *weightRow = sums + kRowTile * kOutTile;
+    XRows x;
+    (cached ? x.rows : x.tileRows) = weightRow + args.inFeatures;
+    const IndexRange range = staticRange(tasks, worker, workers);
+    for (int64_t task = range.begin; task < range.end; ++task) {
+      const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
+      const int32_t out0 = static_cast<int32_t>(task / rowTiles) * kOutTile;
+      DotTile tile;
+      tile.rows = std::min(kRowTile, args.rows - row0);
+      tile.x = xRowsOf(args, row0, tile.rows, x);
+      tile.xStride = args.inFeatures;
+      tile.out0 = out0;
+      tile.outs = std::min(kOutTile, args.outFeatures - out0);
+      dotTile(w, tile, sums, weightRow);
+      storeSums(args, tile, row0, sums);
+    }
+  });
+}
+
+} // namespace kiln::kernels::cpu

@@ -1,0 +1,216 @@
+// Quantized Linear dot products for AVX-512 (F, BW, VL, DQ), which linear_quant.cc runs from
+// CpuIsa::kAvx512 up. Built like linear_avx512.cc: only this file's own functions target AVX-512
+// (KILN_TARGET_BEGIN of isa_target.h after the includes, everything in an anonymous namespace).
+//
+// A micro-kernel holds R rows x O outputs in 16-lane accumulators and reads the O weight rows'
+// bytes once, front to back, prefetching ahead. Q4 / Q4M: per group and output, a table of the 16
+// weights a nibble stands for (scale * (u - 8), or scale * u + min as one fused multiply-add: the
+// exact weights); per run of 32 values, 16 bytes widened to 16 int32 lanes, one permute looks up
+// values 0..15 (it reads only the low 4 bits of each lane) and, after a shift by 4, another values
+// 16..31. Q8: 16 signed bytes widened, converted and multiplied by the scale (exact). The fp16
+// scales and mins are widened 16 groups at a time. Then each row's x multiplies the 16 weights
+// into its accumulator (one fused multiply-add). So lane l sums the products at k = l (mod 16) in
+// increasing k for every format, R and O, and the lanes are added in a fixed tree (laneSum): a
+// row's result does not depend on the batch.
+#include "kernels/cpu/isa_target.h"
+#include "kernels/cpu/linear_quant.h"
+
+#include <cstdint>
+#include <immintrin.h>
+
+KILN_TARGET_BEGIN(KILN_ISA_AVX512)
+
+namespace kiln::kernels::cpu::linear_quant {
+namespace {
+
+// How far ahead of its position in its weight rows' bytes a micro-kernel fetches (as
+// kernels/cpu/linear_impl.inc's streaming tiles do: rows of a few hundred bytes end before the
+// hardware prefetcher ramps up on each).
+constexpr int64_t kPrefetchBytes = 8192;
+
+// Groups from g0 on, at most 16 (the scales widened at once).
+inline int32_t groupsFrom(int64_t groupsPerRow, int32_t g0) {
+  return groupsPerRow - g0 < 16 ? static_cast<int32_t>(groupsPerRow - g0) : 16;
+}
+
+inline __m128i load16Bytes(const uint8_t *p) {
+  return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
+}
+
+// The weights of O rows starting at output `out`; `values` advances as they are read.
+template <int O> struct Rows {
+  const uint8_t *values; // of row `out`; row o is rowBytes further each
+  const uint16_t *scales;
+  const uint16_t *mins; // Q4M only
+  int64_t rowBytes, groupsPerRow;
+  Rows(const QuantMatrix &w, int32_t out)
+      : values(w.values + out * w.rowBytes), scales(w.scales + int64_t(out) * w.groupsPerRow),
+        mins(w.mins ? w.mins + int64_t(out) * w.groupsPerRow : nullptr), rowBytes(w.rowBytes),
+        groupsPerRow(w.groupsPerRow) {}
+  const uint8_t *row(int o) const { return values + o * rowBytes; }
+  // The O rows lie back to back: after `read` bytes of each, the micro-kernel is about O * read
+  // bytes into their span; every 64 bytes it fetches the O lines kPrefetchBytes ahead of that.
+  void prefetch(const uint8_t *first) const {
+    const int64_t read = values - first;
+    if (read % 64 == 0)
+      for (int o = 0; o < O; ++o)
+        _mm_prefetch(reinterpret_cast<const char *>(first + read * O + kPrefetchBytes + 64 * o),
+                     _MM_HINT_T0);
+  }
+};
+
+template <int R, int O>
+inline void multiplyRows(const float *x, int64_t xStride, const __m512 (&wv)[O],
+                         __m512 (&acc)[R][O]) {
+  for (int r = 0; r < R; ++r) {
+    const __m512 xv = _mm512_loadu_ps(x + r * xStride);
+    for (int o = 0; o < O; ++o)
+      acc[r][o] = _mm512_fmadd_ps(xv, wv[o], acc[r][o]);
+  }
+}
+
+// fp16 values [g0, g0 + 16) of each of O rows `stride` apart (fewer at the end: zeros), widened.
+template <int O>
+inline void loadHalves16(const uint16_t *p, int64_t stride, int32_t g0, int32_t count,
+                         __m512 (&dst)[O]) {
+  const __mmask16 mask = count >= 16 ? 0xFFFF : __mmask16((1u << count) - 1);
+  for (int o = 0; o < O; ++o)
+    dst[o] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p + o * stride + g0));
+}
+
+// Lane g of v in every lane.
+inline __m512 broadcastLane(__m512 v, int32_t g) {
+  return _mm512_permutexvar_ps(_mm512_set1_epi32(g), v);
+}
+
+// Calls step(g, scale) for every group g in order, scale[o] row o's scale of group g broadcast.
+template <int O, class Step> inline void forEachGroup(const Rows<O> &rows, Step step) {
+  for (int32_t g0 = 0; g0 < rows.groupsPerRow; g0 += 16) {
+    const int32_t count = groupsFrom(rows.groupsPerRow, g0);
+    __m512 scales16[O];
+    loadHalves16<O>(rows.scales, rows.groupsPerRow, g0, count, scales16);
+    for (int32_t g = 0; g < count; ++g) {
+      __m512 scale[O];
+      for (int o = 0; o < O; ++o)
+        scale[o] = broadcastLane(scales16[o], g);
+      step(g0 + g, scale);
+    }
+  }
+}
+
+template <int R, int O>
+void dotQ8(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
+           __m512 (&acc)[R][O]) {
+  const int32_t steps = w.groupSize / 16;
+  const uint8_t *first = rows.values;
+  forEachGroup<O>(rows, [&](int32_t, const __m512(&scale)[O]) {
+    for (int32_t step = 0; step < steps; ++step, rows.values += 16, x += 16) {
+      rows.prefetch(first);
+      __m512 wv[O];
+      for (int o = 0; o < O; ++o) {
+        const __m512i q = _mm512_cvtepi8_epi32(load16Bytes(rows.row(o)));
+        wv[o] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale[o]);
+      }
+      multiplyRows<R, O>(x, xStride, wv, acc);
+    }
+  });
+}
+
+// Per group and output, a table of the 16 weights a nibble can stand for (Q4 scale * (u - 8),
+// Q4M scale * u + min: the exact weights); one permute per 16 values then looks them up, the
+// permute reading only the low 4 bits of each lane.
+template <int R, int O>
+void dotQ4(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
+           __m512 (&acc)[R][O]) {
+  const __m512 nibbles = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 centred = _mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f));
+  const int32_t runs = w.groupSize / kQuantSubBlock;
+  const uint8_t *first = rows.values;
+  __m512 mins16[O] = {}; // Q4M: loaded at every 16th group
+  forEachGroup<O>(rows, [&](int32_t g, const __m512(&scale)[O]) {
+    if (rows.mins && g % 16 == 0) // the mins of groups [g, g + 16), as forEachGroup's scales
+      loadHalves16<O>(rows.mins, rows.groupsPerRow, g, groupsFrom(rows.groupsPerRow, g), mins16);
+    __m512 table[O];
+    for (int o = 0; o < O; ++o)
+      table[o] = rows.mins ? _mm512_fmadd_ps(nibbles, scale[o], broadcastLane(mins16[o], g % 16))
+                           : _mm512_mul_ps(centred, scale[o]);
+    for (int32_t run = 0; run < runs; ++run, rows.values += 16, x += 32) {
+      rows.prefetch(first);
+      __m512 low[O], high[O];
+      for (int o = 0; o < O; ++o) {
+        const __m512i bytes = _mm512_cvtepu8_epi32(load16Bytes(rows.row(o)));
+        low[o] = _mm512_permutexvar_ps(bytes, table[o]);
+        high[o] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table[o]);
+      }
+      multiplyRows<R, O>(x, xStride, low, acc);
+      multiplyRows<R, O>(x + 16, xStride, high, acc);
+    }
+  });
+}
+
+// The 16 lanes as a fixed tree: halves, then quarters, ...
+inline float laneSum(__m512 v) {
+  const __m256 eight = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));
+  const __m128 two = _mm_add_ps(four, _mm_movehl_ps(four, four));
+  return _mm_cvtss_f32(_mm_add_ss(two, _mm_movehdup_ps(two)));
+}
+
+// sums[r * kOutTile + o] for R rows of x and O outputs from `out` (tile-relative `o0`).
+template <int R, int O>
+void dotMicroTile(const QuantMatrix &w, const DotTile &tile, int32_t r0, int32_t o0, float *sums) {
+  __m512 acc[R][O];
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o)
+      acc[r][o] = _mm512_setzero_ps();
+  const Rows<O> rows(w, tile.out0 + o0);
+  const float *x = tile.x + r0 * tile.xStride;
+  if (w.format == QuantFormat::kQ8)
+    dotQ8<R, O>(w, rows, x, tile.xStride, acc);
+  else
+    dotQ4<R, O>(w, rows, x, tile.xStride, acc);
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o)
+      sums[(r0 + r) * kOutTile + o0 + o] = laneSum(acc[r][o]);
+}
+
+// Every row of the tile against outputs [o0, o0 + O), four rows at a time: the O weight rows are
+// read from memory by the first group and from L1 by the others.
+template <int O>
+void dotRowGroups(const QuantMatrix &w, const DotTile &tile, int32_t o0, float *sums) {
+  int32_t r = 0;
+  for (; r + 4 <= tile.rows; r += 4)
+    dotMicroTile<4, O>(w, tile, r, o0, sums);
+  switch (tile.rows - r) {
+  case 3:
+    return dotMicroTile<3, O>(w, tile, r, o0, sums);
+  case 2:
+    return dotMicroTile<2, O>(w, tile, r, o0, sums);
+  case 1:
+    return dotMicroTile<1, O>(w, tile, r, o0, sums);
+  default:
+    return;
+  }
+}
+
+} // namespace
+
+void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *) {
+  int32_t o = 0;
+  for (; o + 4 <= tile.outs; o += 4)
+    dotRowGroups<4>(w, tile, o, sums);
+  switch (tile.outs - o) {
+  case 3:
+    return dotRowGroups<3>(w, tile, o, sums);
+  case 2:
+    return dotRowGroups<2>(w, tile, o, sums);
+  case 1:
+    return dotRowGroups<1>(w, tile, o, sums);
+  default:
+    return;
+  }
+}
+
+} // namespace kiln::kernels::cpu::linear_quant
+
+KILN_TARGET_END

@@ -1,0 +1,80 @@
+// The byte layout of a quantized weight matrix [rows, cols] (schema/plan.fbs DType Q8, Q4, Q4M):
+// one tensor in the weights file, three sections, each starting on a 64-byte boundary of it:
+//   values  rows x cols, row-major. Q8: one int8 per value. Q4 / Q4M: 4-bit values, two per byte;
+//           in each run of 32 values of a row, byte b (0..15) holds value b in its low nibble and
+//           value b + 16 in its high nibble (the order of GGUF's Q4_0 / Q4_1 blocks, so that a
+//           mask and a shift give 16 consecutive values each).
+//   scales  rows x (cols / groupSize) fp16, row-major: group g of a row is its columns
+//           [g * groupSize, (g + 1) * groupSize).
+//   mins    Q4M only, shaped as scales.
+// A value's weight: Q8 scale * q (q signed); Q4 scale * (u - 8) (u the nibble, 0..15); Q4M
+// scale * u + min. groupSize is a positive multiple of 32 that divides cols (cols itself: one
+// scale per row, "per channel"). Header-only, no dependencies: the compiler writes this layout,
+// the artifact checks and the kernels read it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace kiln {
+
+enum class QuantFormat : uint8_t { kQ8, kQ4, kQ4Min };
+
+inline constexpr int64_t kQuantSubBlock = 32; // values per nibble-split run; groups are multiples
+inline constexpr uint64_t kQuantSectionAlign = 64;
+
+struct QuantLayout {
+  int64_t groupsPerRow = 0;
+  uint64_t valuesBytes = 0;
+  uint64_t scalesOffset = 0; // from the tensor's first byte
+  uint64_t minsOffset = 0;   // Q4M; 0 otherwise
+  uint64_t totalBytes = 0;
+};
+
+inline uint64_t alignQuantSection(uint64_t bytes) {
+  return (bytes + kQuantSectionAlign - 1) / kQuantSectionAlign * kQuantSectionAlign;
+}
+
+// Whether groupSize suits a matrix of `cols` columns (see above).
+inline bool validQuantGroup(int64_t cols, int64_t groupSize) {
+  return groupSize > 0 && groupSize % kQuantSubBlock == 0 && cols > 0 && cols % groupSize == 0;
+}
+
+// The layout of a [rows, cols] matrix; callers check validQuantGroup first.
+inline QuantLayout quantLayout(QuantFormat format, int64_t rows, int64_t cols, int64_t groupSize) {
+  QuantLayout layout;
+  layout.groupsPerRow = cols / groupSize;
+  const uint64_t values = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
+  layout.valuesBytes = format == QuantFormat::kQ8 ? values : values / 2;
+  const uint64_t scalesBytes = static_cast<uint64_t>(rows) * layout.groupsPerRow * 2;
+  layout.scalesOffset = alignQuantSection(layout.valuesBytes);
+  layout.totalBytes = layout.scalesOffset + scalesBytes;
+  if (format == QuantFormat::kQ4Min) {
+    layout.minsOffset = alignQuantSection(layout.totalBytes);
+    layout.totalBytes = layout.minsOffset + scalesBytes;
+  }
+  return layout;
+}
+
+inline const char *quantFormatName(QuantFormat format) {
+  switch (format) {
+  case QuantFormat::kQ8:
+    return "Q8";
+  case QuantFormat::kQ4:
+    return "Q4";
+  case QuantFormat::kQ4Min:
+    break;
+  }
+  return "Q4M";
+}
+
+// "Q8" -> kQ8, ...; nullopt for any other text.
+inline std::optional<QuantFormat> parseQuantFormat(std::string_view name) {
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min})
+    if (name == quantFormatName(format))
+      return format;
+  return std::nullopt;
+}
+
+} // namespace kiln
