@@ -89,7 +89,7 @@ target_link_libraries(kiln_models PUBLIC kiln_dialect kiln_import)
 
 file(GLOB KILN_TRANSFORM_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/transforms/*.cc)
 add_library(kiln_transforms ${KILN_TRANSFORM_SOURCES})
-target_link_libraries(kiln_transforms PUBLIC kiln_dialect)
+target_link_libraries(kiln_transforms PUBLIC kiln_dialect kiln_import)
 
 file(GLOB KILN_EMIT_SOURCES CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/emit/*.cc)
 add_library(kiln_emit ${KILN_EMIT_SOURCES})

@@ -11,12 +11,15 @@
 #include "mlir/IR/OpImplementation.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
+#include "runtime/base/quant_layout.h"
+
 #include "compiler/dialect/kiln_dialect.h.inc"
 #include "compiler/dialect/kiln_enums.h.inc"
 
 #define GET_OP_CLASSES
 #include "compiler/dialect/kiln_ops.h.inc"
 
+#include <optional>
 #include <string>
 
 namespace kiln::compiler {
@@ -31,6 +34,17 @@ bool isActivation(mlir::Value value);
 Rows rowsOf(mlir::Value value);
 // The step input's run-time rows rule (block tables: one row per sequence).
 Rows stepInputRows(StepInputKind kind);
+
+// A kiln.weight stored quantized (its quant and group_size attributes), or nullopt.
+struct WeightQuant {
+  QuantFormat format = QuantFormat::kQ8;
+  // Columns per scale; 0: one scale per row of the checkpoint tensor, which stays one per row of
+  // any column slice of it (a row-parallel shard keeps the row's scale).
+  int64_t groupSize = 0;
+  bool operator==(const WeightQuant &) const = default;
+};
+std::optional<WeightQuant> weightQuant(WeightOp weight);
+void setWeightQuant(WeightOp weight, std::optional<WeightQuant> quant);
 
 // Op names ("layers.3.attn.qkv") travel as NameLoc locations; "" when the op has none.
 std::string opName(mlir::Operation *op);

@@ -3,6 +3,8 @@
 // wrong fails at the pass that did it, with the op and both numbers in the message.
 #include "compiler/dialect/kiln_dialect.h"
 
+#include "mlir/IR/Builders.h"
+
 #include <cstdint>
 #include <limits>
 
@@ -92,7 +94,38 @@ LogicalResult WeightOp::verify() {
   if (!type.hasStaticShape() || type.getRank() < 1 || type.getRank() > 2)
     return emitOpError() << "'" << getName() << "' must have a static rank-1 or rank-2 shape, got "
                          << type;
+  if (!getQuant() && !getGroupSize())
+    return success();
+  std::optional<QuantFormat> format = getQuant() ? parseQuantFormat(*getQuant()) : std::nullopt;
+  if (!format || !getGroupSize() || type.getRank() != 2 ||
+      !validQuantGroup(type.getDimSize(1), *getGroupSize() ? *getGroupSize() : type.getDimSize(1)))
+    return emitOpError() << "'" << getName()
+                         << "': quant must be Q8, Q4 or Q4M with a group_size that is a multiple "
+                            "of 32 and divides the columns of a rank-2 weight (0: one group per "
+                            "row, columns a multiple of 32), got "
+                         << (getQuant() ? getQuant()->str() : "none") << " / "
+                         << (getGroupSize() ? *getGroupSize() : 0) << " on " << type;
   return success();
+}
+
+std::optional<WeightQuant> weightQuant(WeightOp weight) {
+  if (!weight.getQuant() || !weight.getGroupSize())
+    return std::nullopt;
+  std::optional<QuantFormat> format = parseQuantFormat(*weight.getQuant());
+  if (!format)
+    return std::nullopt;
+  return WeightQuant{*format, *weight.getGroupSize()};
+}
+
+void setWeightQuant(WeightOp weight, std::optional<WeightQuant> quant) {
+  if (!quant) {
+    weight.removeQuantAttr();
+    weight.removeGroupSizeAttr();
+    return;
+  }
+  mlir::Builder builder(weight.getContext());
+  weight.setQuantAttr(builder.getStringAttr(quantFormatName(quant->format)));
+  weight.setGroupSizeAttr(builder.getI64IntegerAttr(quant->groupSize));
 }
 
 LogicalResult ConstantOp::verify() {

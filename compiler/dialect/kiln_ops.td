@@ -40,10 +40,20 @@ def Kiln_WeightOp : Kiln_Op<"weight", [Pure]> {
   let summary = "a stored weight: checkpoint tensors concatenated along dim 0";
   let description = [{
     `sources` lists checkpoint tensor names whose rows are concatenated in order (fusion makes
-    multi-part weights, e.g. q, k, v). `dtype` (f32, f16 or bf16) is the stored element type.
+    multi-part weights, e.g. q, k, v). `dtype` (f32, f16 or bf16) is the stored element type,
+    unless `quant` ("Q8", "Q4" or "Q4M", schema/plan.fbs) says the matrix is stored quantized
+    with one scale per `group_size` columns (runtime/base/quant_layout.h); only a linear's w and
+    an embedding's table may be (compiler/transforms/quantize_weights.cc marks them).
   }];
-  let arguments = (ins StrAttr:$name, StrArrayAttr:$sources, TypeAttr:$dtype);
+  let arguments = (ins StrAttr:$name, StrArrayAttr:$sources, TypeAttr:$dtype,
+                   OptionalAttr<StrAttr>:$quant, OptionalAttr<I64Attr>:$group_size);
   let results = (outs Kiln_Activation:$result);
+  let builders = [
+    OpBuilder<(ins "mlir::Type":$type, "mlir::StringAttr":$name, "mlir::ArrayAttr":$sources,
+                   "mlir::TypeAttr":$dtype), [{
+      build($_builder, $_state, type, name, sources, dtype, nullptr, nullptr);
+    }]>
+  ];
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 

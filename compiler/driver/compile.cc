@@ -11,7 +11,9 @@
 #include "compiler/import/safetensors.h"
 #include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
+#include "compiler/transforms/quantize_weights.h"
 #include "runtime/base/file.h"
+#include "runtime/ops/plan_types.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -19,7 +21,9 @@
 #include "mlir/Pass/PassManager.h"
 #include "llvm/Support/raw_os_ostream.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 
 namespace kiln::compiler {
 namespace {
@@ -77,6 +81,7 @@ private:
   }
   Status import();
   Status build();
+  Status markQuantizedWeights();
   Status runPasses();
   Status runPasses(int64_t rank, mlir::ModuleOp module);
   Status emit();
@@ -86,8 +91,8 @@ private:
   DiagnosticCollector diagnostics_;
   HfModelConfig config_;
   const ModelFamily *family_ = nullptr;
-  std::unique_ptr<GgufModel> gguf_;   // a GGUF compile: staged config/tokenizer files + tensors
-  std::string configDir_;              // where config.json and the tokenizer files are read
+  std::unique_ptr<GgufModel> gguf_; // a GGUF compile: staged config/tokenizer files + tensors
+  std::string configDir_;           // where config.json and the tokenizer files are read
   std::shared_ptr<const Checkpoint> checkpoint_;
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_; // ranks 1.. of a tp > 1 compile
@@ -141,6 +146,32 @@ Status Compilation::build() {
   if (failed(bindWeightSources(*module_, *checkpoint_)))
     return diagnostics_.status(StatusCode::kInvalidArgument, "checkpoint");
   log("build: " + std::string(family_->name) + " graph built");
+  return markQuantizedWeights();
+}
+
+// --quantize, or a GGUF file's packed blocks kept (cpu-only compiles: the CUDA backend reads
+// no quantized weights yet).
+Status Compilation::markQuantizedWeights() {
+  QuantizePolicy policy;
+  if (!options_.quantize.empty()) {
+    const bool int8 = options_.quantize == "int8";
+    policy.all = WeightQuant{int8 ? QuantFormat::kQ8 : QuantFormat::kQ4,
+                             options_.groupSize ? options_.groupSize
+                             : int8             ? 0
+                                                : kDefaultInt4GroupSize};
+  } else if (gguf_ && options_.keepGgufBlocks) {
+    const bool cpuOnly = std::all_of(options_.targets.begin(), options_.targets.end(),
+                                     [](const std::string &t) { return t == "cpu"; });
+    if (cpuOnly)
+      policy.packedFrom = checkpoint_.get();
+    else
+      log("GGUF blocks are dequantized to " + options_.dtype +
+          ": the GPU targets read no quantized weights yet");
+  }
+  if (!policy.all && !policy.packedFrom)
+    return okStatus();
+  if (failed(quantizeWeights(*module_, policy)))
+    return diagnostics_.status(StatusCode::kInvalidArgument, "quantizing the weights");
   return okStatus();
 }
 
@@ -218,13 +249,25 @@ Status Compilation::emit() {
     return diagnostics_.status(StatusCode::kInternal, "emitting the plan");
   KILN_RETURN_IF_ERROR(attachGpuKernels(options_, config_, contents->plan, options_.log));
   uint64_t weightBytes = 0;
+  std::map<std::string, int> quantized; // "Q4M g32" -> weights of rank 0 stored so
   for (const auto &rankWeights : contents->rankWeights)
     for (const rt::WeightSource &weight : rankWeights) {
+      if (rt::isQuantDType(weight.dtype)) {
+        weightBytes += rt::quantWeightSize(weight.dtype, weight.shape.at(0), weight.shape.at(1),
+                                           weight.groupSize)
+                           .bytes;
+        if (&rankWeights == &contents->rankWeights[0])
+          ++quantized[rt::dtypeName(weight.dtype) + " g" + std::to_string(weight.groupSize)];
+        continue;
+      }
       uint64_t elements = 1;
       for (uint64_t dim : weight.shape)
         elements *= dim;
-      weightBytes += elements * (weight.dtype == schema::DType::F32 ? 4 : 2);
+      weightBytes += elements * rt::dtypeSize(weight.dtype);
     }
+  std::string stored = options_.dtype;
+  for (const auto &[form, count] : quantized)
+    stored += ", " + std::to_string(count) + " matrices " + form;
   size_t numWeights = contents->rankWeights[0].size();
   size_t numOps = contents->plan.ranks[0]->program.size();
   // The writer reports every tensor; a 7B model has hundreds, so per-tensor lines are kept to
@@ -245,7 +288,7 @@ Status Compilation::emit() {
       options_.tp > 1 ? " per rank x " + std::to_string(options_.tp) + " ranks" : "";
   log("emit: " + std::to_string(numOps) + " ops, " + std::to_string(numWeights) + " weights" +
       perRank + " (" + std::to_string(weightBytes) +
-      (options_.tp > 1 ? " bytes in all, " : " bytes, ") + options_.dtype + ") written to " +
+      (options_.tp > 1 ? " bytes in all, " : " bytes, ") + stored + ") written to " +
       options_.outDir);
   return okStatus();
 }

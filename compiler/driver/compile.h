@@ -1,5 +1,5 @@
-// compileModel(): HF model directory or GGUF file -> model.kiln artifact. The `kiln compile` CLI is a thin
-// main over this. Plain C++ interface (no MLIR types): errors are kiln::Status values whose
+// compileModel(): HF model directory or GGUF file -> model.kiln artifact. The `kiln compile` CLI is
+// a thin main over this. Plain C++ interface (no MLIR types): errors are kiln::Status values whose
 // messages name the flag, config field or tensor and the limit that was violated.
 #pragma once
 
@@ -24,6 +24,14 @@ struct CompileOptions {
   int64_t tp = 1;
   int64_t kvBlockSize = 16;
   std::string dtype = "fp32"; // fp32 | fp16 | bf16: matrices, activations and KV cache (logits F32)
+  // "" | int8 | int4: every weight matrix (linears' w, embedding tables) stored quantized, rounded
+  // to nearest from the checkpoint (compiler/transforms/quantize_weights.h): int8 as Q8, int4 as
+  // Q4 (schema/plan.fbs).
+  std::string quantize;
+  int64_t groupSize = 0; // --group-size: columns per scale; 0: int8 one per row, int4 32
+  // A GGUF input's Q8_0 / Q4_0 / Q4_1 matrices stay packed (Q8, Q4, Q4M) on a cpu-only compile;
+  // false dequantizes them into `dtype` (kiln compile clears it when --dtype is given).
+  bool keepGgufBlocks = true;
   std::vector<std::string> targets = {"cpu"};
   bool dumpIr = false;         // print the module after building and after each pass to `log`
   std::ostream *log = nullptr; // progress lines; nullptr: silent

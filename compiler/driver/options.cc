@@ -40,6 +40,28 @@ Status checkTargets(const std::vector<std::string> &targets) {
   return okStatus();
 }
 
+Status checkQuantize(const CompileOptions &options) {
+  if (options.quantize.empty()) {
+    if (options.groupSize != 0)
+      return invalidArgument("--group-size " + std::to_string(options.groupSize) +
+                             " needs --quantize int8|int4");
+    return okStatus();
+  }
+  if (options.quantize != "int8" && options.quantize != "int4")
+    return invalidArgument("--quantize '" + options.quantize +
+                           "' is not supported: use int8 or int4");
+  if (options.groupSize < 0 || options.groupSize % kQuantSubBlock != 0 ||
+      options.groupSize > kMaxGroupSize)
+    return invalidArgument("--group-size must be a multiple of " + std::to_string(kQuantSubBlock) +
+                           " up to " + std::to_string(kMaxGroupSize) +
+                           " (or 0 for the default), got " + std::to_string(options.groupSize));
+  for (const std::string &target : options.targets)
+    if (target != "cpu")
+      return invalidArgument("--quantize " + options.quantize + " with --target " + target +
+                             ": quantized weights run on the cpu backend only so far");
+  return okStatus();
+}
+
 // Each rank holds whole query heads, whole KV heads and an equal slice of the MLP (the KV cache
 // of a rank is its KV heads); the vocab is padded instead, so it need not divide.
 Status checkTensorParallel(int64_t tp, const HfModelConfig &config) {
@@ -87,6 +109,7 @@ Status validateCompileFlags(const CompileOptions &options) {
     return invalidArgument("--dtype '" + options.dtype +
                            "' is not supported: use fp32, fp16 or "
                            "bf16");
+  KILN_RETURN_IF_ERROR(checkQuantize(options));
   return checkTargets(options.targets);
 }
 
@@ -150,8 +173,8 @@ Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
                            ")");
   // Sampling asks for one row per sequence, and a padded decode step for one per batch slot.
   if (resolved.maxLogitsPerStep == 0)
-    resolved.maxLogitsPerStep = std::max(
-        resolved.maxBatch, std::min(kDefaultMaxLogitsPerStep, resolved.maxTokensPerStep));
+    resolved.maxLogitsPerStep =
+        std::max(resolved.maxBatch, std::min(kDefaultMaxLogitsPerStep, resolved.maxTokensPerStep));
   if (resolved.maxLogitsPerStep < resolved.maxBatch ||
       resolved.maxLogitsPerStep > resolved.maxTokensPerStep)
     return invalidArgument("--max-logits-per-step (" + std::to_string(resolved.maxLogitsPerStep) +

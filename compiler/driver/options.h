@@ -4,6 +4,7 @@
 
 #include "compiler/driver/compile.h"
 #include "compiler/import/hf_config.h"
+#include "runtime/base/quant_layout.h"
 
 namespace kiln::compiler {
 
@@ -15,6 +16,8 @@ inline constexpr int64_t kDefaultMaxTokensPerStep = 2048;
 // 64 prompt tokens per step instead of one sequence's max_batch.
 inline constexpr int64_t kDefaultMaxLogitsPerStep = 64;
 inline constexpr int64_t kMaxTp = 64;
+inline constexpr int64_t kMaxGroupSize = 1 << 20;
+inline constexpr int64_t kDefaultInt4GroupSize = 32;
 
 // Checks everything that does not depend on the model (flags, dtype, targets, --tp range).
 Status validateCompileFlags(const CompileOptions &options);

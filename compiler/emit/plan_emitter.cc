@@ -71,7 +71,11 @@ void StepEmitter::defineWeight(WeightOp weight) {
   auto buffer = std::make_unique<schema::BufferT>();
   buffer->name = weight.getName().str();
   buffer->kind = schema::BufferKind::Weight;
-  buffer->dtype = storedDType(weight.getDtype());
+  std::optional<WeightQuant> quant = weightQuant(weight);
+  buffer->dtype = quant ? quantDType(quant->format) : storedDType(weight.getDtype());
+  // Per-row scales (group 0) are one group of the weight's (or its shard's) columns.
+  buffer->group_size =
+      quant ? static_cast<uint32_t>(quant->groupSize ? quant->groupSize : type.getDimSize(1)) : 0;
   buffer->shape.assign(type.getShape().begin(), type.getShape().end());
   buffer->rows = schema::RowScale::Fixed;
   buffer->weight = static_cast<int32_t>(weights_->size());
@@ -79,11 +83,14 @@ void StepEmitter::defineWeight(WeightOp weight) {
   source.name = buffer->name;
   source.dtype = buffer->dtype;
   source.shape = buffer->shape;
+  source.groupSize = buffer->group_size;
   std::vector<std::string> parts;
   for (mlir::Attribute attr : weight.getSources())
     parts.push_back(mlir::cast<mlir::StringAttr>(attr).str());
-  source.produce = [checkpoint = checkpoint_, parts,
+  source.produce = [checkpoint = checkpoint_, parts, quant,
                     dtype = buffer->dtype](std::vector<uint8_t> &bytes) {
+    if (quant)
+      return produceQuantizedWeightBytes(*checkpoint, parts, *quant, bytes);
     return produceWeightBytes(*checkpoint, parts, dtype, bytes);
   };
   weights_->push_back(std::move(source));
@@ -271,8 +278,7 @@ LogicalResult StepEmitter::run(mlir::func::FuncOp step, uint32_t rankIndex, sche
 
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelConfig &config,
-                     std::shared_ptr<const Checkpoint> checkpoint,
-                     const EmitOptions &options) {
+                     std::shared_ptr<const Checkpoint> checkpoint, const EmitOptions &options) {
   if (rankModules.empty())
     return failure();
   mlir::ModuleOp first = rankModules[0];
@@ -300,8 +306,7 @@ emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelCo
 
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
-                     std::shared_ptr<const Checkpoint> checkpoint,
-                     const EmitOptions &options) {
+                     std::shared_ptr<const Checkpoint> checkpoint, const EmitOptions &options) {
   return emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp>(module), config, std::move(checkpoint),
                               options);
 }

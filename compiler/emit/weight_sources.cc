@@ -48,13 +48,13 @@ mlir::LogicalResult bindWeight(WeightOp weight, const Checkpoint &checkpoint) {
     if (!shape)
       return weight.emitError() << "weight '" << weight.getName() << "': source '" << source
                                 << "' of shape " << shapeString((*info)->shape) << ": " << error;
-    bool trailingMatch = shape->size() == static_cast<size_t>(type.getRank()) &&
-                         llvm::ArrayRef<int64_t>(*shape).drop_front() ==
-                             type.getShape().drop_front();
+    bool trailingMatch =
+        shape->size() == static_cast<size_t>(type.getRank()) &&
+        llvm::ArrayRef<int64_t>(*shape).drop_front() == type.getShape().drop_front();
     if (!trailingMatch)
       return weight.emitError() << "weight '" << weight.getName() << "': checkpoint tensor '"
-                                << source << "' has shape " << shapeString(*shape)
-                                << ", expected " << shapeString(type.getShape())
+                                << source << "' has shape " << shapeString(*shape) << ", expected "
+                                << shapeString(type.getShape())
                                 << " (rows may differ for a fused part)";
     rows += (*shape)[0];
   }
@@ -109,7 +109,64 @@ Status appendSlice(const std::vector<uint8_t> &whole, const std::vector<int64_t>
   return okStatus();
 }
 
+// One source of a quantized weight: its tensor (packed as stored, or quantized now), sliced.
+Result<QuantizedMatrix> quantizedSource(const Checkpoint &checkpoint, const std::string &source,
+                                        const WeightQuant &quant) {
+  std::optional<SourceSlice> slice = parseSourceSlice(source);
+  if (!slice)
+    return invalidArgument("malformed weight source '" + source + "'");
+  KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
+  const int64_t group =
+      quant.groupSize ? quant.groupSize : (info->shape.size() == 2 ? info->shape[1] : 0);
+  if (info->shape.size() != 2 || !validQuantGroup(info->shape[1], group))
+    return invalidArgument("checkpoint tensor '" + slice->tensor + "' cannot be stored " +
+                           quantFormatName(quant.format) + " with groups of " +
+                           std::to_string(group) +
+                           " columns: it is not a matrix whose columns the group divides");
+  QuantizedMatrix whole;
+  if (info->packed && info->packed->format == quant.format && info->packed->groupSize == group) {
+    KILN_ASSIGN_OR_RETURN(whole, checkpoint.readPacked(slice->tensor));
+  } else {
+    KILN_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint.readF32(slice->tensor));
+    whole = quantizeMatrix(values, info->shape[0], info->shape[1], quant.format, group);
+  }
+  if (!slice->sliced())
+    return whole;
+  return sliceQuantizedMatrix(whole, slice->rowBegin,
+                              slice->rowEnd < 0 ? whole.rows : slice->rowEnd, slice->colBegin,
+                              slice->colEnd < 0 ? whole.cols : slice->colEnd);
+}
+
 } // namespace
+
+schema::DType quantDType(QuantFormat format) {
+  switch (format) {
+  case QuantFormat::kQ8:
+    return schema::DType::Q8;
+  case QuantFormat::kQ4:
+    return schema::DType::Q4;
+  case QuantFormat::kQ4Min:
+    break;
+  }
+  return schema::DType::Q4M;
+}
+
+Status produceQuantizedWeightBytes(const Checkpoint &checkpoint,
+                                   const std::vector<std::string> &sources,
+                                   const WeightQuant &quant, std::vector<uint8_t> &bytes) {
+  std::optional<QuantizedMatrix> matrix;
+  for (const std::string &source : sources) {
+    KILN_ASSIGN_OR_RETURN(QuantizedMatrix part, quantizedSource(checkpoint, source, quant));
+    if (!matrix)
+      matrix = std::move(part);
+    else
+      KILN_RETURN_IF_ERROR(appendQuantizedRows(*matrix, part));
+  }
+  if (!matrix)
+    return invalidArgument("a quantized weight needs at least one source");
+  bytes = matrix->bytes();
+  return okStatus();
+}
 
 schema::DType storedDType(mlir::Type type) {
   if (type.isF16())
@@ -131,8 +188,7 @@ schema::DType toSchemaDType(TensorDType dtype) {
   return schema::DType::F32;
 }
 
-mlir::LogicalResult bindWeightSources(mlir::ModuleOp module,
-                                      const Checkpoint &checkpoint) {
+mlir::LogicalResult bindWeightSources(mlir::ModuleOp module, const Checkpoint &checkpoint) {
   mlir::WalkResult result = module.walk([&](WeightOp weight) {
     return failed(bindWeight(weight, checkpoint)) ? mlir::WalkResult::interrupt()
                                                   : mlir::WalkResult::advance();
@@ -140,9 +196,8 @@ mlir::LogicalResult bindWeightSources(mlir::ModuleOp module,
   return mlir::failure(result.wasInterrupted());
 }
 
-Status produceWeightBytes(const Checkpoint &checkpoint,
-                          const std::vector<std::string> &sources, schema::DType dtype,
-                          std::vector<uint8_t> &bytes) {
+Status produceWeightBytes(const Checkpoint &checkpoint, const std::vector<std::string> &sources,
+                          schema::DType dtype, std::vector<uint8_t> &bytes) {
   if (dtype != schema::DType::F32 && dtype != schema::DType::F16 && dtype != schema::DType::BF16)
     return invalidArgument("weights can be stored as F32, F16 or BF16, not " +
                            std::string(schema::EnumNameDType(dtype)));

@@ -14,7 +14,13 @@ const char *tensorDTypeName(TensorDType dtype) {
   return "?";
 }
 
-size_t tensorDTypeSize(TensorDType dtype) { return dtype == TensorDType::kF32 ? 4 : 2; }
+size_t tensorDTypeSize(TensorDType dtype) {
+  return dtype == TensorDType::kF32 ? 4 : 2;
+}
+
+Result<QuantizedMatrix> Checkpoint::readPacked(const std::string &name) const {
+  return unimplemented("checkpoint tensor '" + name + "' is not stored in a packed quantized form");
+}
 
 int64_t TensorInfo::numElements() const {
   int64_t n = 1;

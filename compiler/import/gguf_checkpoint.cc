@@ -1,6 +1,7 @@
 #include "compiler/import/gguf_checkpoint.h"
 
 #include "compiler/import/gguf_dequant.h"
+#include "compiler/import/gguf_packed.h"
 
 #include <cstring>
 
@@ -13,18 +14,12 @@ struct BlockName {
   const char *hf;
 };
 constexpr BlockName kBlockNames[] = {
-    {"attn_norm", "input_layernorm"},
-    {"ffn_norm", "post_attention_layernorm"},
-    {"attn_q", "self_attn.q_proj"},
-    {"attn_k", "self_attn.k_proj"},
-    {"attn_v", "self_attn.v_proj"},
-    {"attn_qkv", "self_attn.qkv_proj"},
-    {"attn_output", "self_attn.o_proj"},
-    {"attn_q_norm", "self_attn.q_norm"},
-    {"attn_k_norm", "self_attn.k_norm"},
-    {"ffn_gate", "mlp.gate_proj"},
-    {"ffn_up", "mlp.up_proj"},
-    {"ffn_down", "mlp.down_proj"},
+    {"attn_norm", "input_layernorm"},    {"ffn_norm", "post_attention_layernorm"},
+    {"attn_q", "self_attn.q_proj"},      {"attn_k", "self_attn.k_proj"},
+    {"attn_v", "self_attn.v_proj"},      {"attn_qkv", "self_attn.qkv_proj"},
+    {"attn_output", "self_attn.o_proj"}, {"attn_q_norm", "self_attn.q_norm"},
+    {"attn_k_norm", "self_attn.k_norm"}, {"ffn_gate", "mlp.gate_proj"},
+    {"ffn_up", "mlp.up_proj"},           {"ffn_down", "mlp.down_proj"},
 };
 
 // "blk.12.attn_q.weight" -> {12, "attn_q", "weight"}; false when not of that form.
@@ -115,9 +110,11 @@ GgufCheckpoint::create(std::shared_ptr<const GgufFile> gguf, const GgufArchitect
     case GgmlType::kBF16:
       entry.info.dtype = TensorDType::kBF16;
       break;
-    default: // quantized: values exist as fp32 only
+    default: // quantized: values exist as fp32, and some types as packed matrices
       entry.info.dtype = TensorDType::kF32;
       entry.info.rawReadable = false;
+      if (entry.info.shape.size() == 2)
+        entry.info.packed = ggmlPackedForm(tensor.type, entry.info.shape[1]);
     }
     if (arch.permutedQk) {
       bool isQ = name.find(".self_attn.q_proj.") != std::string::npos;
@@ -128,8 +125,7 @@ GgufCheckpoint::create(std::shared_ptr<const GgufFile> gguf, const GgufArchitect
         if (entry.permuteHeads <= 0 || rows % (2 * entry.permuteHeads) != 0)
           return invalidArgument(gguf->path() + ": tensor '" + tensor.name + "' has " +
                                  std::to_string(rows) + " rows, not a whole number of " +
-                                 std::to_string(entry.permuteHeads) +
-                                 " heads of even size");
+                                 std::to_string(entry.permuteHeads) + " heads of even size");
         entry.info.rawReadable = false;
       }
     }
@@ -139,7 +135,9 @@ GgufCheckpoint::create(std::shared_ptr<const GgufFile> gguf, const GgufArchitect
   return std::shared_ptr<const GgufCheckpoint>(std::move(checkpoint));
 }
 
-bool GgufCheckpoint::contains(const std::string &name) const { return entries_.count(name) > 0; }
+bool GgufCheckpoint::contains(const std::string &name) const {
+  return entries_.count(name) > 0;
+}
 
 Result<const TensorInfo *> GgufCheckpoint::info(const std::string &name) const {
   auto it = entries_.find(name);
@@ -164,6 +162,20 @@ Result<std::span<const uint8_t>> GgufCheckpoint::rawBytes(const std::string &nam
                            ggmlTypeName(it->second.tensor->type) +
                            ") has no raw HF-layout bytes; read it as fp32");
   return gguf_->tensorBytes(*it->second.tensor);
+}
+
+Result<QuantizedMatrix> GgufCheckpoint::readPacked(const std::string &name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end())
+    return notFound(gguf_->path() + ": no GGUF tensor maps to '" + name + "'");
+  const Entry &entry = it->second;
+  if (!entry.info.packed)
+    return Checkpoint::readPacked(name);
+  const int64_t rows = entry.info.shape[0], cols = entry.info.shape[1];
+  const int64_t headRows = entry.permuteHeads > 0 ? rows / entry.permuteHeads : 0;
+  return unpackGgmlBlocks(
+      entry.tensor->type, gguf_->tensorBytes(*entry.tensor), rows, cols,
+      [headRows](int64_t r) { return headRows ? permutedRow(r, headRows) : r; });
 }
 
 Result<std::vector<float>> GgufCheckpoint::readF32(const std::string &name) const {

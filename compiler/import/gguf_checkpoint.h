@@ -18,24 +18,25 @@ namespace kiln::compiler {
 class GgufCheckpoint final : public Checkpoint {
 public:
   // `numHeads` / `numKvHeads` give the q and k row permutation when `arch.permutedQk`.
-  static Result<std::shared_ptr<const GgufCheckpoint>>
-  create(std::shared_ptr<const GgufFile> gguf, const GgufArchitecture &arch, int64_t numHeads,
-         int64_t numKvHeads);
+  static Result<std::shared_ptr<const GgufCheckpoint>> create(std::shared_ptr<const GgufFile> gguf,
+                                                              const GgufArchitecture &arch,
+                                                              int64_t numHeads, int64_t numKvHeads);
 
   bool contains(const std::string &name) const override;
   Result<const TensorInfo *> info(const std::string &name) const override;
   std::vector<std::string> names() const override;
   Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
   Result<std::vector<float>> readF32(const std::string &name) const override;
+  Result<QuantizedMatrix> readPacked(const std::string &name) const override;
 
   // The HF name of a GGUF tensor name, "" when it has none.
   static std::string hfName(const std::string &ggufName, const GgufArchitecture &arch);
 
 private:
   struct Entry {
-    TensorInfo info;            // HF name and shape
-    const GgufTensor *tensor;   // in gguf_
-    int64_t permuteHeads = 0;   // > 0: rows are llama.cpp's interleaved order for this many heads
+    TensorInfo info;          // HF name and shape
+    const GgufTensor *tensor; // in gguf_
+    int64_t permuteHeads = 0; // > 0: rows are llama.cpp's interleaved order for this many heads
   };
   std::shared_ptr<const GgufFile> gguf_;
   std::map<std::string, Entry> entries_;

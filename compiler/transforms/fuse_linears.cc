@@ -13,15 +13,16 @@ WeightOp weightOf(mlir::Value value) {
 }
 
 mlir::FailureOr<WeightOp> concatWeights(mlir::PatternRewriter &rewriter,
-                                        llvm::ArrayRef<WeightOp> parts,
-                                        const std::string &name) {
+                                        llvm::ArrayRef<WeightOp> parts, const std::string &name) {
   llvm::SmallVector<mlir::Attribute> sources;
   int64_t rows = 0;
-  WeightOp front = parts.front();  // op handles are cheap; ArrayRef hands out const ones
+  WeightOp front = parts.front(); // op handles are cheap; ArrayRef hands out const ones
   auto first = mlir::cast<mlir::RankedTensorType>(front.getType());
   for (WeightOp part : parts) {
     auto type = mlir::cast<mlir::RankedTensorType>(part.getType());
-    if (part.getDtype() != front.getDtype() || type.getRank() != first.getRank() ||
+    // Parts stored differently (a GGUF file's Q4_0 q beside its Q8_0 v) stay separate linears.
+    if (part.getDtype() != front.getDtype() || weightQuant(part) != weightQuant(front) ||
+        type.getRank() != first.getRank() ||
         type.getShape().drop_front() != first.getShape().drop_front())
       return mlir::failure();
     rows += type.getDimSize(0);
@@ -30,9 +31,11 @@ mlir::FailureOr<WeightOp> concatWeights(mlir::PatternRewriter &rewriter,
   llvm::SmallVector<int64_t> shape(first.getShape());
   shape[0] = rows;
   auto type = mlir::RankedTensorType::get(shape, first.getElementType());
-  return rewriter.create<WeightOp>(namedLoc(rewriter.getContext(), name), type,
-                                   rewriter.getStringAttr(name), rewriter.getArrayAttr(sources),
-                                   front.getDtypeAttr());
+  auto fused = rewriter.create<WeightOp>(namedLoc(rewriter.getContext(), name), type,
+                                         rewriter.getStringAttr(name),
+                                         rewriter.getArrayAttr(sources), front.getDtypeAttr());
+  setWeightQuant(fused, weightQuant(front));
+  return fused;
 }
 
 } // namespace
@@ -80,14 +83,13 @@ mlir::FailureOr<LinearOp> fuseLinears(mlir::PatternRewriter &rewriter,
     bias = *fusedBias;
   }
   int64_t out = mlir::cast<mlir::RankedTensorType>(weight->getType()).getDimSize(0);
-  auto type = mlir::RankedTensorType::get({mlir::ShapedType::kDynamic, out},
-                                          rewriter.getF32Type());
-  return rewriter.create<LinearOp>(namedLoc(rewriter.getContext(), name), type,
-                                   front.getX(), *weight, bias);
+  auto type = mlir::RankedTensorType::get({mlir::ShapedType::kDynamic, out}, rewriter.getF32Type());
+  return rewriter.create<LinearOp>(namedLoc(rewriter.getContext(), name), type, front.getX(),
+                                   *weight, bias);
 }
 
 void eraseWithDeadWeights(mlir::PatternRewriter &rewriter, mlir::Operation *op) {
-  llvm::SetVector<mlir::Operation *> weights;  // a weight may feed two operands
+  llvm::SetVector<mlir::Operation *> weights; // a weight may feed two operands
   for (mlir::Value operand : op->getOperands())
     if (WeightOp weight = weightOf(operand))
       weights.insert(weight);

@@ -91,6 +91,15 @@ mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight
     return user->emitOpError() << "weight '" << op.getName()
                                << "' cannot be sharded again within its slice";
   slice = *composed;
+  std::optional<WeightQuant> quant = weightQuant(op);
+  // A row's groups must stay whole; per-row scales (group 0) hold for any share of the row that
+  // the kernels' 32-column runs tile.
+  const int64_t group = quant ? (quant->groupSize ? quant->groupSize : kQuantSubBlock) : 1;
+  if (slice.colBegin % group != 0 || shape.back() % group != 0)
+    return user->emitOpError() << "--tp " << tp_ << " splits the " << group
+                               << "-column groups of quantized weight '" << op.getName()
+                               << "': a rank's share of its columns (" << shape.back()
+                               << ") must be a multiple of the group size";
   b_.setInsertionPoint(op);
   auto type = mlir::RankedTensorType::get(shape, b_.getF32Type());
   // A shared weight (the tied embedding table) keeps its name for its other users.
@@ -99,6 +108,7 @@ mlir::FailureOr<Value> Sharder::slicedWeight(mlir::Operation *user, Value weight
   auto sharded =
       b_.create<WeightOp>(namedLoc(user->getContext(), name.str()), type, name,
                           b_.getStrArrayAttr({formatSourceSlice(slice)}), op.getDtypeAttr());
+  setWeightQuant(sharded, quant);
   return sharded.getResult();
 }
 

@@ -64,6 +64,10 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
   golden.vocabSize = json["vocab_size"];
   golden.tolerance = json["tolerance"]["logits_max_abs"];
   golden.incremental = json.value("incremental", false);
+  if (json.contains("compile")) {
+    golden.quantize = json["compile"].value("quantize", "");
+    golden.groupSize = json["compile"].value("group_size", int64_t{0});
+  }
   // A HF model directory, or a GGUF file (tests/data/gguf).
   if (!fs::exists(fs::path(golden.modelDir) / "config.json") &&
       !(compiler::isGgufPath(golden.modelDir) && fs::exists(golden.modelDir))) {
@@ -242,7 +246,7 @@ void checkGoldenLogits(const std::string &name, const std::string &device,
       GTEST_SKIP() << skipReason;
     FAIL() << "cannot read the golden for " << name;
   }
-  std::string artifact = compileForTest(golden->modelDir, options);
+  std::string artifact = compileForTest(golden->modelDir, golden->compileOptions(options));
   LoadedArtifact loaded = loadForTest(artifact, 64, device);
   ASSERT_NE(loaded.executor, nullptr);
   for (size_t i = 0; i < golden->cases.size(); ++i) {
@@ -285,7 +289,8 @@ void checkGoldenChunkedAndCached(const std::string &name, int32_t chunk,
   std::string skipReason;
   std::optional<Golden> golden = loadGolden(name, skipReason);
   ASSERT_TRUE(golden) << skipReason;
-  LoadedArtifact loaded = loadForTest(compileForTest(golden->modelDir, options), 64, device);
+  LoadedArtifact loaded =
+      loadForTest(compileForTest(golden->modelDir, golden->compileOptions(options)), 64, device);
   ASSERT_NE(loaded.executor, nullptr);
   rt::Executor &executor = *loaded.executor;
   const int32_t blockSize = executor.limits().blockSize;

@@ -20,13 +20,13 @@ struct Compiled {
   std::unique_ptr<rt::ModelRunner> runner;
 };
 
-Compiled compileAndLoad(const std::string &modelDir, int64_t tp) {
-  compiler::CompileOptions options;
+Compiled compileAndLoad(const Golden &golden, int64_t tp) {
+  compiler::CompileOptions options = golden.compileOptions({});
   options.tp = tp;
   options.maxBatch = 8;
   options.maxSeqLen = 64; // every golden case fits; tiny-phi3-longrope allows 64 positions
   Compiled c;
-  auto artifact = rt::Artifact::load(compileForTest(modelDir, options));
+  auto artifact = rt::Artifact::load(compileForTest(golden.modelDir, options));
   EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
   if (!artifact.isOk())
     return c;
@@ -140,7 +140,7 @@ void checkTpEquivalence(const std::string &goldenName, std::vector<int64_t> tps,
   std::vector<std::vector<float>> reference;
   for (int64_t tp : tps) {
     SCOPED_TRACE(goldenName + " --tp " + std::to_string(tp));
-    Compiled model = compileAndLoad(golden->modelDir, tp);
+    Compiled model = compileAndLoad(*golden, tp);
     ASSERT_NE(model.runner, nullptr);
     std::vector<std::vector<float>> rows = runStaggered(*model.runner, *golden);
     for (size_t i = 0; i < golden->cases.size(); ++i) {
@@ -215,6 +215,15 @@ TEST(TpEquivalence, GgufLlamaTp1Tp2) {
 }
 TEST(TpEquivalence, GgufPhi3Tp1Tp2) {
   checkTpEquivalence("tiny-phi3.gguf", {1, 2});
+}
+
+// Quantized weights (tools/goldens/make_quantize_goldens.py): int8 rows and int4 groups split
+// between the ranks, the tied int4 table by vocab rows.
+TEST(TpEquivalence, QuantizedInt8Tp1Tp2) {
+  checkTpEquivalence("tiny-llama.int8", {1, 2});
+}
+TEST(TpEquivalence, QuantizedInt4TiedTp1Tp2) {
+  checkTpEquivalence("tiny-llama-tied.int4", {1, 2});
 }
 
 TEST(TpEquivalence, KvHeadsNotDivisibleFailsToCompileNamingTheField) {

@@ -15,20 +15,29 @@ const CommandSpec kCompileSpec = {
     "Compile a model into a kiln artifact directory (plan.kiln, weights.rank0.bin, manifest.json,\n"
     "tokenizer files). MODEL is a Hugging Face model directory (config.json, *.safetensors,\n"
     "tokenizer files), or a GGUF file (MODEL.gguf, the first part NAME-00001-of-0000N.gguf of a\n"
-    "split one, or a directory holding one); GGUF tensors are dequantized into --dtype and the\n"
-    "tokenizer and chat template come from its metadata.",
+    "split one, or a directory holding one), whose tokenizer and chat template come from its\n"
+    "metadata. A GGUF file's Q8_0, Q4_0 and Q4_1 matrices stay packed on a cpu compile (kiln\n"
+    "inspect shows each weight's format); other blocks, and all of them when --dtype is given,\n"
+    "are dequantized into --dtype.",
     {
         {"-o", "OUT.kiln", "artifact directory to write (replaced only when compiling succeeds)"},
         {"--output", "OUT.kiln", "same as -o"},
         {"--max-batch", "N", "max concurrent sequences per step (default 8)"},
         {"--max-seq-len", "N",
-         "max tokens per sequence (default min(max_position_embeddings x the linear, dynamic or yarn "
+         "max tokens per sequence (default min(max_position_embeddings x the linear, dynamic or "
+         "yarn "
          "rope factor, 4096))"},
         {"--max-tokens-per-step", "N", "max tokens in one step (default max(max-batch, 2048))"},
         {"--max-logits-per-step", "N",
-         "logits rows the plan holds per step (default max(max-batch, 64)); more are run in pieces"},
+         "logits rows the plan holds per step (default max(max-batch, 64)); more are run in "
+         "pieces"},
         {"--tp", "N", "tensor-parallel degree (default 1)"},
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
+        {"--quantize", "int8|int4",
+         "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "
+         "int4: 4-bit with a scale per group); cpu target only"},
+        {"--group-size", "N",
+         "columns per scale for --quantize, a multiple of 32 (default: int8 one per row, int4 32)"},
         {"--target", "LIST", "comma-separated targets (default cpu)"},
         {"--kv-block-size", "N", "tokens per KV cache block, a power of two (default 16)"},
         {"--dump-ir", "", "print the kiln MLIR module after each pass to stderr"},
@@ -65,6 +74,9 @@ Result<compiler::CompileOptions> optionsFromArgs(const Args &args) {
   KILN_ASSIGN_OR_RETURN(options.kvBlockSize,
                         args.getInt("--kv-block-size", 16, INT64_MIN, INT64_MAX));
   options.dtype = args.getOr("--dtype", "fp32");
+  options.keepGgufBlocks = !args.has("--dtype");
+  options.quantize = args.getOr("--quantize", "");
+  KILN_ASSIGN_OR_RETURN(options.groupSize, args.getInt("--group-size", 0, INT64_MIN, INT64_MAX));
   if (auto targets = args.get("--target"))
     options.targets = splitList(*targets);
   options.dumpIr = args.has("--dump-ir");
@@ -82,8 +94,7 @@ int runCompile(const CommandArgs &argv) {
     std::cout << formatHelp(kCompileSpec)
               << "\nmodel_type (config.json): " << compiler::supportedModelTypes()
               << " (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5)\n"
-              << "general.architecture (GGUF): " << compiler::supportedGgufArchitectures()
-              << "\n";
+              << "general.architecture (GGUF): " << compiler::supportedGgufArchitectures() << "\n";
     return 0;
   }
   Result<compiler::CompileOptions> options = optionsFromArgs(*args);

@@ -1,4 +1,5 @@
 #include "compiler/import/gguf_dequant.h"
+#include "compiler/import/gguf_packed.h"
 
 #include "runtime/base/file.h"
 
@@ -149,6 +150,44 @@ TEST(GgufDequantTest, UnknownAndUnreadTypesAreErrors) {
 
 TEST(GgufDequantTest, EmptyTensorIsFine) {
   EXPECT_TRUE(dequantizeGgml(14, {}, 0, nullptr).isOk());
+}
+
+// The blocks kiln keeps packed (Q8_0, Q4_0, Q4_1 -> Q8, Q4, Q4M: compiler/import/gguf_packed.h),
+// read as a [count / 64, 64] matrix with rows in reverse order: each weight, dequantized by the
+// artifact format's definition, has gguf-py's bits.
+TEST(GgufDequantTest, PackedBlocksHoldGgufPysWeights) {
+  const Json golden = loadGolden();
+  std::set<uint32_t> covered;
+  for (const Json &entry : golden["cases"]) {
+    const uint32_t type = entry["type"].get<uint32_t>();
+    const int64_t count = entry["count"].get<int64_t>(), cols = 64, rows = count / cols;
+    const std::optional<TensorInfo::Packed> form = ggmlPackedForm(type, cols);
+    if (!form)
+      continue;
+    const std::string label =
+        entry["name"].get<std::string>() + " " + entry["case"].get<std::string>();
+    EXPECT_EQ(form->groupSize, 32) << label;
+    const std::vector<uint8_t> bytes = decodeBase64(entry["bytes"].get<std::string>());
+    const std::vector<uint8_t> expectedBytes = decodeBase64(entry["expected"].get<std::string>());
+    std::vector<float> expected(static_cast<size_t>(count));
+    std::memcpy(expected.data(), expectedBytes.data(), expectedBytes.size());
+    const QuantizedMatrix m =
+        unpackGgmlBlocks(type, bytes, rows, cols, [rows](int64_t r) { return rows - 1 - r; });
+    int mismatches = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols && mismatches < 5; ++c) {
+        const float got = dequantizedWeight(m, r, c);
+        const float want = expected[static_cast<size_t>((rows - 1 - r) * cols + c)];
+        if (std::memcmp(&got, &want, 4) != 0) {
+          ++mismatches;
+          ADD_FAILURE() << label << " row " << r << " col " << c << ": " << got << " vs " << want;
+        }
+      }
+    covered.insert(type);
+  }
+  EXPECT_EQ(covered, (std::set<uint32_t>{2, 3, 8})); // Q4_0, Q4_1, Q8_0
+  EXPECT_FALSE(ggmlPackedForm(8, 48));               // columns not whole blocks
+  EXPECT_FALSE(ggmlPackedForm(12, 256));             // Q4_K is dequantized instead
 }
 
 } // namespace

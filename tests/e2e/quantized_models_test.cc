@@ -1,0 +1,118 @@
+// Quantized weights end to end (schema/plan.fbs Q8 / Q4 / Q4M): compiled by the real compiler,
+// run on the cpu backend, against transformers on the same quantized weights.
+// - `--quantize int8` (one scale per row) and `--quantize int4` (groups of 32, tied table):
+//   tools/goldens/make_quantize_goldens.py quantizes the fixtures in numpy by the formats'
+//   definitions; logits within 1e-4 at every position, greedy ids, chunked prefill and
+//   prefix-cache hits (the quantized goldens move the logits by 0.15 and 3.1 from fp32's, so the
+//   test tells quantized from unquantized weights).
+// - GGUF blocks kept packed by default and dequantized when --dtype is given; the artifact's
+//   bytes are the packed size.
+// - Flags and shapes kiln cannot quantize fail to compile, naming the flag or the weight.
+#include "tests/e2e/e2e_util.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace kiln::e2e {
+namespace {
+
+const std::string kData = std::string(KILN_TEST_DATA_DIR);
+
+TEST(QuantizedModels, Int8PerRowMatchesTransformers) {
+  checkGoldenLogits("tiny-llama.int8");
+  checkGoldenChunkedAndCached("tiny-llama.int8", 5);
+}
+
+TEST(QuantizedModels, Int4GroupsTiedTableMatchesTransformers) {
+  checkGoldenLogits("tiny-llama-tied.int4");
+  checkGoldenChunkedAndCached("tiny-llama-tied.int4", 6);
+}
+
+// "Q8 g32" -> weights of rank 0 stored so, and the bytes of all of them.
+struct Formats {
+  std::map<std::string, int> count;
+  uint64_t quantizedBytes = 0;
+};
+Formats weightFormats(const std::string &artifactDir) {
+  Formats formats;
+  auto artifact = rt::Artifact::load(artifactDir);
+  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
+  if (!artifact.isOk())
+    return formats;
+  for (const schema::WeightEntry *w : *(*artifact)->plan().ranks()->Get(0)->weights()) {
+    const bool quantized = w->group_size() > 0;
+    ++formats.count[std::string(schema::EnumNameDType(w->dtype())) +
+                    (quantized ? " g" + std::to_string(w->group_size()) : "")];
+    if (quantized)
+      formats.quantizedBytes += w->size();
+  }
+  return formats;
+}
+
+TEST(QuantizedModels, GgufBlocksStayPackedUnlessDtypeIsGiven) {
+  const std::string gguf = kData + "/gguf/tiny-llama.gguf"; // Q8_0 matrices
+  Formats packed = weightFormats(compileForTest(gguf));
+  // qkv, o, gate_up, down per layer (2), the embedding table and the lm_head; norms stay F32.
+  EXPECT_EQ(packed.count["Q8 g32"], 10);
+  EXPECT_EQ(packed.count["F32"], 6);
+  compiler::CompileOptions dense;
+  dense.keepGgufBlocks = false;
+  Formats dequantized = weightFormats(compileForTest(gguf, dense));
+  EXPECT_EQ(dequantized.count["F32"], 16);
+  EXPECT_EQ(dequantized.quantizedBytes, 0u);
+  checkGoldenLogits("tiny-llama.gguf", "cpu", dense);
+}
+
+// Q4 g32 stores 4 bits a weight plus an fp16 scale a group: 4.5 bits, 64-byte aligned sections.
+TEST(QuantizedModels, Int4BytesAreAQuarterOfBf16PlusScales) {
+  compiler::CompileOptions int4;
+  int4.quantize = "int4";
+  Formats formats = weightFormats(compileForTest(kData + "/models/tiny-llama-tied", int4));
+  // tiny-llama-tied: hidden 64, intermediate 128, vocab 512, 3 layers; per layer qkv [128, 64],
+  // o [64, 64], gate_up [256, 64], down [64, 128]; the tied table [512, 64]. At most 2 x 63
+  // bytes of section padding a matrix.
+  const uint64_t values = 3 * (128 * 64 + 64 * 64 + 256 * 64 + 64 * 128) + 512 * 64;
+  EXPECT_EQ(formats.count["Q4 g32"], 13);
+  EXPECT_GE(formats.quantizedBytes, values / 2 + values / 32 * 2);
+  EXPECT_LE(formats.quantizedBytes, values / 2 + values / 32 * 2 + 13 * 2 * 63);
+}
+
+std::string compileError(const std::string &model, compiler::CompileOptions options) {
+  options.modelDir = model;
+  options.outDir = "/tmp/kiln-quantized-never-written.kiln";
+  Status status = compiler::compileModel(options);
+  EXPECT_FALSE(status.isOk());
+  return status.message();
+}
+
+TEST(QuantizedModels, UnquantizableRequestsFailNamingTheFlagOrWeight) {
+  const std::string model = kData + "/models/tiny-llama"; // hidden 64, intermediate 128
+  struct Case {
+    std::string quantize;
+    int64_t groupSize;
+    int64_t tp;
+    std::vector<std::string> targets;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"int3", 0, 1, {"cpu"}, "--quantize 'int3' is not supported: use int8 or int4"},
+      {"int4", 48, 1, {"cpu"}, "--group-size must be a multiple of 32"},
+      {"", 32, 1, {"cpu"}, "--group-size 32 needs --quantize int8|int4"},
+      {"int8", 0, 1, {"cpu", "sm_90"}, "--quantize int8 with --target sm_90"},
+      {"int4", 128, 1, {"cpu"}, "has 64 columns, which groups of 128 do not divide"},
+      {"int4", 64, 2, {"cpu"}, "--tp 2 splits the 64-column groups of quantized weight"},
+  };
+  for (const Case &c : cases) {
+    compiler::CompileOptions options;
+    options.quantize = c.quantize;
+    options.groupSize = c.groupSize;
+    options.tp = c.tp;
+    options.targets = c.targets;
+    const std::string message = compileError(model, options);
+    EXPECT_NE(message.find(c.expected), std::string::npos) << message;
+  }
+}
+
+} // namespace
+} // namespace kiln::e2e
