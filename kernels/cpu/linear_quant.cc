@@ -115,6 +115,7 @@ float dotPortable(const float *x, const float *w, int32_t n) {
 
 // Each weight row of the tile is dequantized once and read by every row of the tile.
 void dotTilePortable(const QuantMatrix &w, const DotTile &tile, float *sums, float *weightRow) {
+  // One row of `weights` at a time: each is read by every row of the tile before the next.
   for (int32_t o = 0; o < tile.outs; ++o) {
     dequantizeRow(w, tile.out0 + o, weightRow);
     for (int32_t r = 0; r < tile.rows; ++r)
@@ -143,9 +144,9 @@ bool cachesX(const LinearArgs &args) {
          int64_t(args.rows) * args.inFeatures <= kMaxCachedXFloats;
 }
 
-// Floats of a worker's scratch: the tile's sums, one dequantized weight row, then x.
+// Floats of a worker's scratch: the tile's sums, its dequantized weight rows, then x.
 size_t scratchFloats(const LinearArgs &args) {
-  size_t floats = kRowTile * kOutTile + size_t(args.inFeatures);
+  size_t floats = kRowTile * kOutTile + size_t(kOutTile) * args.inFeatures;
   if (cachesX(args))
     floats += size_t(args.rows) * args.inFeatures;
   else if (args.xType != ElemType::kF32)
@@ -195,9 +196,9 @@ void linearQuant(const LinearArgs &args) {
   const size_t floats = scratchFloats(args);
   parallelRun(work > 65536, [&](int worker, int workers) {
     float *sums = threadScratch(floats);
-    float *weightRow = sums + kRowTile * kOutTile;
+    float *weights = sums + kRowTile * kOutTile;
     XRows x;
-    (cached ? x.rows : x.tileRows) = weightRow + args.inFeatures;
+    (cached ? x.rows : x.tileRows) = weights + int64_t(kOutTile) * args.inFeatures;
     const IndexRange range = staticRange(tasks, worker, workers);
     for (int64_t task = range.begin; task < range.end; ++task) {
       const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
@@ -208,7 +209,7 @@ void linearQuant(const LinearArgs &args) {
       tile.xStride = args.inFeatures;
       tile.out0 = out0;
       tile.outs = std::min(kOutTile, args.outFeatures - out0);
-      dotTile(w, tile, sums, weightRow);
+      dotTile(w, tile, sums, weights);
       storeSums(args, tile, row0, sums);
     }
   });

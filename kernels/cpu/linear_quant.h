@@ -34,8 +34,11 @@ void linearQuant(const LinearArgs &args);
 namespace linear_quant {
 
 // Rows x outputs of one task; weight rows are read once per task, x rows from cache.
-constexpr int32_t kRowTile = 8;
+constexpr int32_t kRowTile = 32;
 constexpr int32_t kOutTile = 16;
+// Tiles of at most this many rows read the packed weights directly; larger ones dequantize the
+// tile's weight rows once into scratch first (the same values, so the same sums).
+constexpr int32_t kDirectRows = 4;
 
 // Rows [0, rows) of fp32 x (xStride floats apart) against weight rows [out0, out0 + outs).
 struct DotTile {
@@ -48,10 +51,9 @@ struct DotTile {
 
 // sums[r * kOutTile + o] = the dot product of x row r with weight row out0 + o, each summed in the
 // level's fixed order whatever the tile (linear_quant.cc: portable, linear_quant_avx512.cc).
-// `weightRow` has room for one row of fp32 weights.
-using DotTileFn = void (*)(const QuantMatrix &w, const DotTile &tile, float *sums,
-                           float *weightRow);
-void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weightRow);
+// `weights` has room for kOutTile rows of fp32 weights.
+using DotTileFn = void (*)(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
+void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
 
 } // namespace linear_quant
 } // namespace kiln::kernels::cpu

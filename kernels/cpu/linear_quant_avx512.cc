@@ -11,7 +11,9 @@
 // scales and mins are widened 16 groups at a time. Then each row's x multiplies the 16 weights
 // into its accumulator (one fused multiply-add). So lane l sums the products at k = l (mod 16) in
 // increasing k for every format, R and O, and the lanes are added in a fixed tree (laneSum): a
-// row's result does not depend on the batch.
+// row's result does not depend on the batch. A tile of more than kDirectRows rows first
+// dequantizes its weight rows into scratch with the same operations and then runs micro-kernels
+// of up to 6 rows x 4 outputs over them: the same products added in the same order.
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_quant.h"
 
@@ -174,6 +176,109 @@ void dotMicroTile(const QuantMatrix &w, const DotTile &tile, int32_t r0, int32_t
       sums[(r0 + r) * kOutTile + o0 + o] = laneSum(acc[r][o]);
 }
 
+// The fp32 weights of row `row` into dst[0, cols): the very values dotQ8 / dotQ4 multiply by.
+void dequantizeRowAvx512(const QuantMatrix &w, int64_t row, float *dst) {
+  const Rows<1> rows(w, static_cast<int32_t>(row));
+  const uint8_t *values = rows.values;
+  if (w.format == QuantFormat::kQ8) {
+    forEachGroup<1>(rows, [&](int32_t, const __m512(&scale)[1]) {
+      for (int32_t step = 0; step < w.groupSize / 16; ++step, values += 16, dst += 16) {
+        const __m512i q = _mm512_cvtepi8_epi32(load16Bytes(values));
+        _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale[0]));
+      }
+    });
+    return;
+  }
+  const __m512 nibbles = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512 centred = _mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f));
+  __m512 mins16[1] = {};
+  forEachGroup<1>(rows, [&](int32_t g, const __m512(&scale)[1]) {
+    if (rows.mins && g % 16 == 0)
+      loadHalves16<1>(rows.mins, rows.groupsPerRow, g, groupsFrom(rows.groupsPerRow, g), mins16);
+    const __m512 table = rows.mins
+                             ? _mm512_fmadd_ps(nibbles, scale[0], broadcastLane(mins16[0], g % 16))
+                             : _mm512_mul_ps(centred, scale[0]);
+    for (int32_t run = 0; run < w.groupSize / kQuantSubBlock; ++run, values += 16, dst += 32) {
+      const __m512i bytes = _mm512_cvtepu8_epi32(load16Bytes(values));
+      _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
+      _mm512_storeu_ps(dst + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
+    }
+  });
+}
+
+// As dotMicroTile, with the O weight rows already dequantized (`weights`, rows cols apart): the
+// same fused multiply-adds in the same order, so the same sums.
+template <int R, int O>
+void dotDequantizedMicroTile(const float *weights, int32_t cols, const DotTile &tile, int32_t r0,
+                             int32_t o0, float *sums) {
+  __m512 acc[R][O];
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o)
+      acc[r][o] = _mm512_setzero_ps();
+  const float *x = tile.x + r0 * tile.xStride;
+  const float *wrows = weights + int64_t(o0) * cols;
+  for (int32_t k = 0; k < cols; k += 16) {
+    __m512 wv[O];
+    for (int o = 0; o < O; ++o)
+      wv[o] = _mm512_loadu_ps(wrows + int64_t(o) * cols + k);
+    multiplyRows<R, O>(x + k, tile.xStride, wv, acc);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int o = 0; o < O; ++o)
+      sums[(r0 + r) * kOutTile + o0 + o] = laneSum(acc[r][o]);
+}
+
+// Every row of the tile against the dequantized outputs [o0, o0 + O), in as few groups of at
+// most six rows as cover them, of sizes as even as can be (8 rows: 4 + 4, not 6 + 2).
+template <int O>
+void dotDequantizedRows(const float *weights, int32_t cols, const DotTile &tile, int32_t o0,
+                        float *sums) {
+  const int32_t groups = (tile.rows + 5) / 6;
+  for (int32_t i = 0, r = 0; i < groups; ++i) {
+    const int32_t rows = (tile.rows - r + (groups - i) - 1) / (groups - i);
+    switch (rows) {
+    case 6:
+      dotDequantizedMicroTile<6, O>(weights, cols, tile, r, o0, sums);
+      break;
+    case 5:
+      dotDequantizedMicroTile<5, O>(weights, cols, tile, r, o0, sums);
+      break;
+    case 4:
+      dotDequantizedMicroTile<4, O>(weights, cols, tile, r, o0, sums);
+      break;
+    case 3:
+      dotDequantizedMicroTile<3, O>(weights, cols, tile, r, o0, sums);
+      break;
+    case 2:
+      dotDequantizedMicroTile<2, O>(weights, cols, tile, r, o0, sums);
+      break;
+    default:
+      dotDequantizedMicroTile<1, O>(weights, cols, tile, r, o0, sums);
+    }
+    r += rows;
+  }
+}
+
+// A tile of more rows than one micro-kernel holds: its weight rows dequantized once into
+// `weights` and read from there by every group of rows.
+void dotDequantizedTile(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
+  for (int32_t o = 0; o < tile.outs; ++o)
+    dequantizeRowAvx512(w, tile.out0 + o, weights + int64_t(o) * w.cols);
+  int32_t o = 0;
+  for (; o + 4 <= tile.outs; o += 4)
+    dotDequantizedRows<4>(weights, w.cols, tile, o, sums);
+  switch (tile.outs - o) {
+  case 3:
+    return dotDequantizedRows<3>(weights, w.cols, tile, o, sums);
+  case 2:
+    return dotDequantizedRows<2>(weights, w.cols, tile, o, sums);
+  case 1:
+    return dotDequantizedRows<1>(weights, w.cols, tile, o, sums);
+  default:
+    return;
+  }
+}
+
 // Every row of the tile against outputs [o0, o0 + O), four rows at a time: the O weight rows are
 // read from memory by the first group and from L1 by the others.
 template <int O>
@@ -195,7 +300,9 @@ void dotRowGroups(const QuantMatrix &w, const DotTile &tile, int32_t o0, float *
 
 } // namespace
 
-void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *) {
+void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
+  if (tile.rows > kDirectRows)
+    return dotDequantizedTile(w, tile, sums, weights);
   int32_t o = 0;
   for (; o + 4 <= tile.outs; o += 4)
     dotRowGroups<4>(w, tile, o, sums);
