@@ -2,18 +2,20 @@
 // CpuIsa::kAvx512 up. Built like linear_avx512.cc: only this file's own functions target AVX-512
 // (KILN_TARGET_BEGIN of isa_target.h after the includes, everything in an anonymous namespace).
 //
-// A micro-kernel holds R rows x O outputs in 16-lane accumulators and reads the O weight rows'
-// bytes once, front to back, prefetching ahead. Q4 / Q4M: per group and output, a table of the 16
-// weights a nibble stands for (scale * (u - 8), or scale * u + min as one fused multiply-add: the
-// exact weights); per run of 32 values, 16 bytes widened to 16 int32 lanes, one permute looks up
-// values 0..15 (it reads only the low 4 bits of each lane) and, after a shift by 4, another values
-// 16..31. Q8: 16 signed bytes widened, converted and multiplied by the scale (exact). The fp16
-// scales and mins are widened 16 groups at a time. Then each row's x multiplies the 16 weights
-// into its accumulator (one fused multiply-add). So lane l sums the products at k = l (mod 16) in
-// increasing k for every format, R and O, and the lanes are added in a fixed tree (laneSum): a
-// row's result does not depend on the batch. A tile of more than kDirectRows rows first
-// dequantizes its weight rows into scratch with the same operations and then runs micro-kernels
-// of up to 6 rows x 4 outputs over them: the same products added in the same order.
+// A micro-kernel holds R rows x O outputs in 16-lane accumulators (1-4 rows x 4 outputs, or 5-8
+// rows x 2) and reads the O weight rows' bytes once, front to back, prefetching ahead. Q4 / Q4M:
+// per group and output, a table of the 16 weights a nibble stands for (scale * (u - 8), or scale *
+// u + min as one fused multiply-add: the exact weights); per run of 32 values, 16 bytes widened to
+// 16 int32 lanes, one permute looks up values 0..15 (it reads only the low 4 bits of each lane)
+// and, after a shift by 4, another values 16..31. Q8: 16 signed bytes widened, converted and
+// multiplied by the scale (exact). The fp16 scales and mins are widened 16 groups at a time (or,
+// past 4 rows, one group at a time: forEachGroup). Then
+// each row's x multiplies the 16 weights into its accumulator (one fused multiply-add). So lane l
+// sums the products at k = l (mod 16) in increasing k for every format, R and O, and the lanes are
+// added in a fixed tree (laneSum): a row's result does not depend on the batch. A tile of more than
+// kDirectRows rows first dequantizes its weight rows into scratch with the same operations and then
+// runs micro-kernels of up to 6 rows x 4 outputs over them: the same products added in the same
+// order.
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_quant.h"
 
@@ -29,11 +31,6 @@ namespace {
 // kernels/cpu/linear_impl.inc's streaming tiles do: rows of a few hundred bytes end before the
 // hardware prefetcher ramps up on each).
 constexpr int64_t kPrefetchBytes = 8192;
-
-// Groups from g0 on, at most 16 (the scales widened at once).
-inline int32_t groupsFrom(int64_t groupsPerRow, int32_t g0) {
-  return groupsPerRow - g0 < 16 ? static_cast<int32_t>(groupsPerRow - g0) : 16;
-}
 
 inline __m128i load16Bytes(const uint8_t *p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
@@ -71,13 +68,15 @@ inline void multiplyRows(const float *x, int64_t xStride, const __m512 (&wv)[O],
   }
 }
 
-// fp16 values [g0, g0 + 16) of each of O rows `stride` apart (fewer at the end: zeros), widened.
-template <int O>
-inline void loadHalves16(const uint16_t *p, int64_t stride, int32_t g0, int32_t count,
-                         __m512 (&dst)[O]) {
+// The fp16 value at p widened, in every lane.
+inline __m512 broadcastHalf(const uint16_t *p) {
+  return _mm512_cvtph_ps(_mm256_set1_epi16(static_cast<short>(*p)));
+}
+
+// fp16 values [g0, g0 + count) of row o (count <= 16; the other lanes zero), widened.
+inline __m512 loadHalves16(const uint16_t *row, int32_t g0, int32_t count) {
   const __mmask16 mask = count >= 16 ? 0xFFFF : __mmask16((1u << count) - 1);
-  for (int o = 0; o < O; ++o)
-    dst[o] = _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, p + o * stride + g0));
+  return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, row + g0));
 }
 
 // Lane g of v in every lane.
@@ -85,17 +84,40 @@ inline __m512 broadcastLane(__m512 v, int32_t g) {
   return _mm512_permutexvar_ps(_mm512_set1_epi32(g), v);
 }
 
-// Calls step(g, scale) for every group g in order, scale[o] row o's scale of group g broadcast.
-template <int O, class Step> inline void forEachGroup(const Rows<O> &rows, Step step) {
-  for (int32_t g0 = 0; g0 < rows.groupsPerRow; g0 += 16) {
-    const int32_t count = groupsFrom(rows.groupsPerRow, g0);
-    __m512 scales16[O];
-    loadHalves16<O>(rows.scales, rows.groupsPerRow, g0, count, scales16);
-    for (int32_t g = 0; g < count; ++g) {
-      __m512 scale[O];
-      for (int o = 0; o < O; ++o)
-        scale[o] = broadcastLane(scales16[o], g);
-      step(g0 + g, scale);
+// Calls step(g, scale, min) for every group g in order: scale[o] (min[o], Q4M) row o's scale (min)
+// of group g in every lane. Widen16 widens 16 groups' values at once and broadcasts each from a
+// register (fewer instructions); the micro-kernels of more than 4 rows read each group's from
+// memory instead, as holding 16 groups' in registers would spill their accumulators.
+template <int O, bool Widen16, class Step>
+inline void forEachGroup(const Rows<O> &rows, Step step) {
+  const int64_t stride = rows.groupsPerRow;
+  __m512 scale[O], min[O] = {};
+  if constexpr (!Widen16) {
+    for (int32_t g = 0; g < stride; ++g) {
+      for (int o = 0; o < O; ++o) {
+        scale[o] = broadcastHalf(rows.scales + o * stride + g);
+        if (rows.mins)
+          min[o] = broadcastHalf(rows.mins + o * stride + g);
+      }
+      step(g, scale, min);
+    }
+  } else {
+    for (int32_t g0 = 0; g0 < stride; g0 += 16) {
+      const int32_t count = stride - g0 < 16 ? static_cast<int32_t>(stride - g0) : 16;
+      __m512 scales16[O], mins16[O] = {};
+      for (int o = 0; o < O; ++o) {
+        scales16[o] = loadHalves16(rows.scales + o * stride, g0, count);
+        if (rows.mins)
+          mins16[o] = loadHalves16(rows.mins + o * stride, g0, count);
+      }
+      for (int32_t g = 0; g < count; ++g) {
+        for (int o = 0; o < O; ++o) {
+          scale[o] = broadcastLane(scales16[o], g);
+          if (rows.mins)
+            min[o] = broadcastLane(mins16[o], g);
+        }
+        step(g0 + g, scale, min);
+      }
     }
   }
 }
@@ -105,7 +127,7 @@ void dotQ8(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
            __m512 (&acc)[R][O]) {
   const int32_t steps = w.groupSize / 16;
   const uint8_t *first = rows.values;
-  forEachGroup<O>(rows, [&](int32_t, const __m512(&scale)[O]) {
+  forEachGroup<O, (R <= 4)>(rows, [&](int32_t, const __m512(&scale)[O], const __m512(&)[O]) {
     for (int32_t step = 0; step < steps; ++step, rows.values += 16, x += 16) {
       rows.prefetch(first);
       __m512 wv[O];
@@ -128,14 +150,11 @@ void dotQ4(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
   const __m512 centred = _mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f));
   const int32_t runs = w.groupSize / kQuantSubBlock;
   const uint8_t *first = rows.values;
-  __m512 mins16[O] = {}; // Q4M: loaded at every 16th group
-  forEachGroup<O>(rows, [&](int32_t g, const __m512(&scale)[O]) {
-    if (rows.mins && g % 16 == 0) // the mins of groups [g, g + 16), as forEachGroup's scales
-      loadHalves16<O>(rows.mins, rows.groupsPerRow, g, groupsFrom(rows.groupsPerRow, g), mins16);
+  forEachGroup<O, (R <= 4)>(rows, [&](int32_t, const __m512(&scale)[O], const __m512(&min)[O]) {
     __m512 table[O];
     for (int o = 0; o < O; ++o)
-      table[o] = rows.mins ? _mm512_fmadd_ps(nibbles, scale[o], broadcastLane(mins16[o], g % 16))
-                           : _mm512_mul_ps(centred, scale[o]);
+      table[o] =
+          rows.mins ? _mm512_fmadd_ps(nibbles, scale[o], min[o]) : _mm512_mul_ps(centred, scale[o]);
     for (int32_t run = 0; run < runs; ++run, rows.values += 16, x += 32) {
       rows.prefetch(first);
       __m512 low[O], high[O];
@@ -181,7 +200,7 @@ void dequantizeRowAvx512(const QuantMatrix &w, int64_t row, float *dst) {
   const Rows<1> rows(w, static_cast<int32_t>(row));
   const uint8_t *values = rows.values;
   if (w.format == QuantFormat::kQ8) {
-    forEachGroup<1>(rows, [&](int32_t, const __m512(&scale)[1]) {
+    forEachGroup<1, true>(rows, [&](int32_t, const __m512(&scale)[1], const __m512(&)[1]) {
       for (int32_t step = 0; step < w.groupSize / 16; ++step, values += 16, dst += 16) {
         const __m512i q = _mm512_cvtepi8_epi32(load16Bytes(values));
         _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale[0]));
@@ -191,13 +210,9 @@ void dequantizeRowAvx512(const QuantMatrix &w, int64_t row, float *dst) {
   }
   const __m512 nibbles = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512 centred = _mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f));
-  __m512 mins16[1] = {};
-  forEachGroup<1>(rows, [&](int32_t g, const __m512(&scale)[1]) {
-    if (rows.mins && g % 16 == 0)
-      loadHalves16<1>(rows.mins, rows.groupsPerRow, g, groupsFrom(rows.groupsPerRow, g), mins16);
-    const __m512 table = rows.mins
-                             ? _mm512_fmadd_ps(nibbles, scale[0], broadcastLane(mins16[0], g % 16))
-                             : _mm512_mul_ps(centred, scale[0]);
+  forEachGroup<1, true>(rows, [&](int32_t, const __m512(&scale)[1], const __m512(&min)[1]) {
+    const __m512 table =
+        rows.mins ? _mm512_fmadd_ps(nibbles, scale[0], min[0]) : _mm512_mul_ps(centred, scale[0]);
     for (int32_t run = 0; run < w.groupSize / kQuantSubBlock; ++run, values += 16, dst += 32) {
       const __m512i bytes = _mm512_cvtepu8_epi32(load16Bytes(values));
       _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
@@ -300,9 +315,30 @@ void dotRowGroups(const QuantMatrix &w, const DotTile &tile, int32_t o0, float *
 
 } // namespace
 
+// 5 to 8 rows (a decode batch of up to 8): all of them in one micro-kernel over outputs two at a
+// time, so each packed byte is read and looked up once for every row.
+template <int R> void dotAllRowsTwoOutputs(const QuantMatrix &w, const DotTile &tile, float *sums) {
+  int32_t o = 0;
+  for (; o + 2 <= tile.outs; o += 2)
+    dotMicroTile<R, 2>(w, tile, 0, o, sums);
+  if (o < tile.outs)
+    dotMicroTile<R, 1>(w, tile, 0, o, sums);
+}
+
 void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
-  if (tile.rows > kDirectRows)
-    return dotDequantizedTile(w, tile, sums, weights);
+  switch (tile.rows) {
+  case 5:
+    return dotAllRowsTwoOutputs<5>(w, tile, sums);
+  case 6:
+    return dotAllRowsTwoOutputs<6>(w, tile, sums);
+  case 7:
+    return dotAllRowsTwoOutputs<7>(w, tile, sums);
+  case 8:
+    return dotAllRowsTwoOutputs<8>(w, tile, sums);
+  default:
+    if (tile.rows > kDirectRows)
+      return dotDequantizedTile(w, tile, sums, weights);
+  }
   int32_t o = 0;
   for (; o + 4 <= tile.outs; o += 4)
     dotRowGroups<4>(w, tile, o, sums);
