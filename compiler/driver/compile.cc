@@ -267,7 +267,7 @@ Status Compilation::emit() {
     }
   std::string stored = options_.dtype;
   for (const auto &[form, count] : quantized)
-    stored += ", " + std::to_string(count) + " matrices " + form;
+    stored += ", " + std::to_string(count) + (count == 1 ? " matrix " : " matrices ") + form;
   size_t numWeights = contents->rankWeights[0].size();
   size_t numOps = contents->plan.ranks[0]->program.size();
   // The writer reports every tensor; a 7B model has hundreds, so per-tensor lines are kept to

@@ -9,18 +9,11 @@
 namespace kiln::compiler {
 namespace {
 
-// Whether every user reads `weight` as a linear's w or an embedding's table.
+// Whether every user reads `weight` as a linear's w or an embedding's table (operand 1 of both).
 bool onlyMatrixUses(WeightOp weight) {
-  for (mlir::OpOperand &use : weight.getResult().getUses()) {
-    mlir::Operation *user = use.getOwner();
-    if (auto linear = mlir::dyn_cast<LinearOp>(user);
-        linear && use.get() == linear.getW() && use.getOperandNumber() == 1)
-      continue;
-    if (auto embedding = mlir::dyn_cast<EmbeddingOp>(user);
-        embedding && use.get() == embedding.getTable())
-      continue;
-    return false;
-  }
+  for (mlir::OpOperand &use : weight.getResult().getUses())
+    if (!mlir::isa<LinearOp, EmbeddingOp>(use.getOwner()) || use.getOperandNumber() != 1)
+      return false;
   return !weight.getResult().use_empty();
 }
 
