@@ -64,6 +64,20 @@ TEST(QuantizedModels, GgufBlocksStayPackedUnlessDtypeIsGiven) {
   checkGoldenLogits("tiny-llama.gguf", "cpu", dense);
 }
 
+// The GPU targets read no quantized weights yet: a GGUF's blocks are dequantized when one is
+// asked for (one weights file serves every target of the artifact).
+TEST(QuantizedModels, GpuTargetsDequantizeGgufBlocks) {
+#ifndef KILN_HAVE_CODEGEN
+  GTEST_SKIP() << "built without the CUDA code generator (KILN_ENABLE_CUDA=OFF)";
+#else
+  compiler::CompileOptions options;
+  options.targets = {"cpu", "sm_90"};
+  Formats formats = weightFormats(compileForTest(kData + "/gguf/tiny-llama.gguf", options));
+  EXPECT_EQ(formats.count["F32"], 16);
+  EXPECT_EQ(formats.quantizedBytes, 0u);
+#endif
+}
+
 // Q4 g32 stores 4 bits a weight plus an fp16 scale a group: 4.5 bits, 64-byte aligned sections.
 TEST(QuantizedModels, Int4BytesAreAQuarterOfBf16PlusScales) {
   compiler::CompileOptions int4;

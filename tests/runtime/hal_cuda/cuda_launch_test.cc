@@ -306,6 +306,22 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
             std::string::npos)
       << linear.message();
 
+  // Quantized weights (schema/plan.fbs Q8 / Q4 / Q4M) run on the cpu backend only so far.
+  makeOp(
+      schema::OpParams::EmbeddingParams,
+      [](auto &fbb) { return schema::CreateEmbeddingParams(fbb, 0u).Union(); }, 2, 1,
+      "kiln_embedding");
+  op_.inputs = {stepInput(0x100, RowScale::Tokens, 8),
+                fakeBuffer(0x200, DType::Q4, RowScale::Fixed, 512, 64, schema::BufferKind::Weight)};
+  op_.inputs[1].groupSize = 32;
+  op_.outputs = {fakeBuffer(0x300, DType::F32, RowScale::Tokens, 8, 64)};
+  Status quantized = checkCudaOp(op_);
+  EXPECT_EQ(quantized.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(quantized.message().find("weight input 1 is Q4; quantized weights run on the cpu "
+                                     "backend only so far"),
+            std::string::npos)
+      << quantized.message();
+
   makeOp(
       schema::OpParams::AddParams, [](auto &fbb) { return schema::CreateAddParams(fbb).Union(); },
       2, 1, "kiln_add");
