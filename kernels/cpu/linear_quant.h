@@ -34,7 +34,7 @@ void linearQuant(const LinearArgs &args);
 namespace linear_quant {
 
 // Rows x outputs of one task; weight rows are read once per task, x rows from cache.
-constexpr int32_t kRowTile = 32;
+constexpr int32_t kRowTile = 64;
 constexpr int32_t kOutTile = 16;
 // Tiles of at most this many rows read the packed weights directly (all rows at once); larger ones
 // dequantize the tile's weight rows once into scratch first (the same values, so the same sums).
