@@ -8,10 +8,11 @@
 // is widened once per worker and row tile, as linear.cc's XCache does.
 //
 // Summation order, fixed per level and so the same for a row alone or anywhere in a batch:
-//   portable (sse2, avx2): the weight row is dequantized into the worker's scratch; 16 lanes, lane
-//     l sums x * w at k = l (mod 16) in increasing k, a multiply then an add; the lanes are added
+//   portable (sse2): the weight row is dequantized into the worker's scratch; 16 lanes, lane l
+//     sums x * w at k = l (mod 16) in increasing k, a multiply then an add; the lanes are added
 //     in a pairwise tree.
-//   avx512 and up (linear_quant_avx512.cc): the same lanes, one fused multiply-add per product.
+//   avx2 (linear_quant_avx2.cc) and avx512 and up (linear_quant_avx512.cc): the same lanes, one
+//     fused multiply-add per product, the lanes added l + 8 first: both levels give the same bits.
 // The bias is added to the sum last, and the result rounded once to outType.
 #include "kernels/cpu/linear_quant.h"
 #include "kernels/cpu/elem_io.h"
@@ -124,7 +125,9 @@ void dotTilePortable(const QuantMatrix &w, const DotTile &tile, float *sums, flo
 }
 
 DotTileFn dotTileFor(CpuIsa isa) {
-  return isa >= CpuIsa::kAvx512 ? linear_quant::dotTileAvx512 : dotTilePortable;
+  return isa >= CpuIsa::kAvx512 ? linear_quant::dotTileAvx512
+         : isa == CpuIsa::kAvx2 ? linear_quant::dotTileAvx2
+                                : dotTilePortable;
 }
 
 // Half x widened to fp32, kept by a worker for one call: row tile t is converted the first time

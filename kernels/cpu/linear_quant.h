@@ -54,6 +54,7 @@ struct DotTile {
 // `weights` has room for kOutTile rows of fp32 weights.
 using DotTileFn = void (*)(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
 void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
+void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
 
 } // namespace linear_quant
 } // namespace kiln::kernels::cpu

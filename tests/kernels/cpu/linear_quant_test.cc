@@ -11,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -226,6 +227,34 @@ TEST_P(LinearQuantTest, ZeroRowsWritesNothing) {
   args.quant = w.quant;
   linear(args);
   EXPECT_EQ(y, std::vector<float>(4, 5.0f));
+}
+
+// avx2 and the AVX-512 levels do the same operations in the same order (linear_quant.cc), so
+// they give the same bits, through every path (1-4, 5-8 and more rows a tile).
+TEST(LinearQuantLevels, Avx2AndAvx512GiveTheSameBits) {
+  const std::vector<CpuIsa> levels = availableCpuIsas();
+  if (std::find(levels.begin(), levels.end(), CpuIsa::kAvx512) == levels.end())
+    GTEST_SKIP() << "this CPU has no AVX-512";
+  for (QuantFormat format : kFormats)
+    for (int32_t rows : {1, 3, 6, 8, 40}) {
+      SCOPED_TRACE(::testing::Message() << quantFormatName(format) << " rows=" << rows);
+      const int32_t in = 192, out = 21;
+      const auto w = randomQuantized(format, out, in, 64, 21);
+      const auto x = makeWeights(randomFloats(size_t(rows) * in, 22), ElemType::kF32);
+      std::vector<float> results[2];
+      int i = 0;
+      for (CpuIsa isa : {CpuIsa::kAvx2, CpuIsa::kAvx512}) {
+        ASSERT_TRUE(setCpuIsa(isa));
+        const auto y = runLinear({x, w, nullptr, rows, in, out});
+        for (int32_t r = 0; r < rows; ++r) {
+          const std::vector<float> row = y.row(r, out);
+          results[i].insert(results[i].end(), row.begin(), row.end());
+        }
+        ++i;
+      }
+      setCpuIsa(detectedCpuIsa());
+      EXPECT_TRUE(testing::bitwiseEqual(results[0], results[1]));
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, LinearQuantTest,
