@@ -7,7 +7,8 @@ Run from the repo root:
 Every seed is small and made here from tests/data or written out below; nothing is copied from
 ../shared/assets (scripts/fuzz.sh adds those files as extra seeds at run time when present).
 --artifact names compiled model.kiln directories (`kiln compile tests/data/models/tiny-llama -o
-DIR`); their plan.kiln and manifest.json become the artifact_fuzz seeds. A rerun with the same
+DIR`); their plan.kiln and manifest.json become the artifact_fuzz seeds (plan3: `kiln compile
+tests/data/gguf/tiny-llama.gguf --max-batch 2 --max-seq-len 64`, whose matrices are quantized Q8). A rerun with the same
 artifacts writes the same bytes. Inputs standing for several files join them with SEP, as
 tests/fuzz/fuzz_util.h splits them.
 """
