@@ -252,18 +252,9 @@ Status Compilation::emit() {
   std::map<std::string, int> quantized; // "Q4M g32" -> weights of rank 0 stored so
   for (const auto &rankWeights : contents->rankWeights)
     for (const rt::WeightSource &weight : rankWeights) {
-      if (rt::isQuantDType(weight.dtype)) {
-        weightBytes += rt::quantWeightSize(weight.dtype, weight.shape.at(0), weight.shape.at(1),
-                                           weight.groupSize)
-                           .bytes;
-        if (&rankWeights == &contents->rankWeights[0])
-          ++quantized[rt::dtypeName(weight.dtype) + " g" + std::to_string(weight.groupSize)];
-        continue;
-      }
-      uint64_t elements = 1;
-      for (uint64_t dim : weight.shape)
-        elements *= dim;
-      weightBytes += elements * rt::dtypeSize(weight.dtype);
+      weightBytes += rt::weightSize(weight.dtype, weight.shape, weight.groupSize).bytes;
+      if (rt::isQuantDType(weight.dtype) && &rankWeights == &contents->rankWeights[0])
+        ++quantized[rt::weightFormatName(weight.dtype, weight.groupSize)];
     }
   std::string stored = options_.dtype;
   for (const auto &[form, count] : quantized)

@@ -111,12 +111,11 @@ Result<QuantizedMatrix> sliceQuantizedMatrix(const QuantizedMatrix &m, int64_t r
                            std::to_string(colBegin) + ", " + std::to_string(colEnd) + ")");
   QuantizedMatrix out = zeroQuantizedMatrix(m.format, perRow ? colEnd - colBegin : m.groupSize,
                                             rowEnd - rowBegin, colEnd - colBegin);
-  const int64_t valueScale = m.format == QuantFormat::kQ8 ? 1 : 2; // values per byte
   const int64_t g0 = perRow ? 0 : colBegin / m.groupSize;
   for (int64_t r = rowBegin; r < std::min(rowEnd, m.rows); ++r) {
     const int64_t o = r - rowBegin;
     std::memcpy(out.values.data() + o * out.rowValueBytes(),
-                m.values.data() + r * m.rowValueBytes() + colBegin / valueScale,
+                m.values.data() + r * m.rowValueBytes() + quantValueBytes(m.format, colBegin),
                 static_cast<size_t>(out.rowValueBytes()));
     for (int64_t g = 0; g < out.groupsPerRow(); ++g) {
       out.scales[o * out.groupsPerRow() + g] = m.scales[r * m.groupsPerRow() + g0 + g];

@@ -22,7 +22,7 @@ struct QuantizedMatrix {
   std::vector<uint16_t> scales; // rows x cols / groupSize, fp16 bits
   std::vector<uint16_t> mins;   // Q4M only, as scales
 
-  int64_t rowValueBytes() const { return format == QuantFormat::kQ8 ? cols : cols / 2; }
+  int64_t rowValueBytes() const { return static_cast<int64_t>(quantValueBytes(format, cols)); }
   int64_t groupsPerRow() const { return cols / groupSize; }
   // The artifact's layout: sections aligned as quant_layout.h says, padding zero.
   std::vector<uint8_t> bytes() const;

@@ -39,7 +39,7 @@ QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int
   w.groupSize = quant.groupSize;
   w.cols = cols;
   w.groupsPerRow = static_cast<int32_t>(layout.groupsPerRow);
-  w.rowBytes = quant.format == QuantFormat::kQ8 ? cols : cols / 2;
+  w.rowBytes = static_cast<int64_t>(quantValueBytes(quant.format, uint64_t(cols)));
   w.values = bytes;
   w.scales = reinterpret_cast<const uint16_t *>(bytes + layout.scalesOffset);
   if (quant.format == QuantFormat::kQ4Min)

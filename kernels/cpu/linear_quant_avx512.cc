@@ -4,23 +4,22 @@
 //
 // A micro-kernel holds R rows x O outputs in 16-lane accumulators (1-4 rows x 4 outputs, or 5-8
 // rows x 2) and reads the O weight rows' bytes once, front to back, prefetching ahead. Q4 / Q4M:
-// per group and output, a table of the 16 weights a nibble stands for (scale * (u - 8), or scale *
-// u + min as one fused multiply-add: the exact weights); per run of 32 values, 16 bytes widened to
-// 16 int32 lanes, one permute looks up values 0..15 (it reads only the low 4 bits of each lane)
-// and, after a shift by 4, another values 16..31. Q8: 16 signed bytes widened, converted and
-// multiplied by the scale (exact). The fp16 scales and mins are widened 16 groups at a time (or,
-// past 4 rows, one group at a time: forEachGroup). Then
-// each row's x multiplies the 16 weights into its accumulator (one fused multiply-add). So lane l
-// sums the products at k = l (mod 16) in increasing k for every format, R and O, and the lanes are
-// added in a fixed tree (laneSum): a row's result does not depend on the batch. A tile of more than
-// kDirectRows rows first dequantizes its weight rows into scratch with the same operations and then
-// runs micro-kernels of up to 6 rows x 4 outputs over them: the same products added in the same
-// order.
+// per group and output, a table of the 16 weights a nibble stands for (nibbleTable: the exact
+// weights); per run of 32 values one permute looks up values 0..15 and, after a shift by 4,
+// another values 16..31 (lookUpRun). Q8: 16 signed bytes widened, converted and multiplied by the
+// scale (q8Weights, exact). The fp16 scales and mins are widened 16 groups at a time (or, past 4
+// rows, one group at a time: forEachGroup). Then each row's x multiplies the 16 weights into its
+// accumulator (one fused multiply-add). So lane l sums the products at k = l (mod 16) in
+// increasing k for every format, R and O, and the lanes are added in a fixed tree (laneSum): a
+// row's result does not depend on the batch. A tile of more than kDirectRows rows first
+// dequantizes its weight rows into scratch with the same helpers and then runs micro-kernels of
+// up to 6 rows x 4 outputs over them: the same products added in the same order.
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_quant.h"
 
 #include <cstdint>
 #include <immintrin.h>
+#include <type_traits>
 
 KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 
@@ -122,6 +121,45 @@ inline void forEachGroup(const Rows<O> &rows, Step step) {
   }
 }
 
+// The 16 exact weights of 16 Q8 values: scale * q.
+inline __m512 q8Weights(const uint8_t *values, __m512 scale) {
+  return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16Bytes(values))), scale);
+}
+
+// The 16 weights a nibble u stands for in a group (the exact weights): Q4 scale * (u - 8), Q4M
+// scale * u + min.
+inline __m512 nibbleTable(bool hasMin, __m512 scale, __m512 min) {
+  const __m512 nibbles = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  return hasMin ? _mm512_fmadd_ps(nibbles, scale, min)
+                : _mm512_mul_ps(_mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f)), scale);
+}
+
+// The weights of a 32-value run (16 bytes): values 0..15 into low, 16..31 into high, each looked
+// up by one permute (which reads only the low 4 bits of a lane).
+inline void lookUpRun(const uint8_t *run, __m512 table, __m512 &low, __m512 &high) {
+  const __m512i bytes = _mm512_cvtepu8_epi32(load16Bytes(run));
+  low = _mm512_permutexvar_ps(bytes, table);
+  high = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table);
+}
+
+// f(std::integral_constant<int, n>{}) for a run-time n in [1, Max]; nothing for other n.
+template <int Max, class F> inline void withCount(int32_t n, F &&f) {
+  if constexpr (Max >= 1) {
+    if (n == Max)
+      return f(std::integral_constant<int, Max>{});
+    withCount<Max - 1>(n, f);
+  }
+}
+
+// f(size, begin) over [0, count) in chunks of Chunk, the last one smaller; size is an
+// std::integral_constant, so each chunk size is its own instance.
+template <int Chunk, class F> inline void forChunks(int32_t count, F &&f) {
+  int32_t begin = 0;
+  for (; begin + Chunk <= count; begin += Chunk)
+    f(std::integral_constant<int, Chunk>{}, begin);
+  withCount<Chunk - 1>(count - begin, [&](auto size) { f(size, begin); });
+}
+
 template <int R, int O>
 void dotQ8(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
            __m512 (&acc)[R][O]) {
@@ -131,38 +169,28 @@ void dotQ8(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
     for (int32_t step = 0; step < steps; ++step, rows.values += 16, x += 16) {
       rows.prefetch(first);
       __m512 wv[O];
-      for (int o = 0; o < O; ++o) {
-        const __m512i q = _mm512_cvtepi8_epi32(load16Bytes(rows.row(o)));
-        wv[o] = _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale[o]);
-      }
+      for (int o = 0; o < O; ++o)
+        wv[o] = q8Weights(rows.row(o), scale[o]);
       multiplyRows<R, O>(x, xStride, wv, acc);
     }
   });
 }
 
-// Per group and output, a table of the 16 weights a nibble can stand for (Q4 scale * (u - 8),
-// Q4M scale * u + min: the exact weights); one permute per 16 values then looks them up, the
-// permute reading only the low 4 bits of each lane.
+// Per group and output a table of the weights a nibble stands for, then one permute per 16 values.
 template <int R, int O>
 void dotQ4(const QuantMatrix &w, Rows<O> rows, const float *x, int64_t xStride,
            __m512 (&acc)[R][O]) {
-  const __m512 nibbles = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 centred = _mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f));
   const int32_t runs = w.groupSize / kQuantSubBlock;
   const uint8_t *first = rows.values;
   forEachGroup<O, (R <= 4)>(rows, [&](int32_t, const __m512(&scale)[O], const __m512(&min)[O]) {
     __m512 table[O];
     for (int o = 0; o < O; ++o)
-      table[o] =
-          rows.mins ? _mm512_fmadd_ps(nibbles, scale[o], min[o]) : _mm512_mul_ps(centred, scale[o]);
+      table[o] = nibbleTable(rows.mins, scale[o], min[o]);
     for (int32_t run = 0; run < runs; ++run, rows.values += 16, x += 32) {
       rows.prefetch(first);
       __m512 low[O], high[O];
-      for (int o = 0; o < O; ++o) {
-        const __m512i bytes = _mm512_cvtepu8_epi32(load16Bytes(rows.row(o)));
-        low[o] = _mm512_permutexvar_ps(bytes, table[o]);
-        high[o] = _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table[o]);
-      }
+      for (int o = 0; o < O; ++o)
+        lookUpRun(rows.row(o), table[o], low[o], high[o]);
       multiplyRows<R, O>(x, xStride, low, acc);
       multiplyRows<R, O>(x + 16, xStride, high, acc);
     }
@@ -199,24 +227,18 @@ void dotMicroTile(const QuantMatrix &w, const DotTile &tile, int32_t r0, int32_t
 void dequantizeRowAvx512(const QuantMatrix &w, int64_t row, float *dst) {
   const Rows<1> rows(w, static_cast<int32_t>(row));
   const uint8_t *values = rows.values;
-  if (w.format == QuantFormat::kQ8) {
-    forEachGroup<1, true>(rows, [&](int32_t, const __m512(&scale)[1], const __m512(&)[1]) {
-      for (int32_t step = 0; step < w.groupSize / 16; ++step, values += 16, dst += 16) {
-        const __m512i q = _mm512_cvtepi8_epi32(load16Bytes(values));
-        _mm512_storeu_ps(dst, _mm512_mul_ps(_mm512_cvtepi32_ps(q), scale[0]));
-      }
-    });
-    return;
-  }
-  const __m512 nibbles = _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
-  const __m512 centred = _mm512_sub_ps(nibbles, _mm512_set1_ps(8.0f));
   forEachGroup<1, true>(rows, [&](int32_t, const __m512(&scale)[1], const __m512(&min)[1]) {
-    const __m512 table =
-        rows.mins ? _mm512_fmadd_ps(nibbles, scale[0], min[0]) : _mm512_mul_ps(centred, scale[0]);
+    if (w.format == QuantFormat::kQ8) {
+      for (int32_t step = 0; step < w.groupSize / 16; ++step, values += 16, dst += 16)
+        _mm512_storeu_ps(dst, q8Weights(values, scale[0]));
+      return;
+    }
+    const __m512 table = nibbleTable(rows.mins, scale[0], min[0]);
     for (int32_t run = 0; run < w.groupSize / kQuantSubBlock; ++run, values += 16, dst += 32) {
-      const __m512i bytes = _mm512_cvtepu8_epi32(load16Bytes(values));
-      _mm512_storeu_ps(dst, _mm512_permutexvar_ps(bytes, table));
-      _mm512_storeu_ps(dst + 16, _mm512_permutexvar_ps(_mm512_srli_epi32(bytes, 4), table));
+      __m512 low, high;
+      lookUpRun(values, table, low, high);
+      _mm512_storeu_ps(dst, low);
+      _mm512_storeu_ps(dst + 16, high);
     }
   });
 }
@@ -243,115 +265,37 @@ void dotDequantizedMicroTile(const float *weights, int32_t cols, const DotTile &
       sums[(r0 + r) * kOutTile + o0 + o] = laneSum(acc[r][o]);
 }
 
-// Every row of the tile against the dequantized outputs [o0, o0 + O), in as few groups of at
-// most six rows as cover them, of sizes as even as can be (8 rows: 4 + 4, not 6 + 2).
-template <int O>
-void dotDequantizedRows(const float *weights, int32_t cols, const DotTile &tile, int32_t o0,
-                        float *sums) {
-  const int32_t groups = (tile.rows + 5) / 6;
-  for (int32_t i = 0, r = 0; i < groups; ++i) {
-    const int32_t rows = (tile.rows - r + (groups - i) - 1) / (groups - i);
-    switch (rows) {
-    case 6:
-      dotDequantizedMicroTile<6, O>(weights, cols, tile, r, o0, sums);
-      break;
-    case 5:
-      dotDequantizedMicroTile<5, O>(weights, cols, tile, r, o0, sums);
-      break;
-    case 4:
-      dotDequantizedMicroTile<4, O>(weights, cols, tile, r, o0, sums);
-      break;
-    case 3:
-      dotDequantizedMicroTile<3, O>(weights, cols, tile, r, o0, sums);
-      break;
-    case 2:
-      dotDequantizedMicroTile<2, O>(weights, cols, tile, r, o0, sums);
-      break;
-    default:
-      dotDequantizedMicroTile<1, O>(weights, cols, tile, r, o0, sums);
-    }
-    r += rows;
-  }
-}
-
-// A tile of more rows than one micro-kernel holds: its weight rows dequantized once into
-// `weights` and read from there by every group of rows.
+// A tile of more rows than the direct micro-kernels hold: its weight rows dequantized once into
+// `weights`, then every 4 outputs against the rows in as few groups of at most six as cover
+// them, of sizes as even as can be (8 rows: 4 + 4, not 6 + 2).
 void dotDequantizedTile(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
   for (int32_t o = 0; o < tile.outs; ++o)
     dequantizeRowAvx512(w, tile.out0 + o, weights + int64_t(o) * w.cols);
-  int32_t o = 0;
-  for (; o + 4 <= tile.outs; o += 4)
-    dotDequantizedRows<4>(weights, w.cols, tile, o, sums);
-  switch (tile.outs - o) {
-  case 3:
-    return dotDequantizedRows<3>(weights, w.cols, tile, o, sums);
-  case 2:
-    return dotDequantizedRows<2>(weights, w.cols, tile, o, sums);
-  case 1:
-    return dotDequantizedRows<1>(weights, w.cols, tile, o, sums);
-  default:
-    return;
-  }
-}
-
-// Every row of the tile against outputs [o0, o0 + O), four rows at a time: the O weight rows are
-// read from memory by the first group and from L1 by the others.
-template <int O>
-void dotRowGroups(const QuantMatrix &w, const DotTile &tile, int32_t o0, float *sums) {
-  int32_t r = 0;
-  for (; r + 4 <= tile.rows; r += 4)
-    dotMicroTile<4, O>(w, tile, r, o0, sums);
-  switch (tile.rows - r) {
-  case 3:
-    return dotMicroTile<3, O>(w, tile, r, o0, sums);
-  case 2:
-    return dotMicroTile<2, O>(w, tile, r, o0, sums);
-  case 1:
-    return dotMicroTile<1, O>(w, tile, r, o0, sums);
-  default:
-    return;
-  }
+  const int32_t groups = (tile.rows + 5) / 6;
+  forChunks<4>(tile.outs, [&](auto outs, int32_t o0) {
+    for (int32_t i = 0, r = 0; i < groups; ++i) {
+      const int32_t rows = (tile.rows - r + (groups - i) - 1) / (groups - i);
+      withCount<6>(rows, [&](auto n) {
+        dotDequantizedMicroTile<n(), outs()>(weights, w.cols, tile, r, o0, sums);
+      });
+      r += rows;
+    }
+  });
 }
 
 } // namespace
 
-// 5 to 8 rows (a decode batch of up to 8): all of them in one micro-kernel over outputs two at a
-// time, so each packed byte is read and looked up once for every row.
-template <int R> void dotAllRowsTwoOutputs(const QuantMatrix &w, const DotTile &tile, float *sums) {
-  int32_t o = 0;
-  for (; o + 2 <= tile.outs; o += 2)
-    dotMicroTile<R, 2>(w, tile, 0, o, sums);
-  if (o < tile.outs)
-    dotMicroTile<R, 1>(w, tile, 0, o, sums);
-}
-
+// Up to 4 rows: micro-kernels of 4 outputs; 5 to 8 rows (a decode batch of up to 8): all of them
+// in one micro-kernel of 2 outputs, so each packed byte is read and looked up once for every row.
 void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
-  switch (tile.rows) {
-  case 5:
-    return dotAllRowsTwoOutputs<5>(w, tile, sums);
-  case 6:
-    return dotAllRowsTwoOutputs<6>(w, tile, sums);
-  case 7:
-    return dotAllRowsTwoOutputs<7>(w, tile, sums);
-  case 8:
-    return dotAllRowsTwoOutputs<8>(w, tile, sums);
-  default:
-    if (tile.rows > kDirectRows)
-      return dotDequantizedTile(w, tile, sums, weights);
-  }
-  int32_t o = 0;
-  for (; o + 4 <= tile.outs; o += 4)
-    dotRowGroups<4>(w, tile, o, sums);
-  switch (tile.outs - o) {
-  case 3:
-    return dotRowGroups<3>(w, tile, o, sums);
-  case 2:
-    return dotRowGroups<2>(w, tile, o, sums);
-  case 1:
-    return dotRowGroups<1>(w, tile, o, sums);
-  default:
-    return;
-  }
+  if (tile.rows > kDirectRows)
+    return dotDequantizedTile(w, tile, sums, weights);
+  withCount<kDirectRows>(tile.rows, [&](auto rows) {
+    constexpr int kOuts = rows() <= 4 ? 4 : 2;
+    forChunks<kOuts>(tile.outs, [&](auto outs, int32_t o0) {
+      dotMicroTile<rows(), outs()>(w, tile, 0, o0, sums);
+    });
+  });
 }
 
 } // namespace kiln::kernels::cpu::linear_quant

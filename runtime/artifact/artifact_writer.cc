@@ -31,22 +31,6 @@ struct FileRecord {
   std::string sha256;
 };
 
-size_t elementSize(schema::DType dtype) {
-  switch (dtype) {
-  case schema::DType::F32:
-  case schema::DType::I32:
-    return 4;
-  case schema::DType::F16:
-  case schema::DType::BF16:
-    return 2;
-  case schema::DType::I64:
-    return 8;
-  case schema::DType::U8:
-    return 1;
-  }
-  return 0;
-}
-
 std::string errnoText() {
   return std::strerror(errno);
 }
@@ -150,24 +134,10 @@ std::string shapeString(const std::vector<uint64_t> &shape) {
 }
 
 Result<uint64_t> expectedBytes(const WeightSource &source, const std::string &where) {
-  if (isQuantDType(source.dtype) || source.groupSize != 0) {
-    WeightSize size = source.shape.size() == 2 ? quantWeightSize(source.dtype, source.shape[0],
-                                                                 source.shape[1], source.groupSize)
-                                               : WeightSize{0, "a quantized weight is a matrix"};
-    if (!size.error.empty())
-      return invalidArgument(where + ": " + size.error);
-    return size.bytes;
-  }
-  uint64_t bytes = elementSize(source.dtype);
-  if (bytes == 0)
-    return invalidArgument(where + ": unknown dtype " +
-                           std::to_string(static_cast<int>(source.dtype)));
-  for (uint64_t dim : source.shape) {
-    if (dim != 0 && bytes > UINT64_MAX / dim)
-      return invalidArgument(where + ": shape " + shapeString(source.shape) + " overflows");
-    bytes *= dim;
-  }
-  return bytes;
+  const WeightSize size = weightSize(source.dtype, source.shape, source.groupSize);
+  if (!size.error.empty())
+    return invalidArgument(where + ": shape " + shapeString(source.shape) + ": " + size.error);
+  return size.bytes;
 }
 
 struct RankWriter {

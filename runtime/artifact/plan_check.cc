@@ -57,21 +57,6 @@ std::string str(const flatbuffers::String *s) {
   return s ? s->str() : std::string();
 }
 
-// The bytes weight entry `e` must hold: elements x dtype size, or a quantized matrix's layout
-// (runtime/base/quant_layout.h); the error says why neither applies.
-WeightSize weightEntryBytes(const schema::WeightEntry &e) {
-  if (!isQuantDType(e.dtype())) {
-    if (e.group_size() != 0)
-      return {0, "group_size " + std::to_string(e.group_size()) + " on a " + dtypeName(e.dtype()) +
-                     " weight (only Q8, Q4 and Q4M have groups)"};
-    return {checkedProduct(e.shape(), 0, dtypeSize(e.dtype())), ""};
-  }
-  if (e.shape()->size() != 2)
-    return {0, "a " + dtypeName(e.dtype()) + " weight is a matrix; its shape has " +
-                   std::to_string(e.shape()->size()) + " dims"};
-  return quantWeightSize(e.dtype(), e.shape()->Get(0), e.shape()->Get(1), e.group_size());
-}
-
 class PlanChecker {
 public:
   PlanChecker(const schema::Plan &plan, const std::string &file) : plan_(plan), file_(file) {}
@@ -227,7 +212,8 @@ Status PlanChecker::checkWeights(const schema::Rank &rank) {
       return error(name + ": unknown dtype " + dtypeName(e.dtype()) + " or missing shape");
     if (!elementsAligned(e.shape()))
       return error(name + ": shape is not 8-byte aligned: the plan is corrupted");
-    const WeightSize expected = weightEntryBytes(e);
+    const WeightSize expected =
+        weightSize(e.dtype(), {e.shape()->data(), e.shape()->size()}, e.group_size());
     if (!expected.error.empty())
       return error(name + ": " + expected.error);
     if (e.size() != expected.bytes)

@@ -41,12 +41,17 @@ inline bool validQuantGroup(int64_t cols, int64_t groupSize) {
   return groupSize > 0 && groupSize % kQuantSubBlock == 0 && cols > 0 && cols % groupSize == 0;
 }
 
+// Bytes of `values` values: one each (Q8), or two to a byte (Q4, Q4M; `values` even).
+inline uint64_t quantValueBytes(QuantFormat format, uint64_t values) {
+  return format == QuantFormat::kQ8 ? values : values / 2;
+}
+
 // The layout of a [rows, cols] matrix; callers check validQuantGroup first.
 inline QuantLayout quantLayout(QuantFormat format, int64_t rows, int64_t cols, int64_t groupSize) {
   QuantLayout layout;
   layout.groupsPerRow = cols / groupSize;
   const uint64_t values = static_cast<uint64_t>(rows) * static_cast<uint64_t>(cols);
-  layout.valuesBytes = format == QuantFormat::kQ8 ? values : values / 2;
+  layout.valuesBytes = quantValueBytes(format, values);
   const uint64_t scalesBytes = static_cast<uint64_t>(rows) * layout.groupsPerRow * 2;
   layout.scalesOffset = alignQuantSection(layout.valuesBytes);
   layout.totalBytes = layout.scalesOffset + scalesBytes;

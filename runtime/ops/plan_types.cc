@@ -56,6 +56,32 @@ WeightSize quantWeightSize(schema::DType dtype, uint64_t rows, uint64_t cols, ui
           ""};
 }
 
+WeightSize weightSize(schema::DType dtype, std::span<const uint64_t> shape, uint64_t groupSize) {
+  if (isQuantDType(dtype)) {
+    if (shape.size() != 2)
+      return {0, "a " + dtypeName(dtype) + " weight is a matrix; its shape has " +
+                     std::to_string(shape.size()) + " dims"};
+    return quantWeightSize(dtype, shape[0], shape[1], groupSize);
+  }
+  if (groupSize != 0)
+    return {0, "group_size " + std::to_string(groupSize) + " on a " + dtypeName(dtype) +
+                   " weight (only Q8, Q4 and Q4M have groups)"};
+  uint64_t bytes = dtypeSize(dtype);
+  if (bytes == 0)
+    return {0, "unknown dtype " + dtypeName(dtype)};
+  for (uint64_t dim : shape) {
+    if (dim != 0 && bytes > UINT64_MAX / dim)
+      return {0, "its size overflows 64 bits"};
+    bytes *= dim;
+  }
+  return {bytes, ""};
+}
+
+std::string weightFormatName(schema::DType dtype, uint64_t groupSize) {
+  std::string name = dtypeName(dtype);
+  return isQuantDType(dtype) ? name + " g" + std::to_string(groupSize) : name;
+}
+
 std::string opKindName(schema::OpParams kind) {
   if (kind == schema::OpParams::NONE || kind > schema::OpParams::MAX)
     return "OpParams(" + std::to_string(static_cast<int>(kind)) + ")";

@@ -5,6 +5,7 @@
 #include "schema/plan_generated.h"
 
 #include <cstddef>
+#include <span>
 #include <string>
 
 namespace kiln::rt {
@@ -25,6 +26,11 @@ struct WeightSize {
   std::string error;
 };
 WeightSize quantWeightSize(schema::DType dtype, uint64_t rows, uint64_t cols, uint64_t groupSize);
+// Any weight: elements x dtype size, or a quantized matrix's layout; an error for an unknown
+// dtype, a size past 2^64, a group_size on a dtype without groups, or a bad quantized shape.
+WeightSize weightSize(schema::DType dtype, std::span<const uint64_t> shape, uint64_t groupSize);
+// "F32", or a quantized weight's dtype and group: "Q4M g32" (kiln inspect, the compile log).
+std::string weightFormatName(schema::DType dtype, uint64_t groupSize);
 // "Embedding", "Linear", ... for an op's params type.
 std::string opKindName(schema::OpParams kind);
 // "op 'layers.0.attention' (Attention)" for messages.

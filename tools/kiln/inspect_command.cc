@@ -96,12 +96,6 @@ json headerJson(const schema::Plan &plan) {
             {"dtype", rt::dtypeName(kv.dtype())}}}};
 }
 
-// "F32", or a quantized weight's dtype and group: "Q4M g32" (schema/plan.fbs).
-std::string weightFormat(schema::DType dtype, uint32_t groupSize) {
-  std::string format = rt::dtypeName(dtype);
-  return rt::isQuantDType(dtype) ? format + " g" + std::to_string(groupSize) : format;
-}
-
 json weightsJson(const schema::Rank &rank, uint64_t &totalBytes) {
   json weights = json::array();
   totalBytes = 0;
@@ -109,7 +103,7 @@ json weightsJson(const schema::Rank &rank, uint64_t &totalBytes) {
     totalBytes += w->size();
     json entry = {{"name", str(w->name())},
                   {"dtype", rt::dtypeName(w->dtype())},
-                  {"format", weightFormat(w->dtype(), w->group_size())},
+                  {"format", rt::weightFormatName(w->dtype(), w->group_size())},
                   {"shape", vectorOf(w->shape())},
                   {"offset", w->offset()},
                   {"bytes", w->size()},
