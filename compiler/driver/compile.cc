@@ -242,6 +242,7 @@ Status Compilation::emit() {
   emitOptions.maxTokensPerStep = options_.maxTokensPerStep;
   emitOptions.maxLogitsPerStep = options_.maxLogitsPerStep;
   emitOptions.kvBlockSize = options_.kvBlockSize;
+  emitOptions.kvDtype = options_.kvDtype;
   emitOptions.tp = options_.tp;
   emitOptions.targets = options_.targets;
   auto contents = emitArtifactContents(rankModules_, config_, checkpoint_, emitOptions);
@@ -259,6 +260,8 @@ Status Compilation::emit() {
   std::string stored = options_.dtype;
   for (const auto &[form, count] : quantized)
     stored += ", " + std::to_string(count) + (count == 1 ? " matrix " : " matrices ") + form;
+  if (!options_.kvDtype.empty() && options_.kvDtype != options_.dtype)
+    stored += ", KV cache " + options_.kvDtype;
   size_t numWeights = contents->rankWeights[0].size();
   size_t numOps = contents->plan.ranks[0]->program.size();
   // The writer reports every tensor; a 7B model has hundreds, so per-tensor lines are kept to

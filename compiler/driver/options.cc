@@ -62,6 +62,21 @@ Status checkQuantize(const CompileOptions &options) {
   return okStatus();
 }
 
+Status checkKvDtype(const CompileOptions &options) {
+  if (options.kvDtype.empty() || options.kvDtype == options.dtype)
+    return okStatus();
+  if (options.kvDtype != "fp32" && options.kvDtype != "fp16" && options.kvDtype != "bf16")
+    return invalidArgument("--kv-dtype '" + options.kvDtype +
+                           "' is not supported: use fp32, fp16 or bf16");
+  for (const std::string &target : options.targets)
+    if (target != "cpu")
+      return invalidArgument("--kv-dtype " + options.kvDtype + " with --dtype " + options.dtype +
+                             " and --target " + target +
+                             ": a KV cache dtype other than --dtype runs on the cpu backend only "
+                             "so far");
+  return okStatus();
+}
+
 // Each rank holds whole query heads, whole KV heads and an equal slice of the MLP (the KV cache
 // of a rank is its KV heads); the vocab is padded instead, so it need not divide.
 Status checkTensorParallel(int64_t tp, const HfModelConfig &config) {
@@ -110,6 +125,7 @@ Status validateCompileFlags(const CompileOptions &options) {
                            "' is not supported: use fp32, fp16 or "
                            "bf16");
   KILN_RETURN_IF_ERROR(checkQuantize(options));
+  KILN_RETURN_IF_ERROR(checkKvDtype(options));
   return checkTargets(options.targets);
 }
 

@@ -3,8 +3,8 @@
 // offsets, step inputs) and ops to schema Ops with inputs/outputs exactly as plan.fbs documents.
 #pragma once
 
-#include "compiler/import/hf_config.h"
 #include "compiler/import/checkpoint.h"
+#include "compiler/import/hf_config.h"
 #include "runtime/artifact/artifact_writer.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -17,13 +17,14 @@
 namespace kiln::compiler {
 
 struct EmitOptions {
-  std::string modelDir;  // tokenizer/config files are taken from here
+  std::string modelDir; // tokenizer/config files are taken from here
   int64_t maxBatch = 0;
   int64_t maxSeqLen = 0;
-  int64_t maxTokensPerStep = 0;  // must equal what plan-memory planned for
-  int64_t maxLogitsPerStep = 0;  // likewise; 0: maxTokensPerStep
+  int64_t maxTokensPerStep = 0; // must equal what plan-memory planned for
+  int64_t maxLogitsPerStep = 0; // likewise; 0: maxTokensPerStep
   int64_t kvBlockSize = 0;
-  int64_t tp = 1;  // tensor-parallel degree: one module per rank
+  std::string kvDtype; // "" (the activations' dtype) | fp32 | fp16 | bf16
+  int64_t tp = 1;      // tensor-parallel degree: one module per rank
   std::vector<std::string> targets;
 };
 
@@ -32,14 +33,12 @@ struct EmitOptions {
 // reading `checkpoint`. Errors are emitted as diagnostics on the offending op.
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(mlir::ModuleOp module, const HfModelConfig &config,
-                     std::shared_ptr<const Checkpoint> checkpoint,
-                     const EmitOptions &options);
+                     std::shared_ptr<const Checkpoint> checkpoint, const EmitOptions &options);
 // Tensor parallelism: `rankModules[r]` is rank r's sharded, fused, memory-planned module (one per
 // rank, options.tp of them); rank r's weights go to weights.rank<r>.bin.
 mlir::FailureOr<rt::ArtifactContents>
 emitArtifactContents(llvm::ArrayRef<mlir::ModuleOp> rankModules, const HfModelConfig &config,
-                     std::shared_ptr<const Checkpoint> checkpoint,
-                     const EmitOptions &options);
+                     std::shared_ptr<const Checkpoint> checkpoint, const EmitOptions &options);
 
 // The model's chat template: chat_template.jinja when present (transformers 4.47+ saves it there),
 // else tokenizer_config.json "chat_template" when a string, or the entry named "default" of a

@@ -53,6 +53,13 @@ std::unique_ptr<schema::ModelInfoT> modelInfo(const HfModelConfig &config) {
   return info;
 }
 
+// --kv-dtype (validated by compiler/driver/options.cc).
+schema::DType kvCacheDType(const std::string &flag) {
+  return flag == "fp16"   ? schema::DType::F16
+         : flag == "bf16" ? schema::DType::BF16
+                          : schema::DType::F32;
+}
+
 } // namespace
 
 Result<std::string> readChatTemplate(const std::string &modelDir) {
@@ -74,16 +81,16 @@ Result<std::string> readChatTemplate(const std::string &modelDir) {
   // A list of named templates: the one named "default", as transformers picks without a name.
   if (it != json.end() && it->is_array())
     for (const nlohmann::json &entry : *it)
-      if (entry.is_object() && entry.value("name", "") == "default" &&
-          entry.contains("template") && entry["template"].is_string())
+      if (entry.is_object() && entry.value("name", "") == "default" && entry.contains("template") &&
+          entry["template"].is_string())
         return entry["template"].get<std::string>();
   return std::string();
 }
 
 std::vector<std::string> extraModelFiles(const std::string &modelDir) {
-  static constexpr const char *kNames[] = {"tokenizer.json", "tokenizer_config.json",
-                                           "special_tokens_map.json", "generation_config.json",
-                                           "config.json", "chat_template.jinja"};
+  static constexpr const char *kNames[] = {
+      "tokenizer.json",         "tokenizer_config.json", "special_tokens_map.json",
+      "generation_config.json", "config.json",           "chat_template.jinja"};
   std::vector<std::string> files;
   for (const char *name : kNames)
     if (fileExists(modelDir + "/" + name))
@@ -92,8 +99,8 @@ std::vector<std::string> extraModelFiles(const std::string &modelDir) {
 }
 
 mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &config,
-                                   const Checkpoint &checkpoint,
-                                   const EmitOptions &options, schema::PlanT &plan) {
+                                   const Checkpoint &checkpoint, const EmitOptions &options,
+                                   schema::PlanT &plan) {
   plan.schema_version = kSchemaVersion;
   plan.compiler_version = kKilnVersion;
   plan.cuda_version = "";
@@ -110,8 +117,8 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   plan.limits->max_tokens_per_step = static_cast<uint32_t>(options.maxTokensPerStep);
   plan.limits->max_logits_per_step = static_cast<uint32_t>(
       options.maxLogitsPerStep > 0 ? options.maxLogitsPerStep : options.maxTokensPerStep);
-  plan.limits->max_blocks_per_seq = static_cast<uint32_t>(
-      (options.maxSeqLen + options.kvBlockSize - 1) / options.kvBlockSize);
+  plan.limits->max_blocks_per_seq =
+      static_cast<uint32_t>((options.maxSeqLen + options.kvBlockSize - 1) / options.kvBlockSize);
 
   plan.kv_cache = std::make_unique<schema::KvCacheSpecT>();
   plan.kv_cache->num_layers = static_cast<uint32_t>(config.numLayers);
@@ -119,9 +126,10 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   plan.kv_cache->num_kv_heads = static_cast<uint32_t>(config.numKvHeads / options.tp);
   plan.kv_cache->head_dim = static_cast<uint32_t>(config.headDim);
   plan.kv_cache->block_size = static_cast<uint32_t>(options.kvBlockSize);
-  // --dtype: the cache holds k and v as the activations they are copied from (plan.fbs "dtype").
+  // --dtype: the cache holds k and v as the activations they are copied from, or as --kv-dtype
+  // says (plan.fbs "Dtypes").
   schema::DType activations = storedDType(moduleActivationType(module));
-  plan.kv_cache->dtype = activations;
+  plan.kv_cache->dtype = options.kvDtype.empty() ? activations : kvCacheDType(options.kvDtype);
 
   plan.activation_dtype = activations;
   plan.tp = static_cast<uint32_t>(options.tp);

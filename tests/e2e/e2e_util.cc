@@ -67,6 +67,7 @@ std::optional<Golden> loadGolden(const std::string &name, std::string &skipReaso
   if (json.contains("compile")) {
     golden.quantize = json["compile"].value("quantize", "");
     golden.groupSize = json["compile"].value("group_size", int64_t{0});
+    golden.kvDtype = json["compile"].value("kv_dtype", "");
   }
   // A HF model directory, or a GGUF file (tests/data/gguf).
   if (!fs::exists(fs::path(golden.modelDir) / "config.json") &&

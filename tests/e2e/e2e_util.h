@@ -35,15 +35,17 @@ struct Golden {
   // the sequence's length: tests/data/README.md), so one prefill of prompt + greedy ids does not
   // reproduce them.
   bool incremental = false;
-  // The compile options the golden's weights need (tools/goldens/make_quantize_goldens.py's
-  // "compile"): --quantize and --group-size; empty for the others.
+  // The compile options the golden needs ("compile" of tools/goldens/make_quantize_goldens.py
+  // and make_kv_dtype_goldens.py): --quantize, --group-size, --kv-dtype; empty for the others.
   std::string quantize;
   int64_t groupSize = 0;
+  std::string kvDtype;
   std::vector<GoldenCase> cases;
   // `options` with the golden's own compile options set.
   compiler::CompileOptions compileOptions(compiler::CompileOptions options) const {
     options.quantize = quantize;
     options.groupSize = groupSize;
+    options.kvDtype = kvDtype;
     return options;
   }
 };

@@ -33,6 +33,8 @@ const CommandSpec kCompileSpec = {
          "pieces"},
         {"--tp", "N", "tensor-parallel degree (default 1)"},
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
+        {"--kv-dtype", "fp32|fp16|bf16",
+         "KV cache dtype (default: as --dtype); another than --dtype: cpu target only"},
         {"--quantize", "int8|int4",
          "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "
          "int4: 4-bit with a scale per group); cpu target only"},
@@ -75,6 +77,7 @@ Result<compiler::CompileOptions> optionsFromArgs(const Args &args) {
                         args.getInt("--kv-block-size", 16, INT64_MIN, INT64_MAX));
   options.dtype = args.getOr("--dtype", "fp32");
   options.keepGgufBlocks = !args.has("--dtype");
+  options.kvDtype = args.getOr("--kv-dtype", "");
   options.quantize = args.getOr("--quantize", "");
   KILN_ASSIGN_OR_RETURN(options.groupSize, args.getInt("--group-size", 0, INT64_MIN, INT64_MAX));
   if (auto targets = args.get("--target"))
