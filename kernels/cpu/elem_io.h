@@ -67,8 +67,9 @@ inline void convertRun(const void *src, ElemType srcType, int64_t srcOffset, voi
 }
 
 // This thread's fp32 scratch of at least `floats` elements. It grows to the largest request and is
-// then reused: the worker pool's threads persist (worker_pool.h), so it is allocated once per thread, not per step.
-// One buffer per thread: a kernel carves all its scratch arrays out of a single call.
+// then reused: the worker pool's threads persist (worker_pool.h), so it is allocated once per
+// thread, not per step. One buffer per thread: a kernel carves all its scratch arrays out of a
+// single call.
 inline float *threadScratch(size_t floats) {
   thread_local std::vector<float> buffer;
   if (buffer.size() < floats)

@@ -92,12 +92,15 @@ void linear(const LinearArgs &args);
 
 // Some levels read a Linear's weights faster in a layout of their own (amx: bf16 weights as the
 // tiles' pair layout, kernels/cpu/linear_amx.cc; avx512 and up: fp32 weights as 32-output panels,
-// kernels/cpu/linear_panels_avx512.cc), made once when the op is prepared: the bytes of
-// that form at the active level (0: the level reads the weights as stored, nothing to pack), and
-// the packing, into `packed` of that many bytes (4-byte aligned; the cpu device gives it 64).
-size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures);
+// kernels/cpu/linear_panels_avx512.cc, and quantized ones as 16-output panels,
+// kernels/cpu/linear_quant.h), made once when the op is prepared: the bytes of that form at the
+// active level (0: the level reads the weights as stored, nothing to pack), and the packing, into
+// `packed` of that many bytes (4-byte aligned; the cpu device gives it 64). `quant` as in
+// LinearArgs: with groupSize > 0, `type` is not read.
+size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures,
+                               QuantWeight quant = {});
 void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
-                       void *packed);
+                       void *packed, QuantWeight quant = {});
 
 // How RopeKvWrite picks a token's inverse frequencies (compiler/import/rope_scaling.h RopeTables:
 // which transformers rope type needs which). L is the length of the token's sequence after the

@@ -62,7 +62,10 @@ Path pathFor(WeightType type) {
 
 } // namespace
 
-size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures) {
+size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inFeatures,
+                               QuantWeight quant) {
+  if (quant.groupSize > 0)
+    return quantPackedWeightBytes(quant, outFeatures, inFeatures);
   switch (pathFor(type)) {
   case Path::kAmx:
     return packedAmxWeightBytes(outFeatures, inFeatures);
@@ -75,7 +78,9 @@ size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inF
 }
 
 void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
-                       void *packed) {
+                       void *packed, QuantWeight quant) {
+  if (quant.groupSize > 0)
+    return packQuantWeights(weight, quant, outFeatures, inFeatures, packed);
   switch (pathFor(type)) {
   case Path::kAmx:
     return packAmxWeights(static_cast<const uint16_t *>(weight), outFeatures, inFeatures, packed);

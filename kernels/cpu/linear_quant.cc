@@ -1,19 +1,26 @@
 // Linear with quantized weights: out = x W^T (+ b), W in the layout of
 // runtime/base/quant_layout.h (Q8, Q4, Q4M), x fp32/fp16/bf16, fp32 accumulation.
 //
-// Each weight is dequantized inside the dot product to its exact fp32 value (Q8 scale * q and Q4
-// scale * (u - 8) are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once),
-// never into a copy of the matrix. The tasks are kRowTile rows x kOutTile outputs (linear_quant.h),
-// row tiles innermost so a worker's consecutive tasks read the same weight rows from cache; half x
-// is widened once per worker and row tile, as linear.cc's XCache does.
+// From avx512 up, on weights packed into panels when the op is prepared (linear_quant.h "Panels";
+// linearQuantPanels below, linear_quant_panels_avx512.cc): a panel's 16 outputs are the lanes, and
+// each group's sum of x times the stored integers is scaled once (Q4M: plus the min times the
+// group's sum of x). The tasks are a row tile x a run of at most kMaxTaskPanels panels, the runs
+// cut so that every worker gets as many panels.
 //
-// Summation order, fixed per level and so the same for a row alone or anywhere in a batch:
+// Otherwise (sse2, avx2, and avx512 on weights nobody packed: the avx2 code) each weight is
+// dequantized inside the dot product to its exact fp32 value (Q8 scale * q and Q4 scale * (u - 8)
+// are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once), never into a
+// copy of the matrix. The tasks are kRowTile rows x kOutTile outputs (linear_quant.h). Summation
+// order:
 //   portable (sse2): the weight row is dequantized into the worker's scratch; 16 lanes, lane l
 //     sums x * w at k = l (mod 16) in increasing k, a multiply then an add; the lanes are added
 //     in a pairwise tree.
-//   avx2 (linear_quant_avx2.cc) and avx512 and up (linear_quant_avx512.cc): the same lanes, one
-//     fused multiply-add per product, the lanes added l + 8 first: both levels give the same bits.
-// The bias is added to the sum last, and the result rounded once to outType.
+//   avx2 (linear_quant_avx2.cc): the same lanes, one fused multiply-add per product, the lanes
+//     added l + 8 first.
+// Every order is fixed per level and path, so a row's result is the same alone or anywhere in a
+// batch. Row tiles are innermost, so a worker's consecutive tasks read the same weights from
+// cache; half x is widened once per worker and row tile, as linear.cc's XCache does. The bias is
+// added to the sum last, and the result rounded once to outType.
 #include "kernels/cpu/linear_quant.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
@@ -125,9 +132,7 @@ void dotTilePortable(const QuantMatrix &w, const DotTile &tile, float *sums, flo
 }
 
 DotTileFn dotTileFor(CpuIsa isa) {
-  return isa >= CpuIsa::kAvx512 ? linear_quant::dotTileAvx512
-         : isa == CpuIsa::kAvx2 ? linear_quant::dotTileAvx2
-                                : dotTilePortable;
+  return isa >= CpuIsa::kAvx2 ? linear_quant::dotTileAvx2 : dotTilePortable;
 }
 
 // Half x widened to fp32, kept by a worker for one call: row tile t is converted the first time
@@ -147,14 +152,18 @@ bool cachesX(const LinearArgs &args) {
          int64_t(args.rows) * args.inFeatures <= kMaxCachedXFloats;
 }
 
-// Floats of a worker's scratch: the tile's sums, its dequantized weight rows, then x.
-size_t scratchFloats(const LinearArgs &args) {
-  size_t floats = kRowTile * kOutTile + size_t(kOutTile) * args.inFeatures;
+// Floats of a worker's widened x: every row of the call, one row tile's, or none (fp32 x).
+size_t xFloats(const LinearArgs &args) {
   if (cachesX(args))
-    floats += size_t(args.rows) * args.inFeatures;
-  else if (args.xType != ElemType::kF32)
-    floats += size_t(kRowTile) * args.inFeatures;
-  return floats;
+    return size_t(args.rows) * args.inFeatures;
+  return args.xType != ElemType::kF32 ? size_t(kRowTile) * args.inFeatures : 0;
+}
+
+// Points x's buffers at `scratch`, where the worker's widened x goes.
+XRows xRowsAt(const LinearArgs &args, float *scratch) {
+  XRows x;
+  (cachesX(args) ? x.rows : x.tileRows) = scratch;
+  return x;
 }
 
 // The tile's x rows [row0, row0 + rows) as fp32.
@@ -186,22 +195,113 @@ void storeSums(const LinearArgs &args, const DotTile &tile, int32_t row0, float 
   }
 }
 
+// Panels [p0, p1) of the packed weights against rows [row0, row0 + rows) of x, stored.
+void runPanelTask(const LinearArgs &args, linear_quant::PanelTile tile, int32_t row0, int32_t p0,
+                  int32_t p1, float *xSums) {
+  tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
+  tile.panelCount = p1 - p0;
+  if (tile.format == QuantFormat::kQ4Min)
+    for (int32_t r = 0; r < tile.rows; ++r)
+      linear_quant::groupSumsAvx512(tile.x + r * tile.xStride, tile.groupSize, tile.layout.groups,
+                                    xSums + int64_t(r) * tile.layout.groups);
+  linear_quant::panelTileAvx512(tile);
+  const int32_t out0 = p0 * linear_quant::kPanelOutputs;
+  const int32_t outs = std::min(p1 * linear_quant::kPanelOutputs, args.outFeatures) - out0;
+  for (int32_t r = 0; r < tile.rows; ++r) {
+    float *rowSums = tile.sums + r * linear_quant::kPanelSumStride;
+    if (args.bias)
+      for (int32_t o = 0; o < outs; ++o)
+        rowSums[o] += args.bias[out0 + o];
+    storeRun(rowSums, outs, args.out, args.outType, int64_t(row0 + r) * args.outFeatures + out0);
+  }
+}
+
+// The packed panels (linear_quant.h), from avx512 up.
+void linearQuantPanels(const LinearArgs &args) {
+  using namespace linear_quant;
+  const PanelLayout layout = panelLayout(args.quant, args.outFeatures, args.inFeatures);
+  // Runs of at most kMaxTaskPanels panels, as many for each worker (their sizes differ by one).
+  const int threads = cpuThreads();
+  const int32_t runs =
+      threads * ((layout.panels + kMaxTaskPanels * threads - 1) / (kMaxTaskPanels * threads));
+  const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
+  const int64_t tasks = int64_t(rowTiles) * runs;
+  const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
+  const size_t sumFloats = size_t(kRowTile) * kPanelSumStride;
+  const size_t xSumFloats =
+      args.quant.format == QuantFormat::kQ4Min ? size_t(kRowTile) * layout.groups : 0;
+  parallelRun(work > 65536, [&](int worker, int workers) {
+    float *sums = threadScratch(sumFloats + xSumFloats + xFloats(args));
+    float *xSums = sums + sumFloats;
+    XRows x = xRowsAt(args, xSums + xSumFloats);
+    PanelTile tile{nullptr, layout,  args.quant.format, args.quant.groupSize,
+                   0,       nullptr, args.inFeatures,   0,
+                   xSums,   sums};
+    const IndexRange range = staticRange(tasks, worker, workers);
+    for (int64_t task = range.begin; task < range.end; ++task) {
+      const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
+      const int32_t run = static_cast<int32_t>(task / rowTiles);
+      tile.rows = std::min(kRowTile, args.rows - row0);
+      tile.x = xRowsOf(args, row0, tile.rows, x);
+      runPanelTask(args, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
+                   int32_t(int64_t(run + 1) * layout.panels / runs), xSums);
+    }
+  });
+}
+
 } // namespace
 
-void linearQuant(const LinearArgs &args) {
+namespace linear_quant {
+
+PanelLayout panelLayout(QuantWeight quant, int32_t outFeatures, int32_t inFeatures) {
+  PanelLayout layout;
+  layout.panels = (outFeatures + kPanelOutputs - 1) / kPanelOutputs;
+  layout.groups = inFeatures / quant.groupSize;
+  layout.valueBytes = int64_t(quant.groupSize) * (quant.format == QuantFormat::kQ8 ? 16 : 8);
+  layout.groupBytes = layout.valueBytes + (quant.format == QuantFormat::kQ4Min ? 64 : 32);
+  layout.panelBytes = layout.groups * layout.groupBytes;
+  layout.totalBytes = size_t(layout.panels) * size_t(layout.panelBytes);
+  return layout;
+}
+
+void packPanels(const QuantMatrix &w, int32_t outFeatures, void *packed) {
+  const PanelLayout layout = panelLayout({w.format, w.groupSize}, outFeatures, w.cols);
+  auto *dst = static_cast<uint8_t *>(packed);
+  std::memset(dst, 0, layout.totalBytes);
+  const int64_t groupValueBytes = int64_t(quantValueBytes(w.format, uint64_t(w.groupSize)));
+  for (int32_t row = 0; row < outFeatures; ++row) {
+    const int32_t o = row % kPanelOutputs;
+    uint8_t *panel = dst + (row / kPanelOutputs) * layout.panelBytes;
+    for (int32_t g = 0; g < layout.groups; ++g) {
+      uint8_t *block = panel + g * layout.groupBytes;
+      const uint8_t *src = w.values + row * w.rowBytes + g * groupValueBytes;
+      // Q8: byte k of the group to [k][o]; Q4: byte 16 * run + b to [run][b][o], the same walk.
+      for (int64_t i = 0; i < groupValueBytes; ++i)
+        block[i * kPanelOutputs + o] = src[i];
+      const int64_t slot = int64_t(row) * w.groupsPerRow + g;
+      std::memcpy(block + layout.valueBytes + 2 * o, w.scales + slot, 2);
+      if (w.mins)
+        std::memcpy(block + layout.valueBytes + 32 + 2 * o, w.mins + slot, 2);
+    }
+  }
+}
+
+} // namespace linear_quant
+
+namespace {
+
+void linearQuantRows(const LinearArgs &args) {
   const QuantMatrix w = quantMatrixOf(args.weight, args.quant, args.outFeatures, args.inFeatures);
   const DotTileFn dotTile = dotTileFor(activeCpuIsa());
   const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
   const int32_t outTiles = (args.outFeatures + kOutTile - 1) / kOutTile;
   const int64_t tasks = int64_t(rowTiles) * outTiles;
   const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
-  const bool cached = cachesX(args);
-  const size_t floats = scratchFloats(args);
+  const size_t headFloats = kRowTile * kOutTile + size_t(kOutTile) * args.inFeatures;
   parallelRun(work > 65536, [&](int worker, int workers) {
-    float *sums = threadScratch(floats);
+    float *sums = threadScratch(headFloats + xFloats(args));
     float *weights = sums + kRowTile * kOutTile;
-    XRows x;
-    (cached ? x.rows : x.tileRows) = weights + int64_t(kOutTile) * args.inFeatures;
+    XRows x = xRowsAt(args, sums + headFloats);
     const IndexRange range = staticRange(tasks, worker, workers);
     for (int64_t task = range.begin; task < range.end; ++task) {
       const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
@@ -216,6 +316,26 @@ void linearQuant(const LinearArgs &args) {
       storeSums(args, tile, row0, sums);
     }
   });
+}
+
+} // namespace
+
+void linearQuant(const LinearArgs &args) {
+  if (args.packedWeight && activeCpuIsa() >= CpuIsa::kAvx512)
+    return linearQuantPanels(args);
+  linearQuantRows(args);
+}
+
+size_t quantPackedWeightBytes(QuantWeight quant, int32_t outFeatures, int32_t inFeatures) {
+  if (activeCpuIsa() < CpuIsa::kAvx512)
+    return 0;
+  return linear_quant::panelLayout(quant, outFeatures, inFeatures).totalBytes;
+}
+
+void packQuantWeights(const void *weight, QuantWeight quant, int32_t outFeatures,
+                      int32_t inFeatures, void *packed) {
+  linear_quant::packPanels(quantMatrixOf(weight, quant, outFeatures, inFeatures), outFeatures,
+                           packed);
 }
 
 } // namespace kiln::kernels::cpu

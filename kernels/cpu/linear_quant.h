@@ -1,7 +1,8 @@
 // Internal to kiln_cpu_kernels: Linear with quantized weights (runtime/base/quant_layout.h), which
 // linear.cc runs whenever args.quant.groupSize > 0. linear_quant.cc splits the work over the
-// worker pool and holds the portable dot products; linear_quant_avx512.cc the AVX-512 ones.
-// embedding.cc dequantizes quantized table rows with dequantizeRow.
+// worker pool, packs the panels and holds the portable dot products; linear_quant_avx2.cc the
+// AVX2 ones (also what AVX-512 levels run on weights nobody packed), linear_quant_panels_avx512.cc
+// the panels' micro-kernels. embedding.cc dequantizes quantized table rows with dequantizeRow.
 #pragma once
 
 #include "kernels/cpu/kernels.h"
@@ -28,17 +29,19 @@ QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int
 // u is exact in fp32, so scale * u + min is rounded once, as a fused multiply-add would).
 void dequantizeRow(const QuantMatrix &w, int64_t row, float *dst);
 
-// As linear(), for args.quant.groupSize > 0 (args.weightType and args.packedWeight not read).
+// As linear(), for args.quant.groupSize > 0 (args.weightType not read; args.packedWeight, the
+// panels, read from avx512 up).
 void linearQuant(const LinearArgs &args);
+// linearPackedWeightBytes and packLinearWeights (kernels.h) for a quantized matrix: the panels.
+size_t quantPackedWeightBytes(QuantWeight quant, int32_t outFeatures, int32_t inFeatures);
+void packQuantWeights(const void *weight, QuantWeight quant, int32_t outFeatures,
+                      int32_t inFeatures, void *packed);
 
 namespace linear_quant {
 
 // Rows x outputs of one task; weight rows are read once per task, x rows from cache.
 constexpr int32_t kRowTile = 64;
 constexpr int32_t kOutTile = 16;
-// Tiles of at most this many rows read the packed weights directly (all rows at once); larger ones
-// dequantize the tile's weight rows once into scratch first (the same values, so the same sums).
-constexpr int32_t kDirectRows = 8;
 
 // Rows [0, rows) of fp32 x (xStride floats apart) against weight rows [out0, out0 + outs).
 struct DotTile {
@@ -50,11 +53,49 @@ struct DotTile {
 };
 
 // sums[r * kOutTile + o] = the dot product of x row r with weight row out0 + o, each summed in the
-// level's fixed order whatever the tile (linear_quant.cc: portable, linear_quant_avx512.cc).
+// level's fixed order whatever the tile (linear_quant.cc: portable, linear_quant_avx2.cc).
 // `weights` has room for kOutTile rows of fp32 weights.
 using DotTileFn = void (*)(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
-void dotTileAvx512(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
 void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
+
+// Panels (from avx512 up; packed when the op is prepared, kernels.h packLinearWeights): the
+// matrix's outputs in panels of 16 (the last one padded with zero bytes, scales and mins), each
+// panel its groups in order, each group
+//   values  Q8: groupSize x 16 bytes, [column][output]; Q4 / Q4M: per run of 32 columns 16 x 16
+//           bytes, [b][output], byte b of that run of the output's row as stored (low nibble
+//           column b, high nibble column b + 16);
+//   scales  the 16 outputs' fp16 scales of the group; mins (Q4M) the same, after them.
+// So a panel is one stream read front to back, and one 16-byte load gives 16 outputs' values.
+constexpr int32_t kPanelOutputs = 16;
+constexpr int32_t kMaxTaskPanels = 8; // panels of one task
+constexpr int32_t kPanelSumStride = kMaxTaskPanels * kPanelOutputs;
+struct PanelLayout {
+  int32_t panels = 0, groups = 0;
+  int64_t valueBytes = 0; // of one group of one panel
+  int64_t groupBytes = 0; // values, scales (and mins)
+  int64_t panelBytes = 0;
+  size_t totalBytes = 0;
+};
+PanelLayout panelLayout(QuantWeight quant, int32_t outFeatures, int32_t inFeatures);
+void packPanels(const QuantMatrix &w, int32_t outFeatures, void *packed);
+
+// Rows [0, rows) of fp32 x against panels [0, panelCount) from `panels`: sums[r *
+// kPanelSumStride + 16 * p + o] = row r's output o of panel p (linear_quant_panels_avx512.cc).
+struct PanelTile {
+  const uint8_t *panels;
+  PanelLayout layout;
+  QuantFormat format;
+  int32_t groupSize;
+  int32_t panelCount; // at most kMaxTaskPanels
+  const float *x;
+  int64_t xStride;
+  int32_t rows;       // at most kRowTile
+  const float *xSums; // Q4M: [rows][groups], groupSumsAvx512 of each row; else unread
+  float *sums;
+};
+void panelTileAvx512(const PanelTile &tile);
+// sums[g] = the sum of x over group g (groupSize columns each), in the panels' fixed order.
+void groupSumsAvx512(const float *x, int32_t groupSize, int32_t groups, float *sums);
 
 } // namespace linear_quant
 } // namespace kiln::kernels::cpu

@@ -7,8 +7,8 @@
 // a tile of up to 4 rows, else into scratch once; every row of the tile, four at a time,
 // multiplies it: two 8-lane accumulators per row, so lane l
 // of the pair sums the products at k = l (mod 16) in increasing k with fused multiply-adds, and the
-// lanes are added as linear_quant_avx512.cc's laneSum adds its 16 (l + 8, then halves): the same
-// operations in the same order as the AVX-512 path, so the same sums.
+// lanes are added l + 8 first, then halves (laneSum). The AVX-512 levels run this code on weights
+// nobody packed into panels (linear_quant.cc).
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_quant.h"
 #include "runtime/base/half.h"
@@ -61,8 +61,8 @@ void dequantizeRowAvx2(const QuantMatrix &w, int64_t row, float *dst) {
   }
 }
 
-// The lanes of acc0 (k = 0..7 mod 16) and acc1 (8..15) added as laneSum in
-// linear_quant_avx512.cc: l + 8, then the 128-bit halves, then pairs.
+// The lanes of acc0 (k = 0..7 mod 16) and acc1 (8..15) added in a fixed tree: l + 8, then the
+// 128-bit halves, then pairs.
 inline float laneSum(__m256 acc0, __m256 acc1) {
   const __m256 eight = _mm256_add_ps(acc0, acc1);
   const __m128 four = _mm_add_ps(_mm256_castps256_ps128(eight), _mm256_extractf128_ps(eight, 1));

@@ -3,6 +3,7 @@
 // (runtime/hal/cuda/cuda_gemv.h).
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/plan_types.h"
 
 namespace kiln::rt::ops {
 namespace {
@@ -39,22 +40,22 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
 }
 
 // At amx, bf16 weights in the tiles' layout (kernels/cpu/linear_amx.cc); from avx512 up, fp32
-// weights in 32-output panels (kernels/cpu/linear_panels_avx512.cc). Quantized weights are read
-// as stored (kernels/cpu/linear_quant.cc).
+// weights in 32-output panels (kernels/cpu/linear_panels_avx512.cc) and quantized ones in
+// 16-output panels (kernels/cpu/linear_quant.h).
 size_t cpuPackedBytes(const BoundOp &op) {
   const BoundBuffer &w = op.inputs[1];
-  if (isQuantDType(w.dtype))
-    return 0;
   return kernels::cpu::linearPackedWeightBytes(elemType(w), static_cast<int32_t>(w.fixedRows),
-                                               static_cast<int32_t>(w.width));
+                                               static_cast<int32_t>(w.width), quantOf(w));
 }
 
 std::span<const uint8_t> packCpuWeights(const BoundOp &op, void *packed) {
   const BoundBuffer &w = op.inputs[1];
   kernels::cpu::packLinearWeights(w.data, elemType(w), static_cast<int32_t>(w.fixedRows),
-                                  static_cast<int32_t>(w.width), packed);
-  const size_t bytes = static_cast<size_t>(w.fixedRows * w.width) * dtypeSize(w.dtype);
-  return {static_cast<const uint8_t *>(w.data), bytes};
+                                  static_cast<int32_t>(w.width), packed, quantOf(w));
+  const uint64_t shape[2] = {static_cast<uint64_t>(w.fixedRows), static_cast<uint64_t>(w.width)};
+  return {
+      static_cast<const uint8_t *>(w.data),
+      static_cast<size_t>(weightSize(w.dtype, shape, static_cast<uint64_t>(w.groupSize)).bytes)};
 }
 
 // The GEMV kernel runs a Linear whose x and W share one float dtype, with no bias or an F32 one;
