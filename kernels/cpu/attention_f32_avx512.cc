@@ -25,11 +25,13 @@
 // most lanes idle, so it puts the 16 positions on the lanes instead (attendFewPairs): the step's
 // keys transposed once, then per pair the same operations in the same order on the same values
 // (s_j = fma(q[d], k_j[d], s_j) in increasing d, the step's softmax on one vector, the sum in
-// position order, acc[d] = fma(w_j, v_j[d], acc[d]) in position order), so its output is
-// bit-identical to the lanes' (tests/kernels/cpu/attention_test.cc: a prompt at once and token by
-// token). For that no multiply and add may be fused but those named (_mm512_fmadd_ps): the file
-// is built with -ffp-contract=off (kernels/cpu/CMakeLists.txt), since GCC fuses a * b + c in C++
-// otherwise, in ISO mode too.
+// position order, acc[d] = fma(w_j, v_j[d], acc[d]) in position order), the pairs side by side
+// and two steps' scores at once, so that many chains are in flight (one pair's chains alone left
+// the cores waiting on fused multiply-add latency: a third of a batch-32 decode step), so its
+// output is bit-identical to the lanes' (tests/kernels/cpu/attention_test.cc: a prompt at once and
+// token by token). For that no multiply and add may be fused but those named (_mm512_fmadd_ps): the
+// file is built with -ffp-contract=off (kernels/cpu/CMakeLists.txt), since GCC fuses a * b + c in
+// C++ otherwise, in ISO mode too.
 #include "kernels/cpu/attention_f32_avx512.h"
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
@@ -61,17 +63,18 @@ constexpr int32_t kFewPairs = 8; // items of at most this many pairs run by atte
 // A worker's buffers, 64-byte aligned: the item's queries transposed ([headDim][16]), one step's
 // scores then weights ([16 positions][16]), the accumulators transposed ([headDim][16]), one
 // pair's output row, and a half cache's step widened (keys, values: [16][headDim] each).
-// attendFewPairs holds the step's keys transposed in the first, its pairs' scores then weights as
-// rows ([pairs][16]) in the second, their accumulators as rows ([pairs][headDim]) in the third,
-// and the pairs' queries as fp32 rows ([pairs][headDim]) in `fewQueries`.
+// attendFewPairs holds two steps' keys transposed in `fewKeys` ([2][headDim][16]), its pairs'
+// scores then weights as rows ([steps][pairs][16]) in `weights`, their accumulators as rows
+// ([pairs][headDim]) in `acc`, and the pairs' queries as fp32 rows ([pairs][headDim]) in
+// `fewQueries`.
 struct Scratch {
-  float *queries, *weights, *acc, *row, *keys, *values, *fewQueries;
+  float *queries, *weights, *acc, *row, *keys, *values, *fewQueries, *fewKeys;
 };
 
 int64_t scratchFloats(int32_t headDim) {
   const int64_t transposed = int64_t(headDim) * kLanePairs;
   return 16 + 2 * transposed + kLanePositions * kLanePairs + headDim +
-         2 * int64_t(kLanePositions) * headDim + int64_t(kFewPairs) * headDim;
+         2 * int64_t(kLanePositions) * headDim + int64_t(kFewPairs) * headDim + 2 * transposed;
 }
 
 Scratch scratchOf(float *raw, int32_t headDim) {
@@ -85,6 +88,7 @@ Scratch scratchOf(float *raw, int32_t headDim) {
   s.keys = s.row + headDim;
   s.values = s.keys + int64_t(kLanePositions) * headDim;
   s.fewQueries = s.values + int64_t(kLanePositions) * headDim;
+  s.fewKeys = s.fewQueries + int64_t(kFewPairs) * headDim;
   return s;
 }
 
@@ -221,77 +225,116 @@ void chainDots(const float *rows, int32_t headDim, const float *columns, float *
     _mm512_store_ps(out + i * 16, acc[i]);
 }
 
-// chainDots<P> for P = 1..kFewPairs: an item's few pairs.
-using ChainDotsFn = void (*)(const float *, int32_t, const float *, float *);
-template <size_t... P>
-constexpr std::array<ChainDotsFn, sizeof...(P)> chainDotsTable(std::index_sequence<P...>) {
-  return {&chainDots<int(P) + 1>...};
+// The scores of P pairs over S steps at once: out[s][i] = chainDots' row i of the pairs' queries
+// against step s's keys transposed (keysT + s * headDim * 16): the same chains, S * P of them in
+// flight instead of P.
+template <int P, int S>
+void fewScores(const float *queries, int32_t headDim, const float *keysT, float *out) {
+  __m512 acc[S][P];
+  for (int t = 0; t < S; ++t)
+    for (int i = 0; i < P; ++i)
+      acc[t][i] = _mm512_setzero_ps();
+  for (int32_t d = 0; d < headDim; ++d)
+    for (int t = 0; t < S; ++t) {
+      const __m512 column = _mm512_load_ps(keysT + (int64_t(t) * headDim + d) * 16);
+      for (int i = 0; i < P; ++i)
+        acc[t][i] =
+            _mm512_fmadd_ps(_mm512_set1_ps(queries[int64_t(i) * headDim + d]), column, acc[t][i]);
+    }
+  for (int t = 0; t < S; ++t)
+    for (int i = 0; i < P; ++i)
+      _mm512_store_ps(out + (t * P + i) * 16, acc[t][i]);
 }
-constexpr auto kFewChainDots = chainDotsTable(std::make_index_sequence<kFewPairs>());
 
-// softmaxStep for lane n of `state` with its 16 positions' scores on the lanes of `scores`, in
-// place: the same operations on the same values. Returns the correction.
-float softmaxFewStep(LaneSoftmax &state, int32_t n, float *scores, int32_t position0, float scale) {
+// softmaxStep for the P pairs (lane n of `state`) with their 16 positions' scores on the lanes of
+// scores + 16 n, in place: the same operations on the same values, each pair's running sum
+// still added in position order, the pairs' sums side by side. corrections[n]: pair n's factor.
+template <int P>
+void fewSoftmax(LaneSoftmax &state, float *scores, int32_t position0, float scale,
+                float (&corrections)[P]) {
   const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
   I32x16 position;
   for (int32_t j = 0; j < kLanePositions; ++j)
     position[j] = position0 + j;
-  const F32x16 s = loadF32x16(scores) * scale;
-  const F32x16 masked =
-      ((position >= state.first[n]) & (position < state.length[n])) ? s : minusInf;
-  const float rowMax = _mm512_reduce_max_ps((__m512)masked);
-  const float newMax = state.max[n] > rowMax ? state.max[n] : rowMax;
-  const bool live = newMax > -std::numeric_limits<float>::infinity();
-  const float correction =
-      live ? expLanes<F32x16, I32x16>(F32x16{} + (state.max[n] - newMax))[0] : 1.0f;
-  const F32x16 w = live ? expLanes<F32x16, I32x16>(masked - newMax) : F32x16{};
-  float sum = state.sum[n] * correction;
-  for (int32_t j = 0; j < kLanePositions; ++j)
-    sum += w[j];
-  state.sum[n] = sum;
-  state.max[n] = newMax;
-  storeF32x16(scores, w);
-  return correction;
-}
-
-// acc[d] = acc[d] * correction, then += weights[j] * values[j][d] for j in [j0, j1) in order.
-void accumulateFewValues(const float *values, int32_t headDim, const float *weights, int32_t j0,
-                         int32_t j1, float correction, float *acc) {
-  const __m512 c = _mm512_set1_ps(correction);
-  for (int32_t d = 0; d < headDim; d += kDims) {
-    __m512 a = _mm512_mul_ps(_mm512_load_ps(acc + d), c);
-    for (int32_t j = j0; j < j1; ++j)
-      a = _mm512_fmadd_ps(_mm512_set1_ps(weights[j]),
-                          _mm512_loadu_ps(values + int64_t(j) * headDim + d), a);
-    _mm512_store_ps(acc + d, a);
+  float sums[P];
+  for (int n = 0; n < P; ++n) {
+    float *row = scores + n * kLanePositions;
+    const F32x16 s = loadF32x16(row) * scale;
+    const F32x16 masked =
+        ((position >= state.first[n]) & (position < state.length[n])) ? s : minusInf;
+    const float rowMax = _mm512_reduce_max_ps((__m512)masked);
+    const float newMax = state.max[n] > rowMax ? state.max[n] : rowMax;
+    const bool live = newMax > -std::numeric_limits<float>::infinity();
+    corrections[n] = live ? expLanes<F32x16, I32x16>(F32x16{} + (state.max[n] - newMax))[0] : 1.0f;
+    storeF32x16(row, live ? expLanes<F32x16, I32x16>(masked - newMax) : F32x16{});
+    sums[n] = state.sum[n] * corrections[n];
+    state.max[n] = newMax;
   }
+  for (int32_t j = 0; j < kLanePositions; ++j)
+    for (int n = 0; n < P; ++n)
+      sums[n] += scores[n * kLanePositions + j];
+  for (int n = 0; n < P; ++n)
+    state.sum[n] = sums[n];
 }
 
-// An item of at most kFewPairs pairs with the positions on the lanes; s.queries holds the step's
-// keys transposed, s.acc the pairs' accumulators as rows.
+// For the P pairs' accumulators (rows headDim apart), dimensions [d0, d0 + 16 C):
+// acc = acc * correction, then += weights[j] * values[j][d] for j in [j0, j1) in order.
+template <int P, int C>
+void fewValues(const float *values, int32_t headDim, int32_t d0, const float *weights, int32_t j0,
+               int32_t j1, const float (&corrections)[P], float *acc) {
+  __m512 a[P][C];
+  for (int n = 0; n < P; ++n)
+    for (int c = 0; c < C; ++c)
+      a[n][c] = _mm512_mul_ps(_mm512_load_ps(acc + int64_t(n) * headDim + d0 + 16 * c),
+                              _mm512_set1_ps(corrections[n]));
+  for (int32_t j = j0; j < j1; ++j)
+    for (int c = 0; c < C; ++c) {
+      const __m512 v = _mm512_loadu_ps(values + int64_t(j) * headDim + d0 + 16 * c);
+      for (int n = 0; n < P; ++n)
+        a[n][c] = _mm512_fmadd_ps(_mm512_set1_ps(weights[n * kLanePositions + j]), v, a[n][c]);
+    }
+  for (int n = 0; n < P; ++n)
+    for (int c = 0; c < C; ++c)
+      _mm512_store_ps(acc + int64_t(n) * headDim + d0 + 16 * c, a[n][c]);
+}
+
+// An item of P <= kFewPairs pairs with the positions on the lanes: each step's keys transposed
+// (two steps' at a time into s.fewKeys, so twice the score chains are in flight), the pairs'
+// scores as rows in s.weights, their accumulators as rows in s.acc. Every pair does the lanes'
+// operations in the lanes' order (see the top of this file), the pairs side by side.
+template <int P>
 void attendFewPairs(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
   const int32_t headDim = args.headDim;
-  const int32_t pairs = item.tokens * item.heads;
   int32_t lo, hi;
-  LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
-  for (int32_t n = 0; n < pairs; ++n) // the pairs' queries as fp32 rows, headDim apart
+  LaneSoftmax state = startSoftmax(args, item, P, lo, hi);
+  for (int32_t n = 0; n < P; ++n) // the pairs' queries as fp32 rows, headDim apart
     loadRun(args.q, args.type, pairOffset(args, item, n), headDim,
             s.fewQueries + int64_t(n) * headDim);
-  std::memset(s.acc, 0, sizeof(float) * pairs * headDim);
+  std::memset(s.acc, 0, sizeof(float) * P * headDim);
   const ItemCache cache = itemCache(args, item);
-  for (int32_t start = lo / kLanePositions * kLanePositions; start < hi; start += kLanePositions) {
-    const float *keys = cache.keys(start, s), *values = cache.values(start, s);
-    transposeKeys(keys, headDim, s.queries);
-    kFewChainDots[pairs - 1](s.fewQueries, headDim, s.queries, s.weights);
-    for (int32_t n = 0; n < pairs; ++n) {
-      float *weights = s.weights + n * kLanePositions;
-      const float correction = softmaxFewStep(state, n, weights, start, args.scale);
-      accumulateFewValues(values, headDim, weights, std::max(lo - start, 0),
-                          std::min(hi - start, kLanePositions), correction,
-                          s.acc + int64_t(n) * headDim);
+  for (int32_t start = lo / kLanePositions * kLanePositions; start < hi;) {
+    const int32_t steps = start + kLanePositions < hi ? 2 : 1;
+    for (int32_t t = 0; t < steps; ++t)
+      transposeKeys(cache.keys(start + t * kLanePositions, s), headDim,
+                    s.fewKeys + int64_t(t) * headDim * kLanePositions);
+    if (steps == 2)
+      fewScores<P, 2>(s.fewQueries, headDim, s.fewKeys, s.weights);
+    else
+      fewScores<P, 1>(s.fewQueries, headDim, s.fewKeys, s.weights);
+    for (int32_t t = 0; t < steps; ++t, start += kLanePositions) {
+      float *weights = s.weights + t * P * kLanePositions;
+      float corrections[P];
+      fewSoftmax<P>(state, weights, start, args.scale, corrections);
+      const float *values = cache.values(start, s);
+      const int32_t j0 = std::max(lo - start, 0), j1 = std::min(hi - start, kLanePositions);
+      int32_t d0 = 0;
+      for (; d0 + 32 <= headDim; d0 += 32)
+        fewValues<P, 2>(values, headDim, d0, weights, j0, j1, corrections, s.acc);
+      if (d0 < headDim)
+        fewValues<P, 1>(values, headDim, d0, weights, j0, j1, corrections, s.acc);
     }
   }
-  for (int32_t n = 0; n < pairs; ++n) {
+  for (int32_t n = 0; n < P; ++n) {
     const float *acc = s.acc + int64_t(n) * headDim;
     const __m512 total = _mm512_set1_ps(state.sum[n]);
     for (int32_t d = 0; d < headDim; d += kDims)
@@ -300,11 +343,19 @@ void attendFewPairs(const AttentionArgs &args, const AttentionItem &item, const 
   }
 }
 
+// attendFewPairs<P> for P = 1..kFewPairs.
+using FewPairsFn = void (*)(const AttentionArgs &, const AttentionItem &, const Scratch &);
+template <size_t... P>
+constexpr std::array<FewPairsFn, sizeof...(P)> fewPairsTable(std::index_sequence<P...>) {
+  return {&attendFewPairs<int(P) + 1>...};
+}
+constexpr auto kFewPairsFns = fewPairsTable(std::make_index_sequence<kFewPairs>());
+
 void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
   if (pairs <= kFewPairs)
-    return attendFewPairs(args, item, s);
+    return kFewPairsFns[pairs - 1](args, item, s);
   int32_t lo, hi;
   LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
   packQueries(args, item, pairs, s);
