@@ -125,7 +125,8 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 // block while a row alone is kept whole. 70 rows end in a streamed 6-row tile, 300 in a blocked
 // 44-row one. On fp32 panels (avx512 and up) 70 rows run in one-panel tasks of 12- and 11-row
 // micro-kernels, 300 in two-panel tasks of 6-row ones (the 37 outputs: a whole panel and 5 of the
-// next), a row alone in one-panel tasks of one row; 8200 columns are 129 blocks.
+// next), a row alone in one-panel tasks of one row; 8200 columns are 129 blocks, and at amx put
+// each 64-row tile of rounded x in a window of its own (kernels/cpu/linear_amx.cc kMaxXWords).
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
