@@ -8,6 +8,7 @@
 #include "compiler/emit/weight_sources.h"
 #include "compiler/import/config_fields.h"
 #include "compiler/import/gguf_model.h"
+#include "compiler/import/hf_quantized_checkpoint.h"
 #include "compiler/import/safetensors.h"
 #include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
@@ -124,6 +125,19 @@ Status Compilation::import() {
                           SafetensorsCheckpoint::open(options_.modelDir));
     checkpoint_ = std::make_shared<const SafetensorsCheckpoint>(std::move(checkpoint));
   }
+  if (config_.quantization) {
+    KILN_ASSIGN_OR_RETURN(auto quantized,
+                          HfQuantizedCheckpoint::create(checkpoint_, *config_.quantization));
+    const HfQuantization &q = *config_.quantization;
+    log("import: " + std::string(q.methodName()) + " checkpoint, " +
+        std::to_string(quantized->quantizedLinears()) + " quantized linears, group size " +
+        (q.groupSize ? std::to_string(q.groupSize) : std::string("per output")) +
+        (q.method == HfQuantization::Method::kGptq && q.symmetric
+             ? " (symmetric: kept packed as Q4 on a cpu-only compile)"
+             : " (zero points: read as their exact fp32 values, kiln's 4-bit formats hold no "
+               "integer zero points yet)"));
+    checkpoint_ = std::move(quantized);
+  }
   log("import: " + config_.modelType + " (" + config_.architecture + "), " +
       std::to_string(config_.numLayers) + " layers, hidden " + std::to_string(config_.hiddenSize) +
       ", vocab " + std::to_string(config_.vocabSize) + "; limits: max-batch " +
@@ -149,8 +163,8 @@ Status Compilation::build() {
   return markQuantizedWeights();
 }
 
-// --quantize, or a GGUF file's packed blocks kept (cpu-only compiles: the CUDA backend reads
-// no quantized weights yet).
+// --quantize, or a GGUF file's or a GPTQ checkpoint's packed blocks kept (cpu-only compiles: the
+// CUDA backend reads no quantized weights yet).
 Status Compilation::markQuantizedWeights() {
   QuantizePolicy policy;
   if (!options_.quantize.empty()) {
@@ -159,13 +173,14 @@ Status Compilation::markQuantizedWeights() {
                              options_.groupSize ? options_.groupSize
                              : int8             ? 0
                                                 : kDefaultInt4GroupSize};
-  } else if (gguf_ && options_.keepGgufBlocks) {
+  } else if ((gguf_ || config_.quantization) && options_.keepGgufBlocks) {
     const bool cpuOnly = std::all_of(options_.targets.begin(), options_.targets.end(),
                                      [](const std::string &t) { return t == "cpu"; });
     if (cpuOnly)
       policy.packedFrom = checkpoint_.get();
     else
-      log("GGUF blocks are dequantized to " + options_.dtype +
+      log(std::string(gguf_ ? "GGUF blocks" : "quantized checkpoint weights") +
+          " are dequantized to " + options_.dtype +
           ": the GPU targets read no quantized weights yet");
   }
   if (!policy.all && !policy.packedFrom)

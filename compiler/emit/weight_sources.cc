@@ -183,6 +183,7 @@ schema::DType toSchemaDType(TensorDType dtype) {
   case TensorDType::kBF16:
     return schema::DType::BF16;
   case TensorDType::kF32:
+  case TensorDType::kI32: // never a weight's own values (hf_quantized_checkpoint.h)
     break;
   }
   return schema::DType::F32;

@@ -10,12 +10,14 @@ const char *tensorDTypeName(TensorDType dtype) {
     return "F16";
   case TensorDType::kBF16:
     return "BF16";
+  case TensorDType::kI32:
+    return "I32";
   }
   return "?";
 }
 
 size_t tensorDTypeSize(TensorDType dtype) {
-  return dtype == TensorDType::kF32 ? 4 : 2;
+  return dtype == TensorDType::kF32 || dtype == TensorDType::kI32 ? 4 : 2;
 }
 
 Result<QuantizedMatrix> Checkpoint::readPacked(const std::string &name) const {

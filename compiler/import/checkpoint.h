@@ -16,8 +16,9 @@
 
 namespace kiln::compiler {
 
-enum class TensorDType { kF32, kF16, kBF16 };
-const char *tensorDTypeName(TensorDType dtype); // "F32", "F16", "BF16"
+// kI32: only the packed words of quantized checkpoints (hf_quantized_checkpoint.h), read raw.
+enum class TensorDType { kF32, kF16, kBF16, kI32 };
+const char *tensorDTypeName(TensorDType dtype); // "F32", "F16", "BF16", "I32"
 size_t tensorDTypeSize(TensorDType dtype);
 
 struct TensorInfo {

@@ -11,15 +11,11 @@
 namespace kiln::compiler {
 namespace {
 
+// Which model types compile is the families' call (compiler/models/model_family.h); which
+// quantization_config kiln reads, hf_quantization.h's.
 Status checkSupported(const ConfigFields &reader) {
   std::string modelType;
-  KILN_RETURN_IF_ERROR(reader.readString("model_type", modelType, /*required=*/true));
-  // Which model types compile is the families' call (compiler/models/model_family.h).
-  if (reader.has("quantization_config"))
-    return unimplemented(reader.source() +
-                         ": field 'quantization_config' is set; kiln compiles "
-                         "unquantized checkpoints only (remove it or use the unquantized model)");
-  return okStatus();
+  return reader.readString("model_type", modelType, /*required=*/true);
 }
 
 // The RoPE tables (rope_scaling.h) hold head_dim / 2 entries and are built from the config before
@@ -146,6 +142,7 @@ Result<HfModelConfig> parseHfModelConfig(const std::string &configJson,
   KILN_RETURN_IF_ERROR(readScalars(fields, config));
   KILN_RETURN_IF_ERROR(readRope(fields, ropeTypeAliases, config));
   KILN_RETURN_IF_ERROR(readSpecialTokens(fields, generation ? &*generation : nullptr, config));
+  KILN_ASSIGN_OR_RETURN(config.quantization, parseHfQuantization(fields));
   return config;
 }
 

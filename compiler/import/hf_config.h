@@ -2,6 +2,7 @@
 // Plain C++ (no MLIR). Unsupported settings fail with an error naming the field.
 #pragma once
 
+#include "compiler/import/hf_quantization.h"
 #include "compiler/import/rope_scaling.h"
 #include "runtime/base/status.h"
 
@@ -35,6 +36,8 @@ struct HfModelConfig {
   int32_t bosTokenId = -1;
   std::vector<int32_t> eosTokenIds; // union of config.json and generation_config.json, in order
   int32_t padTokenId = -1;
+  // quantization_config: a GPTQ / AWQ checkpoint (hf_quantization.h); nullopt: unquantized.
+  std::optional<HfQuantization> quantization;
 
   // Family features: the family's parseConfig sets them (compiler/models/<family>.cc), the
   // shared decoder blocks read them (compiler/models/decoder.h).

@@ -34,7 +34,9 @@ Result<TensorDType> parseDType(const std::string &name, const std::string &where
     return TensorDType::kF16;
   if (name == "BF16")
     return TensorDType::kBF16;
-  return unimplemented(where + " has dtype '" + name + "'; kiln reads F32, F16 and BF16");
+  if (name == "I32") // a GPTQ / AWQ checkpoint's packed words (hf_quantized_checkpoint.h)
+    return TensorDType::kI32;
+  return unimplemented(where + " has dtype '" + name + "'; kiln reads F32, F16, BF16 and I32");
 }
 
 Status parseShape(const Json &entry, const std::string &where, TensorInfo &info) {
@@ -270,6 +272,10 @@ Result<std::vector<float>> SafetensorsCheckpoint::readF32(const std::string &nam
   KILN_ASSIGN_OR_RETURN(const TensorInfo *info, this->info(name));
   KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, rawBytes(name));
   const size_t count = static_cast<size_t>(info->numElements());
+  if (info->dtype == TensorDType::kI32)
+    return invalidArgument("tensor '" + name +
+                           "' holds I32 values, not weights (a quantized checkpoint's packed "
+                           "words need its config.json quantization_config)");
   std::vector<float> out(count);
   if (info->dtype == TensorDType::kF32) {
     if (count > 0) // an empty vector's data() may be null, which memcpy must not get

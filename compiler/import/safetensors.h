@@ -20,7 +20,7 @@ class SafetensorsCheckpoint final : public Checkpoint {
 public:
   // Opens MODEL_DIR/model.safetensors.index.json if present, else MODEL_DIR/model.safetensors.
   // Fails on a missing shard, a header that is not JSON, offsets outside the file, a dtype other
-  // than F32/F16/BF16 (naming tensor and dtype), or a shape that does not match the byte size.
+  // than F32/F16/BF16/I32 (naming tensor and dtype), or a shape that does not match the byte size.
   static Result<SafetensorsCheckpoint> open(const std::string &modelDir);
 
   bool contains(const std::string &name) const override;   // alias-aware

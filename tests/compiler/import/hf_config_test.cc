@@ -98,14 +98,33 @@ Result<HfModelConfig> parseAsset(const std::string &relative) {
   return parseHfModelConfig(text, "", relative);
 }
 
-TEST(HfConfigTest, QuantizedLlamaFinetuneIsRejected) {
+// bitsandbytes (8-bit, quantized at load time from the stored weights) is not a format kiln reads.
+TEST(HfConfigTest, BitsAndBytesFinetuneIsRejected) {
   if (!haveAsset("configs/llama-3.2-1b-finetune.config.json"))
     GTEST_SKIP() << "assets not found at " << kAssets;
   auto config = parseAsset("configs/llama-3.2-1b-finetune.config.json");
   ASSERT_FALSE(config.isOk());
   EXPECT_EQ(config.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(config.status().message().find("'quantization_config'"), std::string::npos)
+  EXPECT_NE(config.status().message().find("'quantization_config.quant_method' is 'bitsandbytes'"),
+            std::string::npos)
       << config.status().message();
+}
+
+// A real GPTQ config (GPT-2's: 4-bit, group 128, sym, desc_act false) reads as kiln's settings.
+TEST(HfConfigTest, GptqConfigIsRead) {
+  if (!haveAsset("configs/gpt2-gptq.config.json"))
+    GTEST_SKIP() << "assets not found at " << kAssets;
+  auto text = readFile(kAssets + "/configs/gpt2-gptq.config.json");
+  ASSERT_TRUE(text.isOk());
+  auto fields = ConfigFields::parse(*text, "gpt2-gptq.config.json");
+  ASSERT_TRUE(fields.isOk());
+  auto q = parseHfQuantization(*fields);
+  ASSERT_TRUE(q.isOk()) << q.status().toString();
+  ASSERT_TRUE(q->has_value());
+  EXPECT_EQ((*q)->method, HfQuantization::Method::kGptq);
+  EXPECT_EQ((*q)->groupSize, 128);
+  EXPECT_TRUE((*q)->symmetric);
+  EXPECT_TRUE((*q)->zerosMinusOne); // no checkpoint_format: the original "gptq"
 }
 
 // The import layer reads any decoder's common fields; which model types compile is the model
@@ -389,7 +408,10 @@ TEST(HfConfigTest, EveryRopeScalingTypeParses) {
 TEST(HfConfigTest, UnsupportedSettingsNameTheField) {
   Json config = baseConfig();
   config["quantization_config"] = {{"quant_method", "awq"}};
-  expectError(config, "quantization_config");
+  expectError(config, "quantization_config.bits");
+  config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 64},
+                                   {"version", "gemv"}};
+  expectError(config, "quantization_config.version");
 }
 
 TEST(HfConfigTest, MissingRequiredFieldsAreNamed) {

@@ -265,7 +265,7 @@ TEST_F(SafetensorsTest, UnknownDTypeNamesTensorAndDType) {
   auto checkpoint = SafetensorsCheckpoint::open(dir_);
   ASSERT_FALSE(checkpoint.isOk());
   EXPECT_EQ(checkpoint.status().code(), StatusCode::kUnimplemented);
-  expectOpenError({"'model.layers.0.q.qweight'", "'I8'", "F32, F16 and BF16"});
+  expectOpenError({"'model.layers.0.q.qweight'", "'I8'", "F32, F16, BF16 and I32"});
 }
 
 } // namespace

@@ -78,7 +78,7 @@ TEST(ModelFamilyTest, RealGpt2ConfigIsRefusedNamingItsModelType) {
   auto text = readFile(kAssets + "/configs/gpt2-gptq.config.json");
   ASSERT_TRUE(text.isOk());
   Json json = Json::parse(*text);
-  json.erase("quantization_config"); // refused by the import layer first otherwise
+  json.erase("quantization_config"); // not what this test is about
   json["intermediate_size"] = 3072;  // GPT-2 calls it n_inner (null); the import layer needs it
   json["vocab_size"] = 50257;
   json["hidden_size"] = 768;

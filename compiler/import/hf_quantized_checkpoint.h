@@ -1,0 +1,68 @@
+// A GPTQ or AWQ checkpoint (compiler/import/hf_quantization.h) as a Checkpoint of ordinary
+// "<linear>.weight" tensors [out, in] in HF layout: each linear's stored qweight, qzeros and
+// scales (and GPTQ's g_idx) stand for the weight w[o][k] = scale[g][o] * (q[k][o] - zero[g][o]),
+// g = k / group_size, and are not listed themselves; every other tensor passes through.
+//
+// The published layouts, 4-bit values in int32 words, value i of a word in bits 4i..4i+3:
+//   GPTQ  qweight [in / 8, out]: word [k / 8][o] holds q[k][o] as value k % 8 (packed down the
+//         inputs); qzeros [groups, out / 8]: word [g][o / 8] holds zero[g][o] as value o % 8,
+//         stored minus one in the original "gptq" format; scales [groups, out] fp16; g_idx [in]
+//         must be k / group_size (desc_act false).
+//   AWQ   qweight [in, out / 8]: word [k][o / 8] holds q[k][o] as value j where o % 8 is
+//         kAwqOrder[j] = {0, 2, 4, 6, 1, 3, 5, 7}; qzeros [groups, out / 8] packed the same way;
+//         scales [groups, out] fp16.
+// Symmetric GPTQ (every zero 8) is kiln's Q4 exactly: such weights report `packed` (Q4, the group
+// size; one group per row for group_size -1) and readPacked hands out the 4-bit values and fp16
+// scales as they are. Other weights (AWQ, asymmetric GPTQ) read as their exact fp32 values:
+// kiln's 4-bit formats hold no integer zero points yet.
+#pragma once
+
+#include "compiler/import/checkpoint.h"
+#include "compiler/import/hf_quantization.h"
+
+#include <map>
+#include <memory>
+#include <set>
+
+namespace kiln::compiler {
+
+class HfQuantizedCheckpoint final : public Checkpoint {
+public:
+  // Fails naming the tensor when a linear's qweight lacks its qzeros or scales, a shape or dtype
+  // disagrees with the layout, or g_idx is not k / group_size.
+  static Result<std::shared_ptr<const HfQuantizedCheckpoint>>
+  create(std::shared_ptr<const Checkpoint> stored, const HfQuantization &quantization);
+
+  bool contains(const std::string &name) const override;
+  Result<const TensorInfo *> info(const std::string &name) const override;
+  std::vector<std::string> names() const override;
+  Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
+  Result<std::vector<float>> readF32(const std::string &name) const override;
+  Result<QuantizedMatrix> readPacked(const std::string &name) const override;
+
+  // Linears read as quantized ("<prefix>.weight" names).
+  size_t quantizedLinears() const { return linears_.size(); }
+
+private:
+  struct Linear {
+    TensorInfo info;       // the weight's: [out, in], fp32, not raw-readable
+    std::string prefix;    // "model.layers.0.self_attn.q_proj"
+    int64_t groupSize = 0; // input columns per group (in when one per output)
+  };
+  // q, zero point and scale of every (output, group) as read from the stored words.
+  struct Unpacked {
+    std::vector<uint8_t> q;       // [out][in]
+    std::vector<uint8_t> zeros;   // [out][groups]
+    std::vector<uint16_t> scales; // [out][groups], fp16 bits
+  };
+  Result<Unpacked> unpack(const Linear &linear) const;
+  Status addLinear(const std::string &prefix);
+
+  std::shared_ptr<const Checkpoint> stored_;
+  HfQuantization quantization_;
+  std::map<std::string, Linear> linears_; // by weight name
+  std::vector<std::string> names_;        // sorted
+  std::set<std::string> hidden_;          // the linears' stored parts
+};
+
+} // namespace kiln::compiler

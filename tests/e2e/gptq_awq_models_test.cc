@@ -1,0 +1,125 @@
+// GPTQ and AWQ checkpoints (compiler/import/hf_quantized_checkpoint.h) compiled by the real
+// compiler and run on the cpu backend, against transformers in fp32 on the weights their stored
+// words stand for (tools/goldens/make_gptq_awq_goldens.py writes the fixtures in each format's
+// published layout and dequantizes them in numpy): logits within 1e-4 at every position, greedy
+// ids, chunked prefill and prefix-cache hits. Symmetric GPTQ stays packed (Q4); asymmetric GPTQ and
+// AWQ read as their exact fp32 values. A quantization_config kiln cannot read fails to compile,
+// naming the field.
+#include "tests/e2e/e2e_util.h"
+
+#include "runtime/artifact/artifact.h"
+#include "runtime/base/file.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace kiln::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kData = std::string(KILN_TEST_DATA_DIR);
+
+// "Q4 g32" / "F32" -> weights of rank 0 stored so.
+std::map<std::string, int> weightFormats(const std::string &artifactDir) {
+  std::map<std::string, int> count;
+  auto artifact = rt::Artifact::load(artifactDir);
+  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
+  if (!artifact.isOk())
+    return count;
+  for (const schema::WeightEntry *w : *(*artifact)->plan().ranks()->Get(0)->weights())
+    ++count[std::string(schema::EnumNameDType(w->dtype())) +
+            (w->group_size() > 0 ? " g" + std::to_string(w->group_size()) : "")];
+  return count;
+}
+
+// tiny-llama: 2 layers of qkv, o, gate_up, down (fused as kiln fuses them); F32: the embedding
+// table, the lm_head, 5 norms and the rope inverse frequencies.
+TEST(GptqAwqModels, SymmetricGptqStaysPackedAndMatchesTransformers) {
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq"));
+  EXPECT_EQ(formats["Q4 g32"], 8);
+  EXPECT_EQ(formats["F32"], 8);
+  checkGoldenLogits("tiny-llama-gptq");
+  checkGoldenChunkedAndCached("tiny-llama-gptq", 5);
+}
+
+TEST(GptqAwqModels, AsymmetricPerOutputGptqMatchesTransformers) {
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq-asym"));
+  EXPECT_EQ(formats["F32"], 16); // zero points: exact fp32 values
+  checkGoldenLogits("tiny-llama-gptq-asym");
+}
+
+TEST(GptqAwqModels, AwqMatchesTransformers) {
+  checkGoldenLogits("tiny-llama-awq");
+  checkGoldenChunkedAndCached("tiny-llama-awq", 6);
+}
+
+// --dtype dequantizes packed weights, as for GGUF blocks.
+TEST(GptqAwqModels, DtypeDequantizesSymmetricGptq) {
+  compiler::CompileOptions dense;
+  dense.keepGgufBlocks = false;
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq", dense));
+  EXPECT_EQ(formats["F32"], 16);
+  checkGoldenLogits("tiny-llama-gptq", "cpu", dense);
+}
+
+// The GPU targets read no quantized weights yet: a GPU compile dequantizes (one weights file
+// serves every target of the artifact).
+TEST(GptqAwqModels, GpuTargetsDequantizeSymmetricGptq) {
+#ifndef KILN_HAVE_CODEGEN
+  GTEST_SKIP() << "built without the CUDA code generator (KILN_ENABLE_CUDA=OFF)";
+#else
+  compiler::CompileOptions options;
+  options.targets = {"cpu", "sm_90"};
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq", options));
+  EXPECT_EQ(formats["F32"], 16);
+  EXPECT_EQ(formats["Q4 g32"], 0);
+#endif
+}
+
+// A copy of the GPTQ fixture with its quantization_config edited.
+std::string editedFixture(const std::string &name, const nlohmann::json &changes) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-gptq-" + name);
+  fs::remove_all(dir);
+  fs::copy(kData + "/models/tiny-llama-gptq", dir);
+  std::ifstream in(dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  for (const auto &[key, value] : changes.items())
+    config["quantization_config"][key] = value;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir.string();
+}
+
+TEST(GptqAwqModels, UnreadableQuantizationConfigsFailNamingTheField) {
+  struct Case {
+    std::string name;
+    nlohmann::json changes;
+    std::string expected;
+  };
+  const Case cases[] = {
+      {"fp8", {{"quant_method", "fp8"}}, "'quantization_config.quant_method' is 'fp8'"},
+      {"bits8", {{"bits", 8}}, "'quantization_config.bits' 8: kiln reads 4-bit gptq"},
+      {"descact", {{"desc_act", true}}, "'quantization_config.desc_act' is true"},
+      {"group0", {{"group_size", 0}}, "'quantization_config.group_size' must be -1"},
+      {"group16", {{"group_size", 16}}, "is F16 [4, 64]; the gptq (config.json"},
+  };
+  for (const Case &c : cases) {
+    compiler::CompileOptions options;
+    options.modelDir = editedFixture(c.name, c.changes);
+    options.outDir = ::testing::TempDir() + "/kiln-gptq-never-written.kiln";
+    const Status status = compiler::compileModel(options);
+    ASSERT_FALSE(status.isOk()) << c.name;
+    EXPECT_NE(status.message().find(c.expected), std::string::npos) << status.message();
+  }
+}
+
+} // namespace
+} // namespace kiln::e2e
