@@ -13,13 +13,14 @@
 //      cuBLASLt only and never launches its GEMV kernels (kGemvSchemaVersion).
 //   5: quantized weights (DType Q8 / Q4 / Q4M with WeightEntry.group_size): an older runtime
 //      would refuse their dtype only as an unknown one.
+//   6: DType Q4Z (4-bit with integer zero points: GPTQ / AWQ checkpoints kept packed), likewise.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 5;
+inline constexpr uint32_t kSchemaVersion = 6;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

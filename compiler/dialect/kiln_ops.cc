@@ -99,12 +99,13 @@ LogicalResult WeightOp::verify() {
   std::optional<QuantFormat> format = getQuant() ? parseQuantFormat(*getQuant()) : std::nullopt;
   if (!format || !getGroupSize() || type.getRank() != 2 ||
       !validQuantGroup(type.getDimSize(1), *getGroupSize() ? *getGroupSize() : type.getDimSize(1)))
-    return emitOpError() << "'" << getName()
-                         << "': quant must be Q8, Q4 or Q4M with a group_size that is a multiple "
-                            "of 32 and divides the columns of a rank-2 weight (0: one group per "
-                            "row, columns a multiple of 32), got "
-                         << (getQuant() ? getQuant()->str() : "none") << " / "
-                         << (getGroupSize() ? *getGroupSize() : 0) << " on " << type;
+    return emitOpError()
+           << "'" << getName()
+           << "': quant must be Q8, Q4, Q4M or Q4Z with a group_size that is a multiple "
+              "of 32 and divides the columns of a rank-2 weight (0: one group per "
+              "row, columns a multiple of 32), got "
+           << (getQuant() ? getQuant()->str() : "none") << " / "
+           << (getGroupSize() ? *getGroupSize() : 0) << " on " << type;
   return success();
 }
 

@@ -134,8 +134,7 @@ Status Compilation::import() {
         (q.groupSize ? std::to_string(q.groupSize) : std::string("per output")) +
         (q.method == HfQuantization::Method::kGptq && q.symmetric
              ? " (symmetric: kept packed as Q4 on a cpu-only compile)"
-             : " (zero points: read as their exact fp32 values, kiln's 4-bit formats hold no "
-               "integer zero points yet)"));
+             : " (zero points: kept packed as Q4Z on a cpu-only compile)"));
     checkpoint_ = std::move(quantized);
   }
   log("import: " + config_.modelType + " (" + config_.architecture + "), " +

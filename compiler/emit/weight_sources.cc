@@ -146,9 +146,11 @@ schema::DType quantDType(QuantFormat format) {
   case QuantFormat::kQ4:
     return schema::DType::Q4;
   case QuantFormat::kQ4Min:
+    return schema::DType::Q4M;
+  case QuantFormat::kQ4Zero:
     break;
   }
-  return schema::DType::Q4M;
+  return schema::DType::Q4Z;
 }
 
 Status produceQuantizedWeightBytes(const Checkpoint &checkpoint,

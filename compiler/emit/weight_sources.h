@@ -33,7 +33,7 @@ Status produceQuantizedWeightBytes(const Checkpoint &checkpoint,
                                    const std::vector<std::string> &sources,
                                    const WeightQuant &quant, std::vector<uint8_t> &bytes);
 
-// The schema dtype of a quantized format: Q8, Q4, Q4M.
+// The schema dtype of a quantized format: Q8, Q4, Q4M, Q4Z.
 schema::DType quantDType(QuantFormat format);
 
 // f32 -> F32, f16 -> F16, bf16 -> BF16.

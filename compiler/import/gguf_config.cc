@@ -45,9 +45,9 @@ Result<std::vector<double>> vectorTensor(const GgufFile &gguf, const std::string
   if (tensor == nullptr)
     return notFound(gguf.path() + ": tensor '" + name + "' is missing");
   std::vector<float> values(static_cast<size_t>(tensor->numElements()));
-  KILN_RETURN_IF_ERROR(dequantizeGgml(tensor->type, gguf.tensorBytes(*tensor),
-                                      tensor->numElements(), values.data())
-                           .withContext("tensor '" + name + "'"));
+  KILN_RETURN_IF_ERROR(
+      dequantizeGgml(tensor->type, gguf.tensorBytes(*tensor), tensor->numElements(), values.data())
+          .withContext("tensor '" + name + "'"));
   return std::vector<double>(values.begin(), values.end());
 }
 
@@ -64,7 +64,8 @@ Result<Json> ropeScaling(const GgufFile &gguf, const ArchKeys &keys) {
   if (longrope)
     type = "longrope";
   if (gguf.tensor("rope_freqs.weight") != nullptr)
-    return unimplemented(gguf.path() + ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency "
+    return unimplemented(gguf.path() +
+                         ": tensor 'rope_freqs.weight' (llama.cpp's per-frequency "
                          "rope factors, as Llama 3.1 files carry) is not read by kiln yet; "
                          "compile the Hugging Face checkpoint, whose rope_scaling kiln reads");
   if (type.empty() || type == "none")
@@ -90,8 +91,8 @@ Result<Json> ropeScaling(const GgufFile &gguf, const ArchKeys &keys) {
     scaling["short_factor"] = shortFactor;
     return scaling;
   }
-  return unimplemented(gguf.path() + ": metadata key '" + keys.key("rope.scaling.type") +
-                       "' is '" + type + "'; kiln reads none, linear, yarn and longrope");
+  return unimplemented(gguf.path() + ": metadata key '" + keys.key("rope.scaling.type") + "' is '" +
+                       type + "'; kiln reads none, linear, yarn and longrope");
 }
 
 // bos / eos (+ eot, eom) / pad ids from the tokenizer metadata.
@@ -125,8 +126,7 @@ Result<int64_t> vocabSize(const GgufFile &gguf, const ArchKeys &keys) {
   if (const GgufTensor *embed = gguf.tensor("token_embd.weight"); embed && embed->dims.size() == 2)
     return embed->dims[1];
   return invalidArgument(gguf.path() + ": the vocabulary size is unknown (no '" +
-                         keys.key("vocab_size") +
-                         "', tokenizer.ggml.tokens or token_embd.weight)");
+                         keys.key("vocab_size") + "', tokenizer.ggml.tokens or token_embd.weight)");
 }
 
 } // namespace

@@ -15,10 +15,10 @@ namespace kiln::compiler {
 // The GGUF architectures kiln compiles and their HF model_type: llama (also Mistral files,
 // which llama.cpp writes as llama), qwen2, qwen3, phi3.
 struct GgufArchitecture {
-  const char *name;         // general.architecture
-  const char *modelType;    // HF config.json model_type
-  const char *hfClass;      // HF architectures[0]
-  bool permutedQk;          // llama.cpp permuted q/k rows for its interleaved rope (undone)
+  const char *name;      // general.architecture
+  const char *modelType; // HF config.json model_type
+  const char *hfClass;   // HF architectures[0]
+  bool permutedQk;       // llama.cpp permuted q/k rows for its interleaved rope (undone)
 };
 const std::vector<GgufArchitecture> &ggufArchitectures();
 std::string supportedGgufArchitectures(); // "llama, qwen2, qwen3, phi3"

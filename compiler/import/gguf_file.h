@@ -20,8 +20,19 @@ namespace kiln::compiler {
 
 // gguf_type: the metadata value types, numbered as the GGUF spec numbers them.
 enum class GgufValueType : uint32_t {
-  kUint8 = 0, kInt8 = 1, kUint16 = 2, kInt16 = 3, kUint32 = 4, kInt32 = 5, kFloat32 = 6,
-  kBool = 7, kString = 8, kArray = 9, kUint64 = 10, kInt64 = 11, kFloat64 = 12,
+  kUint8 = 0,
+  kInt8 = 1,
+  kUint16 = 2,
+  kInt16 = 3,
+  kUint32 = 4,
+  kInt32 = 5,
+  kFloat32 = 6,
+  kBool = 7,
+  kString = 8,
+  kArray = 9,
+  kUint64 = 10,
+  kInt64 = 11,
+  kFloat64 = 12,
 };
 const char *ggufValueTypeName(GgufValueType type); // "uint32", "string", "array", ...
 
@@ -46,8 +57,21 @@ struct GgufValue {
 
 // ggml_type numbers of the tensor types (ggml.h); others exist and are reported by number.
 enum class GgmlType : uint32_t {
-  kF32 = 0, kF16 = 1, kQ4_0 = 2, kQ4_1 = 3, kQ5_0 = 6, kQ5_1 = 7, kQ8_0 = 8, kQ8_1 = 9,
-  kQ2_K = 10, kQ3_K = 11, kQ4_K = 12, kQ5_K = 13, kQ6_K = 14, kQ8_K = 15, kBF16 = 30,
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ8_1 = 9,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kQ8_K = 15,
+  kBF16 = 30,
 };
 
 struct GgufTensor {
@@ -56,10 +80,10 @@ struct GgufTensor {
   // A number ggml does not define is a parse error: without its block size the tensor's byte
   // size, and so whether its data lies inside the file, cannot be known.
   uint32_t type = 0;
-  std::vector<int64_t> dims;  // GGUF order: dims[0] is the innermost (contiguous) dimension
-  int fileIndex = 0;          // which file of a split model holds the data
-  uint64_t offset = 0;        // absolute byte offset in that file
-  uint64_t size = 0;          // bytes (from the type's block size and the element count)
+  std::vector<int64_t> dims; // GGUF order: dims[0] is the innermost (contiguous) dimension
+  int fileIndex = 0;         // which file of a split model holds the data
+  uint64_t offset = 0;       // absolute byte offset in that file
+  uint64_t size = 0;         // bytes (from the type's block size and the element count)
   int64_t numElements() const;
   // Row-major shape, outermost first (dims reversed): [rows, cols] for a matrix.
   std::vector<int64_t> shape() const;

@@ -59,14 +59,13 @@ Result<std::unique_ptr<GgufModel>> GgufModel::open(const std::string &path,
     KILN_RETURN_IF_ERROR(
         writeFileAtomic(dir + "/tokenizer_config.json", tokenizer.tokenizerConfigJson));
     tokenizerNote = "tokenizer " + gguf.getStringOr("tokenizer.ggml.model", "?") +
-                    (gguf.find("tokenizer.ggml.pre") ? " (pre " + gguf.getStringOr(
-                                                                      "tokenizer.ggml.pre", "") +
-                                                           ")"
-                                                     : "");
+                    (gguf.find("tokenizer.ggml.pre")
+                         ? " (pre " + gguf.getStringOr("tokenizer.ggml.pre", "") + ")"
+                         : "");
   }
   if (progress)
-    *progress << "gguf: " << path << ": " << arch->name << ", "
-              << gguf.tensors().size() << " tensors, " << tokenizerNote << "\n";
+    *progress << "gguf: " << path << ": " << arch->name << ", " << gguf.tensors().size()
+              << " tensors, " << tokenizerNote << "\n";
   return model;
 }
 

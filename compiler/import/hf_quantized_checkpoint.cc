@@ -111,8 +111,9 @@ Status HfQuantizedCheckpoint::addLinear(const std::string &prefix) {
   linear.info.dtype = TensorDType::kF32; // fp16 scale x a small integer: exact in fp32
   linear.info.rawReadable = false;
   linear.info.shape = {out, in};
-  if (gptq && quantization_.symmetric && validQuantGroup(in, groupSize))
-    linear.info.packed = TensorInfo::Packed{QuantFormat::kQ4, groupSize};
+  if (validQuantGroup(in, groupSize))
+    linear.info.packed = TensorInfo::Packed{
+        gptq && quantization_.symmetric ? QuantFormat::kQ4 : QuantFormat::kQ4Zero, groupSize};
   linears_[linear.info.name] = std::move(linear);
   return okStatus();
 }
@@ -197,13 +198,17 @@ Result<QuantizedMatrix> HfQuantizedCheckpoint::readPacked(const std::string &nam
   const Linear &linear = it->second;
   KILN_ASSIGN_OR_RETURN(Unpacked u, unpack(linear));
   const int64_t out = linear.info.shape[0], in = linear.info.shape[1];
-  for (size_t i = 0; i < u.zeros.size(); ++i)
-    if (u.zeros[i] != 8)
-      return invalidArgument("tensor '" + linear.prefix + ".qzeros': zero point " +
-                             std::to_string(u.zeros[i]) +
-                             " in a checkpoint whose quantization_config says sym: true");
   QuantizedMatrix m;
-  m.format = QuantFormat::kQ4;
+  m.format = linear.info.packed->format;
+  if (m.format == QuantFormat::kQ4) {
+    for (size_t i = 0; i < u.zeros.size(); ++i)
+      if (u.zeros[i] != 8)
+        return invalidArgument("tensor '" + linear.prefix + ".qzeros': zero point " +
+                               std::to_string(u.zeros[i]) +
+                               " in a checkpoint whose quantization_config says sym: true");
+  } else {
+    m.mins.assign(u.zeros.begin(), u.zeros.end()); // Q4Z: the integer zero points
+  }
   m.groupSize = linear.groupSize;
   m.rows = out;
   m.cols = in;

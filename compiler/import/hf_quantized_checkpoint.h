@@ -11,10 +11,11 @@
 //   AWQ   qweight [in, out / 8]: word [k][o / 8] holds q[k][o] as value j where o % 8 is
 //         kAwqOrder[j] = {0, 2, 4, 6, 1, 3, 5, 7}; qzeros [groups, out / 8] packed the same way;
 //         scales [groups, out] fp16.
-// Symmetric GPTQ (every zero 8) is kiln's Q4 exactly: such weights report `packed` (Q4, the group
-// size; one group per row for group_size -1) and readPacked hands out the 4-bit values and fp16
-// scales as they are. Other weights (AWQ, asymmetric GPTQ) read as their exact fp32 values:
-// kiln's 4-bit formats hold no integer zero points yet.
+// Every such weight reports `packed` (the group size; one group per row for group_size -1) and
+// readPacked hands out the 4-bit values, fp16 scales and zero points as they are: symmetric GPTQ
+// (every zero 8) as kiln's Q4, AWQ and asymmetric GPTQ as Q4Z (w = scale * (u - zero)). readF32
+// gives the exact fp32 values (GPU targets, --dtype). A group size that is not a multiple of 32
+// (kiln's groups are) leaves the weight unpacked: fp32 values only.
 #pragma once
 
 #include "compiler/import/checkpoint.h"

@@ -9,7 +9,7 @@
 namespace kiln::compiler {
 namespace {
 
-// The nibble of value c (column within the row) of a Q4/Q4M row.
+// The nibble of value c (column within the row) of a 4-bit row.
 uint8_t nibbleAt(const uint8_t *row, int64_t c) {
   const int64_t run = c / kQuantSubBlock, within = c % kQuantSubBlock;
   const uint8_t byte = row[run * 16 + within % 16];
@@ -58,6 +58,19 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
     lo = std::min(lo, w[i]);
     hi = std::max(hi, w[i]);
   }
+  if (m.format == QuantFormat::kQ4Zero) {
+    lo = std::min(lo, 0.0f);
+    hi = std::max(hi, 0.0f);
+    m.scales[scaleIndex] = f32ToF16((hi - lo) / 15.0f);
+    const float s = f16ToF32(m.scales[scaleIndex]);
+    const float zero = s == 0.0f ? 0.0f : std::clamp(std::nearbyint(-lo / s), 0.0f, 15.0f);
+    m.mins[scaleIndex] = static_cast<uint16_t>(zero);
+    for (int64_t i = 0; i < n; ++i) {
+      const float u = s == 0.0f ? 0.0f : std::clamp(std::nearbyint(w[i] / s) + zero, 0.0f, 15.0f);
+      setNibble(row, c0 + i, static_cast<uint8_t>(u));
+    }
+    return;
+  }
   m.scales[scaleIndex] = f32ToF16((hi - lo) / 15.0f);
   m.mins[scaleIndex] = f32ToF16(lo);
   const float s = f16ToF32(m.scales[scaleIndex]), min = f16ToF32(m.mins[scaleIndex]);
@@ -74,7 +87,7 @@ std::vector<uint8_t> QuantizedMatrix::bytes() const {
   std::vector<uint8_t> out(layout.totalBytes, 0);
   std::memcpy(out.data(), values.data(), values.size());
   std::memcpy(out.data() + layout.scalesOffset, scales.data(), scales.size() * 2);
-  if (format == QuantFormat::kQ4Min)
+  if (hasQuantMins(format))
     std::memcpy(out.data() + layout.minsOffset, mins.data(), mins.size() * 2);
   return out;
 }
@@ -84,7 +97,7 @@ QuantizedMatrix zeroQuantizedMatrix(QuantFormat format, int64_t groupSize, int64
   QuantizedMatrix m{format, groupSize, rows, cols, {}, {}, {}};
   m.values.assign(static_cast<size_t>(rows * m.rowValueBytes()), 0);
   m.scales.assign(static_cast<size_t>(rows * m.groupsPerRow()), 0);
-  if (format == QuantFormat::kQ4Min)
+  if (hasQuantMins(format))
     m.mins.assign(m.scales.size(), 0);
   return m;
 }
@@ -119,7 +132,7 @@ Result<QuantizedMatrix> sliceQuantizedMatrix(const QuantizedMatrix &m, int64_t r
                 static_cast<size_t>(out.rowValueBytes()));
     for (int64_t g = 0; g < out.groupsPerRow(); ++g) {
       out.scales[o * out.groupsPerRow() + g] = m.scales[r * m.groupsPerRow() + g0 + g];
-      if (m.format == QuantFormat::kQ4Min)
+      if (hasQuantMins(m.format))
         out.mins[o * out.groupsPerRow() + g] = m.mins[r * m.groupsPerRow() + g0 + g];
     }
   }
@@ -149,6 +162,8 @@ float dequantizedWeight(const QuantizedMatrix &m, int64_t r, int64_t c) {
     return s * static_cast<float>(nibbleAt(row, c) - 8);
   case QuantFormat::kQ4Min:
     break;
+  case QuantFormat::kQ4Zero:
+    return s * static_cast<float>(int(nibbleAt(row, c)) - int(m.mins[group]));
   }
   return s * static_cast<float>(nibbleAt(row, c)) + f16ToF32(m.mins[group]);
 }

@@ -18,9 +18,9 @@ struct QuantizedMatrix {
   QuantFormat format = QuantFormat::kQ8;
   int64_t groupSize = 0;
   int64_t rows = 0, cols = 0;
-  std::vector<uint8_t> values;  // rows x cols, row-major (Q4/Q4M: two per byte, as quant_layout.h)
+  std::vector<uint8_t> values;  // rows x cols, row-major (4-bit: two per byte, as quant_layout.h)
   std::vector<uint16_t> scales; // rows x cols / groupSize, fp16 bits
-  std::vector<uint16_t> mins;   // Q4M only, as scales
+  std::vector<uint16_t> mins;   // Q4M fp16 mins, Q4Z integer zero points; as scales
 
   int64_t rowValueBytes() const { return static_cast<int64_t>(quantValueBytes(format, cols)); }
   int64_t groupsPerRow() const { return cols / groupSize; }
@@ -35,7 +35,9 @@ QuantizedMatrix zeroQuantizedMatrix(QuantFormat format, int64_t groupSize, int64
 // Round to nearest per group, from the group's largest magnitude(s), with the fp16 scale that is
 // stored: Q8 s = amax / 127, q = round(w / s) in [-127, 127]; Q4 s = -m / 8 for m the value of
 // largest magnitude (sign kept, as ggml's Q4_0), u = clamp(floor(w / s + 8.5), 0, 15); Q4M
-// min = the group's minimum, s = (max - min) / 15, u = clamp(round((w - min) / s), 0, 15).
+// min = the group's minimum, s = (max - min) / 15, u = clamp(round((w - min) / s), 0, 15); Q4Z
+// (GPTQ's asymmetric rounding) lo = min(w, 0), hi = max(w, 0), s = (hi - lo) / 15, zero =
+// round(-lo / s), u = clamp(round(w / s) + zero, 0, 15).
 // `values` holds rows x cols fp32; the caller checked validQuantGroup.
 QuantizedMatrix quantizeMatrix(const std::vector<float> &values, int64_t rows, int64_t cols,
                                QuantFormat format, int64_t groupSize);

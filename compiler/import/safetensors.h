@@ -23,9 +23,9 @@ public:
   // than F32/F16/BF16/I32 (naming tensor and dtype), or a shape that does not match the byte size.
   static Result<SafetensorsCheckpoint> open(const std::string &modelDir);
 
-  bool contains(const std::string &name) const override;   // alias-aware
+  bool contains(const std::string &name) const override; // alias-aware
   Result<const TensorInfo *> info(const std::string &name) const override;
-  std::vector<std::string> names() const override;         // stored names, sorted
+  std::vector<std::string> names() const override; // stored names, sorted
   Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
   Result<std::vector<float>> readF32(const std::string &name) const override;
   // Path of the file that stores `info` (for messages).
@@ -39,7 +39,7 @@ private:
   std::string modelDir_;
   std::vector<std::shared_ptr<MappedFile>> files_;
   std::map<std::string, TensorInfo> tensors_;
-  std::map<std::string, std::string> aliases_;  // requested name -> stored name
+  std::map<std::string, std::string> aliases_; // requested name -> stored name
 };
 
 } // namespace kiln::compiler

@@ -1,4 +1,4 @@
-// Which weights a compile stores quantized (schema/plan.fbs Q8, Q4, Q4M): the matrices that only
+// Which weights a compile stores quantized (schema/plan.fbs Q8, Q4, Q4M, Q4Z): the matrices that only
 // linears (as w) and embeddings (as the table) read, marked on the built graph before tensor
 // parallelism and fusion, which carry the marks along (a fused linear's parts must agree).
 // Either every such matrix in one format (`kiln compile --quantize`), or each in the format its

@@ -49,7 +49,7 @@ QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int
   w.rowBytes = static_cast<int64_t>(quantValueBytes(quant.format, uint64_t(cols)));
   w.values = bytes;
   w.scales = reinterpret_cast<const uint16_t *>(bytes + layout.scalesOffset);
-  if (quant.format == QuantFormat::kQ4Min)
+  if (hasQuantMins(quant.format))
     w.mins = reinterpret_cast<const uint16_t *>(bytes + layout.minsOffset);
   return w;
 }
@@ -70,7 +70,8 @@ void dequantizeQ4Group(const uint8_t *values, float scale, int32_t n, float *dst
     }
 }
 
-void dequantizeQ4MinGroup(const uint8_t *values, float scale, float min, int32_t n, float *dst) {
+// scale * u + offset (Q4M: the min; Q4Z: -zero * scale, so the sum is exact).
+void dequantizeQ4OffsetGroup(const uint8_t *values, float scale, float min, int32_t n, float *dst) {
   for (int32_t run = 0; run < n; run += kQuantSubBlock, values += 16, dst += kQuantSubBlock)
     for (int32_t b = 0; b < 16; ++b) {
       dst[b] = scale * static_cast<float>(values[b] & 0xF) + min;
@@ -95,8 +96,9 @@ void dequantizeRow(const QuantMatrix &w, int64_t row, float *dst) {
       dequantizeQ4Group(values + int64_t(g) * n / 2, scale, n, groupDst);
       break;
     case QuantFormat::kQ4Min:
-      dequantizeQ4MinGroup(values + int64_t(g) * n / 2, scale,
-                           f16ToF32(w.mins[row * w.groupsPerRow + g]), n, groupDst);
+    case QuantFormat::kQ4Zero:
+      dequantizeQ4OffsetGroup(values + int64_t(g) * n / 2, scale,
+                              groupOffset(w, row * w.groupsPerRow + g, scale), n, groupDst);
       break;
     }
   }
@@ -200,7 +202,7 @@ void runPanelTask(const LinearArgs &args, linear_quant::PanelTile tile, int32_t 
                   int32_t p1, float *xSums) {
   tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
   tile.panelCount = p1 - p0;
-  if (tile.format == QuantFormat::kQ4Min)
+  if (hasQuantMins(tile.format))
     for (int32_t r = 0; r < tile.rows; ++r)
       linear_quant::groupSumsAvx512(tile.x + r * tile.xStride, tile.groupSize, tile.layout.groups,
                                     xSums + int64_t(r) * tile.layout.groups);
@@ -228,8 +230,7 @@ void linearQuantPanels(const LinearArgs &args) {
   const int64_t tasks = int64_t(rowTiles) * runs;
   const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
   const size_t sumFloats = size_t(kRowTile) * kPanelSumStride;
-  const size_t xSumFloats =
-      args.quant.format == QuantFormat::kQ4Min ? size_t(kRowTile) * layout.groups : 0;
+  const size_t xSumFloats = hasQuantMins(args.quant.format) ? size_t(kRowTile) * layout.groups : 0;
   parallelRun(work > 65536, [&](int worker, int workers) {
     float *sums = threadScratch(sumFloats + xSumFloats + xFloats(args));
     float *xSums = sums + sumFloats;
@@ -258,7 +259,7 @@ PanelLayout panelLayout(QuantWeight quant, int32_t outFeatures, int32_t inFeatur
   layout.panels = (outFeatures + kPanelOutputs - 1) / kPanelOutputs;
   layout.groups = inFeatures / quant.groupSize;
   layout.valueBytes = int64_t(quant.groupSize) * (quant.format == QuantFormat::kQ8 ? 16 : 8);
-  layout.groupBytes = layout.valueBytes + (quant.format == QuantFormat::kQ4Min ? 64 : 32);
+  layout.groupBytes = layout.valueBytes + (hasQuantMins(quant.format) ? 64 : 32);
   layout.panelBytes = layout.groups * layout.groupBytes;
   layout.totalBytes = size_t(layout.panels) * size_t(layout.panelBytes);
   return layout;

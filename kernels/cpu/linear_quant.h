@@ -6,6 +6,7 @@
 #pragma once
 
 #include "kernels/cpu/kernels.h"
+#include "runtime/base/half.h"
 #include "runtime/base/quant_layout.h"
 
 #include <cstdint>
@@ -21,8 +22,21 @@ struct QuantMatrix {
   int64_t rowBytes = 0; // of one row's values: cols (Q8) or cols / 2 (Q4, Q4M)
   const uint8_t *values = nullptr;
   const uint16_t *scales = nullptr; // fp16, [rows, groupsPerRow]
-  const uint16_t *mins = nullptr;   // fp16, as scales; Q4M only, else null
+  const uint16_t *mins = nullptr;   // as scales: Q4M fp16 mins, Q4Z integer zero points; else null
 };
+
+// What a group's stored 4-bit u is offset by, w = scale * u + offset, exact in fp32: Q4 -8 scale,
+// Q4M the min, Q4Z -zero * scale (slot: row * groupsPerRow + group).
+inline float groupOffset(const QuantMatrix &w, int64_t slot, float scale) {
+  switch (w.format) {
+  case QuantFormat::kQ4Min:
+    return f16ToF32(w.mins[slot]);
+  case QuantFormat::kQ4Zero:
+    return -static_cast<float>(w.mins[slot]) * scale;
+  default:
+    return -8.0f * scale;
+  }
+}
 QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int32_t cols);
 
 // dst[0..cols) = the fp32 weights of row `row`, each exact as the layout defines it (Q4M: scale *

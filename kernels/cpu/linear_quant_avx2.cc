@@ -42,7 +42,6 @@ inline void dequantizeNibbleRun(const uint8_t *run, __m256 scale, __m256 offset,
 void dequantizeRowAvx2(const QuantMatrix &w, int64_t row, float *dst) {
   const uint8_t *values = w.values + row * w.rowBytes;
   const uint16_t *scales = w.scales + row * w.groupsPerRow;
-  const uint16_t *mins = w.mins ? w.mins + row * w.groupsPerRow : nullptr;
   for (int32_t g = 0; g < w.groupsPerRow; ++g) {
     const float s = f16ToF32(scales[g]);
     const __m256 scale = _mm256_set1_ps(s);
@@ -54,8 +53,8 @@ void dequantizeRowAvx2(const QuantMatrix &w, int64_t row, float *dst) {
                                 _mm_loadl_epi64(reinterpret_cast<const __m128i *>(values)), true)));
       continue;
     }
-    // scale * u - 8 * scale is scale * (u - 8) exactly: both are exact in fp32.
-    const __m256 offset = _mm256_set1_ps(mins ? f16ToF32(mins[g]) : -8.0f * s);
+    // Q4 scale * u - 8 * scale is scale * (u - 8) exactly (both are exact in fp32), Q4Z likewise.
+    const __m256 offset = _mm256_set1_ps(groupOffset(w, row * w.groupsPerRow + g, s));
     for (int32_t k = 0; k < w.groupSize; k += kQuantSubBlock, values += 16, dst += kQuantSubBlock)
       dequantizeNibbleRun(values, scale, offset, dst);
   }
@@ -107,7 +106,6 @@ void dotRowsPacked(const QuantMatrix &w, int32_t out, const DotTile &tile, int32
   };
   const uint8_t *values = w.values + int64_t(out) * w.rowBytes;
   const uint16_t *scales = w.scales + int64_t(out) * w.groupsPerRow;
-  const uint16_t *mins = w.mins ? w.mins + int64_t(out) * w.groupsPerRow : nullptr;
   const __m128i mask = _mm_set1_epi8(0x0F);
   int32_t k = 0;
   for (int32_t g = 0; g < w.groupsPerRow; ++g) {
@@ -121,7 +119,7 @@ void dotRowsPacked(const QuantMatrix &w, int32_t out, const DotTile &tile, int32
       }
       continue;
     }
-    const __m256 offset = _mm256_set1_ps(mins ? f16ToF32(mins[g]) : -8.0f * s);
+    const __m256 offset = _mm256_set1_ps(groupOffset(w, int64_t(out) * w.groupsPerRow + g, s));
     for (int32_t i = 0; i < w.groupSize; i += kQuantSubBlock, values += 16, k += kQuantSubBlock) {
       const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i *>(values));
       const __m128i low = _mm_and_si128(bytes, mask);

@@ -7,10 +7,11 @@
 // and one decoded weight vector serves every row of the micro-kernel (up to 8), each row's x value
 // broadcast. Per group of groupSize columns, each (row, output) sums x * u in one chain of fused
 // multiply-adds starting from zero, u the stored integer (Q8 q; Q4 u - 8; Q4M u, looked up by one
-// permute from a table of the 16 nibble values), in the order the panel stores them: Q8 column by
-// column; Q4 / Q4M per run of 32 columns, byte b's low nibble (column b) then its high one
-// (column b + 16), b = 0..15. Then acc = that part * the group's scale (the first group) or
-// fma(part, scale, acc); Q4M adds fma(the row's sum of x over the group, the min, acc), that sum
+// permute from a table of the 16 nibble values; Q4Z as Q4M), in the order the panel stores them: Q8
+// column by column; Q4 / Q4M per run of 32 columns, byte b's low nibble (column b) then its high
+// one (column b + 16), b = 0..15. Then acc = that part * the group's scale (the first group) or
+// fma(part, scale, acc); Q4M adds fma(the row's sum of x over the group, the min, acc) and Q4Z
+// the same with -zero * scale (exact) for the min, that sum
 // taken in a fixed order (groupSumsAvx512). The accumulators live in the tile's sums (one load and
 // store per group), so a micro-kernel holds only its parts in registers. Every output lane is
 // computed alone in that order, whatever micro-kernel shape or tile it falls in: a row's result is
@@ -124,14 +125,19 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
       const uint8_t *tail = block + p * layout.panelBytes + layout.valueBytes;
       const __m512 scale =
           _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
+      // The weight of u = 0: Q4M the min, Q4Z -zero * scale (exact).
       __m512 min = _mm512_setzero_ps();
+      const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail + 32));
       if constexpr (F == QuantFormat::kQ4Min)
-        min = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail + 32)));
+        min = _mm512_cvtph_ps(mins);
+      if constexpr (F == QuantFormat::kQ4Zero)
+        min = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(mins)),
+                            _mm512_sub_ps(_mm512_setzero_ps(), scale));
       for (int r = 0; r < R; ++r) {
         float *acc = t.sums + (r0 + r) * kPanelSumStride + (p0 + p) * kPanelOutputs;
         __m512 sum = g == 0 ? _mm512_mul_ps(parts.v[r][p], scale)
                             : _mm512_fmadd_ps(parts.v[r][p], scale, _mm512_loadu_ps(acc));
-        if constexpr (F == QuantFormat::kQ4Min)
+        if constexpr (hasQuantMins(F))
           sum = _mm512_fmadd_ps(_mm512_set1_ps(t.xSums[(r0 + r) * layout.groups + g]), min, sum);
         _mm512_storeu_ps(acc, sum);
       }
@@ -172,6 +178,8 @@ void panelTileAvx512(const PanelTile &tile) {
     return panelTile<QuantFormat::kQ4>(tile);
   case QuantFormat::kQ4Min:
     return panelTile<QuantFormat::kQ4Min>(tile);
+  case QuantFormat::kQ4Zero:
+    return panelTile<QuantFormat::kQ4Zero>(tile);
   }
 }
 

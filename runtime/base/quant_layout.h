@@ -1,16 +1,20 @@
-// The byte layout of a quantized weight matrix [rows, cols] (schema/plan.fbs DType Q8, Q4, Q4M):
-// one tensor in the weights file, three sections, each starting on a 64-byte boundary of it:
-//   values  rows x cols, row-major. Q8: one int8 per value. Q4 / Q4M: 4-bit values, two per byte;
+// The byte layout of a quantized weight matrix [rows, cols] (schema/plan.fbs DType Q8, Q4, Q4M,
+// Q4Z): one tensor in the weights file, three sections, each starting on a 64-byte boundary of it:
+//   values  rows x cols, row-major. Q8: one int8 per value. Q4 / Q4M / Q4Z: 4-bit values, two per
+//   byte;
 //           in each run of 32 values of a row, byte b (0..15) holds value b in its low nibble and
 //           value b + 16 in its high nibble (the order of GGUF's Q4_0 / Q4_1 blocks, so that a
 //           mask and a shift give 16 consecutive values each).
 //   scales  rows x (cols / groupSize) fp16, row-major: group g of a row is its columns
 //           [g * groupSize, (g + 1) * groupSize).
-//   mins    Q4M only, shaped as scales.
+//   mins    Q4M: fp16 mins; Q4Z: integer zero points (0..15) as uint16; shaped as scales. Absent
+//           for Q8 and Q4.
 // A value's weight: Q8 scale * q (q signed); Q4 scale * (u - 8) (u the nibble, 0..15); Q4M
-// scale * u + min. groupSize is a positive multiple of 32 that divides cols (cols itself: one
-// scale per row, "per channel"). Header-only, no dependencies: the compiler writes this layout,
-// the artifact checks and the kernels read it.
+// scale * u + min; Q4Z scale * (u - zero) (GPTQ's and AWQ's form; exact in fp32; a zero weight is
+// +0, as scale * u - zero * scale gives it). groupSize is a
+// positive multiple of 32 that divides cols (cols itself: one scale per row, "per channel").
+// Header-only, no dependencies: the compiler writes this layout, the artifact checks and the
+// kernels read it.
 #pragma once
 
 #include <cstdint>
@@ -19,7 +23,12 @@
 
 namespace kiln {
 
-enum class QuantFormat : uint8_t { kQ8, kQ4, kQ4Min };
+enum class QuantFormat : uint8_t { kQ8, kQ4, kQ4Min, kQ4Zero };
+
+// Whether the format stores a third section (mins or zero points) shaped as the scales.
+inline constexpr bool hasQuantMins(QuantFormat format) {
+  return format == QuantFormat::kQ4Min || format == QuantFormat::kQ4Zero;
+}
 
 inline constexpr int64_t kQuantSubBlock = 32; // values per nibble-split run; groups are multiples
 inline constexpr uint64_t kQuantSectionAlign = 64;
@@ -28,7 +37,7 @@ struct QuantLayout {
   int64_t groupsPerRow = 0;
   uint64_t valuesBytes = 0;
   uint64_t scalesOffset = 0; // from the tensor's first byte
-  uint64_t minsOffset = 0;   // Q4M; 0 otherwise
+  uint64_t minsOffset = 0;   // Q4M, Q4Z; 0 otherwise
   uint64_t totalBytes = 0;
 };
 
@@ -41,7 +50,7 @@ inline bool validQuantGroup(int64_t cols, int64_t groupSize) {
   return groupSize > 0 && groupSize % kQuantSubBlock == 0 && cols > 0 && cols % groupSize == 0;
 }
 
-// Bytes of `values` values: one each (Q8), or two to a byte (Q4, Q4M; `values` even).
+// Bytes of `values` values: one each (Q8), or two to a byte (Q4, Q4M, Q4Z; `values` even).
 inline uint64_t quantValueBytes(QuantFormat format, uint64_t values) {
   return format == QuantFormat::kQ8 ? values : values / 2;
 }
@@ -55,7 +64,7 @@ inline QuantLayout quantLayout(QuantFormat format, int64_t rows, int64_t cols, i
   const uint64_t scalesBytes = static_cast<uint64_t>(rows) * layout.groupsPerRow * 2;
   layout.scalesOffset = alignQuantSection(layout.valuesBytes);
   layout.totalBytes = layout.scalesOffset + scalesBytes;
-  if (format == QuantFormat::kQ4Min) {
+  if (hasQuantMins(format)) {
     layout.minsOffset = alignQuantSection(layout.totalBytes);
     layout.totalBytes = layout.minsOffset + scalesBytes;
   }
@@ -69,14 +78,17 @@ inline const char *quantFormatName(QuantFormat format) {
   case QuantFormat::kQ4:
     return "Q4";
   case QuantFormat::kQ4Min:
+    return "Q4M";
+  case QuantFormat::kQ4Zero:
     break;
   }
-  return "Q4M";
+  return "Q4Z";
 }
 
 // "Q8" -> kQ8, ...; nullopt for any other text.
 inline std::optional<QuantFormat> parseQuantFormat(std::string_view name) {
-  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min})
+  for (QuantFormat format :
+       {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min, QuantFormat::kQ4Zero})
     if (name == quantFormatName(format))
       return format;
   return std::nullopt;

@@ -43,7 +43,7 @@ struct BoundBuffer {
   schema::BufferKind kind = schema::BufferKind::Activation;
   int64_t fixedRows = 0; // shape[0] as recorded (at the compiled maxima)
   int64_t width = 1;     // product of the trailing dims
-  int64_t groupSize = 0; // a quantized weight's (Q8, Q4, Q4M) columns per scale; else 0
+  int64_t groupSize = 0; // a quantized weight's (Q8, Q4, Q4M, Q4Z) columns per scale; else 0
 };
 
 // The paged KV cache as ops see it: per layer, K and V of [numBlocks][kvHeads][blockSize][headDim].

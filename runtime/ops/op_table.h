@@ -92,7 +92,7 @@ struct OpEntry {
   Status (*checkShapes)(const PlanOpView &view) = nullptr;
   int32_t inPlaceInput = -1; // >= 0: output 0 is this input, updated in place
   bool collective = false;   // run by the executor's communicator, not a device
-  // Bit i: input i is a weight matrix that may be F16/BF16 or quantized (Q8/Q4/Q4M); other
+  // Bit i: input i is a weight matrix that may be F16/BF16 or quantized (Q8/Q4/Q4M/Q4Z); other
   // weights are F32.
   uint32_t matrixWeightInputs = 0;
   bool outputDtypeMayDiffer = false; // outputs may have another dtype than the inputs (logits)

@@ -31,13 +31,15 @@ bool isFloatDType(schema::DType dtype) {
 }
 
 bool isQuantDType(schema::DType dtype) {
-  return dtype == schema::DType::Q8 || dtype == schema::DType::Q4 || dtype == schema::DType::Q4M;
+  return dtype == schema::DType::Q8 || dtype == schema::DType::Q4 || dtype == schema::DType::Q4M ||
+         dtype == schema::DType::Q4Z;
 }
 
 QuantFormat quantFormatOf(schema::DType dtype) {
-  return dtype == schema::DType::Q8   ? QuantFormat::kQ8
-         : dtype == schema::DType::Q4 ? QuantFormat::kQ4
-                                      : QuantFormat::kQ4Min;
+  return dtype == schema::DType::Q8    ? QuantFormat::kQ8
+         : dtype == schema::DType::Q4  ? QuantFormat::kQ4
+         : dtype == schema::DType::Q4M ? QuantFormat::kQ4Min
+                                       : QuantFormat::kQ4Zero;
 }
 
 WeightSize quantWeightSize(schema::DType dtype, uint64_t rows, uint64_t cols, uint64_t groupSize) {
@@ -65,7 +67,7 @@ WeightSize weightSize(schema::DType dtype, std::span<const uint64_t> shape, uint
   }
   if (groupSize != 0)
     return {0, "group_size " + std::to_string(groupSize) + " on a " + dtypeName(dtype) +
-                   " weight (only Q8, Q4 and Q4M have groups)"};
+                   " weight (only Q8, Q4, Q4M and Q4Z have groups)"};
   uint64_t bytes = dtypeSize(dtype);
   if (bytes == 0)
     return {0, "unknown dtype " + dtypeName(dtype)};

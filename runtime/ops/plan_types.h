@@ -15,7 +15,7 @@ size_t dtypeSize(schema::DType dtype);
 // "F32", "BF16", ...; "DType(<n>)" for a value outside the enum.
 std::string dtypeName(schema::DType dtype);
 bool isFloatDType(schema::DType dtype);
-// Q8, Q4, Q4M: quantized weight matrices (schema/plan.fbs, runtime/base/quant_layout.h), whose
+// Q8, Q4, Q4M, Q4Z: quantized weight matrices (schema/plan.fbs, runtime/base/quant_layout.h), whose
 // dtypeSize is 0 (a value has no whole bytes of its own).
 bool isQuantDType(schema::DType dtype);
 QuantFormat quantFormatOf(schema::DType dtype); // of a quantized dtype

@@ -2,8 +2,8 @@
 // compiler and run on the cpu backend, against transformers in fp32 on the weights their stored
 // words stand for (tools/goldens/make_gptq_awq_goldens.py writes the fixtures in each format's
 // published layout and dequantizes them in numpy): logits within 1e-4 at every position, greedy
-// ids, chunked prefill and prefix-cache hits. Symmetric GPTQ stays packed (Q4); asymmetric GPTQ and
-// AWQ read as their exact fp32 values. A quantization_config kiln cannot read fails to compile,
+// ids, chunked prefill and prefix-cache hits. Symmetric GPTQ stays packed as Q4, asymmetric GPTQ
+// and AWQ as Q4Z (integer zero points). A quantization_config kiln cannot read fails to compile,
 // naming the field.
 #include "tests/e2e/e2e_util.h"
 
@@ -47,26 +47,36 @@ TEST(GptqAwqModels, SymmetricGptqStaysPackedAndMatchesTransformers) {
   checkGoldenChunkedAndCached("tiny-llama-gptq", 5);
 }
 
-TEST(GptqAwqModels, AsymmetricPerOutputGptqMatchesTransformers) {
+// One group per output: the group is the row (64 columns; down_proj's 128).
+TEST(GptqAwqModels, AsymmetricPerOutputGptqStaysPackedAndMatchesTransformers) {
   std::map<std::string, int> formats =
       weightFormats(compileForTest(kData + "/models/tiny-llama-gptq-asym"));
-  EXPECT_EQ(formats["F32"], 16); // zero points: exact fp32 values
+  EXPECT_EQ(formats["Q4Z g64"], 6);
+  EXPECT_EQ(formats["Q4Z g128"], 2);
+  EXPECT_EQ(formats["F32"], 8);
   checkGoldenLogits("tiny-llama-gptq-asym");
+  checkGoldenChunkedAndCached("tiny-llama-gptq-asym", 7);
 }
 
-TEST(GptqAwqModels, AwqMatchesTransformers) {
+TEST(GptqAwqModels, AwqStaysPackedAndMatchesTransformers) {
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-awq"));
+  EXPECT_EQ(formats["Q4Z g64"], 8);
   checkGoldenLogits("tiny-llama-awq");
   checkGoldenChunkedAndCached("tiny-llama-awq", 6);
 }
 
 // --dtype dequantizes packed weights, as for GGUF blocks.
-TEST(GptqAwqModels, DtypeDequantizesSymmetricGptq) {
+TEST(GptqAwqModels, DtypeDequantizesGptqAndAwq) {
   compiler::CompileOptions dense;
   dense.keepGgufBlocks = false;
-  std::map<std::string, int> formats =
-      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq", dense));
-  EXPECT_EQ(formats["F32"], 16);
-  checkGoldenLogits("tiny-llama-gptq", "cpu", dense);
+  for (const char *model : {"tiny-llama-gptq", "tiny-llama-awq"}) {
+    SCOPED_TRACE(model);
+    std::map<std::string, int> formats =
+        weightFormats(compileForTest(kData + "/models/" + model, dense));
+    EXPECT_EQ(formats["F32"], 16);
+    checkGoldenLogits(model, "cpu", dense);
+  }
 }
 
 // The GPU targets read no quantized weights yet: a GPU compile dequantizes (one weights file

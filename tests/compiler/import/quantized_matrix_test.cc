@@ -72,9 +72,29 @@ TEST(QuantizedMatrixTest, Q4MinSpansTheGroup) {
   EXPECT_EQ(dequantizedWeight(m, 0, 2), s * 5.0f + -1.0f);
 }
 
+TEST(QuantizedMatrixTest, Q4ZeroSpansTheGroupAndZero) {
+  // lo = min(-1, 0), hi = max(2, 0): s = 3 / 15 (fp16 0.199951171875), zero = round(1 / s) = 5,
+  // u = round(w / s) + 5.
+  std::vector<float> w = ramp(32, 0.0f, 0.0f);
+  w[0] = -1.0f;
+  w[1] = 2.0f;
+  w[2] = 0.5f;
+  const QuantizedMatrix m = quantizeMatrix(w, 1, 32, QuantFormat::kQ4Zero, 32);
+  const float s = f16ToF32(m.scales[0]);
+  EXPECT_EQ(s, f16ToF32(f32ToF16(0.2f)));
+  EXPECT_EQ(m.mins[0], 5);
+  EXPECT_EQ(m.values[0] & 0x0F, 0);
+  EXPECT_EQ(m.values[1] & 0x0F, 15);
+  EXPECT_EQ(m.values[2] & 0x0F, 8); // round(0.5 / 0.19995) = 3, + 5
+  EXPECT_EQ(m.values[3] & 0x0F, 5); // 0: the zero point, weight +0
+  EXPECT_EQ(dequantizedWeight(m, 0, 2), s * 3.0f);
+  EXPECT_EQ(dequantizedWeight(m, 0, 3), 0.0f);
+}
+
 TEST(QuantizedMatrixTest, ZeroGroupsHaveZeroScaleAndWeights) {
   const std::vector<float> w(64, 0.0f);
-  for (QuantFormat f : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min}) {
+  for (QuantFormat f :
+       {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min, QuantFormat::kQ4Zero}) {
     const QuantizedMatrix m = quantizeMatrix(w, 1, 64, f, 32);
     for (int64_t c = 0; c < 64; ++c)
       EXPECT_EQ(dequantizedWeight(m, 0, c), 0.0f) << quantFormatName(f);

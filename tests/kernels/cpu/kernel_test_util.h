@@ -75,10 +75,12 @@ struct QuantMatrixBytes {
   std::vector<float> values;
 };
 
-// Each group's scale and min (drawGroup, rounded to fp16 here) and each stored value (drawValue:
-// Q8 -128..127, Q4/Q4M 0..15) written in the layout, and the weights they stand for.
+// Each group's scale and min (drawGroup, rounded to fp16 here; Q4Z: the zero point, 0..15) and
+// each stored value (drawValue: Q8 -128..127, 4-bit 0..15) written in the layout, and the weights
+// they stand for.
 struct GroupParams {
   float scale, min;
+  int zero = 0;
 };
 template <class DrawGroup, class DrawValue>
 inline QuantMatrixBytes writeQuantized(QuantFormat format, int32_t rows, int32_t cols,
@@ -91,10 +93,12 @@ inline QuantMatrixBytes writeQuantized(QuantFormat format, int32_t rows, int32_t
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t g = 0; g < layout.groupsPerRow; ++g) {
       const GroupParams params = drawGroup(rng);
-      const uint16_t scaleBits = f32ToF16(params.scale), minBits = f32ToF16(params.min);
+      const uint16_t scaleBits = f32ToF16(params.scale);
+      const uint16_t minBits =
+          format == QuantFormat::kQ4Zero ? uint16_t(params.zero) : f32ToF16(params.min);
       const int64_t slot = r * layout.groupsPerRow + g;
       std::memcpy(&m.bytes[layout.scalesOffset + 2 * slot], &scaleBits, 2);
-      if (format == QuantFormat::kQ4Min)
+      if (hasQuantMins(format))
         std::memcpy(&m.bytes[layout.minsOffset + 2 * slot], &minBits, 2);
       const float scale = f16ToF32(scaleBits), min = f16ToF32(minBits);
       for (int64_t c = g * groupSize; c < (g + 1) * groupSize; ++c) {
@@ -109,7 +113,10 @@ inline QuantMatrixBytes writeQuantized(QuantFormat format, int32_t rows, int32_t
         const int64_t within = c % 32;
         uint8_t &byte = m.bytes[(r * cols + c - within) / 2 + within % 16];
         byte = within < 16 ? uint8_t((byte & 0xF0) | q) : uint8_t((byte & 0x0F) | (q << 4));
-        value = format == QuantFormat::kQ4 ? scale * float(q - 8) : std::fma(scale, float(q), min);
+        // Q4Z: a zero weight is +0 (runtime/base/quant_layout.h), whatever the scale's sign.
+        value = format == QuantFormat::kQ4       ? scale * float(q - 8)
+                : format == QuantFormat::kQ4Zero ? scale * float(q - params.zero) + 0.0f
+                                                 : std::fma(scale, float(q), min);
       }
     }
   return m;
@@ -121,7 +128,7 @@ inline QuantMatrixBytes randomQuantized(QuantFormat format, int32_t rows, int32_
   const auto drawGroup = [](std::mt19937 &rng) {
     std::uniform_real_distribution<float> scale(0.5f, 2.0f), min(-0.1f, 0.1f);
     const float sign = rng() % 2 ? 1.0f : -1.0f;
-    return GroupParams{sign * scale(rng) * 0x1p-6f, min(rng)};
+    return GroupParams{sign * scale(rng) * 0x1p-6f, min(rng), int(rng() % 16)};
   };
   const auto drawValue = [format](std::mt19937 &rng) {
     return format == QuantFormat::kQ8 ? int(rng() % 256) - 128 : int(rng() % 16);

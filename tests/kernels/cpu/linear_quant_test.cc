@@ -128,7 +128,8 @@ protected:
   void TearDown() override { setCpuIsa(detectedCpuIsa()); }
 };
 
-constexpr QuantFormat kFormats[] = {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min};
+constexpr QuantFormat kFormats[] = {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
+                                    QuantFormat::kQ4Zero};
 constexpr ElemType kTypes[] = {ElemType::kF32, ElemType::kF16, ElemType::kBF16};
 
 // Groups of 32, 64, 128 and per channel (0 here: groupSize = inFeatures); 96 and 160 columns are
@@ -209,11 +210,12 @@ TEST_P(LinearQuantTest, ExtremeValuesGiveExactSums) {
   const auto x = makeWeights(xValues, ElemType::kF32);
   for (QuantFormat format : kFormats) {
     SCOPED_TRACE(quantFormatName(format));
-    // Scales 0.5 and mins 1.25: every weight is a multiple of 1/4 below 2^7 in magnitude.
+    // Scales 0.5, mins 1.25, zero points 3: every weight is a multiple of 1/4 below 2^7 in
+    // magnitude.
     const auto w = testing::writeQuantized(
         format, out, in, 32, 5,
         [](std::mt19937 &) {
-          return GroupParams{0.5f, 1.25f};
+          return GroupParams{0.5f, 1.25f, 3};
         },
         [format](std::mt19937 &rng) {
           const bool high = rng() % 2;

@@ -1,7 +1,7 @@
 // The CPU kernels' worker pool (kernels/cpu/worker_pool.h): every worker runs each job once, the
 // static and dynamic splits cover every index exactly once, nested calls run inline, each calling
-// thread has its own pool at its own thread count, a forked child makes its own, and jobs separated by sleeps (workers asleep on
-// the futex) or by nothing (workers spinning) both complete.
+// thread has its own pool at its own thread count, a forked child makes its own, and jobs separated
+// by sleeps (workers asleep on the futex) or by nothing (workers spinning) both complete.
 #include "kernels/cpu/worker_pool.h"
 
 #include <gtest/gtest.h>
@@ -24,7 +24,9 @@ namespace {
 // Restores the calling thread's thread count when a test ends.
 class ThreadCount {
 public:
-  explicit ThreadCount(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+  explicit ThreadCount(int threads) : saved_(omp_get_max_threads()) {
+    omp_set_num_threads(threads);
+  }
   ~ThreadCount() { omp_set_num_threads(saved_); }
 
 private:
