@@ -84,8 +84,9 @@ struct LinearArgs {
   // packLinearWeights' form of `weight`, or null. Read only at the level it was packed for;
   // `weight` must stay valid too (another level reads it).
   const void *packedWeight = nullptr;
-  // A quantized weight (kernels/cpu/linear_quant.cc): dequantized inside the dot products, as
-  // exact fp32 weights (scale * q; Q4M one fused multiply-add scale * u + min), never as a copy.
+  // A quantized weight (kernels/cpu/linear_quant.cc): never dequantized into a copy. Packed into
+  // panels (from avx512 up) each group's sum of x times the stored integers is scaled once;
+  // otherwise each weight is dequantized to its exact fp32 value inside the dot product.
   QuantWeight quant;
 };
 void linear(const LinearArgs &args);

@@ -1,16 +1,16 @@
 // Linear with quantized weights: out = x W^T (+ b), W in the layout of
-// runtime/base/quant_layout.h (Q8, Q4, Q4M), x fp32/fp16/bf16, fp32 accumulation.
+// runtime/base/quant_layout.h (Q8, Q4, Q4M, Q4Z), x fp32/fp16/bf16, fp32 accumulation.
 //
 // From avx512 up, on weights packed into panels when the op is prepared (linear_quant.h "Panels";
 // linearQuantPanels below, linear_quant_panels_avx512.cc): a panel's 16 outputs are the lanes, and
 // each group's sum of x times the stored integers is scaled once (Q4M: plus the min times the
-// group's sum of x). The tasks are a row tile x a run of at most kMaxTaskPanels panels, the runs
+// group's sum of x; Q4Z: plus -zero * scale times it). The tasks are a row tile x a run of at most kMaxTaskPanels panels, the runs
 // cut so that every worker gets as many panels.
 //
 // Otherwise (sse2, avx2, and avx512 on weights nobody packed: the avx2 code) each weight is
 // dequantized inside the dot product to its exact fp32 value (Q8 scale * q and Q4 scale * (u - 8)
-// are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once), never into a
-// copy of the matrix. The tasks are kRowTile rows x kOutTile outputs (linear_quant.h). Summation
+// are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once; Q4Z scale * u -
+// zero * scale is exact), never into a copy of the matrix. The tasks are kRowTile rows x kOutTile outputs (linear_quant.h). Summation
 // order:
 //   portable (sse2): the weight row is dequantized into the worker's scratch; 16 lanes, lane l
 //     sums x * w at k = l (mod 16) in increasing k, a multiply then an add; the lanes are added
