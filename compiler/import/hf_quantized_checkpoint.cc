@@ -73,10 +73,11 @@ Status HfQuantizedCheckpoint::addLinear(const std::string &prefix) {
                              "' (the " + layout + " layout stores both)");
   KILN_ASSIGN_OR_RETURN(const TensorInfo *qweight, stored_->info(prefix + ".qweight"));
   KILN_ASSIGN_OR_RETURN(const TensorInfo *scales, stored_->info(prefix + ".scales"));
-  if (qweight->shape.size() != 2 || scales->shape.size() != 2)
-    return invalidArgument("tensor '" + qweight->name + "' and '" + scales->name +
-                           "' must be matrices (the " + layout + " layout)");
-  const int64_t out = scales->shape[1];
+  if (qweight->shape.size() != 2 || qweight->dtype != TensorDType::kI32)
+    return invalidArgument("tensor '" + qweight->name + "' must be an I32 matrix (the " + layout +
+                           " layout)");
+  // The shape of the weight, from qweight's: GPTQ packs down the inputs, AWQ across the outputs.
+  const int64_t out = gptq ? qweight->shape[1] : qweight->shape[1] * 8;
   const int64_t in = gptq ? qweight->shape[0] * 8 : qweight->shape[0];
   const int64_t groupSize = quantization_.groupSize > 0 ? quantization_.groupSize : in;
   if (out % 8 != 0 || in % groupSize != 0)
@@ -84,9 +85,6 @@ Status HfQuantizedCheckpoint::addLinear(const std::string &prefix) {
                            " outputs and " + std::to_string(in) + " inputs do not fit the " +
                            layout + " layout with group_size " + std::to_string(groupSize));
   const int64_t groups = in / groupSize;
-  KILN_RETURN_IF_ERROR(expectShape(
-      *qweight, TensorDType::kI32,
-      gptq ? std::vector<int64_t>{in / 8, out} : std::vector<int64_t>{in, out / 8}, layout));
   KILN_RETURN_IF_ERROR(expectShape(*scales, TensorDType::kF16, {groups, out}, layout));
   KILN_ASSIGN_OR_RETURN(const TensorInfo *qzeros, stored_->info(prefix + ".qzeros"));
   KILN_RETURN_IF_ERROR(expectShape(*qzeros, TensorDType::kI32, {groups, out / 8}, layout));
