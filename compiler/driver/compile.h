@@ -24,9 +24,10 @@ struct CompileOptions {
   int64_t tp = 1;
   int64_t kvBlockSize = 16;
   std::string dtype = "fp32"; // fp32 | fp16 | bf16: matrices, activations and KV cache (logits F32)
-  // "" (as dtype) | fp32 | fp16 | bf16: the KV cache's own dtype (--kv-dtype), e.g. fp32
-  // activations over a half cache as llama.cpp's default f16 cache; cpu target only when it
-  // differs from dtype (the CUDA kernels read the cache as their activation type).
+  // "" (as dtype) | fp32 | fp16 | bf16 | fp8: the KV cache's own dtype (--kv-dtype), e.g. fp32
+  // activations over a half cache as llama.cpp's default f16 cache, or fp8 E4M3 (per-tensor
+  // scale 1, saturating); cpu target only when it differs from dtype (the CUDA kernels read the
+  // cache as their activation type).
   std::string kvDtype;
   // "" | int8 | int4: every weight matrix (linears' w, embedding tables) stored quantized, rounded
   // to nearest from the checkpoint (compiler/transforms/quantize_weights.h): int8 as Q8, int4 as

@@ -65,9 +65,10 @@ Status checkQuantize(const CompileOptions &options) {
 Status checkKvDtype(const CompileOptions &options) {
   if (options.kvDtype.empty() || options.kvDtype == options.dtype)
     return okStatus();
-  if (options.kvDtype != "fp32" && options.kvDtype != "fp16" && options.kvDtype != "bf16")
+  if (options.kvDtype != "fp32" && options.kvDtype != "fp16" && options.kvDtype != "bf16" &&
+      options.kvDtype != "fp8")
     return invalidArgument("--kv-dtype '" + options.kvDtype +
-                           "' is not supported: use fp32, fp16 or bf16");
+                           "' is not supported: use fp32, fp16, bf16 or fp8");
   for (const std::string &target : options.targets)
     if (target != "cpu")
       return invalidArgument("--kv-dtype " + options.kvDtype + " with --dtype " + options.dtype +

@@ -23,7 +23,7 @@ struct EmitOptions {
   int64_t maxTokensPerStep = 0; // must equal what plan-memory planned for
   int64_t maxLogitsPerStep = 0; // likewise; 0: maxTokensPerStep
   int64_t kvBlockSize = 0;
-  std::string kvDtype; // "" (the activations' dtype) | fp32 | fp16 | bf16
+  std::string kvDtype; // "" (the activations' dtype) | fp32 | fp16 | bf16 | fp8
   int64_t tp = 1;      // tensor-parallel degree: one module per rank
   std::vector<std::string> targets;
 };

@@ -57,6 +57,7 @@ std::unique_ptr<schema::ModelInfoT> modelInfo(const HfModelConfig &config) {
 schema::DType kvCacheDType(const std::string &flag) {
   return flag == "fp16"   ? schema::DType::F16
          : flag == "bf16" ? schema::DType::BF16
+         : flag == "fp8"  ? schema::DType::F8E4M3
                           : schema::DType::F32;
 }
 

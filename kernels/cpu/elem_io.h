@@ -10,6 +10,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/weight_convert.h"
+#include "runtime/base/fp8.h"
 #include "runtime/base/half.h"
 
 #include <cstddef>
@@ -20,7 +21,7 @@
 namespace kiln::kernels::cpu {
 
 inline int64_t elemBytes(ElemType type) {
-  return type == ElemType::kF32 ? 4 : 2;
+  return type == ElemType::kF32 ? 4 : type == ElemType::kF8E4M3 ? 1 : 2;
 }
 
 // dst[0..n) = fp32 of elements [offset, offset + n) of `base`.
@@ -46,6 +47,12 @@ inline void storeRun(const float *src, int64_t n, void *base, ElemType type, int
     uint16_t *dst = static_cast<uint16_t *>(base) + offset;
     for (int64_t i = 0; i < n; ++i)
       dst[i] = f32ToF16(src[i]);
+    return;
+  }
+  case ElemType::kF8E4M3: { // a KV cache's new rows: a few per token
+    uint8_t *dst = static_cast<uint8_t *>(base) + offset;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = f32ToF8E4M3(src[i]);
     return;
   }
   }

@@ -15,8 +15,9 @@
 
 namespace kiln::kernels::cpu {
 
-// Storage type of an activation, KV cache or weight buffer.
-enum class ElemType : uint8_t { kF32, kF16, kBF16 };
+// Storage type of an activation, KV cache or weight buffer. kF8E4M3 (runtime/base/fp8.h) only
+// for a KV cache (`--kv-dtype fp8`): RopeKvWrite rounds k and v to it, attention widens them.
+enum class ElemType : uint8_t { kF32, kF16, kBF16, kF8E4M3 };
 using WeightType = ElemType;
 
 // A quantized weight matrix (runtime/base/quant_layout.h): groupSize > 0 says the weight pointer

@@ -6,6 +6,9 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 
+#include "runtime/base/fp8.h"
+
+#include <array>
 #include <bit>
 #include <cstdint>
 #include <cstring>
@@ -31,6 +34,18 @@ inline void f16RunToF32(const uint16_t *src, int64_t n, float *dst) {
   }
 }
 
+// fp8 E4M3 (runtime/base/fp8.h) widened through a table of the 256 values.
+inline void f8e4m3RunToF32(const uint8_t *src, int64_t n, float *dst) {
+  static const auto table = [] {
+    std::array<float, 256> values{};
+    for (int b = 0; b < 256; ++b)
+      values[size_t(b)] = f8e4m3ToF32(static_cast<uint8_t>(b));
+    return values;
+  }();
+  for (int64_t i = 0; i < n; ++i)
+    dst[i] = table[src[i]];
+}
+
 // dst[0..n) = fp32 of elements [offset, offset + n) of a weight array of the given type.
 inline void weightRunToF32(const void *weights, WeightType type, int64_t offset, int64_t n,
                            float *dst) {
@@ -45,6 +60,11 @@ inline void weightRunToF32(const void *weights, WeightType type, int64_t offset,
     if (n >= 16 && activeCpuIsa() >= CpuIsa::kAvx512) // the same bits, 16 lanes at a time
       return bf16RunToF32Avx512(static_cast<const uint16_t *>(weights) + offset, n, dst);
     bf16RunToF32(static_cast<const uint16_t *>(weights) + offset, n, dst);
+    return;
+  case WeightType::kF8E4M3:
+    if (n >= 16 && activeCpuIsa() >= CpuIsa::kAvx512) // the same values, 16 lanes at a time
+      return f8e4m3RunToF32Avx512(static_cast<const uint8_t *>(weights) + offset, n, dst);
+    f8e4m3RunToF32(static_cast<const uint8_t *>(weights) + offset, n, dst);
     return;
   }
 }

@@ -136,8 +136,9 @@ Status PlanChecker::checkHeader() {
   if (kv.num_layers() == 0 || kv.num_kv_heads() == 0 || kv.head_dim() == 0 ||
       kv.block_size() == 0 || dtypeSize(kv.dtype()) == 0)
     return error("kv_cache spec has a zero field or an unknown dtype");
-  if (!isFloatDType(kv.dtype()))
-    return error("kv_cache.dtype is " + dtypeName(kv.dtype()) + "; it must be F32, F16 or BF16");
+  if (!isKvCacheDType(kv.dtype()))
+    return error("kv_cache.dtype is " + dtypeName(kv.dtype()) +
+                 "; it must be F32, F16, BF16 or F8E4M3");
   if (!isFloatDType(plan_.activation_dtype()))
     return error("activation_dtype is " + dtypeName(plan_.activation_dtype()) +
                  "; it must be F32, F16 or BF16");

@@ -52,9 +52,9 @@ Status checkCpuDtypes(const OpEntry &entry, const BoundOp &op) {
     KILN_RETURN_IF_ERROR(checkCpuBuffer(entry, op, op.outputs[i], false, i, activation));
   if (!entry.kvLayer)
     return okStatus();
-  if (!op.kvCache || !isFloatDType(op.kvCache->dtype))
+  if (!op.kvCache || !isKvCacheDType(op.kvCache->dtype))
     return unimplemented("cpu backend: " + opLabel(*op.op) +
-                         ": needs an F32, F16 or BF16 KV cache, the plan's is " +
+                         ": needs an F32, F16, BF16 or F8E4M3 KV cache, the plan's is " +
                          (op.kvCache ? dtypeName(op.kvCache->dtype) : std::string("missing")));
   const uint32_t layer = entry.kvLayer(*op.op);
   if (layer >= op.kvCache->keys.size() || layer >= op.kvCache->values.size())

@@ -67,9 +67,10 @@ std::string str(int64_t value) {
 
 kernels::cpu::ElemType elemType(schema::DType dtype) {
   using kernels::cpu::ElemType;
-  return dtype == schema::DType::BF16  ? ElemType::kBF16
-         : dtype == schema::DType::F16 ? ElemType::kF16
-                                       : ElemType::kF32;
+  return dtype == schema::DType::BF16     ? ElemType::kBF16
+         : dtype == schema::DType::F16    ? ElemType::kF16
+         : dtype == schema::DType::F8E4M3 ? ElemType::kF8E4M3
+                                          : ElemType::kF32;
 }
 
 kernels::cpu::QuantWeight quantOf(const BoundBuffer &b) {

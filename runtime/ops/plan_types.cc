@@ -15,6 +15,7 @@ size_t dtypeSize(schema::DType dtype) {
   case schema::DType::I64:
     return 8;
   case schema::DType::U8:
+  case schema::DType::F8E4M3:
     return 1;
   }
   return 0;
@@ -28,6 +29,10 @@ std::string dtypeName(schema::DType dtype) {
 
 bool isFloatDType(schema::DType dtype) {
   return dtype == schema::DType::F32 || dtype == schema::DType::F16 || dtype == schema::DType::BF16;
+}
+
+bool isKvCacheDType(schema::DType dtype) {
+  return isFloatDType(dtype) || dtype == schema::DType::F8E4M3;
 }
 
 bool isQuantDType(schema::DType dtype) {

@@ -15,6 +15,8 @@ size_t dtypeSize(schema::DType dtype);
 // "F32", "BF16", ...; "DType(<n>)" for a value outside the enum.
 std::string dtypeName(schema::DType dtype);
 bool isFloatDType(schema::DType dtype);
+// What a KV cache may hold: F32, F16, BF16 or F8E4M3 (`kiln compile --kv-dtype`).
+bool isKvCacheDType(schema::DType dtype);
 // Q8, Q4, Q4M, Q4Z: quantized weight matrices (schema/plan.fbs, runtime/base/quant_layout.h), whose
 // dtypeSize is 0 (a value has no whole bytes of its own).
 bool isQuantDType(schema::DType dtype);

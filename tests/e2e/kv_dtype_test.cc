@@ -1,9 +1,11 @@
-// `kiln compile --kv-dtype`: a KV cache dtype of its own under fp32 activations (schema/plan.fbs
-// "Dtypes"), compiled by the real compiler and run on the cpu backend, against transformers' fp32
-// model with k (after rotary) and v rounded to that dtype where kiln stores them
+// `kiln compile --kv-dtype`: a KV cache dtype of its own (bf16, fp16, fp8 E4M3) under fp32
+// activations (schema/plan.fbs "Dtypes"), compiled by the real compiler and run on the cpu
+// backend, against transformers' fp32 model with k (after rotary) and v rounded to that dtype
+// where kiln stores them
 // (tools/goldens/make_kv_dtype_goldens.py): every row of the prompt's prefill, the teacher-forced
 // decode steps and one prefill of the whole sequence, up to rounding flips (checkKvGolden). The
-// rounding moves the goldens' logits by up to 0.025 (bf16) and 0.0055 (fp16) from fp32's.
+// rounding moves the goldens' logits by up to 0.025 (bf16), 0.0055 (fp16) and 0.45 (fp8) from
+// fp32's.
 // Flags kiln cannot honour fail to compile, naming the flag.
 #include "tests/e2e/e2e_util.h"
 
@@ -94,11 +96,13 @@ RowDiffs compareRows(const Golden &golden, rt::Executor &executor, float idMargi
 // to the flip's effect. So: most rows reproduce the golden to fp32 noise (1e-4), every row is
 // within `flipBound`, and the greedy ids agree wherever the golden's top-2 margin exceeds twice
 // it. An fp32 cache fails the first check: it moves every row of these goldens by at least 0.0059
-// (bf16) and 0.0011 (fp16), none is within 1e-4. Measured at every ISA level (sse2, avx2, avx512,
-// amx): bf16 152 of 152 rows within 1e-4 (worst 2.4e-5), fp16 114-126 of 152 (worst 4.6e-4).
-// The bounds are about twice that: fp16 1e-3, bf16 8x it (its ulp is 8x fp16's); 60% of the rows.
+// (bf16), 0.0011 (fp16) and 0.15 (fp8), none is within 1e-4. Measured at every ISA level (sse2,
+// avx2, avx512, amx): bf16 152 of 152 rows within 1e-4 (worst 2.4e-5), fp16 114-126 of 152 (worst
+// 4.6e-4), fp8 116 of 152 (worst 0.048). The bounds are about twice that: fp16 1e-3, bf16 8x it
+// (its ulp is 8x fp16's), fp8 0.1; 60% of the rows.
 constexpr float kFp16FlipBound = 1e-3f;
 constexpr float kBf16FlipBound = 8e-3f;
+constexpr float kFp8FlipBound = 0.1f;
 constexpr double kReproducedFraction = 0.6;
 void checkKvGolden(const std::string &name, const std::string &model, schema::DType dtype,
                    float flipBound, double reproducedFraction) {
@@ -137,6 +141,11 @@ TEST(KvDtype, Fp16CacheUnderFp32ActivationsMatchesTransformers) {
                 kReproducedFraction);
 }
 
+TEST(KvDtype, Fp8CacheUnderFp32ActivationsMatchesTransformers) {
+  checkKvGolden("tiny-llama-tied.kv-fp8", "tiny-llama-tied", schema::DType::F8E4M3, kFp8FlipBound,
+                kReproducedFraction);
+}
+
 TEST(KvDtype, AsDtypeWhenNotGiven) {
   expectKvDtype("tiny-llama", "", schema::DType::F32);
   expectKvDtype("tiny-llama", "fp32", schema::DType::F32);
@@ -149,7 +158,7 @@ TEST(KvDtype, UnsupportedRequestsFailNamingTheFlag) {
     std::string expected;
   };
   const Case cases[] = {
-      {"fp8", "fp32", {"cpu"}, "--kv-dtype 'fp8' is not supported: use fp32, fp16 or bf16"},
+      {"fp4", "fp32", {"cpu"}, "--kv-dtype 'fp4' is not supported: use fp32, fp16, bf16 or fp8"},
       {"fp16", "fp32", {"cpu", "sm_90"}, "--kv-dtype fp16 with --dtype fp32 and --target sm_90"},
   };
   for (const Case &c : cases) {

@@ -33,7 +33,7 @@ const CommandSpec kCompileSpec = {
          "pieces"},
         {"--tp", "N", "tensor-parallel degree (default 1)"},
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
-        {"--kv-dtype", "fp32|fp16|bf16",
+        {"--kv-dtype", "fp32|fp16|bf16|fp8",
          "KV cache dtype (default: as --dtype); another than --dtype: cpu target only"},
         {"--quantize", "int8|int4",
          "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "

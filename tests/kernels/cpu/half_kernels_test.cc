@@ -9,7 +9,9 @@
 // (kernels/cpu/attention_amx.cc), which round the softmax weights to bf16; it is checked against
 // the fp32 run within that rounding, and for its own batch invariance.
 #include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "runtime/base/fp8.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 #include <gtest/gtest.h>
@@ -478,6 +480,27 @@ TEST(HalfKernelsTest, AttentionBf16SequencesAreBitIdenticalAloneAndBatched) {
         std::equal(out.halves.begin(), out.halves.end(), batched.halves.begin() + begin * width))
         << "sequence " << s;
   }
+}
+
+// loadRun of an fp8 E4M3 run (a `--kv-dtype fp8` cache) at every level this CPU has: the values
+// of kiln::f8e4m3ToF32 (runtime/base/fp8.h), 16 lanes (bf16_runs_avx512.cc) or the table.
+TEST(HalfKernelsTest, Fp8CacheRowsWidenToTheSpecValuesAtEveryLevel) {
+  std::vector<uint8_t> codes(256 + 7);
+  for (size_t i = 0; i < codes.size(); ++i)
+    codes[i] = static_cast<uint8_t>(i * 37 + 11);
+  for (CpuIsa isa : availableCpuIsas()) {
+    ASSERT_TRUE(setCpuIsa(isa));
+    std::vector<float> out(codes.size());
+    loadRun(codes.data(), ElemType::kF8E4M3, 0, static_cast<int64_t>(codes.size()), out.data());
+    for (size_t i = 0; i < codes.size(); ++i) {
+      const float expected = f8e4m3ToF32(codes[i]);
+      if (std::isnan(expected))
+        EXPECT_TRUE(std::isnan(out[i])) << i;
+      else
+        EXPECT_EQ(out[i], expected) << i << " at " << cpuIsaName(isa);
+    }
+  }
+  setCpuIsa(detectedCpuIsa());
 }
 
 } // namespace
