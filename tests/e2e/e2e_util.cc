@@ -112,6 +112,22 @@ std::optional<compiler::CompileOptions> cudaCompileOptions(std::string &why) {
 #endif
 }
 
+WeightFormats weightFormats(const std::string &artifactDir) {
+  WeightFormats formats;
+  auto artifact = rt::Artifact::load(artifactDir);
+  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
+  if (!artifact.isOk())
+    return formats;
+  for (const schema::WeightEntry *w : *(*artifact)->plan().ranks()->Get(0)->weights()) {
+    const bool quantized = w->group_size() > 0;
+    ++formats.count[std::string(schema::EnumNameDType(w->dtype())) +
+                    (quantized ? " g" + std::to_string(w->group_size()) : "")];
+    if (quantized)
+      formats.quantizedBytes += w->size();
+  }
+  return formats;
+}
+
 std::string compileForTest(const std::string &modelDir, compiler::CompileOptions options) {
   char pattern[] = "/tmp/kiln-e2e-XXXXXX";
   const char *made = mkdtemp(pattern);

@@ -8,6 +8,7 @@
 #include "runtime/exec/executor.h"
 #include "runtime/hal/device.h"
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -63,6 +64,14 @@ std::optional<compiler::CompileOptions> cudaCompileOptions(std::string &why);
 
 // Compiles `modelDir` into a fresh temporary directory (removed at exit). Fails the test on error.
 std::string compileForTest(const std::string &modelDir, compiler::CompileOptions options = {});
+
+// "Q8 g32" / "F32" -> weights of rank 0 of an artifact stored so, and the bytes of the quantized
+// ones (fails the test when the artifact does not load).
+struct WeightFormats {
+  std::map<std::string, int> count;
+  uint64_t quantizedBytes = 0;
+};
+WeightFormats weightFormats(const std::string &artifactDir);
 
 struct LoadedArtifact {
   std::unique_ptr<rt::Artifact> artifact;

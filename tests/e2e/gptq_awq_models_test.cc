@@ -7,9 +7,6 @@
 // naming the field.
 #include "tests/e2e/e2e_util.h"
 
-#include "runtime/artifact/artifact.h"
-#include "runtime/base/file.h"
-
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -23,24 +20,11 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kData = std::string(KILN_TEST_DATA_DIR);
 
-// "Q4 g32" / "F32" -> weights of rank 0 stored so.
-std::map<std::string, int> weightFormats(const std::string &artifactDir) {
-  std::map<std::string, int> count;
-  auto artifact = rt::Artifact::load(artifactDir);
-  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
-  if (!artifact.isOk())
-    return count;
-  for (const schema::WeightEntry *w : *(*artifact)->plan().ranks()->Get(0)->weights())
-    ++count[std::string(schema::EnumNameDType(w->dtype())) +
-            (w->group_size() > 0 ? " g" + std::to_string(w->group_size()) : "")];
-  return count;
-}
-
 // tiny-llama: 2 layers of qkv, o, gate_up, down (fused as kiln fuses them); F32: the embedding
 // table, the lm_head, 5 norms and the rope inverse frequencies.
 TEST(GptqAwqModels, SymmetricGptqStaysPackedAndMatchesTransformers) {
   std::map<std::string, int> formats =
-      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq"));
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq")).count;
   EXPECT_EQ(formats["Q4 g32"], 8);
   EXPECT_EQ(formats["F32"], 8);
   checkGoldenLogits("tiny-llama-gptq");
@@ -50,7 +34,7 @@ TEST(GptqAwqModels, SymmetricGptqStaysPackedAndMatchesTransformers) {
 // One group per output: the group is the row (64 columns; down_proj's 128).
 TEST(GptqAwqModels, AsymmetricPerOutputGptqStaysPackedAndMatchesTransformers) {
   std::map<std::string, int> formats =
-      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq-asym"));
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq-asym")).count;
   EXPECT_EQ(formats["Q4Z g64"], 6);
   EXPECT_EQ(formats["Q4Z g128"], 2);
   EXPECT_EQ(formats["F32"], 8);
@@ -60,7 +44,7 @@ TEST(GptqAwqModels, AsymmetricPerOutputGptqStaysPackedAndMatchesTransformers) {
 
 TEST(GptqAwqModels, AwqStaysPackedAndMatchesTransformers) {
   std::map<std::string, int> formats =
-      weightFormats(compileForTest(kData + "/models/tiny-llama-awq"));
+      weightFormats(compileForTest(kData + "/models/tiny-llama-awq")).count;
   EXPECT_EQ(formats["Q4Z g64"], 8);
   checkGoldenLogits("tiny-llama-awq");
   checkGoldenChunkedAndCached("tiny-llama-awq", 6);
@@ -73,7 +57,7 @@ TEST(GptqAwqModels, DtypeDequantizesGptqAndAwq) {
   for (const char *model : {"tiny-llama-gptq", "tiny-llama-awq"}) {
     SCOPED_TRACE(model);
     std::map<std::string, int> formats =
-        weightFormats(compileForTest(kData + "/models/" + model, dense));
+        weightFormats(compileForTest(kData + "/models/" + model, dense)).count;
     EXPECT_EQ(formats["F32"], 16);
     checkGoldenLogits(model, "cpu", dense);
   }
@@ -88,7 +72,7 @@ TEST(GptqAwqModels, GpuTargetsDequantizeSymmetricGptq) {
   compiler::CompileOptions options;
   options.targets = {"cpu", "sm_90"};
   std::map<std::string, int> formats =
-      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq", options));
+      weightFormats(compileForTest(kData + "/models/tiny-llama-gptq", options)).count;
   EXPECT_EQ(formats["F32"], 16);
   EXPECT_EQ(formats["Q4 g32"], 0);
 #endif

@@ -29,36 +29,15 @@ TEST(QuantizedModels, Int4GroupsTiedTableMatchesTransformers) {
   checkGoldenChunkedAndCached("tiny-llama-tied.int4", 6);
 }
 
-// "Q8 g32" -> weights of rank 0 stored so, and the bytes of all of them.
-struct Formats {
-  std::map<std::string, int> count;
-  uint64_t quantizedBytes = 0;
-};
-Formats weightFormats(const std::string &artifactDir) {
-  Formats formats;
-  auto artifact = rt::Artifact::load(artifactDir);
-  EXPECT_TRUE(artifact.isOk()) << artifact.status().toString();
-  if (!artifact.isOk())
-    return formats;
-  for (const schema::WeightEntry *w : *(*artifact)->plan().ranks()->Get(0)->weights()) {
-    const bool quantized = w->group_size() > 0;
-    ++formats.count[std::string(schema::EnumNameDType(w->dtype())) +
-                    (quantized ? " g" + std::to_string(w->group_size()) : "")];
-    if (quantized)
-      formats.quantizedBytes += w->size();
-  }
-  return formats;
-}
-
 TEST(QuantizedModels, GgufBlocksStayPackedUnlessDtypeIsGiven) {
   const std::string gguf = kData + "/gguf/tiny-llama.gguf"; // Q8_0 matrices
-  Formats packed = weightFormats(compileForTest(gguf));
+  WeightFormats packed = weightFormats(compileForTest(gguf));
   // qkv, o, gate_up, down per layer (2), the embedding table and the lm_head; norms stay F32.
   EXPECT_EQ(packed.count["Q8 g32"], 10);
   EXPECT_EQ(packed.count["F32"], 6);
   compiler::CompileOptions dense;
   dense.keepGgufBlocks = false;
-  Formats dequantized = weightFormats(compileForTest(gguf, dense));
+  WeightFormats dequantized = weightFormats(compileForTest(gguf, dense));
   EXPECT_EQ(dequantized.count["F32"], 16);
   EXPECT_EQ(dequantized.quantizedBytes, 0u);
   checkGoldenLogits("tiny-llama.gguf", "cpu", dense);
@@ -72,7 +51,7 @@ TEST(QuantizedModels, GpuTargetsDequantizeGgufBlocks) {
 #else
   compiler::CompileOptions options;
   options.targets = {"cpu", "sm_90"};
-  Formats formats = weightFormats(compileForTest(kData + "/gguf/tiny-llama.gguf", options));
+  WeightFormats formats = weightFormats(compileForTest(kData + "/gguf/tiny-llama.gguf", options));
   EXPECT_EQ(formats.count["F32"], 16);
   EXPECT_EQ(formats.quantizedBytes, 0u);
 #endif
@@ -82,7 +61,7 @@ TEST(QuantizedModels, GpuTargetsDequantizeGgufBlocks) {
 TEST(QuantizedModels, Int4BytesAreAQuarterOfBf16PlusScales) {
   compiler::CompileOptions int4;
   int4.quantize = "int4";
-  Formats formats = weightFormats(compileForTest(kData + "/models/tiny-llama-tied", int4));
+  WeightFormats formats = weightFormats(compileForTest(kData + "/models/tiny-llama-tied", int4));
   // tiny-llama-tied: hidden 64, intermediate 128, vocab 512, 3 layers; per layer qkv [128, 64],
   // o [64, 64], gate_up [256, 64], down [64, 128]; the tied table [512, 64]. At most 2 x 63
   // bytes of section padding a matrix.
