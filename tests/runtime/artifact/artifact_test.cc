@@ -412,11 +412,15 @@ TEST_F(ArtifactTest, LogitsMustBeF32) {
                             "BF16; logits are F32 whatever activation_dtype is");
 }
 
+// F8E4M3 (--kv-dtype fp8) is a KV cache's dtype only.
 TEST_F(ArtifactTest, KvAndActivationDtypesMustBeFloat) {
   std::string dir = write([](schema::PlanT &plan) { plan.kv_cache->dtype = schema::DType::I32; });
-  EXPECT_EQ(loadError(dir), "plan.kiln: kv_cache.dtype is I32; it must be F32, F16 or BF16");
+  EXPECT_EQ(loadError(dir),
+            "plan.kiln: kv_cache.dtype is I32; it must be F32, F16, BF16 or F8E4M3");
   dir = write([](schema::PlanT &plan) { plan.activation_dtype = schema::DType::U8; });
   EXPECT_EQ(loadError(dir), "plan.kiln: activation_dtype is U8; it must be F32, F16 or BF16");
+  dir = write([](schema::PlanT &plan) { plan.activation_dtype = schema::DType::F8E4M3; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: activation_dtype is F8E4M3; it must be F32, F16 or BF16");
 }
 
 // A tp 1 plan's embedding holds the whole table, so a vocab_start (a shard's first id) is refused.
