@@ -13,8 +13,8 @@
 //      cuBLASLt only and never launches its GEMV kernels (kGemvSchemaVersion).
 //   5: quantized weights (DType Q8 / Q4 / Q4M with WeightEntry.group_size): an older runtime
 //      would refuse their dtype only as an unknown one.
-//   6: DType Q4Z (4-bit with integer zero points: GPTQ / AWQ checkpoints kept packed) and F8E4M3
-//      (an fp8 KV cache), likewise.
+//   6: DType Q4Z (4-bit with integer zero points: GPTQ / AWQ checkpoints kept packed), F8E4M3
+//      (an fp8 KV cache) and Q8F (fp8 weights), likewise.
 #pragma once
 
 #include <cstdint>

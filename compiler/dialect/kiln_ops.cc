@@ -101,7 +101,7 @@ LogicalResult WeightOp::verify() {
       !validQuantGroup(type.getDimSize(1), *getGroupSize() ? *getGroupSize() : type.getDimSize(1)))
     return emitOpError()
            << "'" << getName()
-           << "': quant must be Q8, Q4, Q4M or Q4Z with a group_size that is a multiple "
+           << "': quant must be Q8, Q4, Q4M, Q4Z or Q8F with a group_size that is a multiple "
               "of 32 and divides the columns of a rank-2 weight (0: one group per "
               "row, columns a multiple of 32), got "
            << (getQuant() ? getQuant()->str() : "none") << " / "

@@ -167,11 +167,13 @@ Status Compilation::build() {
 Status Compilation::markQuantizedWeights() {
   QuantizePolicy policy;
   if (!options_.quantize.empty()) {
-    const bool int8 = options_.quantize == "int8";
-    policy.all = WeightQuant{int8 ? QuantFormat::kQ8 : QuantFormat::kQ4,
-                             options_.groupSize ? options_.groupSize
-                             : int8             ? 0
-                                                : kDefaultInt4GroupSize};
+    // int8 and fp8: one scale per row unless a group is given; int4: groups of 32.
+    const QuantFormat format = options_.quantize == "int8"  ? QuantFormat::kQ8
+                               : options_.quantize == "fp8" ? QuantFormat::kQ8Float
+                                                            : QuantFormat::kQ4;
+    policy.all = WeightQuant{format, options_.groupSize           ? options_.groupSize
+                                     : format == QuantFormat::kQ4 ? kDefaultInt4GroupSize
+                                                                  : 0};
   } else if ((gguf_ || config_.quantization) && options_.keepGgufBlocks) {
     const bool cpuOnly = std::all_of(options_.targets.begin(), options_.targets.end(),
                                      [](const std::string &t) { return t == "cpu"; });

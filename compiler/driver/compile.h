@@ -29,9 +29,9 @@ struct CompileOptions {
   // scale 1, saturating); cpu target only when it differs from dtype (the CUDA kernels read the
   // cache as their activation type).
   std::string kvDtype;
-  // "" | int8 | int4: every weight matrix (linears' w, embedding tables) stored quantized, rounded
-  // to nearest from the checkpoint (compiler/transforms/quantize_weights.h): int8 as Q8, int4 as
-  // Q4 (schema/plan.fbs).
+  // "" | int8 | int4 | fp8: every weight matrix (linears' w, embedding tables) stored quantized,
+  // rounded to nearest from the checkpoint (compiler/transforms/quantize_weights.h): int8 as Q8,
+  // int4 as Q4, fp8 as Q8F (E4M3 values, an fp16 scale per row or group; schema/plan.fbs).
   std::string quantize;
   int64_t groupSize = 0; // --group-size: columns per scale; 0: int8 one per row, int4 32
   // A GGUF input's Q8_0 / Q4_0 / Q4_1 matrices and a GPTQ / AWQ checkpoint's 4-bit ones stay

@@ -44,12 +44,12 @@ Status checkQuantize(const CompileOptions &options) {
   if (options.quantize.empty()) {
     if (options.groupSize != 0)
       return invalidArgument("--group-size " + std::to_string(options.groupSize) +
-                             " needs --quantize int8|int4");
+                             " needs --quantize int8|int4|fp8");
     return okStatus();
   }
-  if (options.quantize != "int8" && options.quantize != "int4")
+  if (options.quantize != "int8" && options.quantize != "int4" && options.quantize != "fp8")
     return invalidArgument("--quantize '" + options.quantize +
-                           "' is not supported: use int8 or int4");
+                           "' is not supported: use int8, int4 or fp8");
   if (options.groupSize < 0 || options.groupSize % kQuantSubBlock != 0 ||
       options.groupSize > kMaxGroupSize)
     return invalidArgument("--group-size must be a multiple of " + std::to_string(kQuantSubBlock) +

@@ -147,6 +147,8 @@ schema::DType quantDType(QuantFormat format) {
     return schema::DType::Q4;
   case QuantFormat::kQ4Min:
     return schema::DType::Q4M;
+  case QuantFormat::kQ8Float:
+    return schema::DType::Q8F;
   case QuantFormat::kQ4Zero:
     break;
   }

@@ -1,5 +1,6 @@
 #include "compiler/import/quantized_matrix.h"
 
+#include "runtime/base/fp8.h"
 #include "runtime/base/half.h"
 
 #include <algorithm>
@@ -28,6 +29,16 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
   const size_t scaleIndex = static_cast<size_t>(r * m.groupsPerRow() + g);
   uint8_t *row = m.values.data() + r * m.rowValueBytes();
   const int64_t c0 = g * m.groupSize;
+  if (m.format == QuantFormat::kQ8Float) {
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; ++i)
+      amax = std::max(amax, std::fabs(w[i]));
+    m.scales[scaleIndex] = f32ToF16(amax / 448.0f);
+    const float s = f16ToF32(m.scales[scaleIndex]);
+    for (int64_t i = 0; i < n; ++i) // w / s beyond 448 (the scale rounded down) saturates
+      row[c0 + i] = s == 0.0f ? 0 : f32ToF8E4M3(w[i] / s);
+    return;
+  }
   if (m.format == QuantFormat::kQ8) {
     float amax = 0.0f;
     for (int64_t i = 0; i < n; ++i)
@@ -158,6 +169,8 @@ float dequantizedWeight(const QuantizedMatrix &m, int64_t r, int64_t c) {
   switch (m.format) {
   case QuantFormat::kQ8:
     return s * static_cast<float>(static_cast<int8_t>(row[c]));
+  case QuantFormat::kQ8Float:
+    return s * f8e4m3ToF32(row[c]);
   case QuantFormat::kQ4:
     return s * static_cast<float>(nibbleAt(row, c) - 8);
   case QuantFormat::kQ4Min:

@@ -37,7 +37,8 @@ QuantizedMatrix zeroQuantizedMatrix(QuantFormat format, int64_t groupSize, int64
 // largest magnitude (sign kept, as ggml's Q4_0), u = clamp(floor(w / s + 8.5), 0, 15); Q4M
 // min = the group's minimum, s = (max - min) / 15, u = clamp(round((w - min) / s), 0, 15); Q4Z
 // (GPTQ's asymmetric rounding) lo = min(w, 0), hi = max(w, 0), s = (hi - lo) / 15, zero =
-// round(-lo / s), u = clamp(round(w / s) + zero, 0, 15).
+// round(-lo / s), u = clamp(round(w / s) + zero, 0, 15); Q8F s = amax / 448, e = the fp8 E4M3
+// nearest w / s (runtime/base/fp8.h, saturating).
 // `values` holds rows x cols fp32; the caller checked validQuantGroup.
 QuantizedMatrix quantizeMatrix(const std::vector<float> &values, int64_t rows, int64_t cols,
                                QuantFormat format, int64_t groupSize);

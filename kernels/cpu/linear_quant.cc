@@ -1,17 +1,17 @@
 // Linear with quantized weights: out = x W^T (+ b), W in the layout of
-// runtime/base/quant_layout.h (Q8, Q4, Q4M, Q4Z), x fp32/fp16/bf16, fp32 accumulation.
+// runtime/base/quant_layout.h (Q8, Q4, Q4M, Q4Z, Q8F), x fp32/fp16/bf16, fp32 accumulation.
 //
 // From avx512 up, on weights packed into panels when the op is prepared (linear_quant.h "Panels";
 // linearQuantPanels below, linear_quant_panels_avx512.cc): a panel's 16 outputs are the lanes, and
 // each group's sum of x times the stored integers is scaled once (Q4M: plus the min times the
-// group's sum of x; Q4Z: plus -zero * scale times it). The tasks are a row tile x a run of at most kMaxTaskPanels panels, the runs
-// cut so that every worker gets as many panels.
+// group's sum of x; Q4Z: plus -zero * scale times it). The tasks are a row tile x a run of at most
+// kMaxTaskPanels panels, the runs cut so that every worker gets as many panels.
 //
 // Otherwise (sse2, avx2, and avx512 on weights nobody packed: the avx2 code) each weight is
-// dequantized inside the dot product to its exact fp32 value (Q8 scale * q and Q4 scale * (u - 8)
-// are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once; Q4Z scale * u -
-// zero * scale is exact), never into a copy of the matrix. The tasks are kRowTile rows x kOutTile outputs (linear_quant.h). Summation
-// order:
+// dequantized inside the dot product to its exact fp32 value (Q8 scale * q, Q8F scale * e and Q4
+// scale * (u - 8) are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once;
+// Q4Z scale * u - zero * scale is exact), never into a copy of the matrix. The tasks are kRowTile
+// rows x kOutTile outputs (linear_quant.h). Summation order:
 //   portable (sse2): the weight row is dequantized into the worker's scratch; 16 lanes, lane l
 //     sums x * w at k = l (mod 16) in increasing k, a multiply then an add; the lanes are added
 //     in a pairwise tree.
@@ -25,6 +25,7 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/vector4.h"
+#include "kernels/cpu/weight_convert.h"
 #include "kernels/cpu/worker_pool.h"
 #include "runtime/base/half.h"
 
@@ -91,6 +92,11 @@ void dequantizeRow(const QuantMatrix &w, int64_t row, float *dst) {
     switch (w.format) {
     case QuantFormat::kQ8:
       dequantizeQ8Group(values + int64_t(g) * n, scale, n, groupDst);
+      break;
+    case QuantFormat::kQ8Float:
+      f8e4m3RunToF32(values + int64_t(g) * n, n, groupDst); // exact: 4 x 11 significant bits
+      for (int32_t k = 0; k < n; ++k)
+        groupDst[k] *= scale;
       break;
     case QuantFormat::kQ4:
       dequantizeQ4Group(values + int64_t(g) * n / 2, scale, n, groupDst);
@@ -258,7 +264,7 @@ PanelLayout panelLayout(QuantWeight quant, int32_t outFeatures, int32_t inFeatur
   PanelLayout layout;
   layout.panels = (outFeatures + kPanelOutputs - 1) / kPanelOutputs;
   layout.groups = inFeatures / quant.groupSize;
-  layout.valueBytes = int64_t(quant.groupSize) * (quant.format == QuantFormat::kQ8 ? 16 : 8);
+  layout.valueBytes = int64_t(quant.groupSize) * (isByteQuant(quant.format) ? 16 : 8);
   layout.groupBytes = layout.valueBytes + (hasQuantMins(quant.format) ? 64 : 32);
   layout.panelBytes = layout.groups * layout.groupBytes;
   layout.totalBytes = size_t(layout.panels) * size_t(layout.panelBytes);

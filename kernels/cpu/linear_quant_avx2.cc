@@ -136,7 +136,8 @@ void dotRowsPacked(const QuantMatrix &w, int32_t out, const DotTile &tile, int32
 } // namespace
 
 void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
-  if (tile.rows <= 4) {
+  // Q8F: every row count from the dequantized row (the fp8 values through a table).
+  if (tile.rows <= 4 && w.format != QuantFormat::kQ8Float) {
     for (int32_t o = 0; o < tile.outs; ++o)
       switch (tile.rows) {
       case 4:
@@ -154,7 +155,10 @@ void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *
     return;
   }
   for (int32_t o = 0; o < tile.outs; ++o) {
-    dequantizeRowAvx2(w, tile.out0 + o, weights);
+    if (w.format == QuantFormat::kQ8Float)
+      dequantizeRow(w, tile.out0 + o, weights);
+    else
+      dequantizeRowAvx2(w, tile.out0 + o, weights);
     int32_t r = 0;
     for (; r + 4 <= tile.rows; r += 4)
       dotRows<4>(weights, w.cols, tile, r, o, sums);

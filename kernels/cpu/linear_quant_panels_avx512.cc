@@ -6,7 +6,8 @@
 // The 16 lanes of a vector are a panel's 16 outputs, so no dot product ends in a sum across lanes
 // and one decoded weight vector serves every row of the micro-kernel (up to 8), each row's x value
 // broadcast. Per group of groupSize columns, each (row, output) sums x * u in one chain of fused
-// multiply-adds starting from zero, u the stored integer (Q8 q; Q4 u - 8; Q4M u, looked up by one
+// multiply-adds starting from zero, u the stored value (Q8 q; Q8F the fp8 value / 256, the 256
+// going into the scale; Q4 u - 8; Q4M u, looked up by one
 // permute from a table of the 16 nibble values; Q4Z as Q4M), in the order the panel stores them: Q8
 // column by column; Q4 / Q4M per run of 32 columns, byte b's low nibble (column b) then its high
 // one (column b + 16), b = 0..15. Then acc = that part * the group's scale (the first group) or
@@ -70,16 +71,29 @@ template <int R, int P> struct Parts {
   }
 };
 
-template <int R, int P>
-inline void addQ8Group(const PanelTile &t, const uint8_t *block, const float *x,
-                       Parts<R, P> &parts) {
+// 16 fp8 E4M3 values / 256 (the bits moved into fp16 position: the fp16 value 2^-8 times the fp8
+// one; the 256 goes into the group's scale). No NaN: kiln's quantizer writes none.
+inline __m512 fp8Over256(__m128i bytes) {
+  const __m512i lanes = _mm512_cvtepu8_epi32(bytes);
+  const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(lanes, _mm512_set1_epi32(0x80)), 8);
+  const __m512i magnitude = _mm512_slli_epi32(_mm512_and_si512(lanes, _mm512_set1_epi32(0x7F)), 7);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_or_si512(sign, magnitude)));
+}
+
+// Q8 and Q8F: one byte a value, column by column.
+template <int R, int P, QuantFormat F>
+inline void addByteGroup(const PanelTile &t, const uint8_t *block, const float *x,
+                         Parts<R, P> &parts) {
   for (int32_t k = 0; k < t.groupSize; ++k) {
     __m512 w[P];
     for (int p = 0; p < P; ++p) {
       const uint8_t *bytes = block + p * t.layout.panelBytes + k * kPanelOutputs;
       if (k % 4 == 0)
         _mm_prefetch(reinterpret_cast<const char *>(bytes + kPrefetchBytes), _MM_HINT_T0);
-      w[p] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16Bytes(bytes)));
+      if constexpr (F == QuantFormat::kQ8Float)
+        w[p] = fp8Over256(load16Bytes(bytes));
+      else
+        w[p] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16Bytes(bytes)));
     }
     parts.add(x + k, t.xStride, w);
   }
@@ -117,14 +131,15 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
     const uint8_t *block = panels + g * layout.groupBytes;
     const float *xg = x + int64_t(g) * t.groupSize;
     Parts<R, P> parts;
-    if constexpr (F == QuantFormat::kQ8)
-      addQ8Group(t, block, xg, parts);
+    if constexpr (isByteQuant(F))
+      addByteGroup<R, P, F>(t, block, xg, parts);
     else
       addQ4Group(t, block, xg, table, parts);
     for (int p = 0; p < P; ++p) {
       const uint8_t *tail = block + p * layout.panelBytes + layout.valueBytes;
-      const __m512 scale =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
+      __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
+      if constexpr (F == QuantFormat::kQ8Float)
+        scale = _mm512_mul_ps(scale, _mm512_set1_ps(256.0f)); // exact: fp8Over256's factor
       // The weight of u = 0: Q4M the min, Q4Z -zero * scale (exact).
       __m512 min = _mm512_setzero_ps();
       const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail + 32));
@@ -180,6 +195,8 @@ void panelTileAvx512(const PanelTile &tile) {
     return panelTile<QuantFormat::kQ4Min>(tile);
   case QuantFormat::kQ4Zero:
     return panelTile<QuantFormat::kQ4Zero>(tile);
+  case QuantFormat::kQ8Float:
+    return panelTile<QuantFormat::kQ8Float>(tile);
   }
 }
 

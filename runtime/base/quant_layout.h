@@ -1,7 +1,7 @@
 // The byte layout of a quantized weight matrix [rows, cols] (schema/plan.fbs DType Q8, Q4, Q4M,
 // Q4Z): one tensor in the weights file, three sections, each starting on a 64-byte boundary of it:
-//   values  rows x cols, row-major. Q8: one int8 per value. Q4 / Q4M / Q4Z: 4-bit values, two per
-//   byte;
+//   values  rows x cols, row-major. Q8: one int8 per value; Q8F one fp8 E4M3 per value. Q4 / Q4M /
+//   Q4Z: 4-bit values, two per byte;
 //           in each run of 32 values of a row, byte b (0..15) holds value b in its low nibble and
 //           value b + 16 in its high nibble (the order of GGUF's Q4_0 / Q4_1 blocks, so that a
 //           mask and a shift give 16 consecutive values each).
@@ -10,11 +10,11 @@
 //   mins    Q4M: fp16 mins; Q4Z: integer zero points (0..15) as uint16; shaped as scales. Absent
 //           for Q8 and Q4.
 // A value's weight: Q8 scale * q (q signed); Q4 scale * (u - 8) (u the nibble, 0..15); Q4M
-// scale * u + min; Q4Z scale * (u - zero) (GPTQ's and AWQ's form; exact in fp32; a zero weight is
-// +0, as scale * u - zero * scale gives it). groupSize is a
-// positive multiple of 32 that divides cols (cols itself: one scale per row, "per channel").
-// Header-only, no dependencies: the compiler writes this layout, the artifact checks and the
-// kernels read it.
+// scale * u + min; Q8F scale * e (e an fp8 E4M3 value, runtime/base/fp8.h; exact in fp32: 4 and
+// 11 significant bits); Q4Z scale * (u - zero) (GPTQ's and AWQ's form; exact in fp32; a zero weight
+// is +0, as scale * u - zero * scale gives it). groupSize is a positive multiple of 32 that divides
+// cols (cols itself: one scale per row, "per channel"). Header-only, no dependencies: the compiler
+// writes this layout, the artifact checks and the kernels read it.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,12 @@
 
 namespace kiln {
 
-enum class QuantFormat : uint8_t { kQ8, kQ4, kQ4Min, kQ4Zero };
+enum class QuantFormat : uint8_t { kQ8, kQ4, kQ4Min, kQ4Zero, kQ8Float };
+
+// Whether the format stores one byte a value (Q8, Q8F) rather than two 4-bit values a byte.
+inline constexpr bool isByteQuant(QuantFormat format) {
+  return format == QuantFormat::kQ8 || format == QuantFormat::kQ8Float;
+}
 
 // Whether the format stores a third section (mins or zero points) shaped as the scales.
 inline constexpr bool hasQuantMins(QuantFormat format) {
@@ -52,7 +57,7 @@ inline bool validQuantGroup(int64_t cols, int64_t groupSize) {
 
 // Bytes of `values` values: one each (Q8), or two to a byte (Q4, Q4M, Q4Z; `values` even).
 inline uint64_t quantValueBytes(QuantFormat format, uint64_t values) {
-  return format == QuantFormat::kQ8 ? values : values / 2;
+  return isByteQuant(format) ? values : values / 2;
 }
 
 // The layout of a [rows, cols] matrix; callers check validQuantGroup first.
@@ -79,6 +84,8 @@ inline const char *quantFormatName(QuantFormat format) {
     return "Q4";
   case QuantFormat::kQ4Min:
     return "Q4M";
+  case QuantFormat::kQ8Float:
+    return "Q8F";
   case QuantFormat::kQ4Zero:
     break;
   }
@@ -87,8 +94,8 @@ inline const char *quantFormatName(QuantFormat format) {
 
 // "Q8" -> kQ8, ...; nullopt for any other text.
 inline std::optional<QuantFormat> parseQuantFormat(std::string_view name) {
-  for (QuantFormat format :
-       {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min, QuantFormat::kQ4Zero})
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
+                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float})
     if (name == quantFormatName(format))
       return format;
   return std::nullopt;

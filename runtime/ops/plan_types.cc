@@ -37,13 +37,14 @@ bool isKvCacheDType(schema::DType dtype) {
 
 bool isQuantDType(schema::DType dtype) {
   return dtype == schema::DType::Q8 || dtype == schema::DType::Q4 || dtype == schema::DType::Q4M ||
-         dtype == schema::DType::Q4Z;
+         dtype == schema::DType::Q4Z || dtype == schema::DType::Q8F;
 }
 
 QuantFormat quantFormatOf(schema::DType dtype) {
   return dtype == schema::DType::Q8    ? QuantFormat::kQ8
          : dtype == schema::DType::Q4  ? QuantFormat::kQ4
          : dtype == schema::DType::Q4M ? QuantFormat::kQ4Min
+         : dtype == schema::DType::Q8F ? QuantFormat::kQ8Float
                                        : QuantFormat::kQ4Zero;
 }
 
@@ -72,7 +73,7 @@ WeightSize weightSize(schema::DType dtype, std::span<const uint64_t> shape, uint
   }
   if (groupSize != 0)
     return {0, "group_size " + std::to_string(groupSize) + " on a " + dtypeName(dtype) +
-                   " weight (only Q8, Q4, Q4M and Q4Z have groups)"};
+                   " weight (only Q8, Q4, Q4M, Q4Z and Q8F have groups)"};
   uint64_t bytes = dtypeSize(dtype);
   if (bytes == 0)
     return {0, "unknown dtype " + dtypeName(dtype)};

@@ -24,6 +24,18 @@ TEST(QuantizedModels, Int8PerRowMatchesTransformers) {
   checkGoldenChunkedAndCached("tiny-llama.int8", 5);
 }
 
+// fp8 E4M3 values with one fp16 scale per row (Q8F).
+TEST(QuantizedModels, Fp8PerRowMatchesTransformers) {
+  compiler::CompileOptions fp8;
+  fp8.quantize = "fp8";
+  WeightFormats formats = weightFormats(compileForTest(kData + "/models/tiny-llama", fp8));
+  // hidden 64: qkv, o, gate_up of 2 layers, the embedding table and the lm_head; down's rows 128.
+  EXPECT_EQ(formats.count["Q8F g64"], 8);
+  EXPECT_EQ(formats.count["Q8F g128"], 2);
+  checkGoldenLogits("tiny-llama.fp8");
+  checkGoldenChunkedAndCached("tiny-llama.fp8", 5);
+}
+
 TEST(QuantizedModels, Int4GroupsTiedTableMatchesTransformers) {
   checkGoldenLogits("tiny-llama-tied.int4");
   checkGoldenChunkedAndCached("tiny-llama-tied.int4", 6);
@@ -89,9 +101,9 @@ TEST(QuantizedModels, UnquantizableRequestsFailNamingTheFlagOrWeight) {
     std::string expected;
   };
   const Case cases[] = {
-      {"int3", 0, 1, {"cpu"}, "--quantize 'int3' is not supported: use int8 or int4"},
+      {"int3", 0, 1, {"cpu"}, "--quantize 'int3' is not supported: use int8, int4 or fp8"},
       {"int4", 48, 1, {"cpu"}, "--group-size must be a multiple of 32"},
-      {"", 32, 1, {"cpu"}, "--group-size 32 needs --quantize int8|int4"},
+      {"", 32, 1, {"cpu"}, "--group-size 32 needs --quantize int8|int4|fp8"},
       {"int8", 0, 1, {"cpu", "sm_90"}, "--quantize int8 with --target sm_90"},
       {"int4", 128, 1, {"cpu"}, "has 64 columns, which groups of 128 do not divide"},
       {"int4", 64, 2, {"cpu"}, "--tp 2 splits the 64-column groups of quantized weight"},

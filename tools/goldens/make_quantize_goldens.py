@@ -10,10 +10,13 @@ The formats (schema/plan.fbs DType Q8 / Q4, runtime/base/quant_layout.h) and the
   Q8, one scale per group:   s = fp16(amax / 127); q = clip(rint(w / s), -127, 127); w' = s * q
   Q4, one scale per group:   m = the group's value of largest magnitude (the first, sign kept);
                              s = fp16(m / -8); u = clip(floor(w / s + 8.5), 0, 15); w' = s * (u - 8)
+  Q8F, one scale per group:  s = fp16(amax / 448); e = float8_e4m3fn(w / s) (torch's cast, round to
+                             nearest even); w' = s * e
   (a zero scale gives w' = 0). Every matrix a linear or an embedding reads is quantized: the q, k,
 v, o, gate, up and down projections, the embedding table and the lm_head (tied: the one table).
-w' is exact in fp32 (an fp16 scale times a small integer), so kiln's kernels, which dequantize
-inside the dot product, multiply by the very same weights: only the summation order differs.
+w' is exact in fp32 (an fp16 scale times a small integer, or an fp8 value: 11 x 4 significant bits),
+so kiln's kernels, which dequantize inside the dot product, multiply by the very same weights: only
+the summation order differs.
 
 For each (fixture, mode) below: the fp32 golden's prompts (tests/data/golden/<fixture>.json), 16
 greedy ids and every row of logits of one forward pass, fp32, eager attention, CPU, one thread,
@@ -38,6 +41,7 @@ transformers.logging.set_verbosity_error()
 GOLDENS = [
     ("tiny-llama", "int8", "int8", 0),
     ("tiny-llama-tied", "int4", "int4", 32),
+    ("tiny-llama", "fp8", "fp8", 0),
 ]
 
 MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
@@ -62,10 +66,21 @@ def quantizeQ4(group: np.ndarray) -> np.ndarray:
     return s * (u - np.float32(8))
 
 
+def quantizeQ8F(group: np.ndarray) -> np.ndarray:
+    amax = np.float32(np.max(np.abs(group)))
+    s = np.float32(np.float16(amax / np.float32(448)))
+    if s == 0:
+        return np.zeros_like(group)
+    # torch's float8_e4m3fn cast rounds to nearest even; w / s stays below 448.2 here (the fp16
+    # scale rounds amax / 448 by at most 2^-11), where it and kiln's saturating cast agree.
+    e = torch.from_numpy((group / s).astype(np.float32)).to(torch.float8_e4m3fn)
+    return s * e.to(torch.float32).numpy()
+
+
 def quantizeDequantize(w: np.ndarray, mode: str, groupSize: int) -> np.ndarray:
     rows, cols = w.shape
     groupSize = groupSize or cols
-    fn = quantizeQ8 if mode == "int8" else quantizeQ4
+    fn = {"int8": quantizeQ8, "int4": quantizeQ4, "fp8": quantizeQ8F}[mode]
     out = np.empty_like(w)
     for r in range(rows):
         for g in range(0, cols, groupSize):

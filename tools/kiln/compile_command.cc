@@ -35,11 +35,13 @@ const CommandSpec kCompileSpec = {
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
         {"--kv-dtype", "fp32|fp16|bf16|fp8",
          "KV cache dtype (default: as --dtype); another than --dtype: cpu target only"},
-        {"--quantize", "int8|int4",
+        {"--quantize", "int8|int4|fp8",
          "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "
-         "int4: 4-bit with a scale per group); cpu target only"},
+         "int4: 4-bit with a scale per group, fp8: E4M3 with a scale per group or row); cpu "
+         "target only"},
         {"--group-size", "N",
-         "columns per scale for --quantize, a multiple of 32 (default: int8 one per row, int4 32)"},
+         "columns per scale for --quantize, a multiple of 32 (default: int8 and fp8 one per row, "
+         "int4 32)"},
         {"--target", "LIST", "comma-separated targets (default cpu)"},
         {"--kv-block-size", "N", "tokens per KV cache block, a power of two (default 16)"},
         {"--dump-ir", "", "print the kiln MLIR module after each pass to stderr"},

@@ -91,10 +91,25 @@ TEST(QuantizedMatrixTest, Q4ZeroSpansTheGroupAndZero) {
   EXPECT_EQ(dequantizedWeight(m, 0, 3), 0.0f);
 }
 
+TEST(QuantizedMatrixTest, Q8FloatScalesTheLargestTo448) {
+  // amax 3.5: s = fp16(3.5 / 448) = 2^-7 exactly, so w / s = 128 w: 3.5 -> 448 (0x7E), 0.3 ->
+  // 38.4 -> 40 (E4M3 steps of 4 between 32 and 64: 38.4 rounds to 40), -0.01 -> -1.28 -> -1.25.
+  std::vector<float> w = ramp(32, 0.0f, 0.0f);
+  w[0] = 3.5f;
+  w[1] = 0.3f;
+  w[2] = -0.01f;
+  const QuantizedMatrix m = quantizeMatrix(w, 1, 32, QuantFormat::kQ8Float, 32);
+  EXPECT_EQ(f16ToF32(m.scales[0]), 0x1p-7f);
+  EXPECT_EQ(m.values[0], 0x7E);
+  EXPECT_EQ(dequantizedWeight(m, 0, 0), 3.5f);
+  EXPECT_EQ(dequantizedWeight(m, 0, 1), 40.0f * 0x1p-7f);
+  EXPECT_EQ(dequantizedWeight(m, 0, 2), -1.25f * 0x1p-7f);
+}
+
 TEST(QuantizedMatrixTest, ZeroGroupsHaveZeroScaleAndWeights) {
   const std::vector<float> w(64, 0.0f);
-  for (QuantFormat f :
-       {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min, QuantFormat::kQ4Zero}) {
+  for (QuantFormat f : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
+                        QuantFormat::kQ4Zero, QuantFormat::kQ8Float}) {
     const QuantizedMatrix m = quantizeMatrix(w, 1, 64, f, 32);
     for (int64_t c = 0; c < 64; ++c)
       EXPECT_EQ(dequantizedWeight(m, 0, c), 0.0f) << quantFormatName(f);

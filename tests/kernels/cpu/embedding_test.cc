@@ -98,8 +98,8 @@ TEST(EmbeddingTest, QuantizedRowsAreDequantizedThenRoundedOnce) {
   const std::vector<int32_t> ids = {0, 19, 7, 7, 3, 12};
   const int32_t n = static_cast<int32_t>(ids.size());
   uint32_t seed = 900;
-  for (QuantFormat format :
-       {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min, QuantFormat::kQ4Zero})
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
+                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float})
     for (int32_t hidden : {64, 96})
       for (int32_t group : {32, hidden})
         for (ElemType outType : {ElemType::kF32, ElemType::kF16, ElemType::kBF16}) {
@@ -128,8 +128,8 @@ TEST(EmbeddingTest, QuantizedShardReadsItsIdsAndZerosTheRest) {
   const int32_t shard = 4, hidden = 64, start = 10;
   const std::vector<int32_t> ids = {9, 10, 13, 14, -1, 2147483647, 12, 0};
   const int32_t n = static_cast<int32_t>(ids.size());
-  for (QuantFormat format :
-       {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min, QuantFormat::kQ4Zero})
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
+                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float})
     for (ElemType outType : {ElemType::kF32, ElemType::kBF16}) {
       SCOPED_TRACE(::testing::Message()
                    << quantFormatName(format) << " out=" << testing::weightTypeName(outType));

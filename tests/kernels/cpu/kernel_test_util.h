@@ -3,6 +3,7 @@
 #pragma once
 
 #include "kernels/cpu/kernels.h"
+#include "runtime/base/fp8.h"
 #include "runtime/base/half.h"
 #include "runtime/base/quant_layout.h"
 
@@ -109,6 +110,14 @@ inline QuantMatrixBytes writeQuantized(QuantFormat format, int32_t rows, int32_t
           value = scale * float(q);
           continue;
         }
+        if (format == QuantFormat::kQ8Float) { // q's byte as an E4M3 code, NaN codes moved by one
+          uint8_t code = static_cast<uint8_t>(static_cast<int8_t>(q));
+          if ((code & 0x7F) == 0x7F)
+            code ^= 1;
+          m.bytes[r * cols + c] = code;
+          value = scale * f8e4m3ToF32(code);
+          continue;
+        }
         // Run of 32 values in 16 bytes: value i low nibble of byte i, value i + 16 the high one.
         const int64_t within = c % 32;
         uint8_t &byte = m.bytes[(r * cols + c - within) / 2 + within % 16];
@@ -131,7 +140,7 @@ inline QuantMatrixBytes randomQuantized(QuantFormat format, int32_t rows, int32_
     return GroupParams{sign * scale(rng) * 0x1p-6f, min(rng), int(rng() % 16)};
   };
   const auto drawValue = [format](std::mt19937 &rng) {
-    return format == QuantFormat::kQ8 ? int(rng() % 256) - 128 : int(rng() % 16);
+    return isByteQuant(format) ? int(rng() % 256) - 128 : int(rng() % 16);
   };
   return writeQuantized(format, rows, cols, groupSize, seed, drawGroup, drawValue);
 }

@@ -129,7 +129,7 @@ protected:
 };
 
 constexpr QuantFormat kFormats[] = {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
-                                    QuantFormat::kQ4Zero};
+                                    QuantFormat::kQ4Zero, QuantFormat::kQ8Float};
 constexpr ElemType kTypes[] = {ElemType::kF32, ElemType::kF16, ElemType::kBF16};
 
 // Groups of 32, 64, 128 and per channel (0 here: groupSize = inFeatures); 96 and 160 columns are
@@ -210,8 +210,8 @@ TEST_P(LinearQuantTest, ExtremeValuesGiveExactSums) {
   const auto x = makeWeights(xValues, ElemType::kF32);
   for (QuantFormat format : kFormats) {
     SCOPED_TRACE(quantFormatName(format));
-    // Scales 0.5, mins 1.25, zero points 3: every weight is a multiple of 1/4 below 2^7 in
-    // magnitude.
+    // Scales 0.5, mins 1.25, zero points 3: every weight is a multiple of 1/4 below 2^8 in
+    // magnitude (Q8F's codes 0x7E and 0x80: 448 and -0).
     const auto w = testing::writeQuantized(
         format, out, in, 32, 5,
         [](std::mt19937 &) {
@@ -219,7 +219,7 @@ TEST_P(LinearQuantTest, ExtremeValuesGiveExactSums) {
         },
         [format](std::mt19937 &rng) {
           const bool high = rng() % 2;
-          return format == QuantFormat::kQ8 ? (high ? 127 : -128) : (high ? 15 : 0);
+          return isByteQuant(format) ? (high ? 127 : -128) : (high ? 15 : 0);
         });
     const auto y = runLinear({x, w, nullptr, rows, in, out});
     for (int32_t r = 0; r < rows; ++r)
