@@ -24,27 +24,32 @@ void setNibble(uint8_t *row, int64_t c, uint8_t u) {
                      : static_cast<uint8_t>((byte & 0x0F) | (u << 4));
 }
 
+float absMax(const float *w, int64_t n) {
+  float amax = 0.0f;
+  for (int64_t i = 0; i < n; ++i)
+    amax = std::max(amax, std::fabs(w[i]));
+  return amax;
+}
+
+// Stores `scale` as the group's fp16 scale and returns the value stored (what the weights use).
+float storeScale(QuantizedMatrix &m, size_t index, float scale) {
+  m.scales[index] = f32ToF16(scale);
+  return f16ToF32(m.scales[index]);
+}
+
 // One group of `n` values into row `r`'s group `g`.
 void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMatrix &m) {
   const size_t scaleIndex = static_cast<size_t>(r * m.groupsPerRow() + g);
   uint8_t *row = m.values.data() + r * m.rowValueBytes();
   const int64_t c0 = g * m.groupSize;
   if (m.format == QuantFormat::kQ8Float) {
-    float amax = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-      amax = std::max(amax, std::fabs(w[i]));
-    m.scales[scaleIndex] = f32ToF16(amax / 448.0f);
-    const float s = f16ToF32(m.scales[scaleIndex]);
+    const float s = storeScale(m, scaleIndex, absMax(w, n) / 448.0f);
     for (int64_t i = 0; i < n; ++i) // w / s beyond 448 (the scale rounded down) saturates
       row[c0 + i] = s == 0.0f ? 0 : f32ToF8E4M3(w[i] / s);
     return;
   }
   if (m.format == QuantFormat::kQ8) {
-    float amax = 0.0f;
-    for (int64_t i = 0; i < n; ++i)
-      amax = std::max(amax, std::fabs(w[i]));
-    m.scales[scaleIndex] = f32ToF16(amax / 127.0f);
-    const float s = f16ToF32(m.scales[scaleIndex]);
+    const float s = storeScale(m, scaleIndex, absMax(w, n) / 127.0f);
     for (int64_t i = 0; i < n; ++i) {
       const float q = s == 0.0f ? 0.0f : std::clamp(std::nearbyint(w[i] / s), -127.0f, 127.0f);
       row[c0 + i] = static_cast<uint8_t>(static_cast<int8_t>(q));
@@ -56,8 +61,7 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
     for (int64_t i = 0; i < n; ++i)
       if (std::fabs(w[i]) > std::fabs(extreme))
         extreme = w[i];
-    m.scales[scaleIndex] = f32ToF16(extreme / -8.0f);
-    const float s = f16ToF32(m.scales[scaleIndex]);
+    const float s = storeScale(m, scaleIndex, extreme / -8.0f);
     for (int64_t i = 0; i < n; ++i) {
       const float u = s == 0.0f ? 8.0f : std::clamp(std::floor(w[i] / s + 8.5f), 0.0f, 15.0f);
       setNibble(row, c0 + i, static_cast<uint8_t>(u));
@@ -72,8 +76,7 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
   if (m.format == QuantFormat::kQ4Zero) {
     lo = std::min(lo, 0.0f);
     hi = std::max(hi, 0.0f);
-    m.scales[scaleIndex] = f32ToF16((hi - lo) / 15.0f);
-    const float s = f16ToF32(m.scales[scaleIndex]);
+    const float s = storeScale(m, scaleIndex, (hi - lo) / 15.0f);
     const float zero = s == 0.0f ? 0.0f : std::clamp(std::nearbyint(-lo / s), 0.0f, 15.0f);
     m.mins[scaleIndex] = static_cast<uint16_t>(zero);
     for (int64_t i = 0; i < n; ++i) {
@@ -82,9 +85,9 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
     }
     return;
   }
-  m.scales[scaleIndex] = f32ToF16((hi - lo) / 15.0f);
+  const float s = storeScale(m, scaleIndex, (hi - lo) / 15.0f);
   m.mins[scaleIndex] = f32ToF16(lo);
-  const float s = f16ToF32(m.scales[scaleIndex]), min = f16ToF32(m.mins[scaleIndex]);
+  const float min = f16ToF32(m.mins[scaleIndex]);
   for (int64_t i = 0; i < n; ++i) {
     const float u = s == 0.0f ? 0.0f : std::clamp(std::nearbyint((w[i] - min) / s), 0.0f, 15.0f);
     setNibble(row, c0 + i, static_cast<uint8_t>(u));

@@ -19,7 +19,7 @@ struct QuantMatrix {
   int32_t groupSize = 0;
   int32_t cols = 0;
   int32_t groupsPerRow = 0;
-  int64_t rowBytes = 0; // of one row's values: cols (Q8) or cols / 2 (Q4, Q4M)
+  int64_t rowBytes = 0; // of one row's values: cols (Q8, Q8F) or cols / 2 (4-bit)
   const uint8_t *values = nullptr;
   const uint16_t *scales = nullptr; // fp16, [rows, groupsPerRow]
   const uint16_t *mins = nullptr;   // as scales: Q4M fp16 mins, Q4Z integer zero points; else null
@@ -75,10 +75,10 @@ void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *
 // Panels (from avx512 up; packed when the op is prepared, kernels.h packLinearWeights): the
 // matrix's outputs in panels of 16 (the last one padded with zero bytes, scales and mins), each
 // panel its groups in order, each group
-//   values  Q8: groupSize x 16 bytes, [column][output]; Q4 / Q4M: per run of 32 columns 16 x 16
+//   values  Q8 / Q8F: groupSize x 16 bytes, [column][output]; 4-bit: per run of 32 columns 16 x 16
 //           bytes, [b][output], byte b of that run of the output's row as stored (low nibble
 //           column b, high nibble column b + 16);
-//   scales  the 16 outputs' fp16 scales of the group; mins (Q4M) the same, after them.
+//   scales  the 16 outputs' fp16 scales of the group; mins (Q4M, Q4Z) the same, after them.
 // So a panel is one stream read front to back, and one 16-byte load gives 16 outputs' values.
 constexpr int32_t kPanelOutputs = 16;
 constexpr int32_t kMaxTaskPanels = 8; // panels of one task
@@ -104,7 +104,7 @@ struct PanelTile {
   const float *x;
   int64_t xStride;
   int32_t rows;       // at most kRowTile
-  const float *xSums; // Q4M: [rows][groups], groupSumsAvx512 of each row; else unread
+  const float *xSums; // Q4M, Q4Z: [rows][groups], groupSumsAvx512 of each row; else unread
   float *sums;
 };
 void panelTileAvx512(const PanelTile &tile);
