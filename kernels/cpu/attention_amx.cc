@@ -6,21 +6,28 @@
 // rows. Per 16 cache positions (a cache block holds a whole number of them):
 //   S^T = K Q^T: A is 16 key rows straight from the cache (32 dimensions a tile), B the item's
 //     queries in the tiles' pair layout (packed once per item), C 16 positions x 16 pairs;
-//   online softmax down C's rows, each lane one pair: scale and mask (positions a pair does not
-//     see are -inf), the running max, e^x on 16 lanes (exp_lanes.inc), the running sum in
-//     position order;
+//     the next 16 positions' product is started before this step's softmax, so the tiles work
+//     while the lanes do;
+//   online softmax down C's rows, each lane one pair (weighScores): mask (positions a pair does
+//     not see are -inf; skipped where every pair sees all 16), a running max that moves only when
+//     a score passes it by more than kSlack (so rescaling is rare), e^(scale s - scale max) as one
+//     fused multiply-add and a 16-lane e^x with fused multiply-adds (expWeights), the running sum
+//     in position order;
 //   O += P V: P's fp32 weights split exactly into three bf16 parts (hi + mid + lo: 8 significant
 //     bits each, the 24 of an fp32), so no weight is rounded: two A tiles, [hi | mid] and [lo | 0]
 //     over 32 slots, against one B tile holding the 16 positions' values in the pair layout twice
-//     (rows of two positions interleaved; positions no pair of the item sees are zero); four C
-//     tiles of 16 dimensions, added to the fp32 accumulators after rescaling them by
-//     e^(old max - new max). The products are exact, so this is fp32 attention up to summation
-//     order: kiln's rule that an op computes in fp32 and rounds its output once holds.
+//     (rows of two positions interleaved; positions no pair of the item sees are zero), into C
+//     tiles of 16 dimensions that are the accumulators themselves: up to 64 dimensions they stay
+//     in tiles 0-3 for the whole item (stored, rescaled and reloaded only when a max moves), wider
+//     heads load and store them per pass of 64. The products are exact, so this is fp32 attention
+//     up to summation order: kiln's rule that an op computes in fp32 and rounds its output once
+//     holds.
 // Each element of a tile product is its own dot product, so a pair's scores and its share of P V
 // do not depend on the other rows of the tile; its positions are folded 16 aligned positions at a
 // time in increasing order, and positions before its first or after its last visible one are
-// exact no-ops (weights 0, rescale by 1). So a pair's output is bit-identical whichever item,
-// batch or chunk of a prompt it is computed in, decode included.
+// exact no-ops (weights 0, rescale by 1); whether its max moves depends on its own scores only
+// (the other lanes of a rescale are multiplied by exactly 1). So a pair's output is bit-identical
+// whichever item, batch or chunk of a prompt it is computed in, decode included.
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
@@ -51,20 +58,20 @@ constexpr int32_t kPositions = kLanePositions; // cache positions per step
 constexpr int32_t kDimBlock = 32;              // dimensions of one S^T tile product
 constexpr int32_t kOutDims = 64;               // dimensions of one P V pass: four C tiles of 16
 constexpr int32_t kTileFloats = 256;
+constexpr float kSlack = 8.0f; // how far the softmax's running max may lag its scores
 
-// A worker's buffers, 64-byte aligned: the queries as B tiles, one C tile of scores, P as two A
-// tiles, four B tiles of values, four C tiles of P V, the accumulators.
+// A worker's buffers, 64-byte aligned: the queries as B tiles, two C tiles of scores (this step's
+// and the next's), P as two A tiles, four B tiles of values, the accumulators.
 struct Scratch {
   uint32_t *queries; // headDim / 32 tiles
-  float *scores;
+  float *scores[2];
   uint32_t *weights;
   uint32_t *values;
-  float *products;
   float *acc; // [kPairs][headDim]
 };
 
 int64_t scratchFloats(int32_t headDim) {
-  return 16 + int64_t(headDim) * kPairs / 2 + kTileFloats * (3 + 4 + 4) + int64_t(kPairs) * headDim;
+  return 16 + int64_t(headDim) * kPairs / 2 + kTileFloats * (2 + 2 + 4) + int64_t(kPairs) * headDim;
 }
 
 Scratch scratchOf(float *raw, int32_t headDim) {
@@ -72,11 +79,12 @@ Scratch scratchOf(float *raw, int32_t headDim) {
   Scratch s;
   s.queries = reinterpret_cast<uint32_t *>(p);
   p += int64_t(headDim) * kPairs / 2;
-  s.scores = p;
+  s.scores[0] = p;
+  s.scores[1] = p + kTileFloats;
+  p += kTileFloats;
   s.weights = reinterpret_cast<uint32_t *>(p + kTileFloats);
   s.values = reinterpret_cast<uint32_t *>(p + 3 * kTileFloats);
-  s.products = p + 7 * kTileFloats;
-  s.acc = p + 11 * kTileFloats;
+  s.acc = p + 7 * kTileFloats;
   return s;
 }
 
@@ -113,17 +121,71 @@ __m512i highHalvesOf(F32x16 a, F32x16 b) {
   return _mm512_permutex2var_epi16((__m512i)a, _mm512_load_si512(kOdd), (__m512i)b);
 }
 
-// P (16 positions x 16 pairs, fp32) as two A tiles: row n of the first holds pair n's weights'
-// high parts for the 16 positions in order, then their middle parts; of the second, their low
-// parts, then zeros. hi = p's top 8 significant bits, mid the next 8 of p - hi, lo = p - hi - mid,
-// the last 8 at most (both subtractions exact): hi + mid + lo == p (the tiles read a subnormal
-// part as 0: below 2^-126). P is transposed in registers (transpose16, attention_lanes.inc), not
-// scattered lane by lane.
-void packWeights(const float *weights, uint32_t *dst) {
+// e^x for the softmax's arguments (x <= 0, -inf, NaN) with fused multiply-adds: n = round(x / ln
+// 2), r = x - n ln 2 (ln 2 in two parts), e^r by exp_lanes.inc's Taylor series up to r^7, times 2^n
+// by scalef; x < -87.3365 (e^x subnormal, -inf included) gives 0, NaN gives NaN. About half the
+// instructions of expLanes, the same accuracy class (within 2 ulp of std::exp): the tiles' sums
+// already make this level's bits its own (the tests' tolerance, tests/kernels/cpu).
+F32x16 expWeights(F32x16 x) {
+  const __m512 v = (__m512)x;
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440054690583e-4f), r);
+  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 5040), _mm512_set1_ps(1.0f / 720));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __mmask16 tiny = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.33654022216797f), _CMP_LT_OQ);
+  return (F32x16)_mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
+}
+
+// One step's scores (16 positions from `position0` x 16 pairs, raw q.k) to P's two A tiles, the
+// pairs' running max (in raw units: the scale is positive) and sum updated; returns the factor the
+// accumulators are rescaled by (1 where a pair has seen nothing before). Positions a pair does not
+// see are -inf whatever their score (NaN included), unless `inside`: every pair of the item sees
+// all
+// 16. The weights e^(scale s - scale max) are one fused multiply-add and expWeights each, kept in
+// registers, transposed there (transpose16, attention_lanes.inc: row n = pair n's 16 weights) and
+// split exactly into three bf16 parts: hi = p's top 8 significant bits, mid the next 8 of p - hi,
+// lo = p - hi - mid, the last 8 at most (both subtractions exact), so hi + mid + lo == p (the
+// tiles read a subnormal part as 0: below 2^-126). Row n of the first A tile holds pair n's high
+// parts for the 16 positions in order, then their middle parts; of the second, their low parts,
+// then zeros.
+F32x16 weighScores(LaneSoftmax &state, const float *scores, int32_t position0, float scale,
+                   bool inside, uint32_t *dst) {
+  const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
   __m512 rows[kPositions];
-  for (int32_t j = 0; j < kPositions; ++j)
-    rows[j] = _mm512_load_ps(weights + j * kPairs);
-  transpose16(rows); // rows[n]: pair n's weights for the 16 positions
+  F32x16 rowMax = minusInf;
+  for (int32_t j = 0; j < kPositions; ++j) {
+    F32x16 s = loadF32x16(scores + j * kPairs);
+    if (!inside) {
+      const I32x16 position = I32x16{} + (position0 + j);
+      s = ((position >= state.first) & (position < state.length)) ? s : minusInf;
+    }
+    rows[j] = (__m512)s;
+    rowMax = rowMax > s ? rowMax : s;
+  }
+  // The max moves only when a score passes it by more than kSlack / scale, so the accumulators are
+  // rarely rescaled (each weight stays below e^kSlack).
+  const F32x16 newMax = rowMax > state.max + kSlack / scale ? rowMax : state.max;
+  const auto live = newMax > minusInf; // lanes that have seen a position
+  // 1 until a pair has seen a position (its accumulators and sum are 0 until then).
+  const F32x16 correction =
+      state.max > minusInf ? expWeights((state.max - newMax) * scale) : F32x16{} + 1.0f;
+  const __m512 shift = (__m512)(newMax * scale), factor = _mm512_set1_ps(scale);
+  F32x16 sum = state.sum * correction;
+  for (int32_t j = 0; j < kPositions; ++j) {
+    const F32x16 w = live ? expWeights((F32x16)_mm512_fmsub_ps(rows[j], factor, shift)) : F32x16{};
+    sum = sum + w;
+    rows[j] = (__m512)w;
+  }
+  state.sum = sum;
+  state.max = newMax;
+  transpose16(rows);
   for (int32_t n = 0; n < kPairs; ++n) {
     F32x16 p = (F32x16)rows[n];
     const F32x16 hi = bf16PartOf(p);
@@ -133,6 +195,7 @@ void packWeights(const float *weights, uint32_t *dst) {
     _mm512_store_si512(dst + n * 16, highHalvesOf(hi, mid));
     _mm512_store_si512(dst + kTileFloats + n * 16, highHalvesOf(lo, F32x16{}));
   }
+  return correction;
 }
 
 // Dimensions [d0, d0 + dims) (32 or 64) of the 16 positions' values (rows headDim apart, from
@@ -169,45 +232,74 @@ void packValues(const uint16_t *values, int32_t headDim, int32_t d0, int32_t dim
   }
 }
 
-// products (tiles of 16 pairs x 16 dimensions) = P V over `tiles` (2 or 4) value tiles, P as its
-// two A tiles (packWeights).
-void multiplyValues(const uint32_t *weights, const uint32_t *values, int32_t tiles,
-                    float *products) {
+// C tiles 0.. += P V over `tiles` (2 or 4) value tiles of 16 dimensions, P as its two A tiles
+// (weighScores).
+void accumulateValues(const uint32_t *weights, const uint32_t *values, int32_t tiles) {
   KILN_TILE_LOAD(4, weights, 64);
   KILN_TILE_LOAD(5, weights + kTileFloats, 64);
-  KILN_TILE_ZERO(0);
-  KILN_TILE_ZERO(1);
   KILN_TILE_LOAD(6, values, 64);
-  KILN_TILE_DPBF16PS(0, 4, 6);
-  KILN_TILE_DPBF16PS(0, 5, 6);
   KILN_TILE_LOAD(7, values + kTileFloats, 64);
+  KILN_TILE_DPBF16PS(0, 4, 6);
   KILN_TILE_DPBF16PS(1, 4, 7);
+  KILN_TILE_DPBF16PS(0, 5, 6);
   KILN_TILE_DPBF16PS(1, 5, 7);
-  KILN_TILE_STORE(0, products, 64);
-  KILN_TILE_STORE(1, products + kTileFloats, 64);
   if (tiles < 4)
     return;
+  KILN_TILE_LOAD(6, values + 2 * kTileFloats, 64);
+  KILN_TILE_LOAD(7, values + 3 * kTileFloats, 64);
+  KILN_TILE_DPBF16PS(2, 4, 6);
+  KILN_TILE_DPBF16PS(3, 4, 7);
+  KILN_TILE_DPBF16PS(2, 5, 6);
+  KILN_TILE_DPBF16PS(3, 5, 7);
+}
+
+// C tiles 0.. (16 pairs x 16 dimensions each, `tiles` of them) to or from rows `stride` floats
+// apart, tile g at dst + 16 g.
+void storeAccumulators(int32_t tiles, float *dst, int64_t stride) {
+  const int64_t bytes = stride * int64_t(sizeof(float));
+  KILN_TILE_STORE(0, dst, bytes);
+  KILN_TILE_STORE(1, dst + 16, bytes);
+  if (tiles < 4)
+    return;
+  KILN_TILE_STORE(2, dst + 32, bytes);
+  KILN_TILE_STORE(3, dst + 48, bytes);
+}
+void loadAccumulators(int32_t tiles, const float *src, int64_t stride) {
+  const int64_t bytes = stride * int64_t(sizeof(float));
+  KILN_TILE_LOAD(0, src, bytes);
+  KILN_TILE_LOAD(1, src + 16, bytes);
+  if (tiles < 4)
+    return;
+  KILN_TILE_LOAD(2, src + 32, bytes);
+  KILN_TILE_LOAD(3, src + 48, bytes);
+}
+void zeroAccumulators() {
+  KILN_TILE_ZERO(0);
+  KILN_TILE_ZERO(1);
   KILN_TILE_ZERO(2);
   KILN_TILE_ZERO(3);
-  KILN_TILE_LOAD(6, values + 2 * kTileFloats, 64);
-  KILN_TILE_DPBF16PS(2, 4, 6);
-  KILN_TILE_DPBF16PS(2, 5, 6);
-  KILN_TILE_LOAD(7, values + 3 * kTileFloats, 64);
-  KILN_TILE_DPBF16PS(3, 4, 7);
-  KILN_TILE_DPBF16PS(3, 5, 7);
-  KILN_TILE_STORE(2, products + 2 * kTileFloats, 64);
-  KILN_TILE_STORE(3, products + 3 * kTileFloats, 64);
 }
 
 // scores (16 positions x 16 pairs) = K Q^T for the 16 key rows at `keys`.
+// C is tile 7, so that the accumulators (tiles 0-3) stay.
 void multiplyKeys(const uint16_t *keys, int32_t headDim, const uint32_t *queries, float *scores) {
-  KILN_TILE_ZERO(0);
+  KILN_TILE_ZERO(7);
   for (int32_t b = 0; b < headDim / kDimBlock; ++b) {
     KILN_TILE_LOAD(4, keys + b * kDimBlock, int64_t(headDim) * 2);
     KILN_TILE_LOAD(6, queries + b * kTileFloats, 64);
-    KILN_TILE_DPBF16PS(0, 4, 6);
+    KILN_TILE_DPBF16PS(7, 4, 6);
   }
-  KILN_TILE_STORE(0, scores, 64);
+  KILN_TILE_STORE(7, scores, 64);
+}
+
+// Pair n's accumulator row (headDim floats) times correction[n].
+void rescaleRows(F32x16 correction, int32_t headDim, float *acc) {
+  for (int32_t n = 0; n < kPairs; ++n) {
+    float *row = acc + int64_t(n) * headDim;
+    const F32x16 c = F32x16{} + correction[n];
+    for (int32_t d = 0; d < headDim; d += 16)
+      storeF32x16(row + d, loadF32x16(row + d) * c);
+  }
 }
 
 void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
@@ -215,36 +307,63 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
   const int32_t pairs = item.tokens * item.heads;
   int32_t lo, hi;
   LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
+  int32_t firstMax = 0, lengthMin = INT_MAX; // positions every pair sees: [firstMax, lengthMin)
+  for (int32_t n = 0; n < pairs; ++n) {
+    firstMax = std::max(firstMax, state.first[n]);
+    lengthMin = std::min(lengthMin, state.length[n]);
+  }
   packQueries(args, item, pairs, s.queries);
   std::memset(s.weights, 0, 2 * kTileFloats * sizeof(uint32_t));
   std::memset(s.values, 0, 4 * kTileFloats * sizeof(uint32_t));
   std::memset(s.acc, 0, sizeof(float) * kPairs * headDim);
+  // Up to 64 dimensions the accumulators stay in C tiles 0-3 for the whole item, else each pass of
+  // 64 loads and stores them.
+  const bool resident = headDim <= kOutDims;
+  if (resident)
+    loadAccumulators(headDim / 16, s.acc, headDim);
   const int32_t kvHead = item.head0 / (args.numHeads / args.numKvHeads);
   const int32_t *blockTable = args.blockTables + int64_t(item.seq) * args.maxBlocksPerSeq;
   const int64_t blockStride = int64_t(args.numKvHeads) * args.blockSize * headDim;
   const int64_t headOffset = int64_t(kvHead) * args.blockSize * headDim;
   const auto *kCache = static_cast<const uint16_t *>(args.kCache);
   const auto *vCache = static_cast<const uint16_t *>(args.vCache);
-  for (int32_t start = lo / kPositions * kPositions; start < hi; start += kPositions) {
+  // The cache offset of the 16 positions from `start` (a cache block holds a whole number of
+  // them).
+  auto offsetOf = [&](int32_t start) {
     const int32_t block = start / args.blockSize;
-    const int64_t at = blockTable[block] * blockStride + headOffset +
-                       int64_t(start - block * args.blockSize) * headDim;
-    multiplyKeys(kCache + at, headDim, s.queries, s.scores);
-    const F32x16 correction = softmaxStep(state, s.scores, start, args.scale);
-    packWeights(s.scores, s.weights);
+    return blockTable[block] * blockStride + headOffset +
+           int64_t(start - block * args.blockSize) * headDim;
+  };
+  const int32_t start0 = lo / kPositions * kPositions;
+  if (start0 < hi)
+    multiplyKeys(kCache + offsetOf(start0), headDim, s.queries, s.scores[0]);
+  for (int32_t start = start0, step = 0; start < hi; start += kPositions, step ^= 1) {
+    const int64_t at = offsetOf(start);
+    // The next step's scores first: the tiles work on them while the lanes weigh this step's.
+    if (start + kPositions < hi)
+      multiplyKeys(kCache + offsetOf(start + kPositions), headDim, s.queries, s.scores[step ^ 1]);
+    const bool inside = start >= firstMax && start + kPositions <= lengthMin;
+    const F32x16 correction =
+        weighScores(state, s.scores[step], start, args.scale, inside, s.weights);
+    if (_mm512_cmp_ps_mask((__m512)correction, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ)) {
+      if (resident)
+        storeAccumulators(headDim / 16, s.acc, headDim);
+      rescaleRows(correction, headDim, s.acc);
+      if (resident)
+        loadAccumulators(headDim / 16, s.acc, headDim);
+    }
     for (int32_t d0 = 0; d0 < headDim; d0 += kOutDims) {
-      const int32_t dims = std::min(kOutDims, headDim - d0);
-      packValues(vCache + at, headDim, d0, dims, lo - start, hi - start, s.values);
-      multiplyValues(s.weights, s.values, dims / 16, s.products);
-      for (int32_t n = 0; n < kPairs; ++n) {
-        float *acc = s.acc + int64_t(n) * headDim + d0;
-        const F32x16 c = F32x16{} + correction[n];
-        for (int32_t g = 0; g < dims / 16; ++g)
-          storeF32x16(acc + 16 * g, loadF32x16(acc + 16 * g) * c +
-                                        loadF32x16(s.products + g * kTileFloats + n * 16));
-      }
+      const int32_t tiles = std::min(kOutDims, headDim - d0) / 16;
+      packValues(vCache + at, headDim, d0, 16 * tiles, lo - start, hi - start, s.values);
+      if (!resident)
+        loadAccumulators(tiles, s.acc + d0, headDim);
+      accumulateValues(s.weights, s.values, tiles);
+      if (!resident)
+        storeAccumulators(tiles, s.acc + d0, headDim);
     }
   }
+  if (resident)
+    storeAccumulators(headDim / 16, s.acc, headDim);
   const int64_t rowStride = int64_t(args.numHeads) * headDim;
   for (int32_t n = 0; n < pairs; ++n) {
     float *acc = s.acc + int64_t(n) * headDim;

@@ -410,51 +410,83 @@ template <class Check> void forEachTileCase(uint32_t seed, Check &&check) {
   }
 }
 
-TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
+// b's bf16 attention against its fp32 run: every element within 2^-8 of it (relative, + 1e-6),
+// and at least 99% of them its exact rounding.
+void expectTheFp32ResultRounded(const HalfAttentionBatch &b) {
   const ElemType bf16 = ElemType::kBF16;
-  forEachTileCase(9700, [&](const HalfAttentionBatch &b) {
-    std::vector<float> expected(b.q.values.size());
-    attention(b.args(b.q.values.data(), b.k.values.data(), b.v.values.data(), expected.data(),
-                     ElemType::kF32, ElemType::kF32));
-    Output out(bf16, expected.size());
-    attention(b.args(b.q.data(), b.k.data(), b.v.data(), out.data(), bf16, bf16));
-    size_t exact = 0;
-    for (size_t i = 0; i < expected.size(); ++i) {
-      ASSERT_LE(std::fabs(double(bf16ToF32(out.halves[i])) - expected[i]),
-                std::ldexp(1.0, -8) * std::fabs(expected[i]) + 1e-6)
-          << "element " << i;
-      exact += out.halves[i] == f32ToBf16(expected[i]);
-    }
-    EXPECT_GE(double(exact), 0.99 * double(expected.size())); // measured 99.97-100%
-  });
+  std::vector<float> expected(b.q.values.size());
+  attention(b.args(b.q.values.data(), b.k.values.data(), b.v.values.data(), expected.data(),
+                   ElemType::kF32, ElemType::kF32));
+  Output out(bf16, expected.size());
+  attention(b.args(b.q.data(), b.k.data(), b.v.data(), out.data(), bf16, bf16));
+  size_t exact = 0;
+  for (size_t i = 0; i < expected.size(); ++i) {
+    ASSERT_LE(std::fabs(double(bf16ToF32(out.halves[i])) - expected[i]),
+              std::ldexp(1.0, -8) * std::fabs(expected[i]) + 1e-6)
+        << "element " << i;
+    exact += out.halves[i] == f32ToBf16(expected[i]);
+  }
+  EXPECT_GE(double(exact), 0.99 * double(expected.size())); // measured 99.97-100%
 }
 
-// The tiles fold each (token, head) on its own: a prompt attended token by token (as decode
-// steps, or a chunked prefill, would) gives the bits of one call over all its tokens. At other
-// levels this holds as well (the vector loops fold each pair alone too).
-TEST(HalfKernelsTest, AttentionBf16TokenByTokenGivesTheBitsOfOneCall) {
+// b's bf16 prompts attended token by token (as decode steps, or a chunked prefill, would) give the
+// bits of one call over all their tokens.
+void expectTokenByTokenBits(const HalfAttentionBatch &b) {
   const ElemType bf16 = ElemType::kBF16;
-  forEachTileCase(9800, [&](const HalfAttentionBatch &b) {
-    const int64_t width = int64_t(b.heads) * b.headDim;
-    Output whole(bf16, b.q.halves.size());
-    attention(b.args(b.q.data(), b.k.data(), b.v.data(), whole.data(), bf16, bf16));
+  const int64_t width = int64_t(b.heads) * b.headDim;
+  Output whole(bf16, b.q.halves.size());
+  attention(b.args(b.q.data(), b.k.data(), b.v.data(), whole.data(), bf16, bf16));
+  for (size_t s = 0; s < b.contextLens.size(); ++s)
+    for (int32_t t = b.queryStartLoc[s]; t < b.queryStartLoc[s + 1]; ++t) {
+      HalfAttentionBatch one = b;
+      one.contextLens = {b.positions[t] + 1};
+      one.numTokens = 1;
+      one.positions = {b.positions[t]};
+      one.queryStartLoc = {0, 1};
+      one.blockTables.assign(b.blockTables.begin() + s * b.maxBlocksPerSeq,
+                             b.blockTables.begin() + (s + 1) * b.maxBlocksPerSeq);
+      Output out(bf16, size_t(width));
+      attention(
+          one.args(b.q.halves.data() + t * width, b.k.data(), b.v.data(), out.data(), bf16, bf16));
+      EXPECT_TRUE(
+          std::equal(out.halves.begin(), out.halves.end(), whole.halves.begin() + t * width))
+          << "token " << t;
+    }
+}
+
+TEST(HalfKernelsTest, AttentionOnTilesIsTheFp32ResultRounded) {
+  forEachTileCase(9700, [&](const HalfAttentionBatch &b) { expectTheFp32ResultRounded(b); });
+}
+
+// The tiles fold each (token, head) on its own: the bits of a token do not depend on the tokens
+// it is attended with. At other levels this holds as well (the vector loops fold each pair alone
+// too).
+TEST(HalfKernelsTest, AttentionBf16TokenByTokenGivesTheBitsOfOneCall) {
+  forEachTileCase(9800, [&](const HalfAttentionBatch &b) { expectTokenByTokenBits(b); });
+}
+
+// Keys that grow along the prompt (position p's times 1 + p) make each pair's running max jump
+// by more than attention_amx.cc's slack again and again, so the tiles' accumulators are rescaled
+// mid-item (and, at 128 dimensions, between passes): still the fp32 result rounded, still the same
+// bits token by token.
+TEST(HalfKernelsTest, AttentionOnTilesFollowsAJumpingMax) {
+  for (const int32_t headDim : {64, 128}) {
+    SCOPED_TRACE(::testing::Message() << "dim " << headDim);
+    HalfAttentionBatch b(ElemType::kBF16, ElemType::kBF16, 9900 + headDim, 8, 2, headDim);
+    std::vector<float> keys = b.k.values;
+    const int64_t blockFloats = int64_t(b.kvHeads) * b.blockSize * b.headDim;
     for (size_t s = 0; s < b.contextLens.size(); ++s)
-      for (int32_t t = b.queryStartLoc[s]; t < b.queryStartLoc[s + 1]; ++t) {
-        HalfAttentionBatch one = b;
-        one.contextLens = {b.positions[t] + 1};
-        one.numTokens = 1;
-        one.positions = {b.positions[t]};
-        one.queryStartLoc = {0, 1};
-        one.blockTables.assign(b.blockTables.begin() + s * b.maxBlocksPerSeq,
-                               b.blockTables.begin() + (s + 1) * b.maxBlocksPerSeq);
-        Output out(bf16, size_t(width));
-        attention(one.args(b.q.halves.data() + t * width, b.k.data(), b.v.data(), out.data(), bf16,
-                           bf16));
-        EXPECT_TRUE(
-            std::equal(out.halves.begin(), out.halves.end(), whole.halves.begin() + t * width))
-            << "token " << t;
+      for (int32_t p = 0; p < b.contextLens[s]; ++p) {
+        const int64_t block = b.blockTables[s * b.maxBlocksPerSeq + p / b.blockSize];
+        for (int32_t h = 0; h < b.kvHeads; ++h)
+          for (int32_t d = 0; d < b.headDim; ++d)
+            keys[block * blockFloats + (int64_t(h) * b.blockSize + p % b.blockSize) * b.headDim +
+                 d] *= 1.0f + float(p);
       }
-  });
+    b.k = makeWeights(keys, ElemType::kBF16);
+    expectTheFp32ResultRounded(b);
+    expectTokenByTokenBits(b);
+  }
 }
 
 // Each bf16 sequence alone gives the bits it gets inside the batch.
