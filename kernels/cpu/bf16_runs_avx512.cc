@@ -1,9 +1,7 @@
-// bf16 runs to and from fp32 on 16 lanes (AVX-512 F + BW), for elem_io.h: the half activations'
-// rows that norms, SiLU, rope and attention widen and round (4 lanes at the baseline, a tenth of a
-// bf16 prefill's time); and an fp8 KV cache's rows widened. Built as linear_avx512.cc is: only this
-// file's functions target AVX-512. Rounding is kiln::f32ToBf16's integer formula on each lane: add
-// 0x7fff plus the lowest kept bit, keep the top half; a NaN keeps its top half with the quiet bit
-// set.
+// bf16 runs to and from fp32 on 16 lanes (AVX-512 F + BW, bf16_lanes.inc), for elem_io.h: the half
+// activations' rows that SiLU, rope and attention widen and round (4 lanes at the baseline, a
+// tenth of a bf16 prefill's time); and an fp8 KV cache's rows widened. Built as linear_avx512.cc
+// is: only this file's functions target AVX-512.
 #include "kernels/cpu/bf16_runs.h"
 #include "kernels/cpu/isa_target.h"
 
@@ -15,24 +13,7 @@ KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 namespace kiln::kernels::cpu {
 namespace {
 
-__mmask16 firstLanes(int64_t n) {
-  return static_cast<__mmask16>((1u << n) - 1);
-}
-
-__m512 widen(__m256i halves) {
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(halves), 16));
-}
-
-__m256i round(__m512 values) {
-  const __m512i bits = _mm512_castps_si512(values);
-  const __m512i lowestKept = _mm512_and_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(1));
-  const __m512i rounding = _mm512_add_epi32(_mm512_set1_epi32(0x7fff), lowestKept);
-  const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(bits, rounding), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(
-      _mm512_and_si512(bits, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
-  const __m512i quiet = _mm512_or_si512(_mm512_srli_epi32(bits, 16), _mm512_set1_epi32(0x40));
-  return _mm512_cvtepi32_epi16(_mm512_mask_blend_epi32(nan, rounded, quiet));
-}
+#include "kernels/cpu/bf16_lanes.inc"
 
 } // namespace
 

@@ -1,5 +1,6 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/norm_rows.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <cmath>
@@ -23,6 +24,14 @@ void rmsNormRow(const float *x, const float *weight, float *out, int32_t hidden,
 
 constexpr int64_t kParallelElements = 16384;
 
+// The fp32 row function of the active level: a widened fp16 row is normalised exactly as an fp32
+// row of the same level (16 lanes from avx512 up, norm_rows.h).
+void normalizeRow(const float *x, const float *weight, float *out, int32_t hidden, float eps) {
+  if (activeCpuIsa() >= CpuIsa::kAvx512)
+    return rmsNormRowsAvx512({x, weight, out, 1, hidden, eps}, 0, 1);
+  rmsNormRow(x, weight, out, hidden, eps);
+}
+
 // Half rows: widen x, normalise in fp32 exactly as an fp32 row, round each output once.
 void rmsNormHalf(const RmsNormArgs &args) {
   const int64_t hidden = args.hidden;
@@ -32,7 +41,7 @@ void rmsNormHalf(const RmsNormArgs &args) {
     const IndexRange rows = staticRange(args.rows, worker, workers);
     for (int64_t r = rows.begin; r < rows.end; ++r) {
       loadRun(args.x, args.type, r * hidden, hidden, x);
-      rmsNormRow(x, args.weight, y, args.hidden, args.eps);
+      normalizeRow(x, args.weight, y, args.hidden, args.eps);
       storeRun(y, hidden, args.out, args.type, r * hidden);
     }
   });
@@ -55,15 +64,31 @@ void addRmsNormHalf(const AddRmsNormArgs &args) {
         sum[i] += x[i];
       storeRun(sum, hidden, args.residual, args.type, r * hidden);
       loadRun(args.residual, args.type, r * hidden, hidden, sum);
-      rmsNormRow(sum, args.weight, y, args.hidden, args.eps);
+      normalizeRow(sum, args.weight, y, args.hidden, args.eps);
       storeRun(y, hidden, args.out, args.type, r * hidden);
     }
+  });
+}
+
+// fp32 and bf16 rows from the avx512 level up: 16 lanes (norm_rows.h).
+bool normOnAvx512(ElemType type) {
+  return activeCpuIsa() >= CpuIsa::kAvx512 && (type == ElemType::kF32 || type == ElemType::kBF16);
+}
+
+// rows(begin, end) over the workers' static shares of `rows`.
+template <class Rows> void normRows(int64_t rows, int64_t elements, Rows &&run) {
+  parallelRun(elements > kParallelElements, [&](int worker, int workers) {
+    const IndexRange range = staticRange(rows, worker, workers);
+    run(range.begin, range.end);
   });
 }
 
 } // namespace
 
 void rmsNorm(const RmsNormArgs &args) {
+  if (normOnAvx512(args.type))
+    return normRows(args.rows, int64_t(args.rows) * args.hidden,
+                    [&](int64_t begin, int64_t end) { rmsNormRowsAvx512(args, begin, end); });
   if (args.type != ElemType::kF32)
     return rmsNormHalf(args);
   const int64_t hidden = args.hidden;
@@ -75,6 +100,9 @@ void rmsNorm(const RmsNormArgs &args) {
 }
 
 void addRmsNorm(const AddRmsNormArgs &args) {
+  if (normOnAvx512(args.type))
+    return normRows(args.rows, int64_t(args.rows) * args.hidden,
+                    [&](int64_t begin, int64_t end) { addRmsNormRowsAvx512(args, begin, end); });
   if (args.type != ElemType::kF32)
     return addRmsNormHalf(args);
   const int64_t hidden = args.hidden;

@@ -168,48 +168,59 @@ TEST(HalfKernelsTest, LinearHalfRowsAreBitIdenticalAcrossBatchSizes) {
 }
 
 TEST(HalfKernelsTest, RmsNormRoundsTheFp32Result) {
-  uint32_t seed = 9100;
-  for (ElemType type : kHalfTypes)
-    for (int32_t rows : {1, 17, 300}) // 300 x 96 rows runs in parallel
-      for (int32_t hidden : {8, 96, 130}) {
-        SCOPED_TRACE(::testing::Message()
-                     << testing::weightTypeName(type) << " rows=" << rows << " hidden=" << hidden);
-        const auto x = halfInputs(static_cast<size_t>(rows) * hidden, ++seed, type, -3.0f, 3.0f);
-        const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
-        std::vector<float> expected(x.values.size());
-        rmsNorm({x.values.data(), weight.data(), expected.data(), rows, hidden, 1e-5f});
-        Output y(type, expected.size());
-        rmsNorm({x.data(), weight.data(), y.data(), rows, hidden, 1e-5f, type});
-        expectRoundedOf(y, expected, "y");
-      }
+  for (CpuIsa isa : availableCpuIsas()) { // 16 lanes from avx512 up (norm_rows.h)
+    ASSERT_TRUE(setCpuIsa(isa));
+    SCOPED_TRACE(cpuIsaName(isa));
+    uint32_t seed = 9100;
+    for (ElemType type : kHalfTypes)
+      for (int32_t rows : {1, 17, 300}) // 300 x 96 rows runs in parallel
+        for (int32_t hidden : {8, 96, 130}) {
+          SCOPED_TRACE(::testing::Message() << testing::weightTypeName(type) << " rows=" << rows
+                                            << " hidden=" << hidden);
+          const auto x = halfInputs(static_cast<size_t>(rows) * hidden, ++seed, type, -3.0f, 3.0f);
+          const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
+          std::vector<float> expected(x.values.size());
+          rmsNorm({x.values.data(), weight.data(), expected.data(), rows, hidden, 1e-5f});
+          Output y(type, expected.size());
+          rmsNorm({x.data(), weight.data(), y.data(), rows, hidden, 1e-5f, type});
+          expectRoundedOf(y, expected, "y");
+        }
+  }
+  setCpuIsa(detectedCpuIsa());
 }
 
 // plan.fbs: the residual is rounded once when stored, and y normalises the residual as stored.
 TEST(HalfKernelsTest, AddRmsNormRoundsTheResidualThenNormalisesIt) {
-  uint32_t seed = 9200;
-  for (ElemType type : kHalfTypes)
-    for (int32_t rows : {1, 17, 300})
-      for (int32_t hidden : {8, 96, 130}) {
-        SCOPED_TRACE(::testing::Message()
-                     << testing::weightTypeName(type) << " rows=" << rows << " hidden=" << hidden);
-        const size_t n = static_cast<size_t>(rows) * hidden;
-        const auto x = halfInputs(n, ++seed, type, -2.0f, 2.0f);
-        const auto residualIn = halfInputs(n, ++seed, type, -2.0f, 2.0f);
-        const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
-        std::vector<float> sum = residualIn.values, unused(n);
-        addRmsNorm(
-            {x.values.data(), sum.data(), weight.data(), unused.data(), rows, hidden, 1e-6f});
-        std::vector<float> stored(n), expectedY(n);
-        for (size_t i = 0; i < n; ++i)
-          stored[i] = widen(roundTo(sum[i], type), type);
-        rmsNorm({stored.data(), weight.data(), expectedY.data(), rows, hidden, 1e-6f});
+  for (CpuIsa isa : availableCpuIsas()) { // 16 lanes from avx512 up (norm_rows.h)
+    ASSERT_TRUE(setCpuIsa(isa));
+    SCOPED_TRACE(cpuIsaName(isa));
+    uint32_t seed = 9200;
+    for (ElemType type : kHalfTypes)
+      for (int32_t rows : {1, 17, 300})
+        for (int32_t hidden : {8, 96, 130}) {
+          SCOPED_TRACE(::testing::Message() << testing::weightTypeName(type) << " rows=" << rows
+                                            << " hidden=" << hidden);
+          const size_t n = static_cast<size_t>(rows) * hidden;
+          const auto x = halfInputs(n, ++seed, type, -2.0f, 2.0f);
+          const auto residualIn = halfInputs(n, ++seed, type, -2.0f, 2.0f);
+          const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
+          std::vector<float> sum = residualIn.values, unused(n);
+          addRmsNorm(
+              {x.values.data(), sum.data(), weight.data(), unused.data(), rows, hidden, 1e-6f});
+          std::vector<float> stored(n), expectedY(n);
+          for (size_t i = 0; i < n; ++i)
+            stored[i] = widen(roundTo(sum[i], type), type);
+          rmsNorm({stored.data(), weight.data(), expectedY.data(), rows, hidden, 1e-6f});
 
-        Output residual(type, n), y(type, n);
-        residual.halves = residualIn.halves;
-        addRmsNorm({x.data(), residual.data(), weight.data(), y.data(), rows, hidden, 1e-6f, type});
-        expectRoundedOf(residual, sum, "residual");
-        expectRoundedOf(y, expectedY, "y");
-      }
+          Output residual(type, n), y(type, n);
+          residual.halves = residualIn.halves;
+          addRmsNorm(
+              {x.data(), residual.data(), weight.data(), y.data(), rows, hidden, 1e-6f, type});
+          expectRoundedOf(residual, sum, "residual");
+          expectRoundedOf(y, expectedY, "y");
+        }
+  }
+  setCpuIsa(detectedCpuIsa());
 }
 
 TEST(HalfKernelsTest, SiluMulAddAndGatherRoundTheFp32Result) {

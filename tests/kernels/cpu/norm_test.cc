@@ -1,9 +1,11 @@
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <string>
 #include <vector>
 
 namespace kiln::kernels::cpu {
@@ -11,8 +13,17 @@ namespace {
 
 using testing::randomFloats;
 
+// Each test at every instruction-set level of this CPU (16 lanes from avx512 up,
+// kernels/cpu/norm_rows.h; the baseline's loops below that), the detected one put back after.
+class RmsNormTest : public ::testing::TestWithParam<CpuIsa> {
+protected:
+  void SetUp() override { ASSERT_TRUE(setCpuIsa(GetParam())) << cpuIsaName(GetParam()); }
+  void TearDown() override { setCpuIsa(detectedCpuIsa()); }
+};
+
 constexpr int32_t kRowCounts[] = {1, 3, 17, 64};
-constexpr int32_t kHiddens[] = {8, 64, 96, 130};
+// Below, at and past one and two 16-lane chunks, with partial last chunks.
+constexpr int32_t kHiddens[] = {8, 16, 20, 32, 47, 64, 96, 130};
 
 // Relative tolerance 1e-5 (fp32 sum of squares and rsqrt), floor 1e-6 for near-zero outputs.
 void expectRmsNormOfRows(const std::vector<float> &x, const std::vector<float> &weight,
@@ -30,7 +41,7 @@ void expectRmsNormOfRows(const std::vector<float> &x, const std::vector<float> &
   }
 }
 
-TEST(RmsNormTest, MatchesDoubleReferenceOverShapeGrid) {
+TEST_P(RmsNormTest, MatchesDoubleReferenceOverShapeGrid) {
   uint32_t seed = 100;
   for (int32_t rows : kRowCounts)
     for (int32_t hidden : kHiddens) {
@@ -45,14 +56,14 @@ TEST(RmsNormTest, MatchesDoubleReferenceOverShapeGrid) {
 }
 
 // eps dominates a zero row: output must be exactly zero, not NaN.
-TEST(RmsNormTest, ZeroRowGivesZeros) {
+TEST_P(RmsNormTest, ZeroRowGivesZeros) {
   const std::vector<float> x(64, 0.0f), weight(64, 1.0f);
   std::vector<float> y(64, 9.0f);
   rmsNorm({x.data(), weight.data(), y.data(), 1, 64, 1e-6f});
   EXPECT_EQ(y, std::vector<float>(64, 0.0f));
 }
 
-TEST(AddRmsNormTest, UpdatesResidualExactlyAndNormalisesIt) {
+TEST_P(RmsNormTest, AddUpdatesResidualExactlyAndNormalisesIt) {
   uint32_t seed = 200;
   for (int32_t rows : kRowCounts)
     for (int32_t hidden : kHiddens) {
@@ -70,6 +81,11 @@ TEST(AddRmsNormTest, UpdatesResidualExactlyAndNormalisesIt) {
       expectRmsNormOfRows(expectedResidual, weight, y, rows, hidden, 1e-6f);
     }
 }
+
+INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, RmsNormTest, ::testing::ValuesIn(availableCpuIsas()),
+                         [](const ::testing::TestParamInfo<CpuIsa> &info) {
+                           return std::string(cpuIsaName(info.param));
+                         });
 
 } // namespace
 } // namespace kiln::kernels::cpu
