@@ -121,26 +121,15 @@ __m512i highHalvesOf(F32x16 a, F32x16 b) {
   return _mm512_permutex2var_epi16((__m512i)a, _mm512_load_si512(kOdd), (__m512i)b);
 }
 
-// e^x for the softmax's arguments (x <= 0, -inf, NaN) with fused multiply-adds: n = round(x / ln
-// 2), r = x - n ln 2 (ln 2 in two parts), e^r by exp_lanes.inc's Taylor series up to r^7, times 2^n
-// by scalef; x < -87.3365 (e^x subnormal, -inf included) gives 0, NaN gives NaN. About half the
-// instructions of expLanes, the same accuracy class (within 2 ulp of std::exp): the tiles' sums
-// already make this level's bits its own (the tests' tolerance, tests/kernels/cpu).
+#include "kernels/cpu/exp_fma_lanes.inc"
+
+// e^x for the softmax's arguments: at most kSlack, or -inf (masked positions), or NaN; below
+// kExpFmaMin it is 0, as expFmaLanes gives. (The tiles' sums already make this level's bits its
+// own: the tests' tolerance, tests/kernels/cpu/half_kernels_test.cc.)
 F32x16 expWeights(F32x16 x) {
   const __m512 v = (__m512)x;
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440054690583e-4f), r);
-  __m512 p = _mm512_fmadd_ps(r, _mm512_set1_ps(1.0f / 5040), _mm512_set1_ps(1.0f / 720));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  const __mmask16 tiny = _mm512_cmp_ps_mask(v, _mm512_set1_ps(-87.33654022216797f), _CMP_LT_OQ);
-  return (F32x16)_mm512_maskz_mov_ps(~tiny, _mm512_scalef_ps(p, n));
+  const __mmask16 tiny = _mm512_cmp_ps_mask(v, _mm512_set1_ps(kExpFmaMin), _CMP_LT_OQ);
+  return (F32x16)_mm512_maskz_mov_ps(~tiny, expFmaInRange(v));
 }
 
 // One step's scores (16 positions from `position0` x 16 pairs, raw q.k) to P's two A tiles, the

@@ -1,43 +1,80 @@
-// SiLU(gate) * up on 16 lanes (AVX-512), for silu_row.h. Built with -ffp-contract=off
-// (kernels/cpu/CMakeLists.txt): the baseline's 4-lane loop has no fused multiply-add to use, so
-// neither may this one, or the two levels would round differently.
+// SiLU(gate) * up on 16 lanes (AVX-512), for silu_row.h. Built as linear_avx512.cc is: only this
+// file's functions target AVX-512.
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/silu_row.h"
 
-#include <cstring>
+#include <cstdint>
+#include <immintrin.h>
 
 KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 
 namespace kiln::kernels::cpu {
 namespace {
 
-using F32x16 = float __attribute__((vector_size(64)));
-using I32x16 = int32_t __attribute__((vector_size(64)));
+#include "kernels/cpu/bf16_lanes.inc"
 
-#include "kernels/cpu/exp_lanes.inc"
+#include "kernels/cpu/exp_fma_lanes.inc"
 
-inline F32x16 siluMul16(F32x16 g, F32x16 up) {
-  return g / (1.0f + expLanes<F32x16, I32x16>(-g)) * up;
+// g / (1 + e^-g) * up: e^-g overflowing to inf for g < -88.7 still gives -0.
+__m512 siluMul16(__m512 g, __m512 up) {
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 e = expFmaLanes(_mm512_sub_ps(_mm512_setzero_ps(), g));
+  return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), up);
+}
+
+__mmask16 lanesAt(int64_t i, int64_t n) {
+  return n - i >= 16 ? __mmask16(0xffff) : firstLanes(n - i);
+}
+
+template <bool kBf16> __m512 loadLanes(const void *row, int64_t i, __mmask16 lanes) {
+  if constexpr (kBf16)
+    return widen(_mm256_maskz_loadu_epi16(lanes, static_cast<const uint16_t *>(row) + i));
+  else
+    return _mm512_maskz_loadu_ps(lanes, static_cast<const float *>(row) + i);
+}
+template <bool kBf16> void storeLanes(void *row, int64_t i, __mmask16 lanes, __m512 v) {
+  if constexpr (kBf16)
+    _mm256_mask_storeu_epi16(static_cast<uint16_t *>(row) + i, lanes, round(v));
+  else
+    _mm512_mask_storeu_ps(static_cast<float *>(row) + i, lanes, v);
+}
+
+template <bool kBf16> void siluMulRows(const SiluMulArgs &args, int64_t row0, int64_t row1) {
+  const int64_t n = args.intermediate, bytes = kBf16 ? 2 : 4;
+  for (int64_t r = row0; r < row1; ++r) {
+    const auto *gate = static_cast<const uint8_t *>(args.gateUp) + r * 2 * n * bytes;
+    const auto *up = gate + n * bytes;
+    void *out = static_cast<uint8_t *>(args.out) + r * n * bytes;
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 lanes = lanesAt(i, n);
+      storeLanes<kBf16>(
+          out, i, lanes,
+          siluMul16(loadLanes<kBf16>(gate, i, lanes), loadLanes<kBf16>(up, i, lanes)));
+    }
+  }
 }
 
 } // namespace
 
+void siluMulRowsAvx512(const SiluMulArgs &args, int64_t row0, int64_t row1) {
+  if (args.type == ElemType::kBF16)
+    return siluMulRows<true>(args, row0, row1);
+  siluMulRows<false>(args, row0, row1);
+}
+
 void siluMulRowAvx512(const float *gate, const float *up, float *out, int64_t intermediate) {
-  int64_t i = 0;
-  for (; i + 16 <= intermediate; i += 16) {
-    F32x16 g, u;
-    std::memcpy(&g, gate + i, sizeof(g));
-    std::memcpy(&u, up + i, sizeof(u));
-    const F32x16 y = siluMul16(g, u);
-    std::memcpy(out + i, &y, sizeof(y));
+  for (int64_t i = 0; i < intermediate; i += 16) {
+    const __mmask16 lanes = lanesAt(i, intermediate);
+    _mm512_mask_storeu_ps(
+        out + i, lanes,
+        siluMul16(_mm512_maskz_loadu_ps(lanes, gate + i), _mm512_maskz_loadu_ps(lanes, up + i)));
   }
-  if (i < intermediate) { // the partial last group, through the same lanes
-    const int64_t n = intermediate - i;
-    F32x16 g = {}, u = {};
-    std::memcpy(&g, gate + i, n * sizeof(float));
-    std::memcpy(&u, up + i, n * sizeof(float));
-    const F32x16 y = siluMul16(g, u);
-    std::memcpy(out + i, &y, n * sizeof(float));
+}
+
+void expFmaRunAvx512(const float *x, int64_t n, float *out) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 lanes = lanesAt(i, n);
+    _mm512_mask_storeu_ps(out + i, lanes, expFmaLanes(_mm512_maskz_loadu_ps(lanes, x + i)));
   }
 }
 

@@ -1,4 +1,7 @@
-// expF32x4 against std::exp (glibc, correctly rounded to within 1 ulp) over the whole input range.
+// expF32x4 and, from avx512 up, exp_fma_lanes.inc's e^x (through silu_row.h's expFmaRunAvx512)
+// against std::exp (glibc, correctly rounded to within 1 ulp) over the whole input range.
+#include "kernels/cpu/cpu_isa.h"
+#include "kernels/cpu/silu_row.h"
 #include "kernels/cpu/vector_exp.h"
 
 #include <gtest/gtest.h>
@@ -8,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <vector>
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -59,6 +63,48 @@ TEST(VectorExpTest, EdgesGiveInfinityZeroAndNaN) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(expF32x4(F32x4{nan, 0.0f, 0.0f, 0.0f})[0]));
   EXPECT_EQ(expLane(-0.0f, 2), 1.0f);
+}
+
+// exp_fma_lanes.inc over the same inputs (a run of 16 lanes at a time, the input's lane changing
+// with it), and its edges. A CPU without AVX-512 has no such level to run it at.
+TEST(VectorExpTest, FmaLanesWithinTwoUlpAndTheSameEdges) {
+  if (detectedCpuIsa() < CpuIsa::kAvx512) {
+    std::printf("no avx512 level on this CPU: expFmaLanes is not used here\n");
+    return;
+  }
+  std::vector<float> inputs, outputs;
+  for (uint32_t bits = 0; bits < 0x7f800000u; bits += 97)
+    for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)})
+      if (x <= 88.72283172607421875f && x >= -87.33654022216797f)
+        inputs.push_back(x);
+  outputs.resize(inputs.size());
+  expFmaRunAvx512(inputs.data(), int64_t(inputs.size()), outputs.data());
+  int64_t worst = 0;
+  float worstInput = 0.0f;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const int64_t ulps = ulpDistance(outputs[i], std::exp(inputs[i]));
+    if (ulps > worst) {
+      worst = ulps;
+      worstInput = inputs[i];
+    }
+  }
+  std::printf("worst: %lld ulp at x = %.9g\n", static_cast<long long>(worst), worstInput);
+  EXPECT_LE(worst, 2) << "at x = " << worstInput;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> edges = {88.8f, 1000.0f, inf, 88.72283172607421875f, -87.4f, -1000.0f,
+                                    -inf,  0.0f,    nan};
+  std::vector<float> out(edges.size());
+  expFmaRunAvx512(edges.data(), int64_t(edges.size()), out.data());
+  EXPECT_EQ(out[0], inf);
+  EXPECT_EQ(out[1], inf);
+  EXPECT_EQ(out[2], inf);
+  EXPECT_TRUE(std::isfinite(out[3]));
+  EXPECT_EQ(out[4], 0.0f);
+  EXPECT_EQ(out[5], 0.0f);
+  EXPECT_EQ(out[6], 0.0f);
+  EXPECT_EQ(out[7], 1.0f);
+  EXPECT_TRUE(std::isnan(out[8]));
 }
 
 } // namespace
