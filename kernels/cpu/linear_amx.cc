@@ -1,7 +1,9 @@
 // Linear with bf16 weights on AMX tiles (CpuIsa::kAmx): out = x W^T (+ b), x rounded to bf16.
 //
 // One tile multiply (TDPBF16PS) adds A[16][32] x B[32][16] into a 16 x 16 fp32 tile C. Here A is
-// 16 rows of x over 32 columns of k, rounded to bf16 (a plain row-major copy), and B is 16 outputs'
+// 16 rows of x over 32 columns of k, rounded to bf16 and copied as one contiguous 1 KiB tile per
+// (16 rows, 32 columns) (roundRows: with x's own rows as the tile rows, 2 KiB or more apart, the
+// 512 x 1024 x 5632 product ran 4-7% slower), and B is 16 outputs'
 // weights over the same 32 columns in the tile's pair layout: its row p holds, for each of the 16
 // outputs, columns (2p, 2p + 1) as one 32-bit word. The weights are put in that layout once, when
 // the op is prepared (packLinearWeights; runtime/ops/linear_op.cc), as one contiguous 1 KiB tile
@@ -49,6 +51,7 @@ constexpr int32_t kGroupOutputs = 16; // outputs of one B (and C) tile
 constexpr int32_t kTaskRows = 64;     // four A tiles
 constexpr int32_t kTileBytes = 1024;  // 16 rows x 64 bytes
 constexpr int32_t kTileFloats = 256;
+constexpr int32_t kTileWords = 512; // bf16 of one tile
 // A worker's rounded x: at most this many bf16 pairs (1 MiB) at a time, so that a window of x stays
 // in the core's L2 while the worker's output tiles pass over it. At 8 MiB a 512-token prefill's
 // down projection (2816 inputs) held its whole x in one window, larger than L2, and re-read it
@@ -108,8 +111,9 @@ void packGroup(const uint16_t *w, int32_t outFeatures, int32_t in, int32_t out0,
   }
 }
 
-// x rows [row0, row0 + rows) (rows <= 64) rounded to bf16 at dst, `stride` bf16 apart, zero-padded
-// to whole 16-row groups and 32-column blocks.
+// x rows [row0, row0 + rows) (rows <= 64) rounded to bf16 at dst as A tiles, zero-padded to whole
+// 16-row groups and 32-column blocks: group g's tile of block b at dst + (16 g stride + 512 b),
+// its row r at + 32 r (`stride`: the padded row length in bf16).
 void roundRows(const LinearArgs &args, int32_t row0, int32_t rows, int64_t stride, uint16_t *dst) {
   const int32_t in = args.inFeatures;
   const int32_t blocks = blocksOf(in);
@@ -120,20 +124,22 @@ void roundRows(const LinearArgs &args, int32_t row0, int32_t rows, int64_t strid
       const __m512i run = r < rows ? bf16RunOf(args.x, args.xType, int64_t(row0 + r) * in + k0,
                                                std::min(kBlockColumns, in - k0))
                                    : _mm512_setzero_si512();
-      _mm512_storeu_si512(dst + r * stride + k0, run);
+      _mm512_storeu_si512(dst + (r / kGroupRows) * kGroupRows * stride + b * kTileWords +
+                              (r % kGroupRows) * kBlockColumns,
+                          run);
     }
 }
 
-// C tiles (16 rows x 16 outputs each, at c, kTileFloats apart) = RG row groups of x (rounded, at x,
-// `stride` bf16 apart) times OG output groups of packed weights (at w, `wGroupBytes` apart), over
-// `blocks` blocks of 32 columns; C tile og * RG + rg holds row group rg x output group og. Tiles
-// 0-3 accumulate, 4-5 hold x, 6-7 weights. 2 x 2 loads two tiles of each per block for its four
-// products; 4 x 1 loads five.
+// C tiles (16 rows x 16 outputs each, at c, kTileFloats apart) = RG row groups of x (rounded A
+// tiles, roundRows' layout) times OG output groups of packed weights (at w, `wGroupBytes` apart),
+// over `blocks` blocks of 32 columns; C tile og * RG + rg holds row group rg x output group og.
+// Tiles 0-3 accumulate, 4-5 hold x, 6-7 weights. 2 x 2 loads two tiles of each per block for its
+// four products; 4 x 1 loads five.
 template <int RG, int OG>
 void multiply(const uint16_t *x, int64_t stride, const uint8_t *w, int64_t wGroupBytes,
               int32_t blocks, float *c) {
   static_assert(RG * OG <= 4 && (RG == 1 || OG == 1 || (RG == 2 && OG == 2)));
-  const int64_t xRowBytes = stride * int64_t(sizeof(uint16_t));
+  const int64_t xRowBytes = 64; // a rounded x tile's rows are contiguous (roundRows)
   const int64_t xGroup = int64_t(kGroupRows) * stride;
   KILN_TILE_ZERO(0);
   if constexpr (RG * OG > 1)
@@ -143,7 +149,7 @@ void multiply(const uint16_t *x, int64_t stride, const uint8_t *w, int64_t wGrou
   if constexpr (RG * OG > 3)
     KILN_TILE_ZERO(3);
   for (int32_t b = 0; b < blocks; ++b) {
-    const uint16_t *xb = x + b * kBlockColumns;
+    const uint16_t *xb = x + b * kTileWords;
     const uint8_t *wb = w + int64_t(b) * kTileBytes;
     if constexpr (RG == 2 && OG == 2) {
       KILN_TILE_LOAD(4, xb, xRowBytes);
