@@ -5,6 +5,7 @@
 // sequence's length after the step, so a token's result still depends only on its own sequence.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/rope_angles.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
@@ -41,6 +42,17 @@ void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const 
       rotateHead(x + h * headDim, cosines, sines, half, headDim, staging);
       storeRun(staging, headDim, dst, type, at);
     }
+  }
+}
+
+// angles[i] = cos(angles[i]) and sines[i] = sin(angles[i]), i < n: 8 lanes of double from avx512
+// up (rope_angles.h: correctly rounded), else std::cos and std::sin (within an ulp of those).
+void cosSinOf(float *angles, int32_t n, float *sines) {
+  if (activeCpuIsa() >= CpuIsa::kAvx512)
+    return cosSinAvx512(angles, n, angles, sines);
+  for (int32_t i = 0; i < n; ++i) {
+    sines[i] = std::sin(angles[i]);
+    angles[i] = std::cos(angles[i]);
   }
 }
 
@@ -136,10 +148,12 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
       // cos(emb) * attention_scaling and sin(emb) * attention_scaling in fp32.
       const float position = static_cast<float>(args.positions[t]);
       const float *invFreq = invFreqOf(args, t, dynamicRow);
+      for (int32_t i = 0; i < half; ++i)
+        cosines[i] = position * invFreq[i]; // the angles, then their cosines in place
+      cosSinOf(cosines, half, sines);
       for (int32_t i = 0; i < half; ++i) {
-        const float angle = position * invFreq[i];
-        cosines[i] = std::cos(angle) * scaling;
-        sines[i] = std::sin(angle) * scaling;
+        cosines[i] = cosines[i] * scaling;
+        sines[i] = sines[i] * scaling;
       }
       const float *qkv = static_cast<const float *>(args.qkv) + t * qkvStride;
       if (args.type != ElemType::kF32 || args.qNorm) {

@@ -1,4 +1,6 @@
+#include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/rope_angles.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 #include <gtest/gtest.h>
@@ -6,6 +8,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdio>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -348,8 +351,17 @@ TEST(RopeKvWriteTest, StaticAttentionScalingScalesCosAndSin) {
   }
 }
 
+// The correctly rounded cosine and sine of an fp32 angle: glibc's double results rounded once.
+float roundedCos(float angle) {
+  return static_cast<float>(std::cos(static_cast<double>(angle)));
+}
+float roundedSin(float angle) {
+  return static_cast<float>(std::sin(static_cast<double>(angle)));
+}
+
 // Unscaled static RoPE is what it was before the modes existed: the fp32 rotation with cos and
-// sin as computed, bit for bit, whatever queryStartLoc says.
+// sin as the level computes them (std::cos and std::sin of the fp32 angle; from avx512 up their
+// correctly rounded values, rope_angles.h), bit for bit, whatever queryStartLoc says.
 TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
   const RopeShape s{4, 2, 32, 24, 4};
   const int32_t numTokens = 5, half = s.rotaryDim / 2;
@@ -374,7 +386,9 @@ TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
       const float *got = q.data() + (t * s.numHeads + h) * s.headDim;
       for (int32_t i = 0; i < half; ++i) {
         const float angle = static_cast<float>(positions[t]) * invFreq[i];
-        const float c = std::cos(angle), sn = std::sin(angle);
+        const bool vector = activeCpuIsa() >= CpuIsa::kAvx512;
+        const float c = vector ? roundedCos(angle) : std::cos(angle);
+        const float sn = vector ? roundedSin(angle) : std::sin(angle);
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]),
                   std::bit_cast<uint32_t>(x[i] * c + (-x[i + half]) * sn));
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i + half]),
@@ -383,6 +397,36 @@ TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
       for (int32_t d = s.rotaryDim; d < s.headDim; ++d)
         ASSERT_EQ(got[d], x[d]);
     }
+}
+
+// From avx512 up the rotary cosines and sines are computed 8 at a time in double and rounded once
+// (kernels/cpu/rope_angles.h): the fp32 angles of positions 0..32767 with Llama's frequencies at
+// theta 1e4 and 5e5 (128 dimensions) give the correctly rounded values, glibc's double cos and sin
+// rounded to fp32 (glibc's cosf and sinf are within an ulp of them, not always equal:
+// cosf(0.973935) is one ulp low).
+TEST(RopeKvWriteTest, VectorCosinesAndSinesAreCorrectlyRounded) {
+  if (detectedCpuIsa() < CpuIsa::kAvx512) {
+    std::printf("no avx512 level on this CPU: cosSinAvx512 is not used here\n");
+    return;
+  }
+  int64_t checked = 0;
+  for (float theta : {10000.0f, 500000.0f}) {
+    const auto invFreq = llamaInvFreq(128, theta);
+    std::vector<float> angles(invFreq.size()), cosines(angles.size()), sines(angles.size());
+    for (int32_t position = 0; position < 32768; ++position) {
+      for (size_t i = 0; i < invFreq.size(); ++i)
+        angles[i] = static_cast<float>(position) * invFreq[i];
+      cosSinAvx512(angles.data(), int32_t(angles.size()), cosines.data(), sines.data());
+      for (size_t i = 0; i < angles.size(); ++i, ++checked) {
+        ASSERT_EQ(std::bit_cast<uint32_t>(cosines[i]),
+                  std::bit_cast<uint32_t>(roundedCos(angles[i])))
+            << "cos of " << angles[i] << " (position " << position << ")";
+        ASSERT_EQ(std::bit_cast<uint32_t>(sines[i]), std::bit_cast<uint32_t>(roundedSin(angles[i])))
+            << "sin of " << angles[i] << " (position " << position << ")";
+      }
+    }
+  }
+  std::printf("%lld angles, every cosine and sine equal\n", static_cast<long long>(checked));
 }
 
 // dynamicNtkInvFreq against the formula evaluated in double: within transformers' float32
