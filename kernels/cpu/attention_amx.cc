@@ -262,13 +262,6 @@ void loadAccumulators(int32_t tiles, const float *src, int64_t stride) {
   KILN_TILE_LOAD(2, src + 32, bytes);
   KILN_TILE_LOAD(3, src + 48, bytes);
 }
-void zeroAccumulators() {
-  KILN_TILE_ZERO(0);
-  KILN_TILE_ZERO(1);
-  KILN_TILE_ZERO(2);
-  KILN_TILE_ZERO(3);
-}
-
 // scores (16 positions x 16 pairs) = K Q^T for the 16 key rows at `keys`.
 // C is tile 7, so that the accumulators (tiles 0-3) stay.
 void multiplyKeys(const uint16_t *keys, int32_t headDim, const uint32_t *queries, float *scores) {

@@ -15,29 +15,12 @@ namespace {
 
 #include "kernels/cpu/bf16_lanes.inc"
 
-// The lanes of elements [i, i + 16) of a row (`lanes` of them) as fp32, and back.
-template <bool kBf16> __m512 loadLanes(const void *row, int64_t i, __mmask16 lanes) {
-  if constexpr (kBf16)
-    return widen(_mm256_maskz_loadu_epi16(lanes, static_cast<const uint16_t *>(row) + i));
-  else
-    return _mm512_maskz_loadu_ps(lanes, static_cast<const float *>(row) + i);
-}
-template <bool kBf16> void storeLanes(void *row, int64_t i, __mmask16 lanes, __m512 v) {
-  if constexpr (kBf16)
-    _mm256_mask_storeu_epi16(static_cast<uint16_t *>(row) + i, lanes, round(v));
-  else
-    _mm512_mask_storeu_ps(static_cast<float *>(row) + i, lanes, v);
-}
 // v as a row of the type holds it: rounded to bf16 and widened back, or itself.
 template <bool kBf16> __m512 asStored(__m512 v) {
   if constexpr (kBf16)
     return widen(round(v));
   else
     return v;
-}
-
-__mmask16 lanesAt(int64_t i, int32_t hidden) {
-  return hidden - i >= 16 ? __mmask16(0xffff) : firstLanes(hidden - i);
 }
 
 // sums (8 doubles) + the squares of v's 16 lanes: lanes i and i + 8 on double lane i.

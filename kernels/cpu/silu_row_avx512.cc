@@ -22,23 +22,6 @@ __m512 siluMul16(__m512 g, __m512 up) {
   return _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, e)), up);
 }
 
-__mmask16 lanesAt(int64_t i, int64_t n) {
-  return n - i >= 16 ? __mmask16(0xffff) : firstLanes(n - i);
-}
-
-template <bool kBf16> __m512 loadLanes(const void *row, int64_t i, __mmask16 lanes) {
-  if constexpr (kBf16)
-    return widen(_mm256_maskz_loadu_epi16(lanes, static_cast<const uint16_t *>(row) + i));
-  else
-    return _mm512_maskz_loadu_ps(lanes, static_cast<const float *>(row) + i);
-}
-template <bool kBf16> void storeLanes(void *row, int64_t i, __mmask16 lanes, __m512 v) {
-  if constexpr (kBf16)
-    _mm256_mask_storeu_epi16(static_cast<uint16_t *>(row) + i, lanes, round(v));
-  else
-    _mm512_mask_storeu_ps(static_cast<float *>(row) + i, lanes, v);
-}
-
 template <bool kBf16> void siluMulRows(const SiluMulArgs &args, int64_t row0, int64_t row1) {
   const int64_t n = args.intermediate, bytes = kBf16 ? 2 : 4;
   for (int64_t r = row0; r < row1; ++r) {
