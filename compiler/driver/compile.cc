@@ -8,6 +8,7 @@
 #include "compiler/emit/weight_sources.h"
 #include "compiler/import/config_fields.h"
 #include "compiler/import/gguf_model.h"
+#include "compiler/import/hf_fp8_checkpoint.h"
 #include "compiler/import/hf_quantized_checkpoint.h"
 #include "compiler/import/safetensors.h"
 #include "compiler/models/model_family.h"
@@ -125,7 +126,19 @@ Status Compilation::import() {
                           SafetensorsCheckpoint::open(options_.modelDir));
     checkpoint_ = std::make_shared<const SafetensorsCheckpoint>(std::move(checkpoint));
   }
-  if (config_.quantization) {
+  if (config_.quantization && config_.quantization->method == HfQuantization::Method::kFp8) {
+    const HfQuantization &q = *config_.quantization;
+    KILN_ASSIGN_OR_RETURN(auto fp8, HfFp8Checkpoint::create(checkpoint_, q));
+    const std::string scales = q.blockRows == 0 ? "one scale per tensor"
+                               : q.blockColumns == 0
+                                   ? "one scale per output channel"
+                                   : "a scale per [" + std::to_string(q.blockRows) + ", " +
+                                         std::to_string(q.blockColumns) + "] block";
+    log("import: " + std::string(q.methodName()) + " fp8 checkpoint, " +
+        std::to_string(fp8->quantizedLinears()) + " linears with " + scales + ", dequantized to " +
+        options_.dtype);
+    checkpoint_ = std::move(fp8);
+  } else if (config_.quantization) {
     KILN_ASSIGN_OR_RETURN(auto quantized,
                           HfQuantizedCheckpoint::create(checkpoint_, *config_.quantization));
     const HfQuantization &q = *config_.quantization;

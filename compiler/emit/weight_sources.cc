@@ -187,7 +187,8 @@ schema::DType toSchemaDType(TensorDType dtype) {
   case TensorDType::kBF16:
     return schema::DType::BF16;
   case TensorDType::kF32:
-  case TensorDType::kI32: // never a weight's own values (hf_quantized_checkpoint.h)
+  case TensorDType::kI32:    // never a weight's own values (hf_quantized_checkpoint.h)
+  case TensorDType::kF8E4M3: // read through its scales (hf_fp8_checkpoint.h)
     break;
   }
   return schema::DType::F32;

@@ -12,12 +12,16 @@ const char *tensorDTypeName(TensorDType dtype) {
     return "BF16";
   case TensorDType::kI32:
     return "I32";
+  case TensorDType::kF8E4M3:
+    return "F8_E4M3";
   }
   return "?";
 }
 
 size_t tensorDTypeSize(TensorDType dtype) {
-  return dtype == TensorDType::kF32 || dtype == TensorDType::kI32 ? 4 : 2;
+  return dtype == TensorDType::kF32 || dtype == TensorDType::kI32 ? 4
+         : dtype == TensorDType::kF8E4M3                          ? 1
+                                                                  : 2;
 }
 
 Result<QuantizedMatrix> Checkpoint::readPacked(const std::string &name) const {

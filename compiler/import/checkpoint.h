@@ -17,8 +17,8 @@
 namespace kiln::compiler {
 
 // kI32: only the packed words of quantized checkpoints (hf_quantized_checkpoint.h), read raw.
-enum class TensorDType { kF32, kF16, kBF16, kI32 };
-const char *tensorDTypeName(TensorDType dtype); // "F32", "F16", "BF16", "I32"
+enum class TensorDType { kF32, kF16, kBF16, kI32, kF8E4M3 };
+const char *tensorDTypeName(TensorDType dtype); // "F32", "F16", "BF16", "I32", "F8_E4M3"
 size_t tensorDTypeSize(TensorDType dtype);
 
 struct TensorInfo {

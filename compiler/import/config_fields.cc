@@ -164,6 +164,13 @@ Result<std::optional<ConfigFields>> ConfigFields::object(const std::string &key)
   return std::optional<ConfigFields>(ConfigFields(root_, value, source_, prefix_ + key + "."));
 }
 
+std::vector<std::string> ConfigFields::keys() const {
+  std::vector<std::string> out;
+  for (auto it = object_->begin(); it != object_->end(); ++it)
+    out.push_back(it.key());
+  return out;
+}
+
 Status ConfigFields::readFirstString(const std::string &key, std::string &out) const {
   const Json *value = find(key);
   if (!value)

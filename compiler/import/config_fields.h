@@ -43,6 +43,8 @@ public:
   Status readTokenIds(const std::string &key, std::vector<int32_t> &out) const;
   // A nested object: nullopt when absent or null, an error when not an object.
   Result<std::optional<ConfigFields>> object(const std::string &key) const;
+  // This object's keys, in the file's order.
+  std::vector<std::string> keys() const;
   // The first element of a list of strings (architectures); "" when absent.
   Status readFirstString(const std::string &key, std::string &out) const;
 

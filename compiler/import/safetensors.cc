@@ -36,7 +36,10 @@ Result<TensorDType> parseDType(const std::string &name, const std::string &where
     return TensorDType::kBF16;
   if (name == "I32") // a GPTQ / AWQ checkpoint's packed words (hf_quantized_checkpoint.h)
     return TensorDType::kI32;
-  return unimplemented(where + " has dtype '" + name + "'; kiln reads F32, F16, BF16 and I32");
+  if (name == "F8_E4M3") // an fp8 checkpoint's weights (hf_fp8_checkpoint.h)
+    return TensorDType::kF8E4M3;
+  return unimplemented(where + " has dtype '" + name +
+                       "'; kiln reads F32, F16, BF16, I32 and F8_E4M3");
 }
 
 Status parseShape(const Json &entry, const std::string &where, TensorInfo &info) {
@@ -276,6 +279,10 @@ Result<std::vector<float>> SafetensorsCheckpoint::readF32(const std::string &nam
     return invalidArgument("tensor '" + name +
                            "' holds I32 values, not weights (a quantized checkpoint's packed "
                            "words need its config.json quantization_config)");
+  if (info->dtype == TensorDType::kF8E4M3)
+    return invalidArgument("tensor '" + name +
+                           "' holds F8_E4M3 values, which stand for weights only with their "
+                           "scales (an fp8 checkpoint needs its config.json quantization_config)");
   std::vector<float> out(count);
   if (info->dtype == TensorDType::kF32) {
     if (count > 0) // an empty vector's data() may be null, which memcpy must not get

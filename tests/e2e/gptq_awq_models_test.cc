@@ -99,7 +99,9 @@ TEST(GptqAwqModels, UnreadableQuantizationConfigsFailNamingTheField) {
     std::string expected;
   };
   const Case cases[] = {
-      {"fp8", {{"quant_method", "fp8"}}, "'quantization_config.quant_method' is 'fp8'"},
+      {"bnb",
+       {{"quant_method", "bitsandbytes"}},
+       "'quantization_config.quant_method' is 'bitsandbytes'"},
       {"bits8", {{"bits", 8}}, "'quantization_config.bits' 8: kiln reads 4-bit gptq"},
       {"descact", {{"desc_act", true}}, "'quantization_config.desc_act' is true"},
       {"group0", {{"group_size", 0}}, "'quantization_config.group_size' must be -1"},

@@ -127,6 +127,28 @@ TEST(HfConfigTest, GptqConfigIsRead) {
   EXPECT_TRUE((*q)->zerosMinusOne); // no checkpoint_format: the original "gptq"
 }
 
+// transformers' FineGrainedFP8Config as the FP8 checkpoints write it (DeepSeek-V3, Qwen3-FP8):
+// weight_block_size read, [128, 128] when absent; a static activation scheme reads the same (kiln
+// computes activations in the compile's dtype either way).
+TEST(HfConfigTest, Fp8BlockConfigIsRead) {
+  for (const bool withBlock : {true, false}) {
+    Json q = {{"quant_method", "fp8"},
+              {"activation_scheme", withBlock ? "dynamic" : "static"},
+              {"fmt", "e4m3"}};
+    if (withBlock)
+      q["weight_block_size"] = {64, 32};
+    auto fields = ConfigFields::parse(Json{{"quantization_config", q}}.dump(), "config.json");
+    ASSERT_TRUE(fields.isOk());
+    auto parsed = parseHfQuantization(*fields);
+    ASSERT_TRUE(parsed.isOk()) << parsed.status().toString();
+    ASSERT_TRUE(parsed->has_value());
+    EXPECT_EQ((*parsed)->method, HfQuantization::Method::kFp8);
+    EXPECT_STREQ((*parsed)->methodName(), "fp8");
+    EXPECT_EQ((*parsed)->blockRows, withBlock ? 64 : 128);
+    EXPECT_EQ((*parsed)->blockColumns, withBlock ? 32 : 128);
+  }
+}
+
 // The import layer reads any decoder's common fields; which model types compile is the model
 // families' call (tests/compiler/models/model_family_test.cc).
 TEST(HfConfigTest, OtherFamiliesCommonFieldsAreRead) {
@@ -409,8 +431,8 @@ TEST(HfConfigTest, UnsupportedSettingsNameTheField) {
   Json config = baseConfig();
   config["quantization_config"] = {{"quant_method", "awq"}};
   expectError(config, "quantization_config.bits");
-  config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4}, {"group_size", 64},
-                                   {"version", "gemv"}};
+  config["quantization_config"] = {
+      {"quant_method", "awq"}, {"bits", 4}, {"group_size", 64}, {"version", "gemv"}};
   expectError(config, "quantization_config.version");
 }
 

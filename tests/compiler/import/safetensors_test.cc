@@ -121,8 +121,8 @@ TEST_F(SafetensorsTest, HalfPrecisionConvertsExactly) {
   ASSERT_TRUE(checkpoint.isOk()) << checkpoint.status().toString();
   auto h = checkpoint->readF32("h");
   ASSERT_TRUE(h.isOk());
-  EXPECT_EQ(*h, std::vector<float>({1.0f, -2.0f, 0.333251953125f, 65504.0f,
-                                    5.9604644775390625e-08f, INFINITY}));
+  EXPECT_EQ(*h, std::vector<float>(
+                    {1.0f, -2.0f, 0.333251953125f, 65504.0f, 5.9604644775390625e-08f, INFINITY}));
   auto b = checkpoint->readF32("b");
   ASSERT_TRUE(b.isOk());
   EXPECT_EQ(*b, std::vector<float>({1.0f, -3.0f, 0.333984375f, INFINITY}));
@@ -161,8 +161,8 @@ TEST_F(SafetensorsTest, ShardedIndex) {
   writeFile("model-00001-of-00002.safetensors",
             safetensorsBytes(shard1.dump(), bytesOf<float>({1.5f, 2.5f})));
   writeFile("model-00002-of-00002.safetensors",
-            safetensorsBytes(shard2.dump(), bytesOf<uint16_t>({0x4000, 0x4040}) +
-                                                bytesOf<float>({-4.0f})));
+            safetensorsBytes(shard2.dump(),
+                             bytesOf<uint16_t>({0x4000, 0x4040}) + bytesOf<float>({-4.0f})));
   Json index = {{"metadata", {{"total_size", 20}}},
                 {"weight_map",
                  {{"a", "model-00001-of-00002.safetensors"},
@@ -252,20 +252,45 @@ TEST_F(SafetensorsTest, ShapeDTypeSizeMismatch) {
   expectOpenError({"'w'", "[2]", "F16", "needs 4 bytes", "span 8"});
   writeModel({{"w", {{"dtype", "F32"}, {"shape", {2, -1}}, {"data_offsets", {0, 8}}}}}, data);
   expectOpenError({"'w'", "shape"});
-  writeModel({{"w", {{"dtype", "F32"},
-                     {"shape", {4294967296ull, 4294967296ull}},
-                     {"data_offsets", {0, 8}}}}},
-             data);
+  writeModel(
+      {{"w",
+        {{"dtype", "F32"}, {"shape", {4294967296ull, 4294967296ull}}, {"data_offsets", {0, 8}}}}},
+      data);
   expectOpenError({"'w'", "overflows"});
 }
 
 TEST_F(SafetensorsTest, UnknownDTypeNamesTensorAndDType) {
-  writeModel({{"model.layers.0.q.qweight", {{"dtype", "I8"}, {"shape", {8}}, {"data_offsets", {0, 8}}}}},
-             bytesOf<float>({1.0f, 2.0f}));
+  writeModel(
+      {{"model.layers.0.q.qweight", {{"dtype", "I8"}, {"shape", {8}}, {"data_offsets", {0, 8}}}}},
+      bytesOf<float>({1.0f, 2.0f}));
   auto checkpoint = SafetensorsCheckpoint::open(dir_);
   ASSERT_FALSE(checkpoint.isOk());
   EXPECT_EQ(checkpoint.status().code(), StatusCode::kUnimplemented);
-  expectOpenError({"'model.layers.0.q.qweight'", "'I8'", "F32, F16, BF16 and I32"});
+  expectOpenError({"'model.layers.0.q.qweight'", "'I8'", "F32, F16, BF16, I32 and F8_E4M3"});
+}
+
+// An F8_E4M3 tensor opens (one byte a value, raw bytes as stored) but is no weight on its own:
+// readF32 refuses it, naming the fp8 quantization_config its scales come with
+// (compiler/import/hf_fp8_checkpoint.h reads the pair).
+TEST_F(SafetensorsTest, Fp8TensorsOpenButNeedTheirScales) {
+  writeModel({{"model.layers.0.q.weight",
+               {{"dtype", "F8_E4M3"}, {"shape", {2, 4}}, {"data_offsets", {0, 8}}}}},
+             std::string("\x38\x40\xb8\x00\x7e\x01\x44\x30", 8));
+  auto checkpoint = SafetensorsCheckpoint::open(dir_);
+  ASSERT_TRUE(checkpoint.isOk()) << checkpoint.status().toString();
+  auto info = checkpoint->info("model.layers.0.q.weight");
+  ASSERT_TRUE(info.isOk());
+  EXPECT_EQ((*info)->dtype, TensorDType::kF8E4M3);
+  EXPECT_EQ(tensorDTypeSize((*info)->dtype), 1u);
+  auto bytes = checkpoint->rawBytes("model.layers.0.q.weight");
+  ASSERT_TRUE(bytes.isOk());
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()),
+            std::string("\x38\x40\xb8\x00\x7e\x01\x44\x30", 8));
+  auto values = checkpoint->readF32("model.layers.0.q.weight");
+  ASSERT_FALSE(values.isOk());
+  EXPECT_NE(values.status().message().find("F8_E4M3 values"), std::string::npos)
+      << values.status().message();
+  EXPECT_NE(values.status().message().find("quantization_config"), std::string::npos);
 }
 
 } // namespace

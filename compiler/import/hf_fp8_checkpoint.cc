@@ -1,0 +1,134 @@
+#include "compiler/import/hf_fp8_checkpoint.h"
+
+#include "runtime/base/fp8.h"
+
+#include <algorithm>
+#include <cstring>
+
+namespace kiln::compiler {
+namespace {
+
+bool endsWith(const std::string &s, const std::string &suffix) {
+  return s.size() >= suffix.size() &&
+         s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+std::string shapeText(const std::vector<int64_t> &shape) {
+  std::string text;
+  for (int64_t d : shape)
+    text += (text.empty() ? "" : ", ") + std::to_string(d);
+  return "[" + text + "]";
+}
+
+int64_t blocksOf(int64_t n, int64_t block) {
+  return (n + block - 1) / block;
+}
+
+} // namespace
+
+Result<std::shared_ptr<const HfFp8Checkpoint>>
+HfFp8Checkpoint::create(std::shared_ptr<const Checkpoint> stored,
+                        const HfQuantization &quantization) {
+  std::shared_ptr<HfFp8Checkpoint> checkpoint(new HfFp8Checkpoint());
+  checkpoint->stored_ = std::move(stored);
+  checkpoint->quantization_ = quantization;
+  for (const std::string &name : checkpoint->stored_->names()) {
+    KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint->stored_->info(name));
+    if (info->dtype == TensorDType::kF8E4M3)
+      KILN_RETURN_IF_ERROR(checkpoint->addLinear(*info));
+  }
+  for (const std::string &name : checkpoint->stored_->names()) {
+    const bool part = endsWith(name, ".weight_scale_inv") || endsWith(name, ".weight_scale") ||
+                      endsWith(name, ".input_scale") || endsWith(name, ".k_scale") ||
+                      endsWith(name, ".v_scale");
+    if (part)
+      checkpoint->hidden_.insert(name);
+    else
+      checkpoint->names_.push_back(name);
+  }
+  std::sort(checkpoint->names_.begin(), checkpoint->names_.end());
+  return std::shared_ptr<const HfFp8Checkpoint>(std::move(checkpoint));
+}
+
+Status HfFp8Checkpoint::addLinear(const TensorInfo &weight) {
+  const std::string layout =
+      std::string(quantization_.methodName()) + " (config.json quantization_config)";
+  if (weight.shape.size() != 2 || !endsWith(weight.name, ".weight"))
+    return invalidArgument("tensor '" + weight.name + "' is F8_E4M3 " + shapeText(weight.shape) +
+                           ": the " + layout +
+                           " layout stores only linears' [out, in] weights "
+                           "in fp8");
+  const std::string scaleName =
+      weight.name + (quantization_.compressedTensors ? "_scale" : "_scale_inv");
+  if (!stored_->contains(scaleName))
+    return invalidArgument("checkpoint: '" + weight.name + "' has no '" + scaleName + "' (the " +
+                           layout + " layout stores its fp32 scales)");
+  KILN_ASSIGN_OR_RETURN(const TensorInfo *scales, stored_->info(scaleName));
+  Linear linear;
+  linear.blockRows = quantization_.blockRows ? quantization_.blockRows : weight.shape[0];
+  linear.blockColumns = quantization_.blockColumns ? quantization_.blockColumns : weight.shape[1];
+  const int64_t rows = blocksOf(weight.shape[0], linear.blockRows);
+  const int64_t columns = blocksOf(weight.shape[1], linear.blockColumns);
+  // The grid as stored: [rows, columns], or without a trailing 1 ([out] per channel, [1] or a
+  // scalar per tensor).
+  const std::vector<int64_t> &shape = scales->shape;
+  const bool gridShape = shape == std::vector<int64_t>{rows, columns} ||
+                         (columns == 1 && shape == std::vector<int64_t>{rows}) ||
+                         (rows == 1 && columns == 1 && shape.empty());
+  if (scales->dtype != TensorDType::kF32 || !gridShape)
+    return invalidArgument(
+        "tensor '" + scaleName + "' is " + tensorDTypeName(scales->dtype) + " " + shapeText(shape) +
+        "; the " + layout + " layout with blocks of [" + std::to_string(linear.blockRows) + ", " +
+        std::to_string(linear.blockColumns) + "] needs F32 " + shapeText({rows, columns}));
+  linear.info = weight;
+  linear.info.dtype = TensorDType::kF32;
+  linear.info.rawReadable = false;
+  linear.scaleName = scaleName;
+  linears_[weight.name] = std::move(linear);
+  return okStatus();
+}
+
+bool HfFp8Checkpoint::contains(const std::string &name) const {
+  return !hidden_.count(name) && stored_->contains(name);
+}
+
+Result<const TensorInfo *> HfFp8Checkpoint::info(const std::string &name) const {
+  if (auto it = linears_.find(name); it != linears_.end())
+    return &it->second.info;
+  if (hidden_.count(name))
+    return notFound("tensor '" + name + "' is part of an fp8 linear's weight");
+  return stored_->info(name);
+}
+
+std::vector<std::string> HfFp8Checkpoint::names() const {
+  return names_;
+}
+
+Result<std::span<const uint8_t>> HfFp8Checkpoint::rawBytes(const std::string &name) const {
+  if (linears_.count(name))
+    return invalidArgument("tensor '" + name +
+                           "' is stored in fp8 with block scales: it has no "
+                           "raw bytes");
+  return stored_->rawBytes(name);
+}
+
+Result<std::vector<float>> HfFp8Checkpoint::readF32(const std::string &name) const {
+  auto it = linears_.find(name);
+  if (it == linears_.end())
+    return stored_->readF32(name);
+  const Linear &linear = it->second;
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> codes, stored_->rawBytes(name));
+  KILN_ASSIGN_OR_RETURN(std::vector<float> scales, stored_->readF32(linear.scaleName));
+  const int64_t out = linear.info.shape[0], in = linear.info.shape[1];
+  const int64_t columns = blocksOf(in, linear.blockColumns);
+  std::vector<float> values(size_t(out * in));
+  for (int64_t o = 0; o < out; ++o) {
+    const float *rowScales = scales.data() + (o / linear.blockRows) * columns;
+    for (int64_t k = 0; k < in; ++k)
+      values[size_t(o * in + k)] =
+          f8e4m3ToF32(codes[size_t(o * in + k)]) * rowScales[k / linear.blockColumns];
+  }
+  return values;
+}
+
+} // namespace kiln::compiler

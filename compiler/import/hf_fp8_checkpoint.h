@@ -1,0 +1,59 @@
+// An fp8 checkpoint (compiler/import/hf_quantization.h, `quant_method: fp8` or compressed-tensors
+// float-quantized) as a Checkpoint of ordinary "<linear>.weight" tensors [out, in] in HF layout.
+// The published layouts (transformers' FineGrainedFP8 linears, as DeepSeek-V3's and Qwen3-FP8's
+// checkpoints store them; llm-compressor's compressed-tensors):
+//   <linear>.weight            F8_E4M3 [out, in], e4m3 as the OCP spec has it (runtime/base/fp8.h)
+//   <linear>.weight_scale_inv  (fp8) or <linear>.weight_scale (compressed-tensors): F32
+//                              [ceil(out / blockRows), ceil(in / blockColumns)], a block size of 0
+//                              the whole dimension: per tensor [1] (or a scalar, or [1, 1]), per
+//                              channel [out, 1] (or [out])
+//   w[o][k] = e4m3(weight[o][k]) * scale[o / blockRows][k / blockColumns]
+// rounded once to fp32, as a reference that dequantizes the layout in fp32 gets it; the scales
+// (and a static checkpoint's input_scale, a kv_cache_scheme's k_scale / v_scale) are not listed
+// themselves. Linears the quantizer left alone (modules_to_not_convert / ignore, e.g. lm_head) and
+// every other tensor pass through.
+// The values come only through readF32: the compile's --dtype (or the model's own) holds them, no
+// packed form (kiln's Q8F keeps fp16 scales, these are fp32).
+#pragma once
+
+#include "compiler/import/checkpoint.h"
+#include "compiler/import/hf_quantization.h"
+
+#include <map>
+#include <memory>
+#include <set>
+
+namespace kiln::compiler {
+
+class HfFp8Checkpoint final : public Checkpoint {
+public:
+  // Fails naming the tensor when an F8_E4M3 weight has no weight_scale_inv, or either's shape or
+  // dtype disagrees with the layout.
+  static Result<std::shared_ptr<const HfFp8Checkpoint>>
+  create(std::shared_ptr<const Checkpoint> stored, const HfQuantization &quantization);
+
+  bool contains(const std::string &name) const override;
+  Result<const TensorInfo *> info(const std::string &name) const override;
+  std::vector<std::string> names() const override;
+  Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
+  Result<std::vector<float>> readF32(const std::string &name) const override;
+
+  // Linears read through their block scales ("<prefix>.weight" names).
+  size_t quantizedLinears() const { return linears_.size(); }
+
+private:
+  struct Linear {
+    TensorInfo info; // the weight's: [out, in], fp32, not raw-readable
+    std::string scaleName;
+    int64_t blockRows = 0, blockColumns = 0; // resolved: whole dimensions for 0
+  };
+  Status addLinear(const TensorInfo &weight);
+
+  std::shared_ptr<const Checkpoint> stored_;
+  HfQuantization quantization_;
+  std::map<std::string, Linear> linears_; // by weight name
+  std::vector<std::string> names_;        // sorted
+  std::set<std::string> hidden_;          // the linears' scales, input scales
+};
+
+} // namespace kiln::compiler

@@ -1,0 +1,112 @@
+// fp8 checkpoints (compiler/import/hf_fp8_checkpoint.h: transformers' FineGrainedFP8 layout, e4m3
+// weights and one fp32 scale per 48 x 48 block, partial blocks at the edges; llm-compressor's
+// compressed-tensors with one scale per tensor or per output channel) compiled by the real
+// compiler and run on the cpu backend, against transformers in fp32 on the weights each layout
+// stands for (tools/goldens/make_fp8_goldens.py writes the fixtures and dequantizes them with
+// torch): logits within 1e-4 at every position, greedy ids, chunked prefill and prefix-cache
+// hits. The weights are dequantized into the compile's dtype; a layout or config kiln cannot read
+// fails to compile, naming the tensor or field.
+#include "tests/e2e/e2e_util.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace kiln::e2e {
+namespace {
+
+namespace fs = std::filesystem;
+const std::string kData = std::string(KILN_TEST_DATA_DIR);
+
+// tiny-llama: 2 layers of qkv, o, gate_up, down (fused as kiln fuses them) dequantized to fp32,
+// and the embedding table, the lm_head (left in fp32 by the quantizer), 5 norms and the rope
+// inverse frequencies.
+TEST(Fp8Models, BlockScaledCheckpointMatchesTransformers) {
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-fp8")).count;
+  EXPECT_EQ(formats["F32"], 16);
+  checkGoldenLogits("tiny-llama-fp8");
+  checkGoldenChunkedAndCached("tiny-llama-fp8", 5);
+}
+
+TEST(Fp8Models, CompressedTensorsPerTensorAndPerChannelMatchTransformers) {
+  for (const char *model : {"tiny-llama-fp8-tensor", "tiny-llama-fp8-channel"}) {
+    SCOPED_TRACE(model);
+    std::map<std::string, int> formats =
+        weightFormats(compileForTest(kData + "/models/" + model)).count;
+    EXPECT_EQ(formats["F32"], 16);
+    checkGoldenLogits(model);
+    checkGoldenChunkedAndCached(model, 6);
+  }
+}
+
+// A copy of an fp8 fixture with its quantization_config edited (`changes` at its top level, or
+// in its config group's weights for compressed-tensors).
+std::string editedFixture(const std::string &name, const nlohmann::json &changes,
+                          const std::string &fixture = "tiny-llama-fp8") {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-fp8-" + name);
+  fs::remove_all(dir);
+  fs::copy(kData + "/models/" + fixture, dir);
+  std::ifstream in(dir / "config.json");
+  nlohmann::json config = nlohmann::json::parse(in);
+  in.close();
+  nlohmann::json &q = config["quantization_config"];
+  for (const auto &[key, value] : changes.items())
+    (q.contains("config_groups") && key != "format" ? q["config_groups"]["group_0"]["weights"]
+                                                    : q)[key] = value;
+  std::ofstream(dir / "config.json") << config.dump(2);
+  return dir.string();
+}
+
+TEST(Fp8Models, UnreadableConfigsAndLayoutsFailNamingTheFieldOrTensor) {
+  struct Case {
+    std::string name;
+    nlohmann::json changes;
+    std::string expected;
+    std::string fixture = "tiny-llama-fp8";
+  };
+  const Case cases[] = {
+      {"e5m2", {{"fmt", "e5m2"}}, "'quantization_config.fmt' 'e5m2' is not supported"},
+      {"block0",
+       {{"weight_block_size", {0, 48}}},
+       "'quantization_config.weight_block_size' must be two positive integers"},
+      {"block3", {{"weight_block_size", {48, 48, 1}}}, "must be two positive integers"},
+      // down_proj (64 x 128, the first linear by name) stores [2, 3] scales for 48 x 48 blocks.
+      {"block16",
+       {{"weight_block_size", {16, 16}}},
+       "'model.layers.0.mlp.down_proj.weight_scale_inv' is F32 [2, 3]; the fp8 (config.json "
+       "quantization_config) layout with blocks of [16, 16] needs F32 [4, 8]"},
+      // Per-channel scales ([out, 1]) read as one per tensor.
+      {"tensorOverChannel",
+       {{"strategy", "tensor"}},
+       "'model.layers.0.mlp.down_proj.weight_scale' is F32 [64, 1]; the compressed-tensors "
+       "(config.json quantization_config) layout with blocks of [64, 128] needs F32 [1, 1]",
+       "tiny-llama-fp8-channel"},
+      {"group",
+       {{"strategy", "group"}},
+       "'quantization_config.config_groups.group_0.weights.strategy' 'group' is not supported",
+       "tiny-llama-fp8-channel"},
+      {"int8",
+       {{"type", "int"}},
+       "'quantization_config.config_groups.group_0.weights.type' 'int' with 8 bits",
+       "tiny-llama-fp8-channel"},
+      {"packed",
+       {{"format", "pack-quantized"}},
+       "'quantization_config.format' 'pack-quantized' is not supported",
+       "tiny-llama-fp8-channel"},
+  };
+  for (const Case &c : cases) {
+    compiler::CompileOptions options;
+    options.modelDir = editedFixture(c.name, c.changes, c.fixture);
+    options.outDir = ::testing::TempDir() + "/kiln-fp8-never-written.kiln";
+    const Status status = compiler::compileModel(options);
+    ASSERT_FALSE(status.isOk()) << c.name;
+    EXPECT_NE(status.message().find(c.expected), std::string::npos) << status.message();
+  }
+}
+
+} // namespace
+} // namespace kiln::e2e
