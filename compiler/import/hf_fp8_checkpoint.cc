@@ -29,24 +29,17 @@ int64_t blocksOf(int64_t n, int64_t block) {
 Result<std::shared_ptr<const HfFp8Checkpoint>>
 HfFp8Checkpoint::create(std::shared_ptr<const Checkpoint> stored,
                         const HfQuantization &quantization) {
-  std::shared_ptr<HfFp8Checkpoint> checkpoint(new HfFp8Checkpoint());
-  checkpoint->stored_ = std::move(stored);
-  checkpoint->quantization_ = quantization;
+  std::shared_ptr<HfFp8Checkpoint> checkpoint(new HfFp8Checkpoint(std::move(stored), quantization));
   for (const std::string &name : checkpoint->stored_->names()) {
     KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint->stored_->info(name));
     if (info->dtype == TensorDType::kF8E4M3)
       KILN_RETURN_IF_ERROR(checkpoint->addLinear(*info));
   }
-  for (const std::string &name : checkpoint->stored_->names()) {
-    const bool part = endsWith(name, ".weight_scale_inv") || endsWith(name, ".weight_scale") ||
-                      endsWith(name, ".input_scale") || endsWith(name, ".k_scale") ||
-                      endsWith(name, ".v_scale");
-    if (part)
-      checkpoint->hidden_.insert(name);
-    else
-      checkpoint->names_.push_back(name);
-  }
-  std::sort(checkpoint->names_.begin(), checkpoint->names_.end());
+  checkpoint->listNames([](const std::string &name) {
+    return endsWith(name, ".weight_scale_inv") || endsWith(name, ".weight_scale") ||
+           endsWith(name, ".input_scale") || endsWith(name, ".k_scale") ||
+           endsWith(name, ".v_scale");
+  });
   return std::shared_ptr<const HfFp8Checkpoint>(std::move(checkpoint));
 }
 
@@ -80,36 +73,15 @@ Status HfFp8Checkpoint::addLinear(const TensorInfo &weight) {
         "tensor '" + scaleName + "' is " + tensorDTypeName(scales->dtype) + " " + shapeText(shape) +
         "; the " + layout + " layout with blocks of [" + std::to_string(linear.blockRows) + ", " +
         std::to_string(linear.blockColumns) + "] needs F32 " + shapeText({rows, columns}));
-  linear.info = weight;
-  linear.info.dtype = TensorDType::kF32;
-  linear.info.rawReadable = false;
+  linear.out = weight.shape[0];
+  linear.in = weight.shape[1];
   linear.scaleName = scaleName;
+  TensorInfo info = weight;
+  info.dtype = TensorDType::kF32;
+  info.rawReadable = false;
+  addWeight(info);
   linears_[weight.name] = std::move(linear);
   return okStatus();
-}
-
-bool HfFp8Checkpoint::contains(const std::string &name) const {
-  return !hidden_.count(name) && stored_->contains(name);
-}
-
-Result<const TensorInfo *> HfFp8Checkpoint::info(const std::string &name) const {
-  if (auto it = linears_.find(name); it != linears_.end())
-    return &it->second.info;
-  if (hidden_.count(name))
-    return notFound("tensor '" + name + "' is part of an fp8 linear's weight");
-  return stored_->info(name);
-}
-
-std::vector<std::string> HfFp8Checkpoint::names() const {
-  return names_;
-}
-
-Result<std::span<const uint8_t>> HfFp8Checkpoint::rawBytes(const std::string &name) const {
-  if (linears_.count(name))
-    return invalidArgument("tensor '" + name +
-                           "' is stored in fp8 with block scales: it has no "
-                           "raw bytes");
-  return stored_->rawBytes(name);
 }
 
 Result<std::vector<float>> HfFp8Checkpoint::readF32(const std::string &name) const {
@@ -119,7 +91,7 @@ Result<std::vector<float>> HfFp8Checkpoint::readF32(const std::string &name) con
   const Linear &linear = it->second;
   KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> codes, stored_->rawBytes(name));
   KILN_ASSIGN_OR_RETURN(std::vector<float> scales, stored_->readF32(linear.scaleName));
-  const int64_t out = linear.info.shape[0], in = linear.info.shape[1];
+  const int64_t out = linear.out, in = linear.in;
   const int64_t columns = blocksOf(in, linear.blockColumns);
   std::vector<float> values(size_t(out * in));
   for (int64_t o = 0; o < out; ++o) {

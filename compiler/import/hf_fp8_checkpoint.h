@@ -16,44 +16,36 @@
 // packed form (kiln's Q8F keeps fp16 scales, these are fp32).
 #pragma once
 
-#include "compiler/import/checkpoint.h"
 #include "compiler/import/hf_quantization.h"
+#include "compiler/import/quantized_linears_checkpoint.h"
 
 #include <map>
 #include <memory>
-#include <set>
 
 namespace kiln::compiler {
 
-class HfFp8Checkpoint final : public Checkpoint {
+class HfFp8Checkpoint final : public QuantizedLinearsCheckpoint {
 public:
-  // Fails naming the tensor when an F8_E4M3 weight has no weight_scale_inv, or either's shape or
-  // dtype disagrees with the layout.
+  // Fails naming the tensor when an F8_E4M3 weight has no scales, or either's shape or dtype
+  // disagrees with the layout.
   static Result<std::shared_ptr<const HfFp8Checkpoint>>
   create(std::shared_ptr<const Checkpoint> stored, const HfQuantization &quantization);
 
-  bool contains(const std::string &name) const override;
-  Result<const TensorInfo *> info(const std::string &name) const override;
-  std::vector<std::string> names() const override;
-  Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
   Result<std::vector<float>> readF32(const std::string &name) const override;
 
-  // Linears read through their block scales ("<prefix>.weight" names).
-  size_t quantizedLinears() const { return linears_.size(); }
-
 private:
+  HfFp8Checkpoint(std::shared_ptr<const Checkpoint> stored, const HfQuantization &q)
+      : QuantizedLinearsCheckpoint(std::move(stored), q.methodName()), quantization_(q) {}
+
   struct Linear {
-    TensorInfo info; // the weight's: [out, in], fp32, not raw-readable
     std::string scaleName;
+    int64_t out = 0, in = 0;
     int64_t blockRows = 0, blockColumns = 0; // resolved: whole dimensions for 0
   };
   Status addLinear(const TensorInfo &weight);
 
-  std::shared_ptr<const Checkpoint> stored_;
   HfQuantization quantization_;
   std::map<std::string, Linear> linears_; // by weight name
-  std::vector<std::string> names_;        // sorted
-  std::set<std::string> hidden_;          // the linears' scales, input scales
 };
 
 } // namespace kiln::compiler

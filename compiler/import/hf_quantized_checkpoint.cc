@@ -41,25 +41,19 @@ Status expectShape(const TensorInfo &info, TensorDType dtype, std::vector<int64_
 Result<std::shared_ptr<const HfQuantizedCheckpoint>>
 HfQuantizedCheckpoint::create(std::shared_ptr<const Checkpoint> stored,
                               const HfQuantization &quantization) {
-  std::shared_ptr<HfQuantizedCheckpoint> checkpoint(new HfQuantizedCheckpoint());
-  checkpoint->stored_ = std::move(stored);
-  checkpoint->quantization_ = quantization;
+  std::shared_ptr<HfQuantizedCheckpoint> checkpoint(
+      new HfQuantizedCheckpoint(std::move(stored), quantization));
   const std::string suffix = ".qweight";
   for (const std::string &name : checkpoint->stored_->names())
     if (endsWith(name, suffix))
       KILN_RETURN_IF_ERROR(checkpoint->addLinear(name.substr(0, name.size() - suffix.size())));
-  for (const std::string &name : checkpoint->stored_->names()) {
+  const auto &linears = checkpoint->linears_;
+  checkpoint->listNames([&](const std::string &name) {
     const size_t dot = name.rfind('.');
     const std::string prefix = name.substr(0, dot), leaf = name.substr(dot + 1);
     const bool part = leaf == "qweight" || leaf == "qzeros" || leaf == "scales" || leaf == "g_idx";
-    if (part && checkpoint->linears_.count(prefix + ".weight"))
-      checkpoint->hidden_.insert(name);
-    else
-      checkpoint->names_.push_back(name);
-  }
-  for (const auto &[name, linear] : checkpoint->linears_)
-    checkpoint->names_.push_back(name);
-  std::sort(checkpoint->names_.begin(), checkpoint->names_.end());
+    return part && linears.count(prefix + ".weight");
+  });
   return std::shared_ptr<const HfQuantizedCheckpoint>(std::move(checkpoint));
 }
 
@@ -112,6 +106,7 @@ Status HfQuantizedCheckpoint::addLinear(const std::string &prefix) {
   if (validQuantGroup(in, groupSize))
     linear.info.packed = TensorInfo::Packed{
         gptq && quantization_.symmetric ? QuantFormat::kQ4 : QuantFormat::kQ4Zero, groupSize};
+  addWeight(linear.info);
   linears_[linear.info.name] = std::move(linear);
   return okStatus();
 }
@@ -146,29 +141,6 @@ Result<HfQuantizedCheckpoint::Unpacked> HfQuantizedCheckpoint::unpack(const Line
       std::memcpy(&u.scales[size_t(o * groups + g)], scales.data() + 2 * (g * out + o), 2);
     }
   return u;
-}
-
-bool HfQuantizedCheckpoint::contains(const std::string &name) const {
-  return linears_.count(name) || (!hidden_.count(name) && stored_->contains(name));
-}
-
-Result<const TensorInfo *> HfQuantizedCheckpoint::info(const std::string &name) const {
-  if (auto it = linears_.find(name); it != linears_.end())
-    return &it->second.info;
-  if (hidden_.count(name))
-    return notFound("tensor '" + name + "' is part of a quantized linear's weight");
-  return stored_->info(name);
-}
-
-std::vector<std::string> HfQuantizedCheckpoint::names() const {
-  return names_;
-}
-
-Result<std::span<const uint8_t>> HfQuantizedCheckpoint::rawBytes(const std::string &name) const {
-  if (linears_.count(name))
-    return invalidArgument("tensor '" + name + "' is stored quantized (" +
-                           quantization_.methodName() + "): it has no raw bytes");
-  return stored_->rawBytes(name);
 }
 
 Result<std::vector<float>> HfQuantizedCheckpoint::readF32(const std::string &name) const {

@@ -18,33 +18,28 @@
 // (kiln's groups are) leaves the weight unpacked: fp32 values only.
 #pragma once
 
-#include "compiler/import/checkpoint.h"
 #include "compiler/import/hf_quantization.h"
+#include "compiler/import/quantized_linears_checkpoint.h"
 
 #include <map>
 #include <memory>
-#include <set>
 
 namespace kiln::compiler {
 
-class HfQuantizedCheckpoint final : public Checkpoint {
+class HfQuantizedCheckpoint final : public QuantizedLinearsCheckpoint {
 public:
   // Fails naming the tensor when a linear's qweight lacks its qzeros or scales, a shape or dtype
   // disagrees with the layout, or g_idx is not k / group_size.
   static Result<std::shared_ptr<const HfQuantizedCheckpoint>>
   create(std::shared_ptr<const Checkpoint> stored, const HfQuantization &quantization);
 
-  bool contains(const std::string &name) const override;
-  Result<const TensorInfo *> info(const std::string &name) const override;
-  std::vector<std::string> names() const override;
-  Result<std::span<const uint8_t>> rawBytes(const std::string &name) const override;
   Result<std::vector<float>> readF32(const std::string &name) const override;
   Result<QuantizedMatrix> readPacked(const std::string &name) const override;
 
-  // Linears read as quantized ("<prefix>.weight" names).
-  size_t quantizedLinears() const { return linears_.size(); }
-
 private:
+  HfQuantizedCheckpoint(std::shared_ptr<const Checkpoint> stored, const HfQuantization &q)
+      : QuantizedLinearsCheckpoint(std::move(stored), q.methodName()), quantization_(q) {}
+
   struct Linear {
     TensorInfo info;       // the weight's: [out, in], fp32, not raw-readable
     std::string prefix;    // "model.layers.0.self_attn.q_proj"
@@ -59,11 +54,8 @@ private:
   Result<Unpacked> unpack(const Linear &linear) const;
   Status addLinear(const std::string &prefix);
 
-  std::shared_ptr<const Checkpoint> stored_;
   HfQuantization quantization_;
   std::map<std::string, Linear> linears_; // by weight name
-  std::vector<std::string> names_;        // sorted
-  std::set<std::string> hidden_;          // the linears' stored parts
 };
 
 } // namespace kiln::compiler

@@ -131,9 +131,7 @@ def main() -> None:
     source = os.path.join(repo, "tests/data/models/tiny-llama")
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    with open(os.path.join(goldenDir, "tiny-llama.json")) as f:
-        fp32 = json.load(f)
-    prompts = [(c["prompt_ids"], c.get("prompt_text")) for c in fp32["cases"]]
+    prompts = mlg.tinyLlamaPrompts(goldenDir)
     for name, method, block, cases in FIXTURES:
         model, count = writeFixture(name, method, block, source, repo)
         per = {(0, 0): "tensor", (1, 0): "output channel"}.get(tuple(block),

@@ -162,9 +162,7 @@ def main() -> None:
     source = os.path.join(repo, "tests/data/models/tiny-llama")
     torch.manual_seed(0)
     torch.set_num_threads(1)
-    with open(os.path.join(goldenDir, "tiny-llama.json")) as f:
-        fp32 = json.load(f)
-    prompts = [(c["prompt_ids"], c.get("prompt_text")) for c in fp32["cases"]]
+    prompts = mlg.tinyLlamaPrompts(goldenDir)
     for name, method, sym, groupSize in FIXTURES:
         model, count = writeFixture(name, method, sym, groupSize, source, repo)
         note = (f"tiny-llama's {count} linears quantized to 4 bits ({method}, "

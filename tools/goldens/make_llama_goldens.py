@@ -149,6 +149,14 @@ def eosIdsOf(modelDir: str) -> list[int]:
     return sorted(set(ids))
 
 
+def tinyLlamaPrompts(goldenDir: str) -> list:
+    """The fp32 tiny-llama golden's prompts (ids, text), which the goldens of its quantized
+    fixtures reuse."""
+    with open(os.path.join(goldenDir, "tiny-llama.json")) as f:
+        fp32 = json.load(f)
+    return [(c["prompt_ids"], c.get("prompt_text")) for c in fp32["cases"]]
+
+
 def goldenForModel(name, model, modelDir, modelDirField, dtypeNote, prompts, goldenDir):
     vocab = model.config.vocab_size
     eosIds = eosIdsOf(modelDir)
