@@ -47,8 +47,6 @@ KILN_TARGET_BEGIN(KILN_ISA_AMX)
 namespace kiln::kernels::cpu {
 namespace {
 
-#include "kernels/cpu/exp_lanes.inc"
-
 #include "kernels/cpu/attention_lanes.inc"
 
 #include "kernels/cpu/amx_tiles.inc"

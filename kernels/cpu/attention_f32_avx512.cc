@@ -10,8 +10,10 @@
 // d. Per 16 cache positions aligned to 16 (a cache block holds a whole number of them):
 //   scores: s_j = sum over d of k_j[d] q^T[d] for the 16 positions j at once, each one chain of
 //     fused multiply-adds in increasing d from zero, k_j[d] broadcast;
-//   online softmax down the lanes (softmaxStep, attention_lanes.inc): scale, mask by selection,
-//     running max, e^x (exp_lanes.inc), running sum in position order;
+//   online softmax down the lanes (softmaxStep): scale, mask by selection, a running max that
+//     moves only when a score passes it by more than kSlack (so the accumulators are rarely
+//     rescaled: times 1 is skipped), e^x with fused multiply-adds (exp_fma_lanes.inc), running
+//     sum in position order;
 //   values: acc^T[d] = acc^T[d] x correction, then acc^T[d] += w_j v_j[d] for the positions in
 //     order, one fused multiply-add each, v_j[d] broadcast, 16 dimensions in registers at a time.
 // Every lane is its own computation, so a pair's output is bit-identical whichever item, batch or
@@ -53,11 +55,12 @@ KILN_TARGET_BEGIN(KILN_ISA_AVX512)
 namespace kiln::kernels::cpu {
 namespace {
 
-#include "kernels/cpu/exp_lanes.inc"
+#include "kernels/cpu/exp_fma_lanes.inc"
 
 #include "kernels/cpu/attention_lanes.inc"
 
 constexpr int32_t kDims = 16;    // dimensions of acc^T held in registers at a time
+constexpr float kSlack = 8.0f;   // how far a pair's running max may lag its scaled scores
 constexpr int32_t kFewPairs = 8; // items of at most this many pairs run by attendFewPairs
 
 // A worker's buffers, 64-byte aligned: the item's queries transposed ([headDim][16]), one step's
@@ -161,11 +164,16 @@ void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t p
 // in order (value rows headDim apart), one fused multiply-add each.
 void accumulateValues(const float *values, int32_t headDim, const float *weights, int32_t j0,
                       int32_t j1, __m512 correction, float *acc) {
+  // Times 1 is exact: skipped when no max moved (the lagging max makes that the common step).
+  const bool rescale = _mm512_cmp_ps_mask(correction, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) != 0;
   for (int32_t d0 = 0; d0 < headDim; d0 += kDims) {
     __m512 a[kDims];
 #pragma GCC unroll 16
-    for (int32_t i = 0; i < kDims; ++i)
-      a[i] = _mm512_mul_ps(_mm512_load_ps(acc + (d0 + i) * kLanePairs), correction);
+    for (int32_t i = 0; i < kDims; ++i) {
+      a[i] = _mm512_load_ps(acc + (d0 + i) * kLanePairs);
+      if (rescale)
+        a[i] = _mm512_mul_ps(a[i], correction);
+    }
     for (int32_t j = j0; j < j1; ++j) {
       const __m512 w = _mm512_load_ps(weights + j * kLanePairs);
       const float *v = values + int64_t(j) * headDim + d0;
@@ -246,6 +254,48 @@ void fewScores(const float *queries, int32_t headDim, const float *keysT, float 
       _mm512_store_ps(out + (t * P + i) * 16, acc[t][i]);
 }
 
+// e^x of expFmaLanes (exp_fma_lanes.inc) on every lane, or 0 where a lane is not `live`.
+__m512 weightsOf(__m512 x, __mmask16 live) {
+  return _mm512_maskz_mov_ps(live, expFmaLanes(x));
+}
+
+// The max a pair's weights are taken against after a step whose scaled scores peak at rowMax: it
+// moves only when a score passes it by more than kSlack (each weight stays below e^kSlack), so
+// the accumulators are rarely rescaled; lane by lane, so a pair's max depends on its scores only.
+F32x16 laggingMax(F32x16 max, F32x16 rowMax) {
+  return rowMax > max + kSlack ? rowMax : max;
+}
+
+// The pairs' lanes: scores (16 positions from `position0`, 16 pairs a row) to weights, in place:
+// scaled, and masked by selection (positions a pair does not see are -inf, whatever their score,
+// NaN included), the running max and sum updated. Returns the factor the accumulators are
+// rescaled by (1 where a pair has seen nothing yet, or its max did not move).
+F32x16 softmaxStep(LaneSoftmax &state, float *scores, int32_t position0, float scale) {
+  const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
+  F32x16 rowMax = minusInf;
+  for (int32_t j = 0; j < kLanePositions; ++j) {
+    const I32x16 position = I32x16{} + (position0 + j);
+    const F32x16 s = loadF32x16(scores + j * kLanePairs) * scale;
+    const F32x16 masked = ((position >= state.first) & (position < state.length)) ? s : minusInf;
+    storeF32x16(scores + j * kLanePairs, masked);
+    rowMax = rowMax > masked ? rowMax : masked;
+  }
+  const F32x16 newMax = laggingMax(state.max, rowMax);
+  const __mmask16 live = _mm512_cmp_ps_mask((__m512)newMax, (__m512)minusInf, _CMP_GT_OQ);
+  const __mmask16 seen = _mm512_cmp_ps_mask((__m512)state.max, (__m512)minusInf, _CMP_GT_OQ);
+  const F32x16 correction = (F32x16)_mm512_mask_mov_ps(_mm512_set1_ps(1.0f), seen,
+                                                       expFmaLanes((__m512)(state.max - newMax)));
+  state.sum = state.sum * correction;
+  for (int32_t j = 0; j < kLanePositions; ++j) {
+    const F32x16 w =
+        (F32x16)weightsOf((__m512)(loadF32x16(scores + j * kLanePairs) - newMax), live);
+    state.sum = state.sum + w;
+    storeF32x16(scores + j * kLanePairs, w);
+  }
+  state.max = newMax;
+  return correction;
+}
+
 // softmaxStep for the P pairs (lane n of `state`) with their 16 positions' scores on the lanes of
 // scores + 16 n, in place: the same operations on the same values, each pair's running sum
 // still added in position order, the pairs' sums side by side. corrections[n]: pair n's factor.
@@ -262,13 +312,15 @@ void fewSoftmax(LaneSoftmax &state, float *scores, int32_t position0, float scal
     const F32x16 s = loadF32x16(row) * scale;
     const F32x16 masked =
         ((position >= state.first[n]) & (position < state.length[n])) ? s : minusInf;
-    const float rowMax = _mm512_reduce_max_ps((__m512)masked);
-    const float newMax = state.max[n] > rowMax ? state.max[n] : rowMax;
-    const bool live = newMax > -std::numeric_limits<float>::infinity();
-    corrections[n] = live ? expLanes<F32x16, I32x16>(F32x16{} + (state.max[n] - newMax))[0] : 1.0f;
-    storeF32x16(row, live ? expLanes<F32x16, I32x16>(masked - newMax) : F32x16{});
+    const F32x16 rowMax = F32x16{} + _mm512_reduce_max_ps((__m512)masked);
+    const F32x16 max = F32x16{} + state.max[n];
+    const F32x16 newMax = laggingMax(max, rowMax);
+    const bool live = newMax[0] > -std::numeric_limits<float>::infinity();
+    const bool seen = max[0] > -std::numeric_limits<float>::infinity();
+    corrections[n] = seen ? _mm512_cvtss_f32(expFmaLanes((__m512)(max - newMax))) : 1.0f;
+    storeF32x16(row, (F32x16)weightsOf((__m512)(masked - newMax), live ? 0xffff : 0));
     sums[n] = state.sum[n] * corrections[n];
-    state.max[n] = newMax;
+    state.max[n] = newMax[0];
   }
   for (int32_t j = 0; j < kLanePositions; ++j)
     for (int n = 0; n < P; ++n)
@@ -284,9 +336,11 @@ void fewValues(const float *values, int32_t headDim, int32_t d0, const float *we
                int32_t j1, const float (&corrections)[P], float *acc) {
   __m512 a[P][C];
   for (int n = 0; n < P; ++n)
-    for (int c = 0; c < C; ++c)
-      a[n][c] = _mm512_mul_ps(_mm512_load_ps(acc + int64_t(n) * headDim + d0 + 16 * c),
-                              _mm512_set1_ps(corrections[n]));
+    for (int c = 0; c < C; ++c) {
+      a[n][c] = _mm512_load_ps(acc + int64_t(n) * headDim + d0 + 16 * c);
+      if (corrections[n] != 1.0f) // times 1 is exact: skipped
+        a[n][c] = _mm512_mul_ps(a[n][c], _mm512_set1_ps(corrections[n]));
+    }
   for (int32_t j = j0; j < j1; ++j)
     for (int c = 0; c < C; ++c) {
       const __m512 v = _mm512_loadu_ps(values + int64_t(j) * headDim + d0 + 16 * c);

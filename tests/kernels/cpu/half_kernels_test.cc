@@ -477,27 +477,31 @@ TEST(HalfKernelsTest, AttentionBf16TokenByTokenGivesTheBitsOfOneCall) {
 }
 
 // Keys that grow along the prompt (position p's times 1 + p) make each pair's running max jump
-// by more than attention_amx.cc's slack again and again, so the tiles' accumulators are rescaled
-// mid-item (and, at 128 dimensions, between passes): still the fp32 result rounded, still the same
-// bits token by token.
-TEST(HalfKernelsTest, AttentionOnTilesFollowsAJumpingMax) {
-  for (const int32_t headDim : {64, 128}) {
-    SCOPED_TRACE(::testing::Message() << "dim " << headDim);
-    HalfAttentionBatch b(ElemType::kBF16, ElemType::kBF16, 9900 + headDim, 8, 2, headDim);
-    std::vector<float> keys = b.k.values;
-    const int64_t blockFloats = int64_t(b.kvHeads) * b.blockSize * b.headDim;
-    for (size_t s = 0; s < b.contextLens.size(); ++s)
-      for (int32_t p = 0; p < b.contextLens[s]; ++p) {
-        const int64_t block = b.blockTables[s * b.maxBlocksPerSeq + p / b.blockSize];
-        for (int32_t h = 0; h < b.kvHeads; ++h)
-          for (int32_t d = 0; d < b.headDim; ++d)
-            keys[block * blockFloats + (int64_t(h) * b.blockSize + p % b.blockSize) * b.headDim +
-                 d] *= 1.0f + float(p);
-      }
-    b.k = makeWeights(keys, ElemType::kBF16);
-    expectTheFp32ResultRounded(b);
-    expectTokenByTokenBits(b);
-  }
+// by more than the kernels' slack again and again, so accumulators are rescaled mid-item: on the
+// tiles (and, at 128 dimensions, between passes), and in attention_f32_avx512.cc's lanes and
+// few-pairs layouts (avx512, the token-by-token check comparing the two). At every level: still
+// the fp32 result rounded, still the same bits token by token.
+TEST(HalfKernelsTest, AttentionFollowsAJumpingMax) {
+  for (const CpuIsa isa : availableCpuIsas())
+    for (const int32_t headDim : {64, 128}) {
+      ASSERT_TRUE(setCpuIsa(isa));
+      SCOPED_TRACE(::testing::Message() << cpuIsaName(isa) << " dim " << headDim);
+      HalfAttentionBatch b(ElemType::kBF16, ElemType::kBF16, 9900 + headDim, 8, 2, headDim);
+      std::vector<float> keys = b.k.values;
+      const int64_t blockFloats = int64_t(b.kvHeads) * b.blockSize * b.headDim;
+      for (size_t s = 0; s < b.contextLens.size(); ++s)
+        for (int32_t p = 0; p < b.contextLens[s]; ++p) {
+          const int64_t block = b.blockTables[s * b.maxBlocksPerSeq + p / b.blockSize];
+          for (int32_t h = 0; h < b.kvHeads; ++h)
+            for (int32_t d = 0; d < b.headDim; ++d)
+              keys[block * blockFloats + (int64_t(h) * b.blockSize + p % b.blockSize) * b.headDim +
+                   d] *= 1.0f + float(p);
+        }
+      b.k = makeWeights(keys, ElemType::kBF16);
+      expectTheFp32ResultRounded(b);
+      expectTokenByTokenBits(b);
+    }
+  setCpuIsa(detectedCpuIsa());
 }
 
 // Each bf16 sequence alone gives the bits it gets inside the batch.
