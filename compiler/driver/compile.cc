@@ -134,9 +134,9 @@ Status Compilation::import() {
                                    ? "one scale per output channel"
                                    : "a scale per [" + std::to_string(q.blockRows) + ", " +
                                          std::to_string(q.blockColumns) + "] block";
-    log("import: " + std::string(q.methodName()) + " fp8 checkpoint, " +
-        std::to_string(fp8->quantizedLinears()) + " linears with " + scales + ", dequantized to " +
-        options_.dtype);
+    log(std::string("import: ") + (q.compressedTensors ? "compressed-tensors fp8" : "fp8") +
+        " checkpoint, " + std::to_string(fp8->quantizedLinears()) + " linears with " + scales +
+        ", dequantized to " + options_.dtype);
     checkpoint_ = std::move(fp8);
   } else if (config_.quantization) {
     KILN_ASSIGN_OR_RETURN(auto quantized,
