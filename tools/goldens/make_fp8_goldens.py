@@ -27,9 +27,7 @@ Goldens, tests/data/golden/<name>.json + .case<i>.logits.f32 (make_llama_goldens
 fp32 golden's prompts, 16 greedy ids and every row of logits, fp32, eager attention, CPU.
 """
 
-import json
 import os
-import shutil
 import sys
 
 import torch
@@ -48,8 +46,6 @@ FIXTURES = [
     ("tiny-llama-fp8-tensor", "compressed-tensors", [0, 0], [1, 2]),
     ("tiny-llama-fp8-channel", "compressed-tensors", [1, 0], [0, 1, 2]),
 ]
-LINEARS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 
 
 def quantize(w: torch.Tensor, block):
@@ -90,39 +86,18 @@ def quantizationConfig(method, block):
 
 
 def writeFixture(name, method, block, source: str, repo: str):
-    fixtureDir = os.path.join(repo, "tests/data/models", name)
-    if os.path.isdir(fixtureDir):
-        shutil.rmtree(fixtureDir)
-    os.makedirs(fixtureDir)
-    for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
-        shutil.copy(os.path.join(source, f), fixtureDir)
-    with open(os.path.join(source, "config.json")) as f:
-        config = json.load(f)
-    config["quantization_config"] = quantizationConfig(method, block)
-    with open(os.path.join(fixtureDir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    model = mlg.loadModel(source)
-    tensors, dequantized = {}, {}
-    for name, param in model.state_dict().items():
-        prefix = name[:-len(".weight")] if name.endswith(".weight") else None
-        if prefix and any(prefix.endswith(l) for l in LINEARS):
-            codes, scales, values = quantize(param.detach().to(torch.float32), block)
-            tensors[name] = codes.contiguous()
-            if method == "fp8":
-                tensors[f"{prefix}.weight_scale_inv"] = scales.contiguous()
-            elif block == [0, 0]:
-                tensors[f"{prefix}.weight_scale"] = scales.reshape(1).contiguous()
-            else:
-                tensors[f"{prefix}.weight_scale"] = scales.contiguous()  # [out, 1]
-            dequantized[name] = values
+    def quantizeLinear(prefix, w):
+        codes, scales, values = quantize(w, block)
+        if method == "fp8":
+            stored = {f"{prefix}.weight_scale_inv": scales.contiguous()}
+        elif block == [0, 0]:
+            stored = {f"{prefix}.weight_scale": scales.reshape(1).contiguous()}
         else:
-            tensors[name] = param.detach().contiguous()
-    save_file(tensors, os.path.join(fixtureDir, "model.safetensors"), metadata={"format": "pt"})
-    with torch.no_grad():
-        state = model.state_dict()
-        for name, w in dequantized.items():
-            state[name].copy_(w)
-    return model, len(dequantized)
+            stored = {f"{prefix}.weight_scale": scales.contiguous()}  # [out, 1]
+        stored[f"{prefix}.weight"] = codes.contiguous()
+        return stored, values
+    return mlg.writeQuantizedFixture(name, source, repo, quantizationConfig(method, block),
+                                     quantizeLinear, lambda t: t.contiguous(), save_file)
 
 
 def main() -> None:

@@ -30,9 +30,7 @@ Goldens, tests/data/golden/<name>.json + .case<i>.logits.f32 (make_llama_goldens
 fp32 golden's prompts, 16 greedy ids and every row of logits, fp32, eager attention, CPU.
 """
 
-import json
 import os
-import shutil
 import sys
 
 import numpy as np
@@ -46,8 +44,6 @@ import make_llama_goldens as mlg  # noqa: E402
 transformers.logging.set_verbosity_error()
 
 ORDER = [0, 2, 4, 6, 1, 3, 5, 7]
-LINEARS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
-           "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
 FIXTURES = [
     # name, method, sym, group_size (-1: per output)
     ("tiny-llama-gptq", "gptq", True, 32),
@@ -116,44 +112,21 @@ def packAwq(q, zeros, scales):
 
 
 def writeFixture(name, method, sym, groupSize, source, repo):
-    fixtureDir = os.path.join(repo, "tests/data/models", name)
-    if os.path.isdir(fixtureDir):
-        shutil.rmtree(fixtureDir)
-    os.makedirs(fixtureDir)
-    for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
-        shutil.copy(os.path.join(source, f), fixtureDir)
-    with open(os.path.join(source, "config.json")) as f:
-        config = json.load(f)
     if method == "gptq":
-        config["quantization_config"] = {"quant_method": "gptq", "bits": 4,
-                                         "group_size": groupSize, "desc_act": False, "sym": sym,
-                                         "checkpoint_format": "gptq"}
+        config = {"quant_method": "gptq", "bits": 4, "group_size": groupSize, "desc_act": False,
+                  "sym": sym, "checkpoint_format": "gptq"}
     else:
-        config["quantization_config"] = {"quant_method": "awq", "bits": 4,
-                                         "group_size": groupSize, "zero_point": True,
-                                         "version": "gemm"}
-    with open(os.path.join(fixtureDir, "config.json"), "w") as f:
-        json.dump(config, f, indent=2)
-    model = mlg.loadModel(source)
-    tensors, dequantized = {}, {}
-    for name_, param in model.state_dict().items():
-        prefix = name_[:-len(".weight")] if name_.endswith(".weight") else None
-        if prefix and any(prefix.endswith(l) for l in LINEARS):
-            w = param.detach().numpy().astype(np.float32)
-            q, zeros, scales = quantize(w, sym, groupSize)
-            parts = packGptq(q, zeros, scales, groupSize) if method == "gptq" else \
-                packAwq(q, zeros, scales)
-            for part, value in parts.items():
-                tensors[f"{prefix}.{part}"] = np.ascontiguousarray(value)
-            dequantized[name_] = dequantize(q, zeros, scales, groupSize)
-        else:
-            tensors[name_] = np.ascontiguousarray(param.detach().numpy())
-    save_file(tensors, os.path.join(fixtureDir, "model.safetensors"), metadata={"format": "pt"})
-    with torch.no_grad():
-        state = model.state_dict()
-        for name_, w in dequantized.items():
-            state[name_].copy_(torch.from_numpy(w))
-    return model, len(dequantized)
+        config = {"quant_method": "awq", "bits": 4, "group_size": groupSize, "zero_point": True,
+                  "version": "gemm"}
+
+    def quantizeLinear(prefix, w):
+        q, zeros, scales = quantize(w.numpy(), sym, groupSize)
+        parts = packGptq(q, zeros, scales, groupSize) if method == "gptq" else \
+            packAwq(q, zeros, scales)
+        stored = {f"{prefix}.{part}": np.ascontiguousarray(v) for part, v in parts.items()}
+        return stored, dequantize(q, zeros, scales, groupSize)
+    return mlg.writeQuantizedFixture(name, source, repo, config, quantizeLinear,
+                                     lambda t: np.ascontiguousarray(t.numpy()), save_file)
 
 
 def main() -> None:

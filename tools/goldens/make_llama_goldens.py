@@ -17,6 +17,7 @@ import json
 import os
 import platform
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -147,6 +148,49 @@ def eosIdsOf(modelDir: str) -> list[int]:
                 eos = json.load(f).get("eos_token_id")
             ids += eos if isinstance(eos, list) else ([] if eos is None else [eos])
     return sorted(set(ids))
+
+
+# tiny-llama's linears as the weight-only quantizers (GPTQ, AWQ, fp8) quantize them; the
+# embedding, norms and lm_head stay as they are.
+QUANTIZED_LINEARS = ["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+                     "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"]
+
+
+def writeQuantizedFixture(name, source, repo, quantizationConfig, quantizeLinear, toStored,
+                          saveFile):
+    """tests/data/models/<name>: the model at `source` with its QUANTIZED_LINEARS quantized: its
+    tokenizer and generation files, config.json with `quantizationConfig`, model.safetensors
+    written by saveFile(tensors, path). quantizeLinear(prefix, fp32 weight tensor) gives the
+    stored tensors by name and the fp32 weights they stand for; toStored(tensor) the form every
+    other tensor is stored in. Returns the model holding the weights the layout stands for (to
+    compute the golden with) and how many linears were quantized."""
+    fixtureDir = os.path.join(repo, "tests/data/models", name)
+    if os.path.isdir(fixtureDir):
+        shutil.rmtree(fixtureDir)
+    os.makedirs(fixtureDir)
+    for f in ["tokenizer.json", "tokenizer_config.json", "generation_config.json"]:
+        shutil.copy(os.path.join(source, f), fixtureDir)
+    with open(os.path.join(source, "config.json")) as f:
+        config = json.load(f)
+    config["quantization_config"] = quantizationConfig
+    with open(os.path.join(fixtureDir, "config.json"), "w") as f:
+        json.dump(config, f, indent=2)
+    model = loadModel(source)
+    tensors, dequantized = {}, {}
+    for tensorName, param in model.state_dict().items():
+        prefix = tensorName[:-len(".weight")] if tensorName.endswith(".weight") else None
+        if prefix and any(prefix.endswith(l) for l in QUANTIZED_LINEARS):
+            stored, values = quantizeLinear(prefix, param.detach().to(torch.float32))
+            tensors.update(stored)
+            dequantized[tensorName] = values
+        else:
+            tensors[tensorName] = toStored(param.detach())
+    saveFile(tensors, os.path.join(fixtureDir, "model.safetensors"), metadata={"format": "pt"})
+    with torch.no_grad():
+        state = model.state_dict()
+        for tensorName, w in dequantized.items():
+            state[tensorName].copy_(torch.as_tensor(w))
+    return model, len(dequantized)
 
 
 def tinyLlamaPrompts(goldenDir: str) -> list:
