@@ -175,8 +175,8 @@ Status Compilation::build() {
   return markQuantizedWeights();
 }
 
-// --quantize, or a GGUF file's or a GPTQ checkpoint's packed blocks kept (cpu-only compiles: the
-// CUDA backend reads no quantized weights yet).
+// --quantize, or a GGUF file's or a GPTQ / AWQ checkpoint's packed blocks kept (every target reads
+// them: the cpu kernels and kernels/cuda/quant.cuh).
 Status Compilation::markQuantizedWeights() {
   QuantizePolicy policy;
   if (!options_.quantize.empty()) {
@@ -188,14 +188,7 @@ Status Compilation::markQuantizedWeights() {
                                      : format == QuantFormat::kQ4 ? kDefaultInt4GroupSize
                                                                   : 0};
   } else if ((gguf_ || config_.quantization) && options_.keepGgufBlocks) {
-    const bool cpuOnly = std::all_of(options_.targets.begin(), options_.targets.end(),
-                                     [](const std::string &t) { return t == "cpu"; });
-    if (cpuOnly)
-      policy.packedFrom = checkpoint_.get();
-    else
-      log(std::string(gguf_ ? "GGUF blocks" : "quantized checkpoint weights") +
-          " are dequantized to " + options_.dtype +
-          ": the GPU targets read no quantized weights yet");
+    policy.packedFrom = checkpoint_.get();
   }
   if (!policy.all && !policy.packedFrom)
     return okStatus();

@@ -35,7 +35,7 @@ struct CompileOptions {
   std::string quantize;
   int64_t groupSize = 0; // --group-size: columns per scale; 0: int8 one per row, int4 32
   // A GGUF input's Q8_0 / Q4_0 / Q4_1 matrices and a GPTQ / AWQ checkpoint's 4-bit ones stay
-  // packed (Q8, Q4, Q4M, Q4Z) on a cpu-only compile; false dequantizes them into `dtype` (kiln
+  // packed (Q8, Q4, Q4M, Q4Z) for every target; false dequantizes them into `dtype` (kiln
   // compile clears it when --dtype is given).
   bool keepGgufBlocks = true;
   std::vector<std::string> targets = {"cpu"};

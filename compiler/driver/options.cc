@@ -55,10 +55,6 @@ Status checkQuantize(const CompileOptions &options) {
     return invalidArgument("--group-size must be a multiple of " + std::to_string(kQuantSubBlock) +
                            " up to " + std::to_string(kMaxGroupSize) +
                            " (or 0 for the default), got " + std::to_string(options.groupSize));
-  for (const std::string &target : options.targets)
-    if (target != "cpu")
-      return invalidArgument("--quantize " + options.quantize + " with --target " + target +
-                             ": quantized weights run on the cpu backend only so far");
   return okStatus();
 }
 

@@ -94,11 +94,13 @@ KILN_HOST_DEVICE constexpr int32_t prefillBlockRows(int32_t headDim, int32_t ele
 // zeros (a vocab-parallel rank's shard)       grid (numTokens, ceil(hidden / chunk))
 struct EmbeddingParams {
   const int32_t *tokenIds;
-  const void *table; // [vocabRows, hidden], weight dtype
+  const void *table; // [vocabRows, hidden], weight dtype; a quantized table's values section
   void *out;         // [numTokens, hidden]
   int32_t numTokens;
   int32_t vocabStart; // the id of table row 0 (0 unless tensor-parallel)
   int32_t vocabRows;  // rows of `table`
+  const void *scales; // a quantized table (embedding_quant): its scales section; else null
+  const void *mins;   // its mins / zero points (Q4M, Q4Z); else null
 };
 
 // out = RmsNorm(x) * weight                      grid (rows)
@@ -239,6 +241,45 @@ struct GemvParams {
   int32_t rows;      // 1..kGemvMaxRows
   int32_t out;
   int32_t outsPerWarp; // 1..kGemvMaxOutputsPerWarp
+};
+
+// Quantized weights (runtime/base/quant_layout.h): the kernels' `format` constant is the
+// layout's QuantFormat + 1 (template constants are positive integers), `group` its group size.
+// Values are read in runs of 32 columns (a group is a whole number of them): 32 bytes (Q8, Q8F)
+// or 16 bytes (4-bit, value b in the low nibble of byte b, value b + 16 in its high nibble).
+constexpr int32_t kQuantFormatQ8 = 1;
+constexpr int32_t kQuantFormatQ4 = 2;
+constexpr int32_t kQuantFormatQ4Min = 3;
+constexpr int32_t kQuantFormatQ4Zero = 4;
+constexpr int32_t kQuantFormatQ8Float = 5;
+constexpr int32_t kQuantRun = 32;
+
+// A quantized [rows, in] matrix's sections, located by the host (quantLayout).
+struct QuantSections {
+  const void *values;
+  const void *scales; // fp16, [rows, in / group]
+  const void *mins;   // Q4M fp16 mins, Q4Z uint16 zero points, shaped as scales; else null
+};
+
+// The GEMV (see GemvParams) on a quantized W: y[r, o] = sum_k x[r, k] w[o, k] (+ bias[o]), each
+// w the exact fp32 value its layout defines, fp32 accumulation, y rounded once.
+// grid (ceil(out / gemvOutputsPerCta(1))), block kGemvThreads: one W row per warp.
+struct GemvQuantParams {
+  const void *x; // [rows, in], the kernel's dtype
+  QuantSections w;
+  const float *bias; // [out] fp32, or null
+  void *y;           // [rows, out], the kernel's y_dtype
+  int32_t rows;      // 1..kGemvMaxRows
+  int32_t out;
+};
+
+// out[o, k] = w[o, k] in the kernel's dtype (rounded once), for a Linear of more rows than the
+// GEMV takes: cuBLASLt then multiplies x by `out`. grid (ceil(rows * in / kQuantRun /
+// kGemvThreads)), block kGemvThreads: one run of 32 values per thread.
+struct DequantParams {
+  QuantSections w;
+  void *out; // [rows, in]
+  int32_t rows;
 };
 
 } // namespace kiln::kernels::cuda

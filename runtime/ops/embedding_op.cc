@@ -1,7 +1,9 @@
 // Embedding (plan.fbs): y[t] = table[token_ids[t] - vocab_start], zeros outside the table's rows.
+// A quantized table (GGUF blocks kept packed) runs kernels/cuda/quant.cuh's embeddingQuant on GPUs.
 #include "kernels/cuda/params.h"
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/quant_sections.h"
 
 namespace kiln::rt::ops {
 namespace {
@@ -63,9 +65,17 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                            vocabStartOf(op), elemType(y), quantOf(table)});
 }
 
+// A float table: `embedding`; a quantized one: `embedding_quant`, a thread per run of 32 values.
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const std::string dtype = kernelDType(k.output(0).dtype);
   const int64_t hidden = static_cast<int64_t>(widthOf(k.output(0)));
+  if (isQuantDType(k.input(1).dtype)) {
+    std::map<std::string, std::string> constants = quantKernelConstants(k.input(1));
+    constants["dtype"] = dtype;
+    constants["hidden"] = str(hidden);
+    constants["threads"] = str(threadsFor(hidden / kc::kQuantRun, 256));
+    return std::vector<KernelInstance>{makeKernelInstance("embedding_quant", std::move(constants))};
+  }
   return std::vector<KernelInstance>{makeKernelInstance(
       "embedding", {{"dtype", dtype},
                     {"weight_dtype", kernelDType(k.input(1).dtype)},
@@ -74,9 +84,17 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
 }
 
 std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
-  return {launchWith(kc::EmbeddingParams{i32(op.inputs[0]), op.inputs[1].data, op.outputs[0].data,
-                                         c.numTokens, vocabStartOf(op),
-                                         static_cast<int32_t>(op.inputs[1].fixedRows)})};
+  const BoundBuffer &table = op.inputs[1];
+  kc::EmbeddingParams params{
+      i32(op.inputs[0]), table.data,       op.outputs[0].data,
+      c.numTokens,       vocabStartOf(op), static_cast<int32_t>(table.fixedRows),
+      nullptr,           nullptr};
+  if (isQuantDType(table.dtype)) {
+    const kc::QuantSections sections = quantSectionsOf(table);
+    params.scales = sections.scales;
+    params.mins = sections.mins;
+  }
+  return {launchWith(params)};
 }
 
 // The token ids and one table row per token read, y written.
@@ -107,7 +125,14 @@ const OpEntry &embeddingOp() {
                          "embedding",
                          {"dtype", "weight_dtype", "hidden", "threads"},
                          KernelGrid::kRowChunksMixed,
-                         "hidden"}};
+                         "hidden"},
+                        {"embedding_quant",
+                         "quant.cuh",
+                         "EmbeddingParams",
+                         "embeddingQuant",
+                         {"dtype", "hidden", "format", "group", "threads"},
+                         KernelGrid::kRowCta}};
+    e.cuda.kernelsPerOp = 1; // of either template: a float or a quantized table
     e.cuda.instances = &instances;
     e.cuda.launches = &launches;
     e.cost = &cost;

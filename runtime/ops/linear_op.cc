@@ -1,9 +1,11 @@
 // Linear (plan.fbs): y = x W^T (+ b). A library op on GPUs (cuBLASLt, runtime/hal/cuda/
 // cuda_linear.h); its GEMV template runs decode-sized row counts where it beats cuBLASLt
-// (runtime/hal/cuda/cuda_gemv.h).
+// (runtime/hal/cuda/cuda_gemv.h). A quantized W runs on kernels/cuda/quant.cuh: its GEMV for
+// decode rows, and for more rows its weights written in x's dtype for cuBLASLt.
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
 #include "runtime/ops/plan_types.h"
+#include "runtime/ops/quant_sections.h"
 
 namespace kiln::rt::ops {
 namespace {
@@ -58,11 +60,28 @@ std::span<const uint8_t> packCpuWeights(const BoundOp &op, void *packed) {
       static_cast<size_t>(weightSize(w.dtype, shape, static_cast<uint64_t>(w.groupSize)).bytes)};
 }
 
+// A quantized W: the GEMV on its packed bytes (decode rows) and the kernel that writes it in x's
+// dtype for cuBLASLt (more rows), in that order (runtime/hal/cuda/cuda_device.cc).
+std::vector<KernelInstance> quantInstances(const schema::BufferT &x, const schema::BufferT &w,
+                                           const schema::BufferT &y) {
+  std::map<std::string, std::string> gemv = quantKernelConstants(w);
+  gemv["dtype"] = kernelDType(x.dtype);
+  gemv["in"] = str(w.shape[1]);
+  std::map<std::string, std::string> dequant = gemv;
+  gemv["y_dtype"] = kernelDType(y.dtype);
+  return {makeKernelInstance("gemv_quant", std::move(gemv)),
+          makeKernelInstance("dequant_weights", std::move(dequant))};
+}
+
 // The GEMV kernel runs a Linear whose x and W share one float dtype, with no bias or an F32 one;
-// other Linears get no instance and always run on cuBLASLt.
+// other Linears get no instance and always run on cuBLASLt. A quantized W needs float x and y and
+// no bias or an F32 one (else no instance: the CUDA backend refuses the op at load).
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const schema::BufferT &x = k.input(0), &w = k.input(1), &y = k.output(0);
   const bool f32Bias = k.op.inputs.size() < 3 || k.input(2).dtype == schema::DType::F32;
+  if (isQuantDType(w.dtype) && w.shape.size() == 2 && isFloatDType(x.dtype) &&
+      isFloatDType(y.dtype) && f32Bias)
+    return quantInstances(x, w, y);
   if (x.dtype != w.dtype || !isFloatDType(x.dtype) || !isFloatDType(y.dtype) || !f32Bias ||
       w.shape.size() != 2 || w.shape[1] < 1 || w.shape[1] > (1u << 20))
     return std::vector<KernelInstance>{};
@@ -98,7 +117,19 @@ const OpEntry &linearOp() {
     e.packCpuWeights = &packCpuWeights;
     e.cuda.libraryOp = true;
     e.cuda.templates = {
-        {"gemv", "gemv.cuh", "GemvParams", "gemv", {"dtype", "in", "y_dtype"}, KernelGrid::kGemv}};
+        {"gemv", "gemv.cuh", "GemvParams", "gemv", {"dtype", "in", "y_dtype"}, KernelGrid::kGemv},
+        {"gemv_quant",
+         "quant.cuh",
+         "GemvQuantParams",
+         "gemvQuant",
+         {"dtype", "in", "y_dtype", "format", "group"},
+         KernelGrid::kGemv},
+        {"dequant_weights",
+         "quant.cuh",
+         "DequantParams",
+         "dequantWeights",
+         {"dtype", "in", "format", "group"},
+         KernelGrid::kGemv}};
     e.cuda.instances = &instances;
     e.cost = &cost;
     return e;

@@ -72,6 +72,9 @@ struct CudaOpSpec {
   std::vector<KernelTemplate> templates;
   // A library op (Linear: cuBLASLt); its template (GEMV) is optional and chosen at load.
   bool libraryOp = false;
+  // 0: Op.kernel names one instance of each template, in order. Else how many it names, each of
+  // any one template (the embedding: of a float table or of a quantized one).
+  size_t kernelsPerOp = 0;
   // The instances this plan op needs, one per template; an empty list: none (a Linear GEMV
   // cannot run).
   Result<std::vector<KernelInstance>> (*instances)(const KernelPlanContext &) = nullptr;

@@ -63,9 +63,9 @@ TEST(GptqAwqModels, DtypeDequantizesGptqAndAwq) {
   }
 }
 
-// The GPU targets read no quantized weights yet: a GPU compile dequantizes (one weights file
-// serves every target of the artifact).
-TEST(GptqAwqModels, GpuTargetsDequantizeSymmetricGptq) {
+// A GPU target keeps the packed weights too (one weights file serves every target of the
+// artifact; tests/e2e/cuda_quantized_test.cc runs them on cuda).
+TEST(GptqAwqModels, GpuTargetsKeepGptqPacked) {
 #ifndef KILN_HAVE_CODEGEN
   GTEST_SKIP() << "built without the CUDA code generator (KILN_ENABLE_CUDA=OFF)";
 #else
@@ -73,8 +73,8 @@ TEST(GptqAwqModels, GpuTargetsDequantizeSymmetricGptq) {
   options.targets = {"cpu", "sm_90"};
   std::map<std::string, int> formats =
       weightFormats(compileForTest(kData + "/models/tiny-llama-gptq", options)).count;
-  EXPECT_EQ(formats["F32"], 16);
-  EXPECT_EQ(formats["Q4 g32"], 0);
+  EXPECT_EQ(formats["Q4 g32"], 8);
+  EXPECT_EQ(formats["F32"], 8);
 #endif
 }
 

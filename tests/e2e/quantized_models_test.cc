@@ -55,17 +55,17 @@ TEST(QuantizedModels, GgufBlocksStayPackedUnlessDtypeIsGiven) {
   checkGoldenLogits("tiny-llama.gguf", "cpu", dense);
 }
 
-// The GPU targets read no quantized weights yet: a GGUF's blocks are dequantized when one is
-// asked for (one weights file serves every target of the artifact).
-TEST(QuantizedModels, GpuTargetsDequantizeGgufBlocks) {
+// A GPU target keeps the blocks packed too (one weights file serves every target of the
+// artifact; tests/e2e/cuda_quantized_test.cc runs them on cuda).
+TEST(QuantizedModels, GpuTargetsKeepGgufBlocksPacked) {
 #ifndef KILN_HAVE_CODEGEN
   GTEST_SKIP() << "built without the CUDA code generator (KILN_ENABLE_CUDA=OFF)";
 #else
   compiler::CompileOptions options;
   options.targets = {"cpu", "sm_90"};
   WeightFormats formats = weightFormats(compileForTest(kData + "/gguf/tiny-llama.gguf", options));
-  EXPECT_EQ(formats.count["F32"], 16);
-  EXPECT_EQ(formats.quantizedBytes, 0u);
+  EXPECT_EQ(formats.count["Q8 g32"], 10);
+  EXPECT_EQ(formats.count["F32"], 6);
 #endif
 }
 
@@ -104,7 +104,6 @@ TEST(QuantizedModels, UnquantizableRequestsFailNamingTheFlagOrWeight) {
       {"int3", 0, 1, {"cpu"}, "--quantize 'int3' is not supported: use int8, int4 or fp8"},
       {"int4", 48, 1, {"cpu"}, "--group-size must be a multiple of 32"},
       {"", 32, 1, {"cpu"}, "--group-size 32 needs --quantize int8|int4|fp8"},
-      {"int8", 0, 1, {"cpu", "sm_90"}, "--quantize int8 with --target sm_90"},
       {"int4", 128, 1, {"cpu"}, "has 64 columns, which groups of 128 do not divide"},
       {"int4", 64, 2, {"cpu"}, "--tp 2 splits the 64-column groups of quantized weight"},
   };

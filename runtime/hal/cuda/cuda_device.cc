@@ -3,6 +3,7 @@
 
 #include "kernels/cuda/params.h"
 #include "runtime/base/half.h"
+#include "runtime/ops/plan_types.h"
 
 #include <algorithm>
 #include <charconv>
@@ -48,6 +49,8 @@ public:
   std::unique_ptr<PreparedOp> linear_; // a Linear: CudaLinear runs it
   std::unique_ptr<GemvPlan> gemv_;     // a Linear's buckets that run on its GEMV kernel instead
   CUfunction gemvFunction_ = nullptr;
+  std::unique_ptr<QuantLinearPlan> quant_; // a Linear with a quantized W (cuda_quant_linear.h)
+  CUfunction quantGemv_ = nullptr, dequant_ = nullptr;
 };
 
 // An instantiated CUDA graph. Destroyed before its device (the executor owns both in that order).
@@ -230,6 +233,7 @@ CudaDevice::~CudaDevice() {
     driver_->streamSynchronize(stream_);
   linear_.reset(); // its cuBLASLt handle, while the context lives
   free(linearWorkspace_);
+  free(dequantWorkspace_);
   free(l2Flush_);
   for (DeviceMemory &bias : convertedBiases_)
     free(bias);
@@ -354,6 +358,7 @@ Status CudaDevice::loadKernelModules(const schema::Plan &plan) {
   module_ = module;
   moduleTarget_ = refs[index].target;
   planHasGemv_ = planGemvUsable(plan.schema_version());
+  dequantBytes_ = dequantWorkspaceBytes(plan);
   functions_.clear();
   Result<CUfunction> argmax = function(kernels::cuda::kArgmaxRowsSymbol);
   argmaxFunction_ = argmax.isOk() ? *argmax : nullptr;
@@ -395,8 +400,7 @@ Status CudaDevice::ensureAttentionScratch(size_t bytes) {
   return okStatus();
 }
 
-Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op) {
-  KILN_RETURN_IF_ERROR(makeCurrent());
+Status CudaDevice::ensureCudaLinear() {
   if (!linear_) {
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<const CublasLt> lt, CublasLt::load(cublasLtLibraries_));
     if (!linearWorkspace_.data) {
@@ -410,6 +414,14 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
     KILN_ASSIGN_OR_RETURN(linear_, CudaLinear::create(std::move(lt), linearWorkspace_.data,
                                                       linearWorkspace_.bytes, std::move(timer)));
   }
+  return okStatus();
+}
+
+Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op) {
+  KILN_RETURN_IF_ERROR(makeCurrent());
+  KILN_RETURN_IF_ERROR(ensureCudaLinear());
+  if (isQuantLinear(op))
+    return prepareQuantLinear(op);
   KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(op));
   BoundOp bound = op;
   if (gemm.convertBias) {
@@ -419,6 +431,58 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
   auto prepared = std::make_unique<CudaPreparedOp>(std::move(linear));
   KILN_RETURN_IF_ERROR(prepareGemv(op, *prepared));
   return std::unique_ptr<PreparedOp>(std::move(prepared));
+}
+
+// The GEMV on the packed W for decode rows, cuBLASLt on W dequantized into the device's workspace
+// (sized at loadKernelModules for the plan's largest quantized W) for more.
+Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareQuantLinear(const BoundOp &op) {
+  if (!module_)
+    return failedPrecondition("cuda backend: no kernel module loaded on " + name_ +
+                              ": call CudaDevice::loadKernelModules(plan) before preparing ops");
+  const uint64_t needed = static_cast<uint64_t>(op.inputs[1].fixedRows * op.inputs[1].width) *
+                          dtypeSize(op.inputs[0].dtype);
+  if (needed > dequantBytes_)
+    return failedPrecondition("cuda backend: " + opLabel(*op.op) + ": its W takes " +
+                              std::to_string(needed) + " bytes dequantized, more than the " +
+                              std::to_string(dequantBytes_) + " the loaded plan asked for");
+  if (!dequantWorkspace_.data) {
+    KILN_ASSIGN_OR_RETURN(dequantWorkspace_, allocate(dequantBytes_, MemoryKind::kDevice));
+  }
+  KILN_ASSIGN_OR_RETURN(QuantLinearPlan plan, planQuantLinear(op, dequantWorkspace_.data));
+  BoundOp bound = dequantizedLinear(op, dequantWorkspace_.data);
+  KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(bound));
+  if (gemm.convertBias) {
+    KILN_ASSIGN_OR_RETURN(bound.inputs[2], convertBias(op.inputs[2], op.outputs[0].dtype));
+  }
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(bound));
+  auto prepared = std::make_unique<CudaPreparedOp>(std::move(linear));
+  KILN_ASSIGN_OR_RETURN(prepared->quantGemv_, function(plan.gemvSymbol));
+  KILN_ASSIGN_OR_RETURN(prepared->dequant_, function(plan.dequantSymbol));
+  prepared->quant_ = std::make_unique<QuantLinearPlan>(std::move(plan));
+  return std::unique_ptr<PreparedOp>(std::move(prepared));
+}
+
+Status CudaDevice::launchPlain(CUfunction function, CudaLaunch &launch, const std::string &what) {
+  void *args[] = {launch.params.data()};
+  CUresult rc =
+      driver_->launchKernel(function, launch.grid[0], launch.grid[1], launch.grid[2], launch.block,
+                            1, 1, launch.sharedBytes, stream_, args, nullptr);
+  return driver_->check(rc, "cuLaunchKernel for " + what);
+}
+
+Status CudaDevice::runQuantLinear(const PreparedOp &prepared, const StepCounts &counts) {
+  const auto &op = static_cast<const CudaPreparedOp &>(prepared);
+  const QuantLinearPlan &plan = *op.quant_;
+  const int64_t rows = counts.rows(plan.rowsRule, plan.maxRows);
+  if (rows <= 0)
+    return okStatus();
+  if (rows <= kernels::cuda::kGemvMaxRows) {
+    CudaLaunch gemv = quantGemvLaunch(plan, static_cast<int32_t>(rows));
+    return launchPlain(op.quantGemv_, gemv, "a quantized GEMV Linear");
+  }
+  CudaLaunch dequant = dequantLaunch(plan);
+  KILN_RETURN_IF_ERROR(launchPlain(op.dequant_, dequant, "a Linear's W dequantization"));
+  return linear_->run(*op.linear_, counts, stream_);
 }
 
 // Per row bucket of at most kGemvMaxRows rows: cuBLASLt and the kernel at each W-rows-per-warp
@@ -562,6 +626,8 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
   // Only this device prepares the ops it runs, so the downcast is safe.
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
   KILN_RETURN_IF_ERROR(makeCurrent());
+  if (op.quant_)
+    return runQuantLinear(prepared, counts);
   if (op.linear_) {
     if (op.gemv_) {
       const int64_t rows = counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows);
@@ -588,6 +654,12 @@ std::string CudaDevice::describeOp(const PreparedOp &prepared, const StepCounts 
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
   if (!op.linear_)
     return "";
+  if (op.quant_) {
+    const int64_t rows = counts.rows(op.quant_->rowsRule, op.quant_->maxRows);
+    if (rows >= 1 && rows <= kernels::cuda::kGemvMaxRows)
+      return "gemv quantized";
+    return "dequantize + " + CudaLinear::describe(*op.linear_, counts);
+  }
   if (op.gemv_) {
     const int32_t outs =
         gemvOutsPerWarp(*op.gemv_, counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows));

@@ -19,6 +19,7 @@
 #include "runtime/hal/cuda/cuda_gemv.h"
 #include "runtime/hal/cuda/cuda_launch.h"
 #include "runtime/hal/cuda/cuda_linear.h"
+#include "runtime/hal/cuda/cuda_quant_linear.h"
 #include "runtime/hal/device.h"
 
 #include <map>
@@ -118,7 +119,12 @@ private:
   Status makeCurrent() const;
   Result<CUfunction> function(const std::string &symbol) const;
   Status ensureAttentionScratch(size_t bytes);
+  Status ensureCudaLinear(); // linear_ and its workspace, made by the first Linear prepared
   Result<std::unique_ptr<PreparedOp>> prepareLinear(const BoundOp &op);
+  Result<std::unique_ptr<PreparedOp>> prepareQuantLinear(const BoundOp &op);
+  Status runQuantLinear(const PreparedOp &prepared, const StepCounts &counts);
+  // One cuLaunchKernel of `launch` on the stream; errors say it was for `what`.
+  Status launchPlain(CUfunction function, CudaLaunch &launch, const std::string &what);
   Result<BoundBuffer> convertBias(const BoundBuffer &bias, schema::DType dtype);
   // Milliseconds per run of a candidate matmul on the stream, between two events.
   Result<double> timeLinearCandidate(const std::function<Status(CUstream)> &work);
@@ -143,7 +149,9 @@ private:
   bool overlapGemv_ = true;  // asked for, and the device is sm_90 or later (open)
   bool planHasGemv_ = false; // the loaded plan's GEMV kernels keep today's launch contract
   DeviceMemory linearWorkspace_;
-  DeviceMemory l2Flush_; // twice the L2 size, while Linears are timed (ensureL2Flush)
+  DeviceMemory dequantWorkspace_; // quantized Linears' W in x's dtype (cuda_quant_linear.h)
+  uint64_t dequantBytes_ = 0;     // what the loaded plan's largest quantized W needs there
+  DeviceMemory l2Flush_;          // twice the L2 size, while Linears are timed (ensureL2Flush)
   std::vector<DeviceMemory> convertedBiases_; // F32 biases of half Linears, in y's dtype
   std::unique_ptr<CudaLinear> linear_;        // made by the first prepareLinear
   std::string name_ = "cuda";

@@ -39,11 +39,11 @@ Status checkActivationDtypes(const OpEntry &entry, const BoundOp &op) {
                                "; step inputs are I32");
       return okStatus();
     }
-    if (b.kind == schema::BufferKind::Weight && isQuantDType(b.dtype))
+    if (b.kind == schema::BufferKind::Weight && isQuantDType(b.dtype) &&
+        !(isInput && (entry.matrixWeightInputs >> index & 1u)))
       return unimplemented("cuda backend: " + opLabel(*op.op) + ": weight input " +
                            std::to_string(index) + " is " + dtypeName(b.dtype) +
-                           "; quantized weights run on the cpu backend only so far (compile "
-                           "with --dtype fp32|fp16|bf16 and no --quantize for a GPU)");
+                           "; the op reads no quantized weights there");
     if (b.kind != schema::BufferKind::Activation)
       return okStatus();
     if (!isFloatDType(b.dtype))
@@ -97,7 +97,8 @@ Result<std::vector<std::string>> kernelSymbols(const BoundOp &op) {
     symbols.push_back(kernel.substr(start, comma - start));
     start = comma + 1;
   }
-  const size_t expected = entry->cuda.templates.size();
+  const size_t expected =
+      entry->cuda.kernelsPerOp ? entry->cuda.kernelsPerOp : entry->cuda.templates.size();
   bool empty = std::any_of(symbols.begin(), symbols.end(), [](auto &s) { return s.empty(); });
   if (symbols.size() != expected || empty) {
     std::string names;

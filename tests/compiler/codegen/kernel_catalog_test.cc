@@ -16,9 +16,9 @@ KernelInstance rmsNorm(std::string hidden = "4096", std::string threads = "512")
 
 TEST(KernelCatalog, SymbolsAreStableAndReadable) {
   EXPECT_EQ(rmsNorm().symbol, "kiln_rms_norm_bf16_4096_512_bf16");
-  // The ten of a decoder (tests/kernels/cuda/decoder_kernels.h), gemv (Linear) and argmax_rows
-  // (greedy sampling).
-  EXPECT_EQ(kernelOps().size(), 12u);
+  // The ten of a decoder (tests/kernels/cuda/decoder_kernels.h), gemv (Linear), argmax_rows
+  // (greedy sampling) and the three of quantized weights (kernels/cuda/quant.cuh).
+  EXPECT_EQ(kernelOps().size(), 15u);
 }
 
 TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {
@@ -65,7 +65,7 @@ TEST(KernelCatalog, InvalidInstancesNameTheProblem) {
       {extra, "unknown constant 'eps'"},
       {badSymbol, "'9lives' (rms_norm) is not a C identifier"},
       {badDtype, "constant 'dtype' is 'f64'; expected f32, f16 or bf16"},
-      {unknown, "unknown op 'softmax'; kernel templates exist for embedding, rms_norm"},
+      {unknown, "unknown op 'softmax'; kernel templates exist for embedding, embedding_quant, rms_norm"},
       {rmsNorm("0"), "constant 'hidden' is '0'; expected an integer in [1, 1048576]"},
       {rmsNorm("4096x"), "constant 'hidden' is '4096x'"},
       {rmsNorm("4096", "100"), "'threads' is 100; expected a multiple of 32, at most 1024"},

@@ -306,19 +306,38 @@ TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
             std::string::npos)
       << linear.message();
 
-  // Quantized weights (schema/plan.fbs Q8 / Q4 / Q4M) run on the cpu backend only so far.
+  // A quantized table is the embedding's to read (kernels/cuda/quant.cuh embeddingQuant); a
+  // quantized weight where an op reads no matrix (a norm's) is refused, naming it.
   makeOp(
       schema::OpParams::EmbeddingParams,
       [](auto &fbb) { return schema::CreateEmbeddingParams(fbb, 0u).Union(); }, 2, 1,
-      "kiln_embedding");
+      "kiln_embedding_quant_f32_2_32_64_32");
   op_.inputs = {stepInput(0x100, RowScale::Tokens, 8),
                 fakeBuffer(0x200, DType::Q4, RowScale::Fixed, 512, 64, schema::BufferKind::Weight)};
   op_.inputs[1].groupSize = 32;
   op_.outputs = {fakeBuffer(0x300, DType::F32, RowScale::Tokens, 8, 64)};
+  Status quantTable = checkCudaOp(op_);
+  EXPECT_TRUE(quantTable.isOk()) << quantTable.toString();
+  std::vector<CudaLaunch> gather = planLaunches(op_, StepCounts{5, 1, 1, 5}, {});
+  ASSERT_EQ(gather.size(), 1u);
+  const auto embedding = paramsOf<kc::EmbeddingParams>(gather[0]);
+  // Q4 [512, 64] g32: 16 KiB of values, then the scales; no mins.
+  EXPECT_EQ(embedding.table, fake(0x200));
+  EXPECT_EQ(embedding.scales, fake(0x200 + 512 * 32));
+  EXPECT_EQ(embedding.mins, nullptr);
+
+  makeOp(
+      schema::OpParams::RmsNormParams,
+      [](auto &fbb) { return schema::CreateRmsNormParams(fbb, 1e-5f).Union(); }, 2, 1,
+      "kiln_rms_norm");
+  op_.inputs = {fakeBuffer(0x100, DType::F32, RowScale::Tokens, 8, 64),
+                fakeBuffer(0x200, DType::Q8, RowScale::Fixed, 1, 64, schema::BufferKind::Weight)};
+  op_.inputs[1].groupSize = 32;
+  op_.outputs = {fakeBuffer(0x300, DType::F32, RowScale::Tokens, 8, 64)};
   Status quantized = checkCudaOp(op_);
   EXPECT_EQ(quantized.code(), StatusCode::kUnimplemented);
-  EXPECT_NE(quantized.message().find("weight input 1 is Q4; quantized weights run on the cpu "
-                                     "backend only so far"),
+  EXPECT_NE(quantized.message().find("weight input 1 is Q8; the op reads no quantized weights "
+                                     "there"),
             std::string::npos)
       << quantized.message();
 

@@ -1,0 +1,214 @@
+// Quantized weights on the GPU (runtime/base/quant_layout.h; params.h QuantSections): every kernel
+// here turns a run of 32 stored values into the exact fp32 weights the layout defines, as the CPU's
+// dequantizeRow (kernels/cpu/linear_quant.cc) does:
+//   Q8   scale * q             (q int8: 8 x 11 significant bits, exact)
+//   Q8F  scale * e             (e fp8 E4M3: 4 x 11 bits, exact)
+//   Q4   scale * (u - 8)       (exact; -0 where u is 8 and the scale negative, as on the cpu)
+//   Q4M  fma(scale, u, min)    (scale * u exact, rounded once with the min)
+//   Q4Z  scale * u - zero scale (exact, +0 for u == zero)
+// gemvQuant is the decode GEMV on the packed bytes (one W row per warp, lanes side by side over
+// runs, so a warp reads 512 (4-bit) or 1,024 (8-bit) contiguous bytes a step); dequantWeights
+// writes a Linear's weights in the activation dtype for cuBLASLt (prefill: runtime/hal/cuda/
+// cuda_device.cc); embeddingQuant gathers table rows.
+#pragma once
+
+#include "kiln/common.cuh"
+
+namespace kiln::kernels::cuda {
+
+// fp16 bits -> fp32 (exact), without the fp16 header's types.
+__device__ __forceinline__ float halfBitsToFloat(unsigned int h) {
+  const int sign = static_cast<int>((h & 0x8000u) << 16);
+  const int exponent = static_cast<int>((h >> 10) & 0x1Fu);
+  const int mantissa = static_cast<int>(h & 0x3FFu);
+  if (exponent == 0) { // zero or subnormal: mantissa x 2^-24
+    const float magnitude = static_cast<float>(mantissa) * 5.9604644775390625e-8f;
+    return sign ? -magnitude : magnitude;
+  }
+  if (exponent == 31) // inf / NaN
+    return __int_as_float(sign | 0x7F800000 | (mantissa << 13));
+  return __int_as_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
+}
+
+// fp8 E4M3 (runtime/base/fp8.h: bias 7, no infinities, S.1111.111 NaN) -> fp32, exact.
+__device__ __forceinline__ float f8e4m3ToFloat(unsigned int b) {
+  const int sign = static_cast<int>((b & 0x80u) << 24);
+  const int exponent = static_cast<int>((b >> 3) & 0xFu);
+  const int mantissa = static_cast<int>(b & 0x7u);
+  if (exponent == 0xF && mantissa == 0x7)
+    return __int_as_float(0x7FC00000);
+  if (exponent == 0) { // subnormal: mantissa x 2^-9
+    const float magnitude = static_cast<float>(mantissa) * 0.001953125f;
+    return sign ? -magnitude : magnitude;
+  }
+  return __int_as_float(sign | ((exponent + 120) << 23) | (mantissa << 20));
+}
+
+// Where run `run` (columns [32 run, 32 run + 32)) of W row `row` keeps its values and scale.
+template <int FORMAT, int IN, int GROUP> struct QuantRun {
+  static_assert(IN % GROUP == 0 && GROUP % kQuantRun == 0, "groups are whole runs of 32");
+  static constexpr bool kByte = FORMAT == kQuantFormatQ8 || FORMAT == kQuantFormatQ8Float;
+  static constexpr int kRowBytes = kByte ? IN : IN / 2;
+  static constexpr int kRunBytes = kByte ? kQuantRun : kQuantRun / 2;
+  static constexpr int kRuns = IN / kQuantRun;
+
+  // The run's stored bytes: 2 (8-bit) or 1 (4-bit) 16-byte vectors, read through the read-only
+  // path.
+  struct Raw {
+    uint4 v[kRunBytes / 16];
+  };
+  static __device__ __forceinline__ Raw load(const QuantSections &w, int64_t row, int run) {
+    const auto *src = reinterpret_cast<const uint4 *>(static_cast<const unsigned char *>(w.values) +
+                                                      row * kRowBytes + run * kRunBytes);
+    Raw raw;
+#pragma unroll
+    for (int i = 0; i < kRunBytes / 16; ++i)
+      raw.v[i] = __ldg(src + i);
+    return raw;
+  }
+
+  // The run's 32 weights in fp32, exact as the layout defines them (see the top of this file).
+  static __device__ __forceinline__ void decode(const QuantSections &w, int64_t row, int run,
+                                                const Raw &raw, float (&out)[kQuantRun]) {
+    const int64_t slot = row * (IN / GROUP) + run * kQuantRun / GROUP;
+    const float scale =
+        halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.scales) + slot));
+    const auto *bytes = reinterpret_cast<const unsigned char *>(raw.v);
+    if constexpr (kByte) {
+#pragma unroll
+      for (int i = 0; i < kQuantRun; ++i)
+        out[i] = scale * (FORMAT == kQuantFormatQ8
+                              ? static_cast<float>(static_cast<signed char>(bytes[i]))
+                              : f8e4m3ToFloat(bytes[i]));
+    } else {
+      if constexpr (FORMAT == kQuantFormatQ4) {
+#pragma unroll
+        for (int b = 0; b < kQuantRun / 2; ++b) {
+          out[b] = scale * static_cast<float>((bytes[b] & 0xF) - 8);
+          out[b + kQuantRun / 2] = scale * static_cast<float>((bytes[b] >> 4) - 8);
+        }
+        return;
+      }
+      const float offset =
+          FORMAT == kQuantFormatQ4Min
+              ? halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.mins) + slot))
+              : -static_cast<float>(__ldg(static_cast<const unsigned short *>(w.mins) + slot)) *
+                    scale;
+#pragma unroll
+      for (int b = 0; b < kQuantRun / 2; ++b) {
+        out[b] = fmaf(scale, static_cast<float>(bytes[b] & 0xF), offset);
+        out[b + kQuantRun / 2] = fmaf(scale, static_cast<float>(bytes[b] >> 4), offset);
+      }
+    }
+  }
+};
+
+// ROWS rows of x against the warp's W row: each lane takes runs lane, lane + 32, ... and loads
+// kUnroll of them before decoding any, so several 16-byte loads are in flight per lane.
+template <typename T, int IN, typename Y, int FORMAT, int GROUP, int ROWS>
+__device__ __forceinline__ void gemvQuantRows(const GemvQuantParams &p) {
+  using Run = QuantRun<FORMAT, IN, GROUP>;
+  constexpr int kUnroll = Run::kByte ? 2 : 4;
+  const int lane = threadIdx.x % 32;
+  const int row = blockIdx.x * (kGemvThreads / 32) + threadIdx.x / 32;
+  const bool valid = row < p.out; // warp-uniform: warps past `out` read row 0 and store nothing
+  const int64_t wRow = valid ? row : 0;
+  const T *__restrict__ x = static_cast<const T *>(p.x);
+  float acc[ROWS];
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r)
+    acc[r] = 0.0f;
+  waitForPriorGrids();
+  for (int s0 = lane; s0 < Run::kRuns; s0 += 32 * kUnroll) {
+    typename Run::Raw raw[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (s0 + 32 * u < Run::kRuns)
+        raw[u] = Run::load(p.w, wRow, s0 + 32 * u);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int run = s0 + 32 * u;
+      if (run >= Run::kRuns)
+        break;
+      float w[kQuantRun];
+      Run::decode(p.w, wRow, run, raw[u], w);
+#pragma unroll
+      for (int r = 0; r < ROWS; ++r) {
+        float xv[kQuantRun];
+        loadFloatsAligned<T, kQuantRun>(x + static_cast<int64_t>(r) * IN + run * kQuantRun, xv);
+#pragma unroll
+        for (int i = 0; i < kQuantRun; ++i)
+          acc[r] += w[i] * xv[i];
+      }
+    }
+  }
+  Y *y = static_cast<Y *>(p.y);
+#pragma unroll
+  for (int r = 0; r < ROWS; ++r) {
+    const float sum = warpSum(acc[r]);
+    if (lane == 0 && valid)
+      y[static_cast<int64_t>(r) * p.out + row] = fromFloat<Y>(p.bias ? sum + p.bias[row] : sum);
+  }
+}
+
+template <typename T, int IN, typename Y, int FORMAT, int GROUP>
+__device__ __forceinline__ void gemvQuant(const GemvQuantParams &p) {
+  static_assert(kGemvMaxRows == 8, "one case per row count");
+  switch (p.rows) {
+  case 1:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 1>(p);
+  case 2:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 2>(p);
+  case 3:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 3>(p);
+  case 4:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 4>(p);
+  case 5:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 5>(p);
+  case 6:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 6>(p);
+  case 7:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 7>(p);
+  case 8:
+    return gemvQuantRows<T, IN, Y, FORMAT, GROUP, 8>(p);
+  default:
+    return; // the host launches 1..kGemvMaxRows rows only
+  }
+}
+
+// out = the weights in T, one run of 32 per thread (see DequantParams).
+template <typename T, int IN, int FORMAT, int GROUP>
+__device__ __forceinline__ void dequantWeights(const DequantParams &p) {
+  using Run = QuantRun<FORMAT, IN, GROUP>;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  waitForPriorGrids();
+  if (index >= static_cast<int64_t>(p.rows) * Run::kRuns)
+    return;
+  const int64_t row = index / Run::kRuns;
+  const int run = static_cast<int>(index % Run::kRuns);
+  float w[kQuantRun];
+  Run::decode(p.w, row, run, Run::load(p.w, row, run), w);
+  storeFloatsAligned<T, kQuantRun>(w, static_cast<T *>(p.out) + row * IN + run * kQuantRun);
+}
+
+// y[t] = the table's row tokenIds[t] - vocabStart in T, zeros for ids outside this rank's rows;
+// one CTA a token, its threads over the row's runs.
+template <typename T, int HIDDEN, int FORMAT, int GROUP, int THREADS>
+__device__ __forceinline__ void embeddingQuant(const EmbeddingParams &p) {
+  using Run = QuantRun<FORMAT, HIDDEN, GROUP>;
+  const int t = blockIdx.x;
+  if (t >= p.numTokens)
+    return;
+  const int64_t row = static_cast<int64_t>(p.tokenIds[t]) - p.vocabStart;
+  const bool inside = row >= 0 && row < p.vocabRows;
+  const QuantSections w{p.table, p.scales, p.mins};
+  T *dst = static_cast<T *>(p.out) + static_cast<int64_t>(t) * HIDDEN;
+  for (int run = threadIdx.x; run < Run::kRuns; run += THREADS) {
+    float v[kQuantRun] = {};
+    if (inside)
+      Run::decode(w, row, run, Run::load(w, row, run), v);
+    storeFloatsAligned<T, kQuantRun>(v, dst + run * kQuantRun);
+  }
+}
+
+} // namespace kiln::kernels::cuda

@@ -1,0 +1,241 @@
+// The quantized-weight kernels (kernels/cuda/quant.cuh) against the CPU's reading of the layout
+// (kernels/cpu/linear_quant.h dequantizeRow: every weight the exact fp32 value its format defines)
+// for every format (Q8, Q8F, Q4, Q4M, Q4Z), groups of 32 and 64 and one group a row, x and y in
+// fp32 / fp16 / bf16:
+// - gemv_quant: every row count 1..kGemvMaxRows against a double-precision dot product of x and
+//   the dequantized rows (plus bias), y rounded once;
+// - dequant_weights: bit for bit the dequantized rows rounded to the dtype;
+// - embedding_quant: bit for bit the table rows, zeros for ids outside the rank's rows.
+// Label gpu: skips without a device (cudasim runs it in CI).
+#include "compiler/codegen/kernel_catalog.h"
+#include "kernels/cpu/linear_quant.h"
+#include "kernels/cuda/params.h"
+#include "runtime/base/quant_layout.h"
+#include "tests/kernels/cuda/gpu_harness.h"
+
+#include <set>
+
+namespace kiln::testing {
+namespace {
+
+namespace kc = kiln::kernels::cuda;
+namespace cpu = kiln::kernels::cpu;
+
+constexpr QuantFormat kFormats[] = {QuantFormat::kQ8, QuantFormat::kQ8Float, QuantFormat::kQ4,
+                                    QuantFormat::kQ4Min, QuantFormat::kQ4Zero};
+
+// A random [rows, cols] matrix in the layout: random value bytes (no fp8 NaN), fp16 scales of
+// either sign around 0.02, Q4M mins in [-0.2, 0.2], Q4Z zero points 0..15.
+struct QuantCase {
+  QuantFormat format;
+  int32_t rows, cols, group;
+  std::vector<uint8_t> bytes;
+  QuantLayout layout;
+
+  QuantCase(QuantFormat f, int32_t r, int32_t c, int32_t g, uint32_t seed)
+      : format(f), rows(r), cols(c), group(g), layout(quantLayout(f, r, c, g)) {
+    std::mt19937 rng(seed);
+    bytes.assign(layout.totalBytes, 0);
+    for (uint64_t i = 0; i < layout.valuesBytes; ++i) {
+      bytes[i] = static_cast<uint8_t>(rng());
+      if (format == QuantFormat::kQ8Float && (bytes[i] & 0x7F) == 0x7F)
+        bytes[i] ^= 0x01;
+    }
+    std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
+    const int64_t slots = int64_t(rows) * (cols / group);
+    for (int64_t s = 0; s < slots; ++s) {
+      const float scale = 0.02f * (unit(rng) < 0 ? -1.0f : 1.0f) * (0.5f + std::fabs(unit(rng)));
+      const uint16_t scaleBits = f32ToF16(scale);
+      std::memcpy(bytes.data() + layout.scalesOffset + 2 * s, &scaleBits, 2);
+      if (!hasQuantMins(format))
+        continue;
+      const uint16_t min = format == QuantFormat::kQ4Min ? f32ToF16(0.2f * unit(rng))
+                                                         : static_cast<uint16_t>(rng() % 16);
+      std::memcpy(bytes.data() + layout.minsOffset + 2 * s, &min, 2);
+    }
+  }
+  std::vector<float> dequantized() const {
+    const cpu::QuantMatrix m = cpu::quantMatrixOf(bytes.data(), {format, group}, rows, cols);
+    std::vector<float> w(size_t(rows) * cols);
+    for (int32_t r = 0; r < rows; ++r)
+      cpu::dequantizeRow(m, r, w.data() + size_t(r) * cols);
+    return w;
+  }
+  kc::QuantSections upload(GpuHarness &gpu) const {
+    auto *base = static_cast<const uint8_t *>(gpu.upload(bytes));
+    return {base, base + layout.scalesOffset,
+            layout.minsOffset ? base + layout.minsOffset : nullptr};
+  }
+  std::map<std::string, std::string> constants() const {
+    return {{"format", std::to_string(int(format) + 1)}, {"group", std::to_string(group)}};
+  }
+  std::string name() const {
+    return std::string(quantFormatName(format)) + " " + std::to_string(rows) + "x" +
+           std::to_string(cols) + " g" + std::to_string(group);
+  }
+};
+
+// (rows, cols, group): groups of 32, of 64, one group a row, and a longer row (several runs a
+// lane); out features around a CTA's 4. Kept small: cudasim runs a thread as a fiber.
+std::vector<QuantCase> quantCases() {
+  std::vector<QuantCase> all;
+  uint32_t seed = 1;
+  for (QuantFormat format : kFormats)
+    for (auto [rows, cols, group] :
+         std::vector<std::tuple<int32_t, int32_t, int32_t>>{{9, 64, 32}, {6, 128, 64}, {5, 96, 96}})
+      all.emplace_back(format, rows, cols, group, seed++);
+  all.emplace_back(QuantFormat::kQ4Zero, 5, 2048, 128, seed++);
+  all.emplace_back(QuantFormat::kQ8, 3, 2048, 32, seed++);
+  return all;
+}
+
+KernelInstance gemvInstance(const QuantCase &q, const std::string &dtype, const std::string &y) {
+  auto constants = q.constants();
+  constants["dtype"] = dtype;
+  constants["in"] = std::to_string(q.cols);
+  constants["y_dtype"] = y;
+  return compiler::makeKernelInstance("gemv_quant", constants);
+}
+KernelInstance dequantInstance(const QuantCase &q, const std::string &dtype) {
+  auto constants = q.constants();
+  constants["dtype"] = dtype;
+  constants["in"] = std::to_string(q.cols);
+  return compiler::makeKernelInstance("dequant_weights", constants);
+}
+KernelInstance embeddingInstance(const QuantCase &q, const std::string &dtype) {
+  auto constants = q.constants();
+  constants["dtype"] = dtype;
+  constants["hidden"] = std::to_string(q.cols);
+  constants["threads"] = "32";
+  return compiler::makeKernelInstance("embedding_quant", constants);
+}
+
+// The (dtype, y dtype) pairs: each activation dtype, and a half lm_head writing fp32 logits.
+// Every case runs fp32 and one of the others, in turn.
+const std::vector<std::pair<std::string, std::string>> kHalfDtypes = {
+    {"f16", "f16"}, {"bf16", "bf16"}, {"bf16", "f32"}};
+std::vector<std::pair<std::string, std::string>> dtypesOf(size_t caseIndex) {
+  return {{"f32", "f32"}, kHalfDtypes[caseIndex % kHalfDtypes.size()]};
+}
+
+void loadAll(GpuHarness &gpu, const std::vector<QuantCase> &cases) {
+  std::vector<KernelInstance> instances;
+  std::set<std::string> seen;
+  auto add = [&](const KernelInstance &k) {
+    if (seen.insert(k.symbol).second)
+      instances.push_back(k);
+  };
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (const auto &[dtype, y] : dtypesOf(i)) {
+      add(gemvInstance(cases[i], dtype, y));
+      add(dequantInstance(cases[i], dtype));
+      add(embeddingInstance(cases[i], dtype));
+    }
+  Status loaded = gpu.load(instances);
+  ASSERT_TRUE(loaded.isOk()) << loaded.toString();
+}
+
+void checkGemv(GpuHarness &gpu, const QuantCase &q, const std::string &dtype, const std::string &y,
+               bool bias) {
+  SCOPED_TRACE(gemvInstance(q, dtype, y).symbol + (bias ? " with bias" : ""));
+  const std::vector<float> w = q.dequantized();
+  const std::vector<float> x = randomValues(size_t(kc::kGemvMaxRows) * q.cols, q.cols, dtype);
+  const std::vector<float> b = randomValues(size_t(q.rows), q.rows, "f32");
+  void *dx = gpu.upload(encode(x, dtype));
+  void *db = gpu.uploadPod(b);
+  const kc::QuantSections sections = q.upload(gpu);
+  for (int32_t rows = 1; rows <= kc::kGemvMaxRows; ++rows) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    std::vector<float> expected(size_t(rows) * q.rows);
+    for (int32_t r = 0; r < rows; ++r)
+      for (int32_t o = 0; o < q.rows; ++o) {
+        double sum = bias ? b[o] : 0.0;
+        for (int32_t k = 0; k < q.cols; ++k)
+          sum += double(x[size_t(r) * q.cols + k]) * double(w[size_t(o) * q.cols + k]);
+        expected[size_t(r) * q.rows + o] = static_cast<float>(sum);
+      }
+    const size_t yBytes = expected.size() * (y == "f32" ? 4 : 2);
+    void *dy = gpu.upload(std::vector<uint8_t>(yBytes, 0xff));
+    kc::GemvQuantParams p{dx, sections, bias ? static_cast<const float *>(db) : nullptr,
+                          dy, rows,     q.rows};
+    const uint32_t grid = (q.rows + kc::gemvOutputsPerCta(1) - 1) / kc::gemvOutputsPerCta(1);
+    ASSERT_TRUE(
+        gpu.launch(gemvInstance(q, dtype, y).symbol, grid, 1, 1, kc::kGemvThreads, p).isOk());
+    // fp32 sums of `cols` products of weights up to ~0.8 and x in [-1, 1], in another order than
+    // the double reference; y rounded once to its dtype.
+    expectClose(decode(gpu.download(dy, yBytes), y), decode(encode(expected, y), y), y, "y",
+                std::sqrt(float(q.cols) / 64.0f) + 1.0f);
+  }
+}
+
+void checkDequantize(GpuHarness &gpu, const QuantCase &q, const std::string &dtype) {
+  SCOPED_TRACE(dequantInstance(q, dtype).symbol);
+  const std::vector<uint8_t> expected = encode(q.dequantized(), dtype);
+  void *out = gpu.upload(std::vector<uint8_t>(expected.size(), 0xff));
+  kc::DequantParams p{q.upload(gpu), out, q.rows};
+  const int64_t runs = int64_t(q.rows) * q.cols / kc::kQuantRun;
+  const auto grid = static_cast<uint32_t>((runs + kc::kGemvThreads - 1) / kc::kGemvThreads);
+  ASSERT_TRUE(gpu.launch(dequantInstance(q, dtype).symbol, grid, 1, 1, kc::kGemvThreads, p).isOk());
+  EXPECT_EQ(gpu.download(out, expected.size()), expected);
+}
+
+void checkEmbedding(GpuHarness &gpu, const QuantCase &q, const std::string &dtype) {
+  SCOPED_TRACE(embeddingInstance(q, dtype).symbol);
+  constexpr int32_t kVocabStart = 3; // a tensor-parallel shard's first id
+  const std::vector<float> w = q.dequantized();
+  const std::vector<int32_t> ids = {kVocabStart + q.rows - 1, 0, kVocabStart, kVocabStart + q.rows,
+                                    kVocabStart + 1};
+  std::vector<float> rows(ids.size() * q.cols, 0.0f);
+  for (size_t t = 0; t < ids.size(); ++t) {
+    const int32_t row = ids[t] - kVocabStart;
+    if (row >= 0 && row < q.rows)
+      std::copy_n(w.begin() + size_t(row) * q.cols, q.cols, rows.begin() + t * q.cols);
+  }
+  const std::vector<uint8_t> expected = encode(rows, dtype);
+  void *out = gpu.upload(std::vector<uint8_t>(expected.size(), 0xff));
+  const kc::QuantSections s = q.upload(gpu);
+  kc::EmbeddingParams p{static_cast<const int32_t *>(gpu.uploadPod(ids)),
+                        s.values,
+                        out,
+                        static_cast<int32_t>(ids.size()),
+                        kVocabStart,
+                        q.rows,
+                        s.scales,
+                        s.mins};
+  ASSERT_TRUE(
+      gpu.launch(embeddingInstance(q, dtype).symbol, static_cast<uint32_t>(ids.size()), 1, 1, 32, p)
+          .isOk());
+  EXPECT_EQ(gpu.download(out, expected.size()), expected);
+}
+
+// One test, so the kernels are compiled once (cudasim's JIT takes most of its time).
+TEST(CudaQuantKernels, GemvDequantizeAndEmbeddingMatchTheCpuReadingOfEveryFormat) {
+  KILN_GPU_OR_SKIP(gpu);
+  const std::vector<QuantCase> cases = quantCases();
+  loadAll(*gpu, cases);
+  if (HasFatalFailure())
+    return;
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (const auto &[dtype, y] : dtypesOf(i)) {
+      SCOPED_TRACE(cases[i].name());
+      checkGemv(*gpu, cases[i], dtype, y, dtype == "f32");
+      checkDequantize(*gpu, cases[i], dtype);
+      checkEmbedding(*gpu, cases[i], dtype);
+      if (HasFatalFailure())
+        return;
+    }
+}
+
+TEST(CudaQuantKernels, CatalogNamesAndChecksTheKernels) {
+  const QuantCase q(QuantFormat::kQ4Zero, 4, 128, 64, 7);
+  EXPECT_EQ(gemvInstance(q, "bf16", "f32").symbol, "kiln_gemv_quant_bf16_4_64_128_f32");
+  auto shape = compiler::launchShapeOf(dequantInstance(q, "f16"));
+  ASSERT_TRUE(shape.isOk()) << shape.status().toString();
+  EXPECT_EQ(shape->threads, kc::kGemvThreads);
+  KernelInstance bad = gemvInstance(q, "bf16", "f32");
+  bad.constants["format"] = "0";
+  EXPECT_FALSE(compiler::validateKernelInstance(bad).isOk());
+}
+
+} // namespace
+} // namespace kiln::testing
