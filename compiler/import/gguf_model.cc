@@ -3,11 +3,14 @@
 #include "compiler/import/config_fields.h"
 #include "compiler/import/gguf_checkpoint.h"
 #include "compiler/import/gguf_config.h"
+#include "compiler/import/gguf_dequant.h"
+#include "compiler/import/gguf_packed.h"
 #include "compiler/import/gguf_tokenizer.h"
 #include "runtime/base/file.h"
 
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <ostream>
 
 namespace kiln::compiler {
@@ -32,6 +35,38 @@ GgufModel::~GgufModel() {
     std::filesystem::remove_all(stagingDir_, ignored);
   }
 }
+
+namespace {
+
+// " (F32 7, Q5_1 8)": the tensors per stored type; and "; Q5_1 blocks are dequantized (...)" for
+// the quantized types kiln does not keep packed, so a user sees why the artifact is larger.
+struct StoredTypesNote {
+  std::string counts, dequantized;
+};
+StoredTypesNote storedTypesNote(const GgufFile &gguf) {
+  std::map<std::string, int> counts;
+  std::map<std::string, bool> unpacked;
+  for (const GgufTensor &t : gguf.tensors()) {
+    const std::string name = ggmlTypeName(t.type);
+    ++counts[name];
+    const bool plain = name == "F32" || name == "F16" || name == "BF16";
+    const std::vector<int64_t> shape = t.shape();
+    if (!plain && (shape.size() != 2 || !ggmlPackedForm(t.type, shape.back())))
+      unpacked[name] = true;
+  }
+  StoredTypesNote note;
+  for (const auto &[name, count] : counts)
+    note.counts += (note.counts.empty() ? " (" : ", ") + name + " " + std::to_string(count);
+  if (!note.counts.empty())
+    note.counts += ")";
+  for (const auto &[name, yes] : unpacked)
+    note.dequantized += (note.dequantized.empty() ? "; " : ", ") + name;
+  if (!note.dequantized.empty())
+    note.dequantized += " blocks are dequantized (kiln keeps Q8_0, Q4_0 and Q4_1 matrices packed)";
+  return note;
+}
+
+} // namespace
 
 Result<std::unique_ptr<GgufModel>> GgufModel::open(const std::string &path,
                                                    std::ostream *progress) {
@@ -63,9 +98,11 @@ Result<std::unique_ptr<GgufModel>> GgufModel::open(const std::string &path,
                          ? " (pre " + gguf.getStringOr("tokenizer.ggml.pre", "") + ")"
                          : "");
   }
-  if (progress)
+  if (progress) {
+    const StoredTypesNote types = storedTypesNote(gguf);
     *progress << "gguf: " << path << ": " << arch->name << ", " << gguf.tensors().size()
-              << " tensors, " << tokenizerNote << "\n";
+              << " tensors" << types.counts << ", " << tokenizerNote << types.dequantized << "\n";
+  }
   return model;
 }
 

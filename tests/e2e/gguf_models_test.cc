@@ -19,6 +19,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 
 namespace kiln::e2e {
 namespace {
@@ -43,6 +44,23 @@ TEST(GgufFixtures, Qwen3QkNormTiedF16) {
 TEST(GgufFixtures, Phi3FusedQ5_1) {
   checkGoldenLogits("tiny-phi3.gguf");
   checkGoldenChunkedAndCached("tiny-phi3.gguf", 5);
+}
+
+// The compile log names the stored types, and those kiln dequantizes rather than keeps packed.
+TEST(GgufFixtures, CompileLogNamesStoredAndDequantizedBlockTypes) {
+  std::ostringstream log;
+  compiler::CompileOptions options;
+  options.log = &log;
+  compileForTest(std::string(KILN_TEST_DATA_DIR) + "/gguf/tiny-phi3.gguf", options);
+  EXPECT_NE(log.str().find("phi3, 15 tensors (F32 5, Q5_1 10), no tokenizer metadata; Q5_1 blocks "
+                           "are dequantized (kiln keeps Q8_0, Q4_0 and Q4_1 matrices packed)\n"),
+            std::string::npos)
+      << log.str();
+  std::ostringstream q8;
+  options.log = &q8;
+  compileForTest(std::string(KILN_TEST_DATA_DIR) + "/gguf/tiny-llama.gguf", options);
+  EXPECT_NE(q8.str().find(" tensors (F32 "), std::string::npos) << q8.str();
+  EXPECT_EQ(q8.str().find("are dequantized"), std::string::npos) << q8.str();
 }
 
 // Logits of every prompt position of `ids` from a fresh compile of `model`.
