@@ -35,21 +35,24 @@ const KernelTemplate *findSpec(const std::string &op) {
 }
 
 bool isDtypeConstant(const std::string &name) {
-  return name == "dtype" || name == "weight_dtype" || name == "y_dtype";
+  return name == "dtype" || name == "weight_dtype" || name == "y_dtype" || name == "kv_dtype";
 }
 
-const char *cudaType(const std::string &dtype) {
+// The C++ type of a dtype constant; "f8" (fp8 E4M3) only for a KV cache ("kv_dtype").
+const char *cudaType(const std::string &dtype, const std::string &name) {
   if (dtype == "f32")
     return "float";
   if (dtype == "f16")
     return "__half";
   if (dtype == "bf16")
     return "__nv_bfloat16";
+  if (dtype == "f8" && name == "kv_dtype")
+    return "kiln::kernels::cuda::Fp8E4M3";
   return nullptr;
 }
 
 int dtypeBytes(const std::string &dtype) {
-  return dtype == "f32" ? 4 : 2;
+  return dtype == "f32" ? 4 : dtype == "f8" ? 1 : 2;
 }
 
 // Elements per thread of the row-chunk kernels (elementwise.cuh rowVectorWidth).
@@ -83,9 +86,10 @@ constexpr int64_t kMaxConstant = 1 << 20;
 Status checkConstantValue(const KernelInstance &instance, const std::string &name,
                           const std::string &text) {
   if (isDtypeConstant(name)) {
-    if (!cudaType(text))
+    if (!cudaType(text, name))
       return invalidArgument(label(instance) + ": constant '" + name + "' is '" + text +
-                             "'; expected f32, f16 or bf16");
+                             "'; expected f32, f16 or bf16" +
+                             (name == "kv_dtype" ? std::string(" or f8") : std::string()));
     return okStatus();
   }
   int64_t value = 0;
@@ -112,10 +116,11 @@ Status checkConstantRelations(const KernelInstance &instance) {
       return invalidArgument(label(instance) + ": rotary_dim " + c.at("rotary_dim") +
                              " must be even and at most head_dim " + c.at("head_dim"));
   }
-  if (instance.op.rfind("attention_", 0) == 0 &&
-      intConstant(instance, "head_dim") * dtypeBytes(c.at("dtype")) % 16 != 0)
-    return invalidArgument(label(instance) + ": head_dim " + c.at("head_dim") + " of " +
-                           c.at("dtype") + " is not a whole number of 16-byte vectors");
+  for (const char *dtype : {"dtype", "kv_dtype"})
+    if (instance.op.rfind("attention_", 0) == 0 && c.count(dtype) &&
+        intConstant(instance, "head_dim") * dtypeBytes(c.at(dtype)) % 16 != 0)
+      return invalidArgument(label(instance) + ": head_dim " + c.at("head_dim") + " of " +
+                             c.at(dtype) + " is not a whole number of 16-byte vectors");
   return okStatus();
 }
 
@@ -223,7 +228,7 @@ Result<std::string> generateKernelSource(const std::vector<KernelInstance> &inst
     for (const char *name : spec.constants) {
       const std::string &value = instance.constants.at(name);
       args += (args.empty() ? "" : ", ") +
-              (isDtypeConstant(name) ? std::string(cudaType(value)) : value);
+              (isDtypeConstant(name) ? std::string(cudaType(value, name)) : value);
     }
     std::string call = std::string("kiln::kernels::cuda::") + spec.callee + "<" + args + ">";
     if (spec.callee[0] >= 'A' && spec.callee[0] <= 'Z') // a struct template: its run()

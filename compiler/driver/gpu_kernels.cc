@@ -47,19 +47,20 @@ const OpEntry *kernelEntry(const schema::OpT &op) {
   return entry && entry->cuda.instances ? entry : nullptr;
 }
 
-// The kernels are instantiated for the plan's activation dtype, which is also its KV cache's and
-// that of every non-weight buffer a kernel op touches (the fp32 logits are only ever written by
-// the lm_head Linear, a library op); --dtype is what set it, so the two must agree.
+// The kernels are instantiated for the plan's activation dtype, which is that of every non-weight
+// buffer a kernel op touches (the fp32 logits are only ever written by the lm_head Linear, a
+// library op); --dtype is what set it, so the two must agree. The KV cache's dtype (--kv-dtype,
+// else --dtype) is a constant of its own (kv_dtype) of the kernels that touch the cache.
 Status checkActivationDtypes(const CompileOptions &options, const schema::PlanT &plan) {
   const std::string fromFlag = options.dtype == "fp32"   ? "f32"
                                : options.dtype == "fp16" ? "f16"
                                                          : "bf16";
   const std::string fromPlan = rt::kernelDType(plan.activation_dtype);
-  if (fromPlan != fromFlag || !plan.kv_cache || rt::kernelDType(plan.kv_cache->dtype) != fromPlan)
+  if (fromPlan != fromFlag || !plan.kv_cache)
     return internalError("--dtype " + options.dtype + ": the plan's activation dtype is " +
-                         schema::EnumNameDType(plan.activation_dtype) + " and its KV cache's " +
-                         (plan.kv_cache ? schema::EnumNameDType(plan.kv_cache->dtype) : "missing") +
-                         "; the GPU kernels need them to agree");
+                         schema::EnumNameDType(plan.activation_dtype) +
+                         (plan.kv_cache ? "" : " and it has no KV cache") +
+                         "; the GPU kernels need it to be --dtype's");
   for (const auto &op : plan.ranks.at(0)->program) {
     const OpEntry *entry = kernelEntry(*op);
     if (!entry || entry->cuda.libraryOp)
@@ -100,7 +101,8 @@ Status attachOpKernels(const CompileOptions &options, schema::PlanT &plan,
       const OpEntry *entry = kernelEntry(*op);
       if (!entry)
         continue;
-      rt::KernelPlanContext context{*op, *rank, static_cast<uint32_t>(options.kvBlockSize)};
+      rt::KernelPlanContext context{*op, *rank, static_cast<uint32_t>(options.kvBlockSize),
+                                    plan.kv_cache ? plan.kv_cache->dtype : schema::DType::F32};
       Result<std::vector<KernelInstance>> opInstances = entry->cuda.instances(context);
       if (!opInstances.isOk())
         return opInstances.status().withContext("op '" + op->name + "'");

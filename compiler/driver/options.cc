@@ -65,12 +65,6 @@ Status checkKvDtype(const CompileOptions &options) {
       options.kvDtype != "fp8")
     return invalidArgument("--kv-dtype '" + options.kvDtype +
                            "' is not supported: use fp32, fp16, bf16 or fp8");
-  for (const std::string &target : options.targets)
-    if (target != "cpu")
-      return invalidArgument("--kv-dtype " + options.kvDtype + " with --dtype " + options.dtype +
-                             " and --target " + target +
-                             ": a KV cache dtype other than --dtype runs on the cpu backend only "
-                             "so far");
   return okStatus();
 }
 

@@ -39,16 +39,20 @@ template <typename T, int HEAD_DIM> constexpr int attentionDimLanes() {
   return lanes;
 }
 
-template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+// KV: the cache's element type (T, or another with `--kv-dtype`). The lanes split a head's dims
+// into whole 16-byte vectors of the wider of T and KV, so a narrower cache (fp8 under bf16) keeps
+// the activations' lane count and shared memory, and loads 4 or 8 bytes a row slice.
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE, typename KV>
 struct PagedDecode {
   static constexpr int kThreads = kAttentionThreads;
   static constexpr int kWarps = kThreads / 32;
   static constexpr int kGroup = NUM_HEADS / NUM_KV_HEADS;
-  static constexpr int kDimLanes = attentionDimLanes<T, HEAD_DIM>();
+  static constexpr int kDimLanes = attentionDimLanes<typename WiderOf<T, KV>::type, HEAD_DIM>();
   static constexpr int kVec = HEAD_DIM / kDimLanes;
   static constexpr int kTokenLanes = kThreads / kDimLanes;
   static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
-  static_assert(HEAD_DIM % (16 / sizeof(T)) == 0, "head dim must be a whole number of 16 bytes");
+  static_assert(HEAD_DIM % (16 / sizeof(T)) == 0 && HEAD_DIM % (16 / sizeof(KV)) == 0,
+                "head dim must be a whole number of 16 bytes");
   static_assert((kTokenLanes * kGroup * HEAD_DIM + kGroup * (kDecodeTile + 3)) * 4 <= 48 * 1024,
                 "decode attention: shared memory over 48 KiB for this head dim / group size");
 
@@ -67,31 +71,29 @@ struct PagedDecode {
   // of `cache`, all loads issued before any is used: a decode step is bound by how many bytes
   // are in flight, and one row at a time left the loads waiting on each other. Rows past `n`
   // read as zeros.
-  static constexpr int kChunks = static_cast<int>(kVec * sizeof(T) / 16); // uint4 per row slice
-  static __device__ __forceinline__ void loadTileRows(const T *cache, const int32_t *table,
+  struct alignas(16) RowSlice { // this thread's kVec cache elements of one row
+    KV v[kVec];
+  };
+  static __device__ __forceinline__ void loadTileRows(const KV *cache, const int32_t *table,
                                                       int tileStart, int n,
-                                                      uint4 (&rows)[kTileIters][kChunks]) {
+                                                      RowSlice (&rows)[kTileIters]) {
     const int tokenLane = threadIdx.x / kDimLanes;
     const int dimLane = threadIdx.x % kDimLanes;
 #pragma unroll
     for (int i = 0; i < kTileIters; ++i) {
       const int j = tokenLane + i * kTokenLanes;
-      if (j < n) { // the block table holds no entry past the sequence
-        const uint4 *src = reinterpret_cast<const uint4 *>(
-            cache + cacheOffset(table, tileStart + j) + dimLane * kVec);
+      if (j < n) // the block table holds no entry past the sequence
+        copyElements<KV, kVec>(cache + cacheOffset(table, tileStart + j) + dimLane * kVec,
+                               rows[i].v);
+      else
 #pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-          rows[i][c] = src[c];
-      } else {
-#pragma unroll
-        for (int c = 0; c < kChunks; ++c)
-          rows[i][c] = make_uint4(0, 0, 0, 0);
-      }
+        for (int e = 0; e < kVec; ++e)
+          rows[i].v[e] = fromFloat<KV>(0.0f);
     }
   }
 
-  static __device__ __forceinline__ void toFloats(const uint4 *chunks, float (&out)[kVec]) {
-    loadFloats<T, kVec>(reinterpret_cast<const T *>(chunks), out);
+  static __device__ __forceinline__ void toFloats(const RowSlice &row, float (&out)[kVec]) {
+    loadFloats<KV, kVec>(row.v, out);
   }
 
   // Scores of tile positions [tileStart, tileStart + n) into shared.scores (scaled).
@@ -100,8 +102,8 @@ struct PagedDecode {
                                                    int n, Shared &sh) {
     const int tokenLane = threadIdx.x / kDimLanes;
     const int dimLane = threadIdx.x % kDimLanes;
-    uint4 rows[kTileIters][kChunks];
-    loadTileRows(static_cast<const T *>(p.kCache), table, tileStart, n, rows);
+    RowSlice rows[kTileIters];
+    loadTileRows(static_cast<const KV *>(p.kCache), table, tileStart, n, rows);
 #pragma unroll
     for (int i = 0; i < kTileIters; ++i) { // uniform trip count: shuffles below
       const int j = tokenLane + i * kTokenLanes;
@@ -133,8 +135,8 @@ struct PagedDecode {
                                                         const Shared &sh,
                                                         float (&acc)[kGroup][kVec]) {
     const int tokenLane = threadIdx.x / kDimLanes;
-    uint4 rows[kTileIters][kChunks];
-    loadTileRows(static_cast<const T *>(p.vCache), table, tileStart, n, rows);
+    RowSlice rows[kTileIters];
+    loadTileRows(static_cast<const KV *>(p.vCache), table, tileStart, n, rows);
 #pragma unroll
     for (int i = 0; i < kTileIters; ++i) {
       const int j = tokenLane + i * kTokenLanes;
@@ -204,9 +206,13 @@ struct PagedDecode {
     const T *qRow =
         static_cast<const T *>(p.q) + static_cast<int64_t>(token) * NUM_HEADS * HEAD_DIM;
 #pragma unroll
-    for (int g = 0; g < kGroup; ++g)
-      loadFloatsAligned<T, kVec>(qRow + (blockIdx.y * kGroup + g) * HEAD_DIM + dimLane * kVec,
-                                 q[g]);
+    for (int g = 0; g < kGroup; ++g) {
+      const T *src = qRow + (blockIdx.y * kGroup + g) * HEAD_DIM + dimLane * kVec;
+      if constexpr (kVec * sizeof(T) % 16 == 0)
+        loadFloatsAligned<T, kVec>(src, q[g]);
+      else // a cache wider than the activations (fp32 under bf16): lanes narrower than 16 bytes
+        loadFloats<T, kVec>(src, q[g]);
+    }
     for (int g = threadIdx.x; g < kGroup; g += kThreads) {
       sh.runningMax[g] = negativeInfinity();
       sh.runningSum[g] = 0.0f;

@@ -36,7 +36,8 @@ template <typename T, int HEAD_DIM, int ROWS> constexpr int prefillBlockCols() {
   return 8;
 }
 
-template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+// KV: the cache's element type (T, or another with `--kv-dtype`), widened when used.
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE, typename KV>
 struct PagedPrefillSimt {
   static constexpr int kThreads = kAttentionThreads;
   static constexpr int kRows = prefillBlockRows(HEAD_DIM, sizeof(T));
@@ -46,26 +47,28 @@ struct PagedPrefillSimt {
   static constexpr int kDimsPerThread = HEAD_DIM / kRowThreads;
   static constexpr int kWide = static_cast<int>(16 / sizeof(T));
   static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
-  static_assert(HEAD_DIM % kWide == 0, "head dim must be a whole number of 16 bytes");
+  static_assert(HEAD_DIM % kWide == 0 && HEAD_DIM % (16 / sizeof(KV)) == 0,
+                "head dim must be a whole number of 16 bytes");
   static_assert(HEAD_DIM % kRowThreads == 0 && kCols % kRowThreads == 0, "tile shape");
   static_assert((kRows + 2 * kCols) * HEAD_DIM * sizeof(T) + kRows * (kCols + 1) * 4 <= 48 * 1024,
                 "prefill attention: tiles over 48 KiB of shared memory");
 
   struct Shared {
     alignas(16) T q[kRows][HEAD_DIM];
-    alignas(16) T k[kCols][HEAD_DIM];
-    alignas(16) T v[kCols][HEAD_DIM];
+    alignas(16) KV k[kCols][HEAD_DIM];
+    alignas(16) KV v[kCols][HEAD_DIM];
     float probs[kRows][kCols];
     int positions[kRows]; // -1: row past the sequence's tokens
   };
 
   // Copies `rows` rows of HEAD_DIM elements (row r at src(r)) into dst, zero-filling the rest.
-  template <int ROWS, typename Source>
-  static __device__ __forceinline__ void loadTile(T (&dst)[ROWS][HEAD_DIM], int rows, Source src) {
-    constexpr int kVectorsPerRow = HEAD_DIM / kWide;
+  template <int ROWS, typename E, typename Source>
+  static __device__ __forceinline__ void loadTile(E (&dst)[ROWS][HEAD_DIM], int rows, Source src) {
+    constexpr int kElementsPerVector = static_cast<int>(16 / sizeof(E));
+    constexpr int kVectorsPerRow = HEAD_DIM / kElementsPerVector;
     for (int index = threadIdx.x; index < ROWS * kVectorsPerRow; index += kThreads) {
       const int r = index / kVectorsPerRow;
-      const int c = (index % kVectorsPerRow) * kWide;
+      const int c = (index % kVectorsPerRow) * kElementsPerVector;
       uint4 value = make_uint4(0, 0, 0, 0);
       if (r < rows)
         value = *reinterpret_cast<const uint4 *>(src(r) + c);
@@ -148,7 +151,7 @@ struct PagedPrefillSimt {
         const float prob = sh.probs[row][j];
 #pragma unroll
         for (int k = 0; k < kDimsPerThread; ++k)
-          acc[k] += prob * toFloat<T>(sh.v[j][sub + k * kRowThreads]);
+          acc[k] += prob * toFloat<KV>(sh.v[j][sub + k * kRowThreads]);
       }
     }
     if (position < 0)
@@ -180,7 +183,7 @@ struct PagedPrefillSimt {
         float dot = 0.0f;
 #pragma unroll 8
         for (int d = 0; d < HEAD_DIM; ++d)
-          dot += toFloat<T>(sh.q[row][d]) * toFloat<T>(sh.k[j][d]);
+          dot += toFloat<T>(sh.q[row][d]) * toFloat<KV>(sh.k[j][d]);
         scores[c] = dot * scale;
       }
       tileMax = fmaxf(tileMax, scores[c]);
@@ -193,7 +196,7 @@ struct PagedPrefillSimt {
     auto rowOf = [&](const void *cache, int j) {
       const int pos = kvStart + j;
       const int64_t block = table[pos / BLOCK_SIZE];
-      return static_cast<const T *>(cache) +
+      return static_cast<const KV *>(cache) +
              ((block * NUM_KV_HEADS + kvHead) * BLOCK_SIZE + pos % BLOCK_SIZE) * HEAD_DIM;
     };
     loadTile<kCols>(sh.k, cols, [&](int j) { return rowOf(p.kCache, j); });
@@ -215,13 +218,13 @@ struct PagedPrefillSimt {
   }
 };
 
-template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE, typename KV>
 struct PagedPrefill {
   static __device__ __forceinline__ void run(const AttentionParams &p) {
     if constexpr (prefillUsesTensorCores(HEAD_DIM, sizeof(T)))
-      PagedPrefillTensorCores<T, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE>::run(p);
+      PagedPrefillTensorCores<T, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, KV>::run(p);
     else
-      PagedPrefillSimt<T, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE>::run(p);
+      PagedPrefillSimt<T, NUM_HEADS, NUM_KV_HEADS, HEAD_DIM, BLOCK_SIZE, KV>::run(p);
   }
 };
 

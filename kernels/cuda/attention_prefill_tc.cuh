@@ -32,7 +32,8 @@ namespace kiln::kernels::cuda {
 
 namespace wmma = nvcuda::wmma;
 
-template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE>
+// KV: the cache's element type (T, or another with `--kv-dtype`, converted to T in shared memory).
+template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int BLOCK_SIZE, typename KV>
 struct PagedPrefillTensorCores {
   static constexpr int kThreads = kAttentionThreads;
   static constexpr int kWarps = kThreads / 32;
@@ -47,7 +48,7 @@ struct PagedPrefillTensorCores {
   static constexpr int kOutStride = 16 + 4;      // floats
   static constexpr int kProbFloats = kWarpRows * kProbStride * 2 * sizeof(T) / 4; // hi and lo
   static constexpr int kScratchFloats =
-      kWarpRows * kScoreStride > kProbFloats ? kWarpRows * kScoreStride : kProbFloats;
+      kWarpRows * kScoreStride > kProbFloats ? kWarpRows *kScoreStride : kProbFloats;
   static constexpr int kColsPerLane = kCols / 2; // two lanes share a row
   static constexpr float kRescaleThreshold = 8.0f;
   static_assert(kRows == prefillBlockRows(HEAD_DIM, sizeof(T)), "host and kernel tile rows");
@@ -320,9 +321,10 @@ struct PagedPrefillTensorCores {
     }
   }
 
-  // One K/V tile in registers: each thread's share of the tile's 16-byte vectors.
+  // One K/V tile in registers: each thread's share of the tile's 16-byte vectors of the cache.
   struct KvStage {
-    static constexpr int kWide = static_cast<int>(16 / sizeof(T));
+    static constexpr int kWide = static_cast<int>(16 / sizeof(KV)); // cache elements a vector
+    static_assert(HEAD_DIM % kWide == 0, "head dim must be a whole number of 16 bytes");
     static constexpr int kVectorsPerRow = HEAD_DIM / kWide;
     static constexpr int kTileVectors = kCols * kVectorsPerRow;
     static constexpr int kPerThread = (kTileVectors + kThreads - 1) / kThreads;
@@ -345,8 +347,8 @@ struct PagedPrefillTensorCores {
              pos % BLOCK_SIZE) *
                 HEAD_DIM +
             (index % kVectorsPerRow) * kWide;
-        k[i] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.kCache) + offset);
-        v[i] = *reinterpret_cast<const uint4 *>(static_cast<const T *>(p.vCache) + offset);
+        k[i] = *reinterpret_cast<const uint4 *>(static_cast<const KV *>(p.kCache) + offset);
+        v[i] = *reinterpret_cast<const uint4 *>(static_cast<const KV *>(p.vCache) + offset);
       }
     }
 
@@ -358,8 +360,18 @@ struct PagedPrefillTensorCores {
           continue;
         const int r = index / kVectorsPerRow;
         const int c = (index % kVectorsPerRow) * kWide;
-        *reinterpret_cast<uint4 *>(&sh.kv[0][r][c]) = k[i];
-        *reinterpret_cast<uint4 *>(&sh.kv[1][r][c]) = v[i];
+        if constexpr (IsSame<T, KV>::value) {
+          *reinterpret_cast<uint4 *>(&sh.kv[0][r][c]) = k[i];
+          *reinterpret_cast<uint4 *>(&sh.kv[1][r][c]) = v[i];
+        } else { // each cache element widened exactly, then rounded once to T
+          const KV *kIn = reinterpret_cast<const KV *>(&k[i]);
+          const KV *vIn = reinterpret_cast<const KV *>(&v[i]);
+#pragma unroll
+          for (int e = 0; e < kWide; ++e) {
+            sh.kv[0][r][c + e] = fromFloat<T>(toFloat<KV>(kIn[e]));
+            sh.kv[1][r][c + e] = fromFloat<T>(toFloat<KV>(vIn[e]));
+          }
+        }
       }
     }
   };

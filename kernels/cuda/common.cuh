@@ -1,6 +1,6 @@
 // Helpers shared by the kernel templates: element conversions for the three activation types
-// (float, __half, __nv_bfloat16), rounding a stored value to the activation type, and
-// warp/block reductions. NVRTC-only (-std=c++17), no framework headers.
+// (float, __half, __nv_bfloat16) and the fp8 KV cache's (Fp8E4M3), rounding a stored value to the
+// activation type, and warp/block reductions. NVRTC-only (-std=c++17), no framework headers.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -24,6 +24,50 @@ template <> struct Elem<__nv_bfloat16> {
   static __device__ __forceinline__ __nv_bfloat16 fromFloat(float v) {
     return __float2bfloat16_rn(v);
   }
+};
+
+// fp8 E4M3 ("E4M3FN": bias 7, no infinities, S.1111.111 the only NaN, largest finite 448), the
+// KV cache's element with `--kv-dtype fp8`, and a Q8F weight's value. The conversions match
+// runtime/base/fp8.h bit for bit: exact widening; rounding to nearest even, saturating at +-448.
+struct Fp8E4M3 {
+  unsigned char bits;
+};
+__device__ __forceinline__ float f8e4m3ToFloat(unsigned int b) {
+  const int sign = static_cast<int>((b & 0x80u) << 24);
+  const int exponent = static_cast<int>((b >> 3) & 0xFu);
+  const int mantissa = static_cast<int>(b & 0x7u);
+  if (exponent == 0xF && mantissa == 0x7)
+    return __int_as_float(0x7FC00000);
+  if (exponent == 0) { // subnormal: mantissa x 2^-9
+    const float magnitude = static_cast<float>(mantissa) * 0.001953125f;
+    return sign ? -magnitude : magnitude;
+  }
+  return __int_as_float(sign | ((exponent + 120) << 23) | (mantissa << 20));
+}
+__device__ __forceinline__ unsigned char floatToF8e4m3(float f) {
+  if (f != f)
+    return 0x7F;
+  const unsigned char sign = __float_as_int(f) < 0 ? 0x80 : 0x00;
+  const float a = fabsf(f);
+  if (a >= 448.0f)
+    return sign | 0x7E;
+  if (a < 0.015625f) // below 2^-6: steps of 2^-9 (8 steps reach the smallest normal)
+    return sign | static_cast<unsigned char>(rintf(a * 512.0f));
+  int exponent = 0;
+  const float fraction = frexpf(a, &exponent); // a = fraction x 2^exponent, [0.5, 1)
+  float m = rintf((2.0f * fraction - 1.0f) * 8.0f);
+  int e = exponent - 1 + 7;
+  if (m == 8.0f) {
+    m = 0.0f;
+    ++e;
+  }
+  if (e > 15 || (e == 15 && m == 7.0f))
+    return sign | 0x7E;
+  return sign | static_cast<unsigned char>(e << 3) | static_cast<unsigned char>(m);
+}
+template <> struct Elem<Fp8E4M3> {
+  static __device__ __forceinline__ float toFloat(Fp8E4M3 v) { return f8e4m3ToFloat(v.bits); }
+  static __device__ __forceinline__ Fp8E4M3 fromFloat(float v) { return {floatToF8e4m3(v)}; }
 };
 
 template <typename T> __device__ __forceinline__ float toFloat(T v) {
@@ -75,6 +119,38 @@ __device__ __forceinline__ void storeFloatsAligned(const float *src, T *dst) {
   for (int i = 0; i < kVectors; ++i)
     reinterpret_cast<uint4 *>(dst)[i] = reinterpret_cast<const uint4 *>(staged)[i];
 }
+
+// Copies N elements with the widest accesses their bytes allow (16, 8 or 4 bytes at a time, else
+// one element at a time); the caller's addresses are aligned to that width.
+template <typename E, int N> __device__ __forceinline__ void copyElements(const E *src, E *dst) {
+  constexpr int kBytes = static_cast<int>(N * sizeof(E));
+  if constexpr (kBytes % 16 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 16; ++i)
+      reinterpret_cast<uint4 *>(dst)[i] = reinterpret_cast<const uint4 *>(src)[i];
+  } else if constexpr (kBytes % 8 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 8; ++i)
+      reinterpret_cast<uint2 *>(dst)[i] = reinterpret_cast<const uint2 *>(src)[i];
+  } else if constexpr (kBytes % 4 == 0) {
+#pragma unroll
+    for (int i = 0; i < kBytes / 4; ++i)
+      reinterpret_cast<unsigned int *>(dst)[i] = reinterpret_cast<const unsigned int *>(src)[i];
+  } else {
+#pragma unroll
+    for (int i = 0; i < N; ++i)
+      dst[i] = src[i];
+  }
+}
+
+template <typename A, typename B> struct IsSame { static constexpr bool value = false; };
+template <typename A> struct IsSame<A, A> { static constexpr bool value = true; };
+
+// The larger of two element types (the activations' and the KV cache's).
+template <typename A, typename B, bool = (sizeof(B) > sizeof(A))> struct WiderOf {
+  using type = A;
+};
+template <typename A, typename B> struct WiderOf<A, B, true> { using type = B; };
 
 // -inf without <cmath> (NVRTC has no INFINITY): the initial running max of a softmax.
 __device__ __forceinline__ float negativeInfinity() {

@@ -30,20 +30,6 @@ __device__ __forceinline__ float halfBitsToFloat(unsigned int h) {
   return __int_as_float(sign | ((exponent + 112) << 23) | (mantissa << 13));
 }
 
-// fp8 E4M3 (runtime/base/fp8.h: bias 7, no infinities, S.1111.111 NaN) -> fp32, exact.
-__device__ __forceinline__ float f8e4m3ToFloat(unsigned int b) {
-  const int sign = static_cast<int>((b & 0x80u) << 24);
-  const int exponent = static_cast<int>((b >> 3) & 0xFu);
-  const int mantissa = static_cast<int>(b & 0x7u);
-  if (exponent == 0xF && mantissa == 0x7)
-    return __int_as_float(0x7FC00000);
-  if (exponent == 0) { // subnormal: mantissa x 2^-9
-    const float magnitude = static_cast<float>(mantissa) * 0.001953125f;
-    return sign ? -magnitude : magnitude;
-  }
-  return __int_as_float(sign | ((exponent + 120) << 23) | (mantissa << 20));
-}
-
 // Where run `run` (columns [32 run, 32 run + 32)) of W row `row` keeps its values and scale.
 template <int FORMAT, int IN, int GROUP> struct QuantRun {
   static_assert(IN % GROUP == 0 && GROUP % kQuantRun == 0, "groups are whole runs of 32");

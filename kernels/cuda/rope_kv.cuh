@@ -8,8 +8,9 @@
 //
 // inv_freq is data (an fp32 table), so llama3, linear or yarn scaling needs no kernel change.
 // Angles are float(pos) * inv_freq[i] in fp32, cos/sin with the accurate cosf/sinf times
-// p.attentionScaling, and q*cos + rotate_half(q)*sin is computed in fp32 and rounded once to T
-// when stored (plan.fbs; the CPU reference's operation order).
+// p.attentionScaling, and q*cos + rotate_half(q)*sin is computed in fp32 and rounded once when
+// stored: q to T, k to the cache's KV (T, or another dtype with `--kv-dtype`: Fp8E4M3, fp16,
+// bf16), v rounded once from T to KV (plan.fbs; the CPU reference's operation order).
 //
 // The run-time modes (p.mode; kernels/cpu/kernels.h RopeMode) pick the row from the token's
 // sequence length L (p.sequenceLengths, else positions[last token of its sequence] + 1):
@@ -57,7 +58,7 @@ __device__ __forceinline__ float dynamicNtkBase(const RopeKvWriteParams &p, int 
 }
 
 template <typename T, int NUM_HEADS, int NUM_KV_HEADS, int HEAD_DIM, int ROTARY_DIM, int BLOCK_SIZE,
-          int THREADS>
+          int THREADS, typename KV>
 __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
   static_assert(ROTARY_DIM % 2 == 0 && ROTARY_DIM <= HEAD_DIM, "rotary dim: even, <= head dim");
@@ -129,15 +130,16 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
                    HEAD_DIM
              : 0;
   T *qOut = static_cast<T *>(p.q) + static_cast<int64_t>(t) * NUM_HEADS * HEAD_DIM;
-  T *kCache = static_cast<T *>(p.kCache);
-  T *vCache = static_cast<T *>(p.vCache);
-  // Where head h's dim d goes: q heads to the q output, k heads to the cache (or nowhere).
-  auto target = [&](int h, int d) -> T * {
+  KV *kCache = static_cast<KV *>(p.kCache);
+  KV *vCache = static_cast<KV *>(p.vCache);
+  // Head h's dim d, rounded once: q heads to the q output (T), k heads to the cache (KV; nowhere
+  // for a padding token).
+  auto store = [&](int h, int d, float value) {
     if (h < NUM_HEADS)
-      return qOut + h * HEAD_DIM + d;
-    if (!cached)
-      return nullptr;
-    return kCache + cacheBase + static_cast<int64_t>(h - NUM_HEADS) * BLOCK_SIZE * HEAD_DIM + d;
+      qOut[h * HEAD_DIM + d] = fromFloat<T>(value);
+    else if (cached)
+      kCache[cacheBase + static_cast<int64_t>(h - NUM_HEADS) * BLOCK_SIZE * HEAD_DIM + d] =
+          fromFloat<KV>(value);
   };
 
   const int first = blockIdx.y * THREADS + threadIdx.x;
@@ -145,21 +147,19 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   for (int item = first; item < kRotatedHeads * kHalf; item += stride) {
     const int h = item / kHalf;
     const int i = item % kHalf;
-    T *out = target(h, i);
-    if (!out)
+    if (h >= NUM_HEADS && !cached)
       continue;
     const float x0 = load(h, i);
     const float x1 = load(h, i + kHalf);
     const float c = cosines[i];
     const float s = sines[i];
-    out[0] = fromFloat<T>(x0 * c + (-x1) * s);
-    out[kHalf] = fromFloat<T>(x1 * c + x0 * s);
+    store(h, i, x0 * c + (-x1) * s);
+    store(h, i + kHalf, x1 * c + x0 * s);
   }
   for (int item = first; item < kRotatedHeads * kPass; item += stride) {
     const int h = item / (kPass > 0 ? kPass : 1);
     const int d = ROTARY_DIM + item % (kPass > 0 ? kPass : 1);
-    if (T *out = target(h, d))
-      *out = p.qNorm ? fromFloat<T>(load(h, d)) : row[h * HEAD_DIM + d];
+    store(h, d, load(h, d)); // without a norm: the element as read, exact in fp32
   }
   if (!cached)
     return;
@@ -167,7 +167,8 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
   for (int item = first; item < NUM_KV_HEADS * HEAD_DIM; item += stride) {
     const int h = item / HEAD_DIM;
     const int d = item % HEAD_DIM;
-    vCache[cacheBase + static_cast<int64_t>(h) * BLOCK_SIZE * HEAD_DIM + d] = v[item];
+    vCache[cacheBase + static_cast<int64_t>(h) * BLOCK_SIZE * HEAD_DIM + d] =
+        fromFloat<KV>(toFloat<T>(v[item]));
   }
 }
 

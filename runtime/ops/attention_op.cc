@@ -71,7 +71,8 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
                                              {"num_heads", str(p.num_heads)},
                                              {"num_kv_heads", str(p.num_kv_heads)},
                                              {"head_dim", str(p.head_dim)},
-                                             {"block_size", str(k.kvBlockSize)}};
+                                             {"block_size", str(k.kvBlockSize)},
+                                             {"kv_dtype", kernelDType(k.kvDtype)}};
   return std::vector<KernelInstance>{
       makeKernelInstance("attention_prefill", full), makeKernelInstance("attention_decode", full),
       makeKernelInstance(
@@ -190,8 +191,8 @@ const OpEntry &attentionOp() {
     e.checkShapes = &checkShapes;
     e.kvLayer = &kvLayer;
     e.runCpu = &runCpu;
-    const std::vector<const char *> full = {"dtype", "num_heads", "num_kv_heads", "head_dim",
-                                            "block_size"};
+    const std::vector<const char *> full = {"dtype",    "num_heads",  "num_kv_heads",
+                                            "head_dim", "block_size", "kv_dtype"};
     e.cuda.templates = {{"attention_prefill", "attention_prefill.cuh", "AttentionParams",
                          "PagedPrefill", full, KernelGrid::kAttention},
                         {"attention_decode", "attention_decode.cuh", "AttentionParams",

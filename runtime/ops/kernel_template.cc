@@ -19,7 +19,10 @@ KernelInstance makeKernelInstance(const std::string &op,
 }
 
 std::string kernelDType(schema::DType dtype) {
-  return dtype == schema::DType::F16 ? "f16" : dtype == schema::DType::BF16 ? "bf16" : "f32";
+  return dtype == schema::DType::F16      ? "f16"
+         : dtype == schema::DType::BF16   ? "bf16"
+         : dtype == schema::DType::F8E4M3 ? "f8"
+                                          : "f32";
 }
 
 int64_t threadsFor(int64_t elements, int64_t cap) {

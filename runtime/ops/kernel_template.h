@@ -36,7 +36,7 @@ struct KernelTemplate {
 
 // One specialization of a template, exported as extern "C" __global__ `symbol`. `constants` are
 // its template arguments by name: "dtype" / "weight_dtype" / "y_dtype" are "f32", "f16" or "bf16",
-// the rest decimal integers.
+// "kv_dtype" one of those or "f8" (fp8 E4M3, common.cuh Fp8E4M3), the rest decimal integers.
 struct KernelInstance {
   std::string op;
   std::string symbol;
@@ -50,7 +50,8 @@ std::string kernelSymbol(const std::string &op,
 KernelInstance makeKernelInstance(const std::string &op,
                                   std::map<std::string, std::string> constants);
 
-// "f32", "f16" or "bf16" for a float dtype (F32 for anything else).
+// "f32", "f16" or "bf16" for a float dtype, "f8" for F8E4M3 (a KV cache's; "f32" for anything
+// else).
 std::string kernelDType(schema::DType dtype);
 // Threads for `elements` units of work per CTA: whole warps, at least one, at most `cap`.
 int64_t threadsFor(int64_t elements, int64_t cap);

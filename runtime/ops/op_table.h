@@ -61,6 +61,7 @@ struct KernelPlanContext {
   const schema::OpT &op;
   const schema::RankT &rank;
   uint32_t kvBlockSize = 16;
+  schema::DType kvDtype = schema::DType::F32; // the plan's KV cache's (attention, rope_kv_write)
   const schema::BufferT &input(size_t i) const { return *rank.buffers.at(op.inputs.at(i)); }
   const schema::BufferT &output(size_t i) const { return *rank.buffers.at(op.outputs.at(i)); }
 };

@@ -155,14 +155,14 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const schema::RopeKvWriteParamsT &p = *k.op.params.AsRopeKvWriteParams();
   const int64_t heads = p.num_heads, kvHeads = p.num_kv_heads;
   return std::vector<KernelInstance>{makeKernelInstance(
-      "rope_kv_write",
-      {{"dtype", kernelDType(k.output(0).dtype)},
-       {"num_heads", str(heads)},
-       {"num_kv_heads", str(kvHeads)},
-       {"head_dim", str(p.head_dim)},
-       {"rotary_dim", str(p.rotary_dim)},
-       {"block_size", str(k.kvBlockSize)},
-       {"threads", str(threadsFor((heads + kvHeads) * (p.rotary_dim / 2), 256))}})};
+      "rope_kv_write", {{"dtype", kernelDType(k.output(0).dtype)},
+                        {"num_heads", str(heads)},
+                        {"num_kv_heads", str(kvHeads)},
+                        {"head_dim", str(p.head_dim)},
+                        {"rotary_dim", str(p.rotary_dim)},
+                        {"block_size", str(k.kvBlockSize)},
+                        {"threads", str(threadsFor((heads + kvHeads) * (p.rotary_dim / 2), 256))},
+                        {"kv_dtype", kernelDType(k.kvDtype)}})};
 }
 
 std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
@@ -216,12 +216,12 @@ const OpEntry &ropeKvWriteOp() {
     e.checkShapes = &checkShapes;
     e.kvLayer = &kvLayer;
     e.runCpu = &runCpu;
-    KernelTemplate rope{
-        "rope_kv_write",
-        "rope_kv.cuh",
-        "RopeKvWriteParams",
-        "ropeKvWrite",
-        {"dtype", "num_heads", "num_kv_heads", "head_dim", "rotary_dim", "block_size", "threads"}};
+    KernelTemplate rope{"rope_kv_write",
+                        "rope_kv.cuh",
+                        "RopeKvWriteParams",
+                        "ropeKvWrite",
+                        {"dtype", "num_heads", "num_kv_heads", "head_dim", "rotary_dim",
+                         "block_size", "threads", "kv_dtype"}};
     rope.fixedGridY = kc::kRopeCtasPerToken;
     e.cuda.templates = {rope};
     e.cuda.instances = &instances;

@@ -27,7 +27,8 @@ TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {
                                                            {"num_heads", "32"},
                                                            {"num_kv_heads", "8"},
                                                            {"head_dim", "128"},
-                                                           {"block_size", "16"}})});
+                                                           {"block_size", "16"},
+                                                           {"kv_dtype", "f8"}})});
   ASSERT_TRUE(source.isOk()) << source.status().toString();
   EXPECT_NE(source->find("#include \"kiln/norm.cuh\"\n"), std::string::npos);
   EXPECT_NE(source->find("#include \"kiln/attention_prefill.cuh\"\n"), std::string::npos);
@@ -40,7 +41,9 @@ TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {
                          "512>(p);\n}\n"),
             std::string::npos)
       << *source;
-  EXPECT_NE(source->find("kiln::kernels::cuda::PagedPrefill<__half, 32, 8, 128, 16>::run(p);"),
+  // An fp8 KV cache (--kv-dtype fp8) is the template's last argument.
+  EXPECT_NE(source->find("kiln::kernels::cuda::PagedPrefill<__half, 32, 8, 128, 16, "
+                         "kiln::kernels::cuda::Fp8E4M3>::run(p);"),
             std::string::npos)
       << *source;
 }
@@ -65,7 +68,8 @@ TEST(KernelCatalog, InvalidInstancesNameTheProblem) {
       {extra, "unknown constant 'eps'"},
       {badSymbol, "'9lives' (rms_norm) is not a C identifier"},
       {badDtype, "constant 'dtype' is 'f64'; expected f32, f16 or bf16"},
-      {unknown, "unknown op 'softmax'; kernel templates exist for embedding, embedding_quant, rms_norm"},
+      {unknown,
+       "unknown op 'softmax'; kernel templates exist for embedding, embedding_quant, rms_norm"},
       {rmsNorm("0"), "constant 'hidden' is '0'; expected an integer in [1, 1048576]"},
       {rmsNorm("4096x"), "constant 'hidden' is '4096x'"},
       {rmsNorm("4096", "100"), "'threads' is 100; expected a multiple of 32, at most 1024"},
@@ -73,14 +77,26 @@ TEST(KernelCatalog, InvalidInstancesNameTheProblem) {
                                                {"num_heads", "6"},
                                                {"num_kv_heads", "4"},
                                                {"head_dim", "64"},
-                                               {"block_size", "16"}}),
+                                               {"block_size", "16"},
+                                               {"kv_dtype", "f32"}}),
        "num_heads 6 is not a multiple of num_kv_heads 4"},
       {makeKernelInstance("attention_decode", {{"dtype", "bf16"},
                                                {"num_heads", "4"},
                                                {"num_kv_heads", "4"},
                                                {"head_dim", "12"},
-                                               {"block_size", "16"}}),
+                                               {"block_size", "16"},
+                                               {"kv_dtype", "bf16"}}),
        "head_dim 12 of bf16 is not a whole number of 16-byte vectors"},
+      {makeKernelInstance("attention_decode", {{"dtype", "bf16"},
+                                               {"num_heads", "4"},
+                                               {"num_kv_heads", "4"},
+                                               {"head_dim", "24"},
+                                               {"block_size", "16"},
+                                               {"kv_dtype", "f8"}}),
+       "head_dim 24 of f8 is not a whole number of 16-byte vectors"},
+      {makeKernelInstance("attention_decode_reduce",
+                          {{"dtype", "f8"}, {"num_heads", "8"}, {"head_dim", "16"}}),
+       "constant 'dtype' is 'f8'; expected f32, f16 or bf16"},
   };
   for (const Case &c : cases) {
     Status status = validateKernelInstance(c.instance);
@@ -136,10 +152,10 @@ TEST(KernelCatalog, LlamaNeedsTenKernelsSpecializedToTheModel) {
                          "kiln_embedding_bf16_4096_256_bf16",
                          "kiln_rms_norm_bf16_4096_512_bf16",
                          "kiln_add_rms_norm_bf16_4096_512_bf16",
-                         "kiln_rope_kv_write_16_bf16_128_32_8_128_256",
-                         "kiln_attention_decode_16_bf16_128_32_8",
+                         "kiln_rope_kv_write_16_bf16_128_bf16_32_8_128_256",
+                         "kiln_attention_decode_16_bf16_128_bf16_32_8",
                          "kiln_attention_decode_reduce_bf16_128_32",
-                         "kiln_attention_prefill_16_bf16_128_32_8",
+                         "kiln_attention_prefill_16_bf16_128_bf16_32_8",
                          "kiln_silu_mul_bf16_14336_256",
                          "kiln_add_bf16_256_4096",
                          "kiln_gather_rows_bf16_256_4096",

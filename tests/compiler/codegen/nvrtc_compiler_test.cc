@@ -113,7 +113,8 @@ TEST(NvrtcCompiler, KernelErrorIncludesNvrtcLog) {
                                                                     {"num_heads", "64"},
                                                                     {"num_kv_heads", "1"},
                                                                     {"head_dim", "256"},
-                                                                    {"block_size", "16"}});
+                                                                    {"block_size", "16"},
+                                                                    {"kv_dtype", "f32"}});
   auto modules = compileKernelModules({instance}, {"sm_80"});
   ASSERT_FALSE(modules.isOk());
   const std::string &message = modules.status().message();

@@ -124,7 +124,7 @@ TEST_F(GpuKernelsTest, SmTargetsRecordModulesKernelsAndGrids) {
   }
   EXPECT_EQ(kernelOf[OpParams::RmsNormParams], "kiln_rms_norm_f32_64_32_f32");
   EXPECT_EQ(kernelOf[OpParams::AttentionParams],
-            "kiln_attention_prefill_16_f32_16_4_2,kiln_attention_decode_16_f32_16_4_2,"
+            "kiln_attention_prefill_16_f32_16_f32_4_2,kiln_attention_decode_16_f32_16_f32_4_2,"
             "kiln_attention_decode_reduce_f32_16_4");
   // Embedding, RmsNorm, AddRmsNorm, RopeKvWrite, Attention, SiluMul, GatherRows (Add is fused).
   EXPECT_EQ(kernelOf.size(), 7u);

@@ -25,14 +25,16 @@ struct HeadShape {
 const HeadShape kShapes[] = {{4, 2, 16}, {8, 4, 16}, {4, 1, 32}, {8, 8, 64}, {32, 8, 128}};
 constexpr int32_t kBlockSize = 16;
 
+// kvDtype "": the cache in dtype; "f8" etc.: `--kv-dtype`'s cache of its own; "-": no cache.
 std::map<std::string, std::string> constants(const std::string &dtype, const HeadShape &s,
-                                             bool withKv = true) {
+                                             const std::string &kvDtype) {
   std::map<std::string, std::string> c = {{"dtype", dtype},
                                           {"num_heads", std::to_string(s.heads)},
                                           {"head_dim", std::to_string(s.headDim)}};
-  if (withKv) {
+  if (kvDtype != "-") {
     c["num_kv_heads"] = std::to_string(s.kvHeads);
     c["block_size"] = std::to_string(kBlockSize);
+    c["kv_dtype"] = kvDtype.empty() ? dtype : kvDtype;
   }
   return c;
 }
@@ -40,10 +42,10 @@ std::map<std::string, std::string> constants(const std::string &dtype, const Hea
 struct Kernels {
   KernelInstance prefill, decode, reduce;
 };
-Kernels kernelsFor(const std::string &dtype, const HeadShape &s) {
-  return {makeKernelInstance("attention_prefill", constants(dtype, s)),
-          makeKernelInstance("attention_decode", constants(dtype, s)),
-          makeKernelInstance("attention_decode_reduce", constants(dtype, s, false))};
+Kernels kernelsFor(const std::string &dtype, const HeadShape &s, const std::string &kvDtype = "") {
+  return {makeKernelInstance("attention_prefill", constants(dtype, s, kvDtype)),
+          makeKernelInstance("attention_decode", constants(dtype, s, kvDtype)),
+          makeKernelInstance("attention_decode_reduce", constants(dtype, s, "-"))};
 }
 
 // One step: sequences with `cached` tokens already in the cache and `fresh` new query tokens
@@ -96,10 +98,13 @@ void poisonBeforeWindows(const Step &step, const HeadShape &s, int32_t window,
 }
 
 // window > 0: sliding-window attention, and the keys before every window are NaN.
+// kvDt: the cache's dtype when it has one of its own (`--kv-dtype`); the reference reads the
+// same values widened to fp32.
 void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                     const std::vector<Sequence> &seqs, bool decodePath, uint32_t seed,
-                    float sharpen = 1.0f, int32_t window = 0) {
-  const Kernels k = kernelsFor(dt, s);
+                    float sharpen = 1.0f, int32_t window = 0, const std::string &kvDt = "") {
+  const std::string cacheDt = kvDt.empty() ? dt : kvDt;
+  const Kernels k = kernelsFor(dt, s, kvDt);
   const Step step = makeStep(seqs, seed);
   const auto numSeqs = static_cast<int32_t>(seqs.size());
   const auto numTokens = static_cast<int32_t>(step.positions.size());
@@ -108,8 +113,10 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
   const size_t cacheElems =
       static_cast<size_t>(step.numBlocks) * s.kvHeads * kBlockSize * s.headDim;
   std::vector<float> q = randomValues(numTokens * rowElems, seed + 1, dt);
-  std::vector<float> kCache = randomValues(cacheElems, seed + 2, dt);
-  std::vector<float> vCache = randomValues(cacheElems, seed + 3, dt);
+  std::vector<float> kCache =
+      decode(encode(randomValues(cacheElems, seed + 2, dt), cacheDt), cacheDt);
+  std::vector<float> vCache =
+      decode(encode(randomValues(cacheElems, seed + 3, dt), cacheDt), cacheDt);
   if (window > 0)
     poisonBeforeWindows(step, s, window, kCache, vCache);
   const float scale = sharpen / std::sqrt(static_cast<float>(s.headDim));
@@ -141,8 +148,8 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                         static_cast<const int32_t *>(gpu.uploadPod(step.positions)),
                         static_cast<const int32_t *>(gpu.uploadPod(step.queryStartLoc)),
                         static_cast<const int32_t *>(gpu.uploadPod(step.blockTables)),
-                        gpu.upload(encode(kCache, dt)),
-                        gpu.upload(encode(vCache, dt)),
+                        gpu.upload(encode(kCache, cacheDt)),
+                        gpu.upload(encode(vCache, cacheDt)),
                         dout,
                         scratch,
                         scratch + states * s.headDim,
@@ -169,12 +176,26 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
               decodePath ? "decode attention" : "prefill attention");
 }
 
+// A cache of its own dtype under the activations' (`--kv-dtype`): fp8 under fp32 (the SIMT
+// prefill), under bf16 and f16 (the tensor-core prefill converts it in shared memory), bf16 under
+// fp32, fp32 under bf16 (a cache wider than the activations).
+const std::pair<const char *, const char *> kKvDtypes[] = {
+    {"f32", "f8"}, {"bf16", "f8"}, {"f16", "f8"}, {"f32", "bf16"}, {"bf16", "f32"}};
+// Their shapes: the smallest head, a group of one, Llama-3.1-8B's (kept few: cudasim compiles
+// every instance).
+const HeadShape kKvShapes[] = {{4, 2, 16}, {8, 8, 64}, {32, 8, 128}};
+
 std::vector<KernelInstance> allInstances() {
   std::vector<KernelInstance> all;
   for (const char *dt : {"f32", "bf16", "f16"})
     for (const HeadShape &s : kShapes) {
       Kernels k = kernelsFor(dt, s);
       all.insert(all.end(), {k.prefill, k.decode, k.reduce});
+    }
+  for (const auto &[dt, kv] : kKvDtypes)
+    for (const HeadShape &s : kKvShapes) {
+      Kernels k = kernelsFor(dt, s, kv);
+      all.insert(all.end(), {k.prefill, k.decode});
     }
   return all;
 }
@@ -197,6 +218,13 @@ TEST(CudaAttention, DecodeAndPrefillMatchTheCpuReference) {
       // Sharp scores: row maxima keep growing by more than the tensor-core kernel's lazy
       // rescaling threshold (e^8) from one KV tile to the next, so O is rescaled mid-walk.
       checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, /*sharpen=*/24.0f);
+    }
+  for (const auto &[dt, kv] : kKvDtypes)
+    for (const HeadShape &s : kKvShapes) {
+      SCOPED_TRACE(std::string(dt) + " over a " + kv + " cache, heads " + std::to_string(s.heads) +
+                   "/" + std::to_string(s.kvHeads) + " dim " + std::to_string(s.headDim));
+      checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++, 1.0f, 0, kv);
+      checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, 1.0f, 0, kv);
     }
 }
 

@@ -121,7 +121,7 @@ inline std::vector<rt::KernelInstance> decoderKernels(const DecoderKernelShape &
     op.inputs = spec.in;
     op.outputs = spec.out;
     const rt::OpEntry *entry = rt::findOp(op.params.type);
-    rt::KernelPlanContext context{op, rank, static_cast<uint32_t>(s.blockSize)};
+    rt::KernelPlanContext context{op, rank, static_cast<uint32_t>(s.blockSize), act};
     auto instances = entry->cuda.instances(context);
     EXPECT_TRUE(instances.isOk()) << instances.status().toString();
     if (!instances.isOk())

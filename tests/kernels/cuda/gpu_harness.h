@@ -5,6 +5,7 @@
 
 #include "compiler/codegen/kernel_catalog.h"
 #include "compiler/codegen/nvrtc_compiler.h"
+#include "runtime/base/fp8.h"
 #include "runtime/base/half.h"
 #include "runtime/hal/cuda/cuda_device.h"
 #include "runtime/hal/cuda/cuda_driver.h"
@@ -22,10 +23,15 @@ namespace kiln::testing {
 
 using compiler::KernelInstance;
 
+// "f32", "f16", "bf16" or "f8" (fp8 E4M3, a KV cache's).
 inline std::vector<uint8_t> encode(const std::vector<float> &values, const std::string &dtype) {
-  const size_t bytes = dtype == "f32" ? 4 : 2;
+  const size_t bytes = dtype == "f32" ? 4 : dtype == "f8" ? 1 : 2;
   std::vector<uint8_t> out(values.size() * bytes);
   for (size_t i = 0; i < values.size(); ++i) {
+    if (dtype == "f8") {
+      out[i] = f32ToF8E4M3(values[i]);
+      continue;
+    }
     if (dtype == "f32") {
       std::memcpy(out.data() + 4 * i, &values[i], 4);
       continue;
@@ -37,9 +43,13 @@ inline std::vector<uint8_t> encode(const std::vector<float> &values, const std::
 }
 
 inline std::vector<float> decode(const std::vector<uint8_t> &bytes, const std::string &dtype) {
-  const size_t size = dtype == "f32" ? 4 : 2;
+  const size_t size = dtype == "f32" ? 4 : dtype == "f8" ? 1 : 2;
   std::vector<float> out(bytes.size() / size);
   for (size_t i = 0; i < out.size(); ++i) {
+    if (dtype == "f8") {
+      out[i] = f8e4m3ToF32(bytes[i]);
+      continue;
+    }
     if (dtype == "f32") {
       std::memcpy(&out[i], bytes.data() + 4 * i, 4);
       continue;

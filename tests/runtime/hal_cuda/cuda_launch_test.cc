@@ -159,10 +159,14 @@ TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
   EXPECT_EQ(p.invFreq, fake(0x400));
   EXPECT_EQ(p.numTokens, 6);
 
-  kv_.dtype = DType::F32;
-  EXPECT_NE(checkCudaOp(op_).message().find("KV cache dtype F32 differs from the activations' F16"),
+  // A cache of its own dtype (--kv-dtype) is the kernels' kv_dtype; other dtypes are refused.
+  kv_.dtype = DType::F8E4M3;
+  EXPECT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  kv_.dtype = DType::I32;
+  EXPECT_NE(checkCudaOp(op_).message().find("KV cache dtype I32; caches are F32/F16/BF16/F8E4M3"),
             std::string::npos)
       << checkCudaOp(op_).message();
+  kv_.dtype = DType::F16;
   kv_.keys.resize(1);
   EXPECT_NE(checkCudaOp(op_).message().find("no KV cache bound for layer 1"), std::string::npos);
 }
