@@ -21,9 +21,8 @@ Make the environment once:
     /tmp/kiln-tok-goldens/bin/pip install transformers==4.57.1     # pulls tokenizers 0.22.x
     /tmp/kiln-tok-goldens/bin/python tools/goldens/make_tokenizer_goldens.py [--assets DIR]
 
-The llama2 tokenizer.json in the assets had U+00A0 replaced by ASCII spaces (HF cannot load it:
-"Merges text file invalid at line 18918"); it is repaired in memory exactly as
-tests/runtime/text/tokenizer_test_util.h does.
+The llama2 tokenizer.json in the assets once had U+00A0 replaced by ASCII spaces (HF could not
+load it); the assets now hold the repaired file, which this script and the tests read as it is.
 """
 import argparse
 import hashlib
@@ -71,35 +70,14 @@ def read_corpus():
     return cases
 
 
-def repair_nbsp(data):
-    fix = lambda s: s.replace(" ", "\u00a0")
-    vocab = {fix(k): v for k, v in data["model"]["vocab"].items()}
-    data["model"]["vocab"] = vocab
-    merges = data["model"]["merges"]
-    for i, m in enumerate(merges):
-        if isinstance(m, str) and m.count(" ") != 1:
-            for sep in [j for j, c in enumerate(m) if c == " "]:
-                a, b = fix(m[:sep]), fix(m[sep + 1:])
-                if a in vocab and b in vocab and a + b in vocab:
-                    merges[i] = a + " " + b
-                    break
-    return data
-
-
 def stage(assets, family, workdir):
-    """Copies a family's files into workdir (repairing llama2) and returns the directory."""
+    """Copies a family's files into workdir and returns the directory."""
     src = os.path.join(assets, FAMILIES[family])
     dst = os.path.join(workdir, family)
     os.makedirs(dst)
     for name in ["tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]:
         if os.path.exists(os.path.join(src, name)):
             shutil.copy(os.path.join(src, name), dst)
-    if family == "llama2":
-        path = os.path.join(dst, "tokenizer.json")
-        with open(path, encoding="utf-8") as f:
-            data = repair_nbsp(json.load(f))
-        with open(path, "w", encoding="utf-8") as f:
-            json.dump(data, f, ensure_ascii=False)
     return src, dst
 
 
@@ -145,7 +123,6 @@ def main():
                 "family": family,
                 "source": FAMILIES[family],
                 "tokenizer_json_sha256": sha256(os.path.join(src, "tokenizer.json")),
-                "repaired_nbsp": family == "llama2",
                 "tokenizers_version": tokenizers.__version__,
                 "transformers_version": transformers.__version__,
                 "tokenizer_class": type(auto).__name__,

@@ -1,5 +1,5 @@
 // Shared helpers for the tokenizer tests: where each family's files live under the shared assets,
-// and loading them (with the in-memory repair the llama2 asset needs, see loadFamily).
+// and loading them.
 #pragma once
 
 #include "runtime/base/file.h"
@@ -40,50 +40,11 @@ inline const std::vector<Family> &families() {
   return kFamilies;
 }
 
-// The llama2 tokenizer.json in the assets (from onnxruntime-extensions) had its U+00A0 characters
-// turned into ASCII spaces: four vocab keys and three merges ("   ") are broken, and HF tokenizers
-// itself refuses to load it ("Merges text file invalid at line 18918"). Restore U+00A0 the way
-// tools/goldens/make_tokenizer_goldens.py does; the result matches Meta's Llama-2 vocabulary.
-inline std::string repairNbsp(const std::string &text) {
-  nlohmann::json j = nlohmann::json::parse(text);
-  auto fix = [](std::string s) {
-    std::string out;
-    for (char c : s)
-      out += c == ' ' ? std::string("\xC2\xA0") : std::string(1, c);
-    return out;
-  };
-  nlohmann::json vocab = nlohmann::json::object();
-  for (auto &[k, v] : j["model"]["vocab"].items())
-    vocab[fix(k)] = v;
-  j["model"]["vocab"] = vocab;
-  for (auto &m : j["model"]["merges"]) {
-    std::string s = m.get<std::string>();
-    if (std::count(s.begin(), s.end(), ' ') == 1)
-      continue;
-    for (size_t sep = 0; sep < s.size(); ++sep) {
-      if (s[sep] != ' ')
-        continue;
-      std::string a = fix(s.substr(0, sep)), b = fix(s.substr(sep + 1));
-      if (vocab.contains(a) && vocab.contains(b) && vocab.contains(a + b)) {
-        m = a + " " + b;
-        break;
-      }
-    }
-  }
-  return j.dump();
-}
-
 inline Result<Tokenizer> loadFamily(const std::string &name) {
   for (const Family &f : families()) {
     if (name != f.name)
       continue;
-    std::string dir = assetsDir() + "/" + f.dir;
-    if (name != "llama2")
-      return Tokenizer::fromDirectory(dir);
-    KILN_ASSIGN_OR_RETURN(std::string json, readFile(dir + "/tokenizer.json"));
-    KILN_ASSIGN_OR_RETURN(std::string config, readFile(dir + "/tokenizer_config.json"));
-    KILN_ASSIGN_OR_RETURN(std::string map, readFile(dir + "/special_tokens_map.json"));
-    return Tokenizer::fromJson(repairNbsp(json), config, map);
+    return Tokenizer::fromDirectory(assetsDir() + "/" + f.dir);
   }
   return notFound("no tokenizer family '" + name + "'");
 }
