@@ -1,5 +1,7 @@
 #include "runtime/engine/engine_core.h"
 
+#include "runtime/structured/output_constraint.h"
+
 #include <algorithm>
 #include <random>
 #include <string>
@@ -13,6 +15,7 @@ struct EngineCore::SampleState {
   bool finished = false;
   std::unique_ptr<TextStream> text;
   std::unique_ptr<StopStringFilter> stop;
+  std::unique_ptr<structured::OutputConstraint> constraint; // with Request::grammar
   Clock::time_point lastTokenTime;
 };
 
@@ -104,8 +107,11 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig &confi
                                                 config.runner->limits().maxBlocksPerSeq,
                                                 config.enablePrefixCaching}));
   std::unique_ptr<EngineCore> core(new EngineCore(config, limits, std::move(kv)));
-  SchedulerConfig sc{limits.maxBatch, limits.maxTokensPerStep, limits.maxSeqLen,
-                     config.enableChunkedPrefill, config.runner->limits().ropeSwitchLength,
+  SchedulerConfig sc{limits.maxBatch,
+                     limits.maxTokensPerStep,
+                     limits.maxSeqLen,
+                     config.enableChunkedPrefill,
+                     config.runner->limits().ropeSwitchLength,
                      config.runner->limits().recomputeAtRopeSwitch};
   KILN_ASSIGN_OR_RETURN(Scheduler scheduler, Scheduler::create(sc, &core->kv_));
   core->scheduler_.emplace(std::move(scheduler));
@@ -136,6 +142,9 @@ Status EngineCore::validate(const Request &request) const {
   if (!request.sampling.stop.empty() && (!config_.stopStrings || !config_.detokenizer))
     return unimplemented("stop strings need a detokenizer and a stop-string matcher; this engine "
                          "has none");
+  if (request.grammar && !config_.vocabulary)
+    return unimplemented("structured outputs need the model's tokenizer (its token bytes); this "
+                         "engine has none");
   return okStatus();
 }
 
@@ -185,8 +194,12 @@ void EngineCore::addRequest(RequestId id, Request request,
   std::sort(req->stopIds.begin(), req->stopIds.end());
   const uint64_t seed = params.seed ? *params.seed : Rng(defaultSeed_ ^ id).next();
   req->samples.resize(status.isOk() ? params.n : 0);
-  for (int32_t i = 0; i < static_cast<int32_t>(req->samples.size()); ++i)
+  for (int32_t i = 0; i < static_cast<int32_t>(req->samples.size()); ++i) {
     req->samples[i].rng = rngForSample(seed, i);
+    if (request.grammar) // (req->request is set from `request` below)
+      req->samples[i].constraint = std::make_unique<structured::OutputConstraint>(
+          request.grammar, config_.vocabulary, automatonFor(request.grammar));
+  }
   req->numUnfinished = static_cast<int32_t>(req->samples.size());
   req->request = std::move(request);
   if (status.isOk())
@@ -386,6 +399,19 @@ void EngineCore::step() {
   updateGauges();
 }
 
+std::shared_ptr<structured::GrammarAutomaton>
+EngineCore::automatonFor(const std::shared_ptr<const structured::Grammar> &grammar) {
+  constexpr size_t kKeptUnused = 8;
+  if (auto it = automata_.find(grammar.get()); it != automata_.end())
+    return it->second.second;
+  if (automata_.size() >= kKeptUnused) // drop the ones no request uses now
+    for (auto it = automata_.begin(); it != automata_.end();)
+      it = it->second.second.use_count() == 1 ? automata_.erase(it) : std::next(it);
+  auto automaton = std::make_shared<structured::GrammarAutomaton>(grammar, config_.vocabulary);
+  automata_[grammar.get()] = {grammar, automaton};
+  return automaton;
+}
+
 void EngineCore::updateGauges() {
   metrics_.numRunning = scheduler_->numRunning();
   metrics_.numWaiting = scheduler_->numWaiting();
@@ -402,6 +428,15 @@ Result<SampledToken> EngineCore::sampleFor(RequestState &req, int32_t index,
   history.outputIds = tokenIds.subspan(promptLen);
   if (s.numGenerated < req.request.sampling.minTokens)
     history.suppressedIds = req.stopIds;
+  std::vector<uint8_t> allowed;
+  if (s.constraint) {
+    allowed = s.constraint->allowedMask(req.stopIds);
+    if (std::find(allowed.begin(), allowed.end(), uint8_t{1}) == allowed.end())
+      return failedPrecondition("structured output: no token of the vocabulary continues the "
+                                "grammar after " +
+                                std::to_string(s.numGenerated) + " tokens");
+    history.allowedMask = allowed;
+  }
   return sampleToken(row, req.request.sampling, history, s.rng);
 }
 
@@ -433,8 +468,9 @@ bool EngineCore::samplesByArgmax(SeqId seq) const {
     return false;
   const RequestState &req = *requests_.at(owner->second.first);
   const SamplingParams &p = req.request.sampling;
-  if ((p.n > 1 && !req.forked) || p.temperature >= kGreedyTemperature || p.logprobs ||
-      p.repetitionPenalty != 1.0f || p.presencePenalty != 0.0f || p.frequencyPenalty != 0.0f)
+  if ((p.n > 1 && !req.forked) || req.request.grammar || p.temperature >= kGreedyTemperature ||
+      p.logprobs || p.repetitionPenalty != 1.0f || p.presencePenalty != 0.0f ||
+      p.frequencyPenalty != 0.0f)
     return false;
   return req.stopIds.empty() || req.samples[owner->second.second].numGenerated >= p.minTokens;
 }
@@ -522,8 +558,16 @@ void EngineCore::onTokenSampled(RequestState &req, int32_t index, const SampledT
   if (std::binary_search(req.stopIds.begin(), req.stopIds.end(), sampled.tokenId)) {
     reason = FinishReason::kStop; // stop tokens are not detokenized
   } else {
+    if (s.constraint && !s.constraint->accept(sampled.tokenId)) {
+      endRequest(req.id, FinishReason::kError,
+                 internalError("structured output: sampled token " +
+                               std::to_string(sampled.tokenId) + " the grammar does not allow"));
+      return;
+    }
     reason = appendText(req, index, sampled.tokenId, out);
     byString = reason == FinishReason::kStop;
+    if (reason == FinishReason::kNone && s.constraint && s.constraint->mustEnd())
+      reason = FinishReason::kStop; // the grammar is complete: only the end can follow
   }
   if (reason == FinishReason::kNone) {
     const std::optional<int32_t> &maxTokens = req.request.sampling.maxTokens;

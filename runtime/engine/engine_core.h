@@ -10,9 +10,12 @@
 #include "runtime/kv/kv_cache_manager.h"
 #include "runtime/sampling/rng.h"
 #include "runtime/sched/scheduler.h"
+#include "runtime/structured/grammar_automaton.h"
+#include "runtime/structured/grammar_matcher.h"
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <unordered_map>
@@ -25,6 +28,9 @@ struct EngineConfig {
   std::vector<int32_t> eosTokenIds;   // generation_config.json's eos ids
   Detokenizer *detokenizer = nullptr; // optional, not owned; without it text stays empty
   StopStringFilterFactory *stopStrings = nullptr; // optional, not owned
+  // The vocabulary's token bytes (Tokenizer::tokenBytes) for structured outputs; without it a
+  // request with a grammar is refused.
+  std::shared_ptr<const structured::TokenTrie> vocabulary;
   // 0 takes the runner's limit; a value above the runner's is an error naming the field.
   int32_t maxBatch = 0;
   int32_t maxTokensPerStep = 0;
@@ -108,6 +114,10 @@ private:
                     RequestOutput &out);
   std::string flushText(RequestState &req, int32_t index);
   void updateGauges();
+  // The mask cache of `grammar` (one per grammar, kept while requests use it, and for the last
+  // few grammars after).
+  std::shared_ptr<structured::GrammarAutomaton>
+  automatonFor(const std::shared_ptr<const structured::Grammar> &grammar);
   Clock::time_point now() const { return config_.clock ? config_.clock() : Clock::now(); }
   // Notes the first-scheduled time of each request `plan` admitted from the waiting queue (its
   // sequence not in `wasRunning`, sorted) and returns their prefix-cache queries in tokens.
@@ -126,6 +136,10 @@ private:
   std::vector<RequestId> retired_;
   std::unordered_map<RequestId, std::unique_ptr<RequestState>> requests_;
   std::unordered_map<SeqId, std::pair<RequestId, int32_t>> seqOwner_;
+  // Per grammar in use (the grammar pinned, so its address is not reused): its mask cache.
+  std::map<const structured::Grammar *, std::pair<std::shared_ptr<const structured::Grammar>,
+                                                  std::shared_ptr<structured::GrammarAutomaton>>>
+      automata_;
   std::vector<RequestOutput> outputs_;
   SchedulerOutput lastSchedule_;
   Clock::time_point stepTokenTime_; // when this step's model output came back

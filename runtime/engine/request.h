@@ -4,8 +4,10 @@
 #include "runtime/base/status.h"
 #include "runtime/sampling/sampler.h"
 #include "runtime/sampling/sampling_params.h"
+#include "runtime/structured/grammar.h"
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,9 @@ using RequestId = uint64_t;
 struct Request {
   std::vector<int32_t> promptIds;
   SamplingParams sampling;
+  // Structured output: every sample's text must match this grammar (runtime/structured: compiled
+  // from a JSON schema, regex, choice list or grammar by the API layer); null: unconstrained.
+  std::shared_ptr<const structured::Grammar> grammar;
 };
 
 enum class FinishReason : uint8_t {

@@ -187,6 +187,14 @@ TokenLogprobs collectLogprobs(std::span<const float> logprobs, int32_t sampledId
   return out;
 }
 
+void applyAllowedMask(std::span<float> logits, std::span<const uint8_t> allowed) {
+  if (allowed.empty())
+    return;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (i >= allowed.size() || allowed[i] == 0)
+      logits[i] = kMasked;
+}
+
 Status noTokenLeftError(size_t candidates) {
   return internalError("sampling: no finite logit left among " + std::to_string(candidates) +
                        " (all NaN, -inf or masked)");
@@ -199,6 +207,7 @@ Result<SampledToken> sampleToken(std::span<const float> logits, const SamplingPa
     if (std::isnan(l))
       l = kMasked;
   suppressTokens(x, history.suppressedIds);
+  applyAllowedMask(x, history.allowedMask);
   applyPenalties(x, history.promptIds, history.outputIds, params);
   const bool greedy = params.temperature < kGreedyTemperature;
   if (!greedy)

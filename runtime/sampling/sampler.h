@@ -34,6 +34,9 @@ struct SamplingHistory {
   std::span<const int32_t> outputIds;
   // Ids masked out this step (the stop ids while outputIds.size() < min_tokens).
   std::span<const int32_t> suppressedIds;
+  // A constraint's tokens for this step (runtime/structured): 1 allowed, 0 masked; empty: every
+  // token. Applied first, with the suppression, so penalties and logprobs see the masked row.
+  std::span<const uint8_t> allowedMask;
 };
 
 struct SampledToken {
@@ -50,6 +53,8 @@ Result<SampledToken> sampleToken(std::span<const float> logits, const SamplingPa
 
 // --- Individual steps (mutate `logits` in place) ---
 void suppressTokens(std::span<float> logits, std::span<const int32_t> tokenIds);
+// Masks every token whose entry in `allowed` is 0 (nothing when `allowed` is empty).
+void applyAllowedMask(std::span<float> logits, std::span<const uint8_t> allowed);
 // repetition: for ids in prompt or output, l > 0 ? l / r : l * r; frequency: l -= f * count in
 // output; presence: l -= p if in output.
 void applyPenalties(std::span<float> logits, std::span<const int32_t> promptIds,

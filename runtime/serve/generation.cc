@@ -53,23 +53,24 @@ std::optional<ApiError> checkLengths(const GenerationRequest &request, const Pro
   int64_t maxSeqLen = limits.maxSeqLen;
   std::string name = promptName(prompt);
   if (promptLen >= maxSeqLen)
-    return badRequest(prompt.field,
-                      name + " has " + std::to_string(promptLen) +
-                          " tokens; the model's maximum sequence length is " +
-                          std::to_string(maxSeqLen) + " (room for the prompt plus at least one "
-                                                      "generated token)");
+    return badRequest(prompt.field, name + " has " + std::to_string(promptLen) +
+                                        " tokens; the model's maximum sequence length is " +
+                                        std::to_string(maxSeqLen) +
+                                        " (room for the prompt plus at least one "
+                                        "generated token)");
   int64_t room = maxSeqLen - promptLen;
   if (out.sampling.maxTokens && *out.sampling.maxTokens > room)
     return badRequest(request.maxTokensField,
                       "field '" + request.maxTokensField + "' is " +
                           std::to_string(*out.sampling.maxTokens) + " but " + name + " has " +
-                          std::to_string(promptLen) + " tokens and the model's maximum sequence "
-                                                      "length is " +
+                          std::to_string(promptLen) +
+                          " tokens and the model's maximum sequence "
+                          "length is " +
                           std::to_string(maxSeqLen) + ": at most " + std::to_string(room) +
                           " tokens can be generated");
   if (!out.sampling.maxTokens && request.defaultMaxTokens)
-    out.sampling.maxTokens = static_cast<int32_t>(
-        std::min<int64_t>(*request.defaultMaxTokens, room));
+    out.sampling.maxTokens =
+        static_cast<int32_t>(std::min<int64_t>(*request.defaultMaxTokens, room));
   if (out.sampling.minTokens > room)
     return badRequest("min_tokens", "field 'min_tokens' is " +
                                         std::to_string(out.sampling.minTokens) + "; at most " +
@@ -100,6 +101,7 @@ std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
   if (auto error = checkSampleCount(request, model.engine().limits()))
     return error;
   out.sampling = request.sampling;
+  out.grammar = request.grammar;
   if (auto error = encodePrompt(prompt, model, out.promptIds))
     return error;
   const EngineLimits &limits = model.engine().limits();
@@ -108,8 +110,8 @@ std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
   return checkLengths(request, prompt, limits, out);
 }
 
-std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
-                                           ServeModel &model, Request &out) {
+std::optional<ApiError> buildEngineRequest(const GenerationRequest &request, ServeModel &model,
+                                           Request &out) {
   return buildEngineRequest(request, request.prompt, model, out);
 }
 

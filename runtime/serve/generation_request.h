@@ -4,10 +4,12 @@
 #pragma once
 
 #include "runtime/sampling/sampling_params.h"
+#include "runtime/structured/grammar.h"
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,10 +21,10 @@ struct PromptInput {
   Kind kind = Kind::kText;
   std::string text;
   std::vector<int32_t> ids;
-  nlohmann::ordered_json messages;      // kChat: the OpenAI messages array, key order kept
+  nlohmann::ordered_json messages; // kChat: the OpenAI messages array, key order kept
   bool addGenerationPrompt = true;
-  nlohmann::ordered_json chatExtra;     // further template variables (tools, kwargs)
-  std::string field = "prompt";         // the request field errors about the prompt name
+  nlohmann::ordered_json chatExtra; // further template variables (tools, kwargs)
+  std::string field = "prompt";     // the request field errors about the prompt name
 };
 
 struct GenerationRequest {
@@ -35,7 +37,7 @@ struct GenerationRequest {
   // Used when the client gave no max tokens, clamped to the room the prompt leaves (an explicit
   // value that does not fit is an error instead). Unset: until the maximum sequence length.
   std::optional<int32_t> defaultMaxTokens;
-  std::string model;                         // "" when the client did not say
+  std::string model; // "" when the client did not say
   bool stream = false;
   bool includeUsage = false;   // OpenAI stream_options.include_usage
   bool logprobs = false;       // report the sampled tokens' logprobs
@@ -44,6 +46,8 @@ struct GenerationRequest {
   bool returnTokenIds = false; // vLLM extension: token_ids / prompt_token_ids in the response
   bool details = false;        // TGI: the details object
   bool returnFullText = false; // TGI: prepend the prompt text
+  // Structured output (runtime/serve/structured_request.h): every sample's text matches it.
+  std::shared_ptr<const structured::Grammar> grammar;
 
   size_t promptCount() const { return 1 + extraPrompts.size(); }
   const PromptInput &promptAt(size_t i) const { return i == 0 ? prompt : extraPrompts.at(i - 1); }

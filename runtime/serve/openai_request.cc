@@ -1,6 +1,7 @@
 #include "runtime/serve/openai_request.h"
 
 #include "runtime/serve/json_fields.h"
+#include "runtime/serve/structured_request.h"
 
 #include <limits>
 
@@ -57,8 +58,8 @@ void readStreamOptions(JsonFields &f, GenerationRequest &out) {
   if (!options)
     return;
   if (!options->is_object()) {
-    f.fail("stream_options", std::string("field 'stream_options' must be an object, got ") +
-                                 jsonTypeName(*options));
+    f.fail("stream_options",
+           std::string("field 'stream_options' must be an object, got ") + jsonTypeName(*options));
     return;
   }
   if (!out.stream) {
@@ -94,8 +95,7 @@ void readOpenAiSampling(JsonFields &f, GenerationRequest &out) {
   f.readInt("top_k", -1, kInt32Max, topK);
   if (topK)
     s.topK = static_cast<int32_t>(*topK);
-  f.readInt("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(),
-            seed);
+  f.readInt("seed", std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), seed);
   if (seed)
     s.seed = static_cast<uint64_t>(*seed);
   f.readInt("min_tokens", 0, kInt32Max, minTokens);
@@ -145,9 +145,8 @@ void readOnePrompt(JsonFields &f, const nlohmann::json &value, const std::string
 // kMaxPrompts of them.
 void readPromptBatch(JsonFields &f, const nlohmann::json &items, GenerationRequest &out) {
   if (items.size() > kMaxPrompts) {
-    f.fail("prompt", "field 'prompt' holds " + std::to_string(items.size()) +
-                         " prompts; at most " + std::to_string(kMaxPrompts) +
-                         " are allowed in one request");
+    f.fail("prompt", "field 'prompt' holds " + std::to_string(items.size()) + " prompts; at most " +
+                         std::to_string(kMaxPrompts) + " are allowed in one request");
     return;
   }
   for (size_t i = 1; i < items.size(); ++i) {
@@ -220,6 +219,7 @@ std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, Gener
   if (out.echo && logprobs)
     f.fail("echo", "fields 'echo' and 'logprobs' cannot be used together: kiln does not compute "
                    "the prompt's logprobs; send one of them");
+  readStructuredOutput(f, nullptr, out);
   return f.error();
 }
 
@@ -267,11 +267,11 @@ void checkMessages(JsonFields &f, const nlohmann::ordered_json &messages) {
       return;
     }
     auto content = m.find("content");
-    bool okContent = content == m.end() || content->is_string() || content->is_array() ||
-                     content->is_null();
+    bool okContent =
+        content == m.end() || content->is_string() || content->is_array() || content->is_null();
     if (!okContent) {
-      f.fail(at + ".content", "field '" + at +
-                                  ".content' must be a string, an array of content parts or null");
+      f.fail(at + ".content",
+             "field '" + at + ".content' must be a string, an array of content parts or null");
       return;
     }
     if (content != m.end() && content->is_array())
@@ -333,11 +333,7 @@ void readChatTemplateOptions(JsonFields &f, const nlohmann::ordered_json &ordere
       out.prompt.chatExtra["tools"] = ordered["tools"];
   }
   readToolChoice(f);
-  if (const nlohmann::json *format = f.get("response_format")) {
-    auto type = format->is_object() ? format->find("type") : format->end();
-    if (!format->is_object() || type == format->end() || *type != "text")
-      f.fail("response_format", "field 'response_format' supports only {\"type\": \"text\"}");
-  }
+  readStructuredOutput(f, &ordered, out);
 }
 
 } // namespace

@@ -2,6 +2,7 @@
 
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/openai_request.h"
+#include "runtime/serve/structured_request.h"
 
 #include <limits>
 
@@ -84,8 +85,7 @@ void readParameters(JsonFields &p, GenerationRequest &out) {
   if (out.logprobs)
     s.logprobs = out.topLogprobs;
   p.readInt("best_of", 1, 1, bestOf);
-  if (p.has("grammar"))
-    p.fail("grammar", "field '" + p.path("grammar") + "' is not supported");
+  readTgiGrammar(p, out);
   if (watermark.value_or(false))
     p.fail("watermark", "field '" + p.path("watermark") + "' is not supported");
 }
@@ -114,8 +114,8 @@ std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRe
   out.stream = stream.value_or(false);
   if (const nlohmann::json *params = f.get("parameters")) {
     if (!params->is_object()) {
-      f.fail("parameters", std::string("field 'parameters' must be an object, got ") +
-                               jsonTypeName(*params));
+      f.fail("parameters",
+             std::string("field 'parameters' must be an object, got ") + jsonTypeName(*params));
     } else {
       JsonFields p(*params, "parameters.");
       readParameters(p, out);

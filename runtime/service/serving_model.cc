@@ -150,6 +150,7 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
     model->textHooks_ = std::make_unique<TextHooks>(*model->tokenizer_);
     config.detokenizer = &model->textHooks_->hooks;
     config.stopStrings = &model->textHooks_->hooks;
+    config.vocabulary = tokenVocabulary(*model->tokenizer_);
   }
   KILN_ASSIGN_OR_RETURN(model->chatTemplate_,
                         loadChatTemplate(*model->artifact_, options.chatTemplate));

@@ -43,4 +43,11 @@ TokenizerTextHooks::create(const std::vector<std::string> &stops) {
   return std::unique_ptr<StopStringFilter>(std::make_unique<MatcherFilter>(stops));
 }
 
+std::shared_ptr<const structured::TokenTrie> tokenVocabulary(const Tokenizer &tokenizer) {
+  std::vector<std::string> bytes(static_cast<size_t>(tokenizer.vocabSize()));
+  for (int32_t id = 0; id < tokenizer.vocabSize(); ++id)
+    bytes[id] = tokenizer.tokenBytes(id);
+  return std::make_shared<const structured::TokenTrie>(std::move(bytes));
+}
+
 } // namespace kiln::rt

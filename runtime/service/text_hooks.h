@@ -1,9 +1,13 @@
-// Adapters from the text layer (IncrementalDetokenizer, StopStringMatcher) to the engine's text
-// hooks, so the engine stays independent of how text is produced.
+// Adapters from the text layer (IncrementalDetokenizer, StopStringMatcher, token bytes) to the
+// engine's text hooks and structured-output vocabulary, so the engine stays independent of how
+// text is produced.
 #pragma once
 
 #include "runtime/engine/text_hooks.h"
+#include "runtime/structured/grammar_matcher.h"
 #include "runtime/text/tokenizer.h"
+
+#include <memory>
 
 namespace kiln::rt {
 
@@ -17,5 +21,8 @@ public:
 private:
   const Tokenizer &tokenizer_;
 };
+
+// Every token's bytes (Tokenizer::tokenBytes) in a trie: EngineConfig::vocabulary.
+std::shared_ptr<const structured::TokenTrie> tokenVocabulary(const Tokenizer &tokenizer);
 
 } // namespace kiln::rt

@@ -112,6 +112,55 @@ std::string Decoder::decode(const std::vector<std::string_view> &tokens) const {
   return out;
 }
 
+std::string Decoder::tokenBytes(std::string_view token) const {
+  std::string bytes(token);
+  bool fused = false; // after a Fuse, a Strip sees the whole text, not this token
+  for (const Step &step : steps_) {
+    switch (step.kind) {
+    case Kind::kReplace:
+      replaceAll(step.pattern, step.text, bytes);
+      break;
+    case Kind::kMetaspace: {
+      std::string text;
+      for (size_t i = 0; i < bytes.size();) {
+        const bool rep = !step.text.empty() && bytes.compare(i, step.text.size(), step.text) == 0;
+        text.push_back(rep ? ' ' : bytes[i]);
+        i += rep ? step.text.size() : 1;
+      }
+      bytes = std::move(text);
+      break;
+    }
+    case Kind::kByteFallback: {
+      char byte;
+      if (parseByteToken(bytes, byte))
+        bytes.assign(1, byte);
+      break;
+    }
+    case Kind::kByteLevel: {
+      std::string decoded;
+      if (byte_level::decodeChars(bytes, decoded))
+        bytes = std::move(decoded);
+      break;
+    }
+    case Kind::kJoinSpaces:
+      bytes.insert(0, " ");
+      break;
+    case Kind::kFuse:
+      fused = true;
+      break;
+    case Kind::kStrip: {
+      if (fused)
+        break;
+      int64_t start = step.start;
+      while (start-- > 0 && bytes.compare(0, step.text.size(), step.text) == 0)
+        bytes.erase(0, step.text.size());
+      break;
+    }
+    }
+  }
+  return bytes;
+}
+
 void Decoder::Stream::push(std::string_view token, std::string &out) {
   feed(0, token, true, out);
 }

@@ -52,6 +52,12 @@ public:
 
   Stream stream() const;
   std::string decode(const std::vector<std::string_view> &tokens) const;
+  // The bytes one token adds to text in the middle of a sequence, for the constraint engine
+  // (runtime/structured): each step's rewrite of a token (byte-level characters to bytes, a
+  // <0xHH> token to its byte, Metaspace's and Replace's replacements) without the start-of-text
+  // rules (Metaspace's first space, a Strip after Fuse) and without UTF-8 repair, so a token
+  // holding half a code point gives that half.
+  std::string tokenBytes(std::string_view token) const;
 
 private:
   enum class Kind { kByteLevel, kMetaspace, kReplace, kByteFallback, kFuse, kStrip, kJoinSpaces };

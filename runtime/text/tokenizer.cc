@@ -396,6 +396,17 @@ std::string_view Tokenizer::tokenString(int32_t id, bool &known) const {
   return impl_->model.idToToken(id);
 }
 
+std::string Tokenizer::tokenBytes(int32_t id) const {
+  if (isSpecialToken(id))
+    return "";
+  if (const AddedToken *a = impl_->added.byId(id))
+    return impl_->decoder.tokenBytes(a->content); // decode() runs added tokens' content through
+                                                  // the decoder too (Gemma's "▁▁" runs)
+  if (!impl_->model.hasId(id))
+    return "";
+  return impl_->decoder.tokenBytes(impl_->model.idToToken(id));
+}
+
 Decoder::Stream Tokenizer::newDecodeStream() const {
   return impl_->decoder.stream();
 }

@@ -72,6 +72,9 @@ public:
   // For IncrementalDetokenizer: the string the decoder sees for `id` (empty view when unknown;
   // `known` tells the two cases apart), and a fresh decoder stream.
   std::string_view tokenString(int32_t id, bool &known) const;
+  // The bytes token `id` adds to generated text (Decoder::tokenBytes of its string or added
+  // content); empty for special tokens and unknown ids, which a grammar never allows.
+  std::string tokenBytes(int32_t id) const;
   Decoder::Stream newDecodeStream() const;
 
   struct Impl;

@@ -497,6 +497,28 @@ def dictionaries():
             f.write("".join(dictEntry(t) + "\n" for t in tokens))
 
 
+def structuredSeeds():
+    """structured_fuzz: the first byte picks grammar text (g), a regex (r) or a JSON schema (j)."""
+    write("structured_fuzz", "grammar-list", 'groot ::= "[" (item ("," item)*)? "]"\n'
+          'item ::= [a-z\u00e9]{1,3} | [0-9]+\n')
+    write("structured_fuzz", "grammar-string", 'groot ::= "\\"" ([^"\\\\] | "\\\\" .)* "\\""\n')
+    write("structured_fuzz", "regex-phone", r"r\(?\d{3}\)?[ -]\d{3}-\d{4}")
+    write("structured_fuzz", "regex-alternation", r"r(?:cat|dog)s?|[A-Z][a-z]{1,6}")
+    write("structured_fuzz", "schema-person", b"j" + compactJson({
+        "type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                         "age": {"type": "integer", "minimum": 0}},
+        "required": ["name"], "additionalProperties": False}))
+    write("structured_fuzz", "schema-ref-list", b"j" + compactJson({
+        "$defs": {"node": {"type": "object",
+                           "properties": {"v": {"type": "integer"},
+                                          "next": {"anyOf": [{"$ref": "#/$defs/node"},
+                                                             {"type": "null"}]}},
+                           "required": ["v", "next"]}},
+        "$ref": "#/$defs/node"}))
+    write("structured_fuzz", "schema-array-enum", b"j" + compactJson({
+        "type": "array", "items": {"enum": ["a", 1, None, True]}, "maxItems": 3}))
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", action="append", default=[],
@@ -510,6 +532,7 @@ def main():
     tokenizerEncodeSeeds()
     chatTemplateSeeds()
     serveRequestSeeds()
+    structuredSeeds()
     servingPropertiesSeeds()
     s3XmlSeeds()
     tarSeeds()

@@ -109,8 +109,11 @@ TEST(OpenAiRequestTest, BadChatBodiesNameTheField) {
        "top_logprobs", "[0, 20]"},
       {R"({"messages": [{"role": "user", "content": "x"}], "logprobs": 2})", "logprobs",
        "a boolean"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})",
-       "response_format", "only"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}})",
+       "response_format", "'type' is 'xml'; use \"text\", \"json_object\" or \"json_schema\""},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"},
+          "guided_regex": "a+"})",
+       "response_format", "fields 'guided_regex' and 'response_format' cannot be used together"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": {}})", "tools", "an array"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": 1})",
        "chat_template_kwargs", "an object"},
@@ -123,8 +126,8 @@ TEST(OpenAiRequestTest, BadChatBodiesNameTheField) {
       {R"({"messages": [{"role": "system", "content": "s"}, {"role": "user", "content":
           [{"type": "input_audio", "input_audio": {"data": "", "format": "wav"}}]}]})",
        "messages[1].content[0].type", "'input_audio': this server serves a text-only model"},
-      {R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})",
-       "messages[0].content[0]", "must be an object with a string 'type'"},
+      {R"({"messages": [{"role": "user", "content": [{"text": "x"}]}]})", "messages[0].content[0]",
+       "must be an object with a string 'type'"},
       {R"({"messages": [{"role": "user", "content": ["x"]}]})", "messages[0].content[0]",
        "must be an object with a string 'type'"},
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]})",
@@ -367,7 +370,8 @@ TEST(OpenAiRequestTest, BadBatchesFailWithExactMessages) {
        "field 'prompt[1]' must be an array of integers, got an array"},
       {R"([""])", "prompt", "field 'prompt' is empty"},
       {R"([[]])", "prompt", "field 'prompt' is empty"},
-      {tooMany, "prompt", "field 'prompt' holds 257 prompts; at most 256 are allowed in one request"},
+      {tooMany, "prompt",
+       "field 'prompt' holds 257 prompts; at most 256 are allowed in one request"},
       {"5", "prompt", "field 'prompt' must be a string or an array of token ids, got an integer"},
       {"{}", "prompt", "field 'prompt' must be a string or an array of token ids, got an object"},
   };
@@ -440,10 +444,14 @@ TEST(OpenAiRequestTest, ToolsAndTemplateKwargsKeepTheClientsKeyOrder) {
 
 TEST(OpenAiRequestTest, ErrorBodiesHaveOpenAiAndTgiShapes) {
   ApiError e = badRequest("top_p", "field 'top_p' must be in (0, 1]");
-  EXPECT_EQ(openAiErrorBody(e), R"({"error":{"code":null,"message":"field 'top_p' must be in (0, 1]","param":"top_p","type":"invalid_request_error"}})");
-  EXPECT_EQ(tgiErrorBody(e), R"({"error":"field 'top_p' must be in (0, 1]","error_type":"validation"})");
+  EXPECT_EQ(
+      openAiErrorBody(e),
+      R"({"error":{"code":null,"message":"field 'top_p' must be in (0, 1]","param":"top_p","type":"invalid_request_error"}})");
+  EXPECT_EQ(tgiErrorBody(e),
+            R"({"error":"field 'top_p' must be in (0, 1]","error_type":"validation"})");
   e.httpStatus = 503;
-  EXPECT_EQ(tgiErrorBody(e), R"({"error":"field 'top_p' must be in (0, 1]","error_type":"overloaded"})");
+  EXPECT_EQ(tgiErrorBody(e),
+            R"({"error":"field 'top_p' must be in (0, 1]","error_type":"overloaded"})");
 }
 
 } // namespace

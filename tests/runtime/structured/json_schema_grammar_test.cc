@@ -1,0 +1,299 @@
+// JSON Schema -> grammar text (runtime/structured/json_schema_grammar.h): the exact text for a few
+// small schemas, the errors for what is not supported, and, so that the tests can fail on what the
+// text means and not only on how it is spelled, documents accepted and rejected by the text as
+// compiled by runtime/structured/grammar.h and run by grammar_matcher.h (grammar_test_util.h).
+#include "runtime/structured/json_schema_grammar.h"
+#include "tests/runtime/structured/grammar_test_util.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <cctype>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace kiln::structured {
+namespace {
+
+// ---- Helpers
+
+std::string grammarFor(const std::string &schemaText) {
+  Result<std::string> grammar = jsonSchemaToGrammar(nlohmann::ordered_json::parse(schemaText));
+  EXPECT_TRUE(grammar.isOk()) << grammar.status().toString();
+  return grammar.isOk() ? *grammar : std::string();
+}
+
+Status errorFor(const std::string &schemaText) {
+  Result<std::string> grammar = jsonSchemaToGrammar(nlohmann::ordered_json::parse(schemaText));
+  EXPECT_FALSE(grammar.isOk()) << *grammar;
+  return grammar.status();
+}
+
+// Checks that the grammar for `schemaText` accepts each of `accepted` and rejects each of
+// `rejected` (whole documents).
+void expectMatches(const std::string &schemaText, const std::vector<std::string> &accepted,
+                   const std::vector<std::string> &rejected) {
+  const std::string text = grammarFor(schemaText);
+  const CompiledTestGrammar grammar(text);
+  ASSERT_TRUE(grammar.parsed()) << schemaText;
+  for (const std::string &document : accepted)
+    EXPECT_TRUE(grammar.accepts(document)) << schemaText << " should accept " << document << "\n"
+                                           << text;
+  for (const std::string &document : rejected)
+    EXPECT_TRUE(grammar.rejects(document)) << schemaText << " should reject " << document << "\n"
+                                           << text;
+}
+
+constexpr const char *kPerson =
+    R"({"type":"object","properties":{"name":{"type":"string"},"age":{"type":"integer",
+        "minimum":0}},"required":["name"],"additionalProperties":false})";
+
+// ---- Exact text
+
+TEST(JsonSchemaGrammarTest, PersonObjectTextIsPinned) {
+  EXPECT_EQ(grammarFor(kPerson),
+            R"(root ::= "{" "\"name\":" ws string ( "," ws "\"age\":" ws nonneg-integer )? "}"
+string ::= "\"" char* "\""
+char ::= plain-char | "\\" ( [\"\\/bfnrt] | "u" hex{4} )
+plain-char ::= [^\"\\\x00-\x1F]
+hex ::= [0-9a-fA-F]
+nonneg-integer ::= "0" | [1-9] [0-9]{0,14}
+ws ::= " "?
+)");
+}
+
+TEST(JsonSchemaGrammarTest, EnumAndBoundedArrayTextIsPinned) {
+  EXPECT_EQ(grammarFor(R"({"enum":["red","gr\"een",1,null,{"a":[1,2]}]})"),
+            R"(root ::= "\"red\"" | "\"gr\\\"een\"" | "1" | "null" | "{\"a\":[1,2]}")"
+            "\n");
+  EXPECT_EQ(grammarFor(R"({"type":"array","items":{"type":"string","maxLength":3},"minItems":1,
+                          "maxItems":3})"),
+            R"(root ::= "[" root-item ( "," ws root-item ){0,2} "]"
+root-item ::= "\"" char{0,3} "\""
+char ::= plain-char | "\\" ( [\"\\/bfnrt] | "u" hex{4} )
+plain-char ::= [^\"\\\x00-\x1F]
+hex ::= [0-9a-fA-F]
+ws ::= " "?
+)");
+}
+
+TEST(JsonSchemaGrammarTest, RecursiveDefinitionIsARuleTextIsPinned) {
+  EXPECT_EQ(grammarFor(R"({"$ref":"#/$defs/Node","$defs":{"Node":{"type":"object",
+      "properties":{"value":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/$defs/Node"},
+      {"type":"null"}]}},"required":["value","next"],"additionalProperties":false}}})"),
+            R"(root ::= def-Node
+def-Node ::= "{" "\"value\":" ws integer "," ws "\"next\":" ws def-Node-next "}"
+def-Node-next ::= def-Node | null
+integer ::= "-"? nonneg-integer
+nonneg-integer ::= "0" | [1-9] [0-9]{0,14}
+null ::= "null"
+ws ::= " "?
+)");
+}
+
+TEST(JsonSchemaGrammarTest, JsonObjectGrammarIsAnyObject) {
+  const std::string text = jsonObjectGrammar();
+  EXPECT_NE(text.find("root ::= object\n"), std::string::npos) << text;
+  const CompiledTestGrammar grammar(text);
+  ASSERT_TRUE(grammar.parsed());
+  EXPECT_TRUE(grammar.accepts(R"({})"));
+  EXPECT_TRUE(grammar.accepts(R"({"a": [1, {"b": null}], "c": -2.5e3, "d": "x\"y"})"));
+  EXPECT_TRUE(grammar.rejects(R"([1])"));
+  EXPECT_TRUE(grammar.rejects(R"("x")"));
+  EXPECT_TRUE(grammar.rejects(R"({"a":1,})"));
+  EXPECT_TRUE(grammar.rejects(R"({"a":  1})")); // whitespace is bounded: one space at most
+  EXPECT_TRUE(grammar.rejects(R"({"a":1} )"));
+}
+
+// ---- Errors
+
+TEST(JsonSchemaGrammarTest, ErrorsNameThePointerAndTheKeyword) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {R"({"type":"object","properties":{"age":{"type":"integer","foo":1}}})",
+       "json schema at '#/properties/age': keyword 'foo' is not supported"},
+      {R"({"type":"string","pattern":"^a+$"})",
+       "json schema at '#': keyword 'pattern' is not supported yet"},
+      {R"({"properties":{"age":{"type":"integer","minimum":18}}})",
+       "json schema at '#/properties/age': keyword 'minimum' is not supported yet"},
+      {R"({"type":"number","maximum":1})",
+       "json schema at '#': keyword 'maximum' is not supported"},
+      {R"({"$defs":{"A":{"type":"integer","multipleOf":2}},"$ref":"#/$defs/A"})",
+       "json schema at '#/$defs/A': keyword 'multipleOf' is not supported yet"},
+      {R"({"items":{"anyOf":[{"type":"string"},{"not":{}}]}})",
+       "json schema at '#/items/anyOf/1': keyword 'not' is not supported yet"},
+      {R"({"allOf":[{"type":"string"},{"maxLength":2}]})",
+       "json schema at '#': 'allOf' with more than one schema is not supported yet"},
+      {R"({"$ref":"#/$defs/Missing"})", "json schema at '#': $ref '#/$defs/Missing' names no"},
+      {R"({"$ref":"other.json#/a"})", "json schema at '#': $ref 'other.json#/a' is not supported"},
+      {R"({"type":"string","format":"hostname"})", "format 'hostname' is not supported yet"},
+      {R"({"type":"array","maxItems":5000})", "'maxItems' is 5000, over the limit of 1000"},
+      {R"({"type":"object","properties":{"a":false},"required":["a"]})",
+       "json schema at '#/properties/a': schema 'false' matches nothing"},
+      {R"(false)", "json schema at '#': schema 'false' matches nothing"},
+      {R"({"properties":{"a/b~":{"foo":1}}})",
+       "json schema at '#/properties/a~1b~0': keyword 'foo' is not supported"},
+      {R"({"type":"strin"})", "'type' \"strin\" is not a JSON Schema type"},
+      {R"({"type":"string","enum":[1,2]})", "'enum' lists no value of the schema's type"},
+      {R"({"anyOf":[{"type":"string"}],"maxLength":3})",
+       "json schema at '#': keyword 'maxLength' beside 'anyOf' is not supported yet"},
+  };
+  for (const auto &[schema, message] : cases) {
+    const Status status = errorFor(schema);
+    EXPECT_NE(status.message().find(message), std::string::npos)
+        << schema << "\n got: " << status.toString() << "\n want: " << message;
+  }
+  EXPECT_EQ(errorFor(R"({"pattern":"a"})").code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(errorFor(R"(false)").code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(errorFor(R"({"minLength":1001})").code(), StatusCode::kOutOfRange);
+}
+
+TEST(JsonSchemaGrammarTest, TypeErrorsInTheSchemaValueAreStatuses) {
+  nlohmann::json schema = {{"enum", {std::string("\xff")}}}; // not UTF-8: dump() throws
+  Result<std::string> grammar = jsonSchemaToGrammar(schema);
+  ASSERT_FALSE(grammar.isOk());
+  EXPECT_EQ(grammar.status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---- Meaning
+
+TEST(JsonSchemaGrammarTest, ObjectWithRequiredAndOptionalMembers) {
+  expectMatches(kPerson,
+                {R"({"name":"a"})", R"({"name": "a", "age": 3})", R"({"name":"","age":0})"},
+                {R"({"age":3})", R"({"name":1})", R"({"name":"a","x":1})", R"({"name":"a",})",
+                 R"({"name":"a","age":-1})", R"({"age":3,"name":"a"})", R"({"name":"a"}  )",
+                 R"({"name":  "a"})", R"({ "name":"a"})"});
+}
+
+TEST(JsonSchemaGrammarTest, AllOptionalMembersKeepCommasBetweenPresentOnes) {
+  expectMatches(R"({"properties":{"a":{"type":"integer"},"b":{"type":"boolean"},
+                   "c":{"type":"null"}},"additionalProperties":false})",
+                {"{}", R"({"a":1})", R"({"b":true})", R"({"c":null})", R"({"a":1, "c":null})",
+                 R"({"b":false,"c":null})", R"({"a":1,"b":true,"c":null})"},
+                {R"({,"a":1})", R"({"a":1,})", R"({"a":1"b":true})", R"({"b":true,"a":1})",
+                 R"({"a":1,"a":1})", R"({"d":1})"});
+}
+
+TEST(JsonSchemaGrammarTest, OptionalMembersBeforeTheFirstRequiredOne) {
+  expectMatches(R"({"properties":{"a":{"type":"integer"},"b":{"type":"integer"},
+                   "c":{"type":"integer"}},"required":["b"],"additionalProperties":false})",
+                {R"({"b":2})", R"({"a":1,"b":2})", R"({"a":1, "b":2, "c":3})", R"({"b":2,"c":3})"},
+                {R"({"a":1})", R"({"a":1,})", R"({"a":1,"c":3})", "{}", R"({"a":1,"a":1,"b":2})"});
+}
+
+TEST(JsonSchemaGrammarTest, AdditionalPropertiesExcludeListedNames) {
+  expectMatches(R"({"type":"object","properties":{"name":{"type":"string"}},
+                   "additionalProperties":{"type":"integer"}})",
+                {"{}", R"({"name":"a"})", R"({"x":1})", R"({"name":"a", "x":1, "y":2})",
+                 R"({"na":1})", R"({"names":1})", R"({"":1})", R"({"é":1})"},
+                {R"({"name":1})", R"({"x":"s"})", R"({"name":"a","name":2})", R"({"x":1,})",
+                 "{\"\x01\":1}", "{\"n\x01\":1}"});
+  expectMatches(R"({"type":"object"})", {"{}", R"({"a":{"b":[true]}})"}, {"[]", "null"});
+}
+
+TEST(JsonSchemaGrammarTest, EnumConstAndTypeLists) {
+  expectMatches(R"({"enum":["red","green",1,null,{"a":[1,2]}]})",
+                {R"("red")", "1", "null", R"({"a":[1,2]})"},
+                {R"("blue")", "2", R"("Red")", R"({"a":[1, 2]})"});
+  expectMatches(R"({"type":"string","enum":["a",1]})", {R"("a")"}, {"1"});
+  expectMatches(R"({"const":"café"})", {R"("café")"}, {R"("cafe")"});
+  expectMatches(R"({"type":["integer","null"]})", {"3", "-12", "null"}, {"1.5", "true"});
+}
+
+TEST(JsonSchemaGrammarTest, AnyOfAndOneOf) {
+  expectMatches(R"({"anyOf":[{"type":"string","maxLength":2},{"type":"integer"}]})",
+                {R"("ab")", "42"}, {R"("abc")", "true"});
+  expectMatches(R"({"oneOf":[{"type":"boolean"},{"type":"array","items":{"type":"null"}}]})",
+                {"true", "[]", "[null, null]"}, {"[1]", "null"});
+}
+
+TEST(JsonSchemaGrammarTest, RecursiveLinkedList) {
+  expectMatches(R"({"$ref":"#/definitions/Node","definitions":{"Node":{"type":"object",
+      "properties":{"value":{"type":"integer"},"next":{"anyOf":[{"$ref":"#/definitions/Node"},
+      {"type":"null"}]}},"required":["value","next"],"additionalProperties":false}}})",
+                {R"({"value":1,"next":null})", R"({"value":1, "next":{"value":2, "next":null}})"},
+                {R"({"value":1})", R"({"value":1,"next":{"value":2}})", "null"});
+}
+
+TEST(JsonSchemaGrammarTest, ArrayBounds) {
+  expectMatches(R"({"type":"array","items":{"type":"integer"},"minItems":1,"maxItems":3})",
+                {"[1]", "[1, 2, 3]", "[1,2]"}, {"[]", "[1,2,3,4]", "[1,]", "[,1]", "[1 ,2]"});
+  expectMatches(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"boolean"}],
+                   "items":false,"minItems":1})",
+                {"[1]", "[1, true]"}, {"[]", "[true]", "[1,true,2]"});
+  expectMatches(R"({"type":"array","prefixItems":[{"type":"integer"},{"type":"boolean"}],
+                   "minItems":2,"maxItems":3})",
+                {"[1,true]", R"([1,false,"x"])"}, {"[1]", "[1,true,2,3]"});
+  expectMatches(R"({"type":"array","prefixItems":[{"type":"integer"}],"items":{"type":"string"}})",
+                {"[]", "[1]", R"([1,"a","b"])"}, {R"(["a"])", "[1,2]"});
+}
+
+TEST(JsonSchemaGrammarTest, StringLengthCountsCharactersAndEscapes) {
+  expectMatches(R"({"type":"string","minLength":1,"maxLength":3})",
+                {R"("abc")", R"("é日😀")", R"("a\nb")", R"("\u00e9")"},
+                {R"("")", R"("abcd")", R"("éééé")"});
+}
+
+TEST(JsonSchemaGrammarTest, StringCharactersAndEscapes) {
+  expectMatches(R"({"type":"string"})",
+                {R"("")", R"("é日本😀")", R"("\"\\\/\b\f\n\r\t")", R"("\u00E9")"},
+                {"\"a\nb\"", R"("\q")", R"("\u00G9")", R"("a)", R"("a"")", "\"\xff\""});
+}
+
+TEST(JsonSchemaGrammarTest, Numbers) {
+  expectMatches(R"({"type":"number"})",
+                {"0", "-0.5", "1e10", "3.25E-2", "123456789012345", "1.000000000000001"},
+                {"01", "1.", ".5", "+1", "1234567890123456", "1e", "--1", "NaN"});
+  expectMatches(R"({"type":"integer","minimum":1})", {"1", "42"}, {"0", "-1", "1.0"});
+  expectMatches(R"({"type":"number","minimum":0})", {"0", "0.5", "2e-3"}, {"-0.5", "-1"});
+}
+
+TEST(JsonSchemaGrammarTest, Formats) {
+  // Only dates and times valid whatever the year and offset: no February 29, no leap second.
+  expectMatches(R"({"type":"string","format":"date"})", {R"("2024-02-28")", R"("1999-12-31")"},
+                {R"("2024-13-01")", R"("2024-04-31")", R"("2024-01-32")", R"("2024-11-31")",
+                 R"("2024-00-10")", R"("2024-1-01")", R"("2024-02-30")", R"("2024-02-29")"});
+  expectMatches(R"({"format":"date-time"})",
+                {R"("2024-05-06T07:08:09Z")", R"("2024-05-06T23:59:59.123+02:00")"},
+                {R"("2024-05-06T07:08:09")", R"("2024-05-06 07:08:09Z")",
+                 R"("2024-05-06T24:00:00Z")", R"("2024-05-06T23:59:60Z")"});
+  expectMatches(R"({"format":"time"})", {R"("07:08:09-05:30")"}, {R"("7:08:09Z")"});
+  expectMatches(R"({"format":"uuid"})", {R"("123e4567-e89b-12d3-a456-426614174000")"},
+                {R"("123e4567e89b12d3a456426614174000")"});
+  expectMatches(R"({"format":"email"})", {R"("a.b+c@example.co.uk")"},
+                {R"("a@b")", R"("@example.com")"});
+  expectMatches(R"({"format":"ipv4"})", {R"("192.168.0.1")", R"("255.255.255.0")"},
+                {R"("256.1.1.1")", R"("1.2.3")", R"("01.2.3.4")"});
+}
+
+TEST(JsonSchemaGrammarTest, AnyValueSchemas) {
+  for (const char *schema : {"{}", "true", R"({"description":"anything","title":"x"})"})
+    expectMatches(schema, {"1", R"("s")", R"({"a":[null]})", "false"}, {"", "nul", "[1,]"});
+}
+
+TEST(JsonSchemaGrammarTest, MembersFollowTheKeyOrderOfTheJsonValue) {
+  const std::string schema = R"({"type":"object","properties":{"b":{"type":"integer"},
+      "a":{"type":"integer"}},"required":["a","b"],"additionalProperties":false})";
+  Result<std::string> ordered = jsonSchemaToGrammar(nlohmann::ordered_json::parse(schema));
+  Result<std::string> sorted = jsonSchemaToGrammar(nlohmann::json::parse(schema));
+  ASSERT_TRUE(ordered.isOk() && sorted.isOk());
+  const CompiledTestGrammar orderedGrammar(*ordered), sortedGrammar(*sorted);
+  EXPECT_TRUE(orderedGrammar.accepts(R"({"b":1,"a":2})"));
+  EXPECT_TRUE(orderedGrammar.rejects(R"({"a":2,"b":1})"));
+  EXPECT_TRUE(sortedGrammar.accepts(R"({"a":2,"b":1})"));
+}
+
+TEST(JsonSchemaGrammarTest, RuleNamesAreValid) {
+  const std::string text = grammarFor(R"({"type":"object","properties":{"my field/é":{
+      "type":"object","properties":{"x y":{"type":"array","items":{"enum":[1,2]}}}}}})");
+  for (size_t line = 0; line < text.size(); line = text.find('\n', line) + 1) {
+    const std::string name = text.substr(line, text.find(" ::= ", line) - line);
+    EXPECT_FALSE(name.empty());
+    for (char c : name)
+      EXPECT_TRUE(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_') << name;
+  }
+  EXPECT_TRUE(CompiledTestGrammar(text).parsed());
+}
+
+} // namespace
+} // namespace kiln::structured
