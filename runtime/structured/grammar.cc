@@ -12,6 +12,10 @@ namespace kiln::structured {
 namespace {
 
 constexpr int kMaxRepeat = 1000;
+// Elements a compiled grammar may hold (about 12 bytes each): a request's text is small, but
+// repetition multiplies it, and nested counts must not turn a few bytes into gigabytes.
+constexpr size_t kMaxElements = size_t(1) << 20;
+constexpr int kMaxDepth = 128;
 
 using Sequence = std::vector<GrammarElement>;
 using Alternatives = std::vector<Sequence>;
@@ -50,6 +54,8 @@ private:
   Sequence codePointSet(std::vector<CodePointRange> ranges, bool negated);
   Result<int> parseNumber();
   std::string parseName();
+  // Counts `n` more elements against kMaxElements.
+  Status charge(size_t n);
   Status checkRules() const;
 
   std::string_view text_;
@@ -59,7 +65,17 @@ private:
   std::vector<bool> defined_;
   std::vector<size_t> firstUse_; // where each rule was first referenced (errors)
   int generated_ = 0;
+  size_t elements_ = 0;
+  int depth_ = 0; // groups open
 };
+
+Status Parser::charge(size_t n) {
+  elements_ += n;
+  if (elements_ > kMaxElements)
+    return error("the grammar compiles to more than " + std::to_string(kMaxElements) +
+                 " elements (repetition counts multiply); make it smaller");
+  return okStatus();
+}
 
 Status Parser::error(const std::string &what) const {
   int line = 1, column = 1;
@@ -189,8 +205,11 @@ Result<Sequence> Parser::parsePrimary(bool nested) {
     return codePointSet({}, /*negated=*/true);
   }
   if (c == '(') {
+    if (++depth_ > kMaxDepth) // the parser recurses per group: bound it, as the text is a request's
+      return error("groups nested deeper than " + std::to_string(kMaxDepth));
     ++pos_;
     KILN_ASSIGN_OR_RETURN(Alternatives inner, parseAlternatives(true));
+    --depth_;
     skipSpace(true);
     if (peek() != ')')
       return error("expected ')'");
@@ -217,6 +236,8 @@ Result<Sequence> Parser::parsePrimary(bool nested) {
 // then n - m nested optionals (or a star when unbounded). Right recursion keeps the matcher's
 // stacks shallow per repetition.
 Result<Sequence> Parser::repeat(const Sequence &item, int min, int max) {
+  const size_t copies = static_cast<size_t>(max < 0 ? min + 1 : max);
+  KILN_RETURN_IF_ERROR(charge(copies * (item.size() + 1)));
   Sequence out;
   for (int i = 0; i < min; ++i)
     out.insert(out.end(), item.begin(), item.end());
@@ -344,6 +365,7 @@ Result<Sequence> Parser::parseLiteral() {
       out.push_back({GrammarElement::Kind::kBytes, byte, byte, 0});
   }
   ++pos_;
+  KILN_RETURN_IF_ERROR(charge(out.size()));
   return out;
 }
 

@@ -300,6 +300,10 @@ private:
 
   Result<Node> parseGroup(int depth) {
     const size_t open = pos_++;
+    // Every pass over the tree recurses: a request must not nest its way to the stack's end.
+    constexpr int kMaxGroupDepth = 128;
+    if (depth >= kMaxGroupDepth)
+      return syntaxError("group", open, " is nested deeper than " + std::to_string(kMaxGroupDepth));
     std::string name;
     if (charAt(pos_) == '?') {
       KILN_ASSIGN_OR_RETURN(name, parseGroupPrefix(open));

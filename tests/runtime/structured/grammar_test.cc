@@ -93,6 +93,8 @@ TEST(Grammar, ErrorsNameWhereAndWhat) {
       {"root ::= \"a\"\nroot ::= \"b\"", "grammar line 2, column 9: rule 'root' is defined twice"},
       {"root ::= \"z\"{2000}", "repetition {2000,2000}: need m <= n <= 1000"},
       {"root ::= \"z\"{20000}", "a repetition count above 1000"},
+      {"root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')'),
+       "groups nested deeper than 128"},
   };
   for (const Case &c : cases) {
     Result<Grammar> grammar = parseGrammar(c.text);
@@ -100,6 +102,23 @@ TEST(Grammar, ErrorsNameWhereAndWhat) {
     EXPECT_NE(grammar.status().message().find(c.message), std::string::npos)
         << c.text << " -> " << grammar.status().message();
   }
+}
+
+// Repetition multiplies a short text: past about a million elements the grammar is refused
+// instead of filling memory (600 x "a"{1000} is 1.2 million).
+TEST(Grammar, AGrammarTooLargeToCompileIsAnError) {
+  std::string text = "root ::=";
+  for (int i = 0; i < 600; ++i)
+    text += " \"a\"{1000}";
+  Result<Grammar> grammar = parseGrammar(text);
+  ASSERT_FALSE(grammar.isOk());
+  EXPECT_NE(grammar.status().message().find("compiles to more than 1048576 elements"),
+            std::string::npos)
+      << grammar.status().message();
+  std::string smaller = "root ::=";
+  for (int i = 0; i < 200; ++i) // 0.4 million: fine
+    smaller += " \"a\"{1000}";
+  EXPECT_TRUE(parseGrammar(smaller).isOk());
 }
 
 TEST(Grammar, MatcherEndsOnlyOnCompleteText) {

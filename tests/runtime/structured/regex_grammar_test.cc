@@ -65,6 +65,8 @@ TEST(RegexGrammarTest, ErrorsNameTheConstructAndOffset) {
       {"(?P<n>a)(?P=n)", kUnsupported, "backreference '(?P=' at offset 8"},
       {"a(?=b)", kUnsupported, "lookaround '(?=' at offset 1"},
       {"(?!a)b", kUnsupported, "lookaround '(?!' at offset 0"},
+      {std::string(200, '(') + "a" + std::string(200, ')'), kBad,
+       "group at offset 128 is nested deeper than 128"},
       {"(?<=a)b", kUnsupported, "lookaround '(?<=' at offset 0"},
       {"b(?<!a)", kUnsupported, "lookaround '(?<!' at offset 1"},
       {R"(\bword)", kUnsupported, R"(word boundary '\b' at offset 0)"},
