@@ -15,7 +15,9 @@ constexpr int kMaxRepeat = 1000;
 // Elements a compiled grammar may hold (about 12 bytes each): a request's text is small, but
 // repetition multiplies it, and nested counts must not turn a few bytes into gigabytes.
 constexpr size_t kMaxElements = size_t(1) << 20;
-constexpr int kMaxDepth = 128;
+// Groups open at once: the parser recurses per group. Converted schemas nest a group per optional
+// member of an object, so this allows objects of a few hundred optional members.
+constexpr int kMaxDepth = 1000;
 
 using Sequence = std::vector<GrammarElement>;
 using Alternatives = std::vector<Sequence>;

@@ -23,15 +23,22 @@ namespace kiln::structured {
 namespace {
 
 using json_schema_internal::classMember;
+using json_schema_internal::hasTopLevelAlternation;
+using json_schema_internal::integerRange;
 using json_schema_internal::isAtom;
 using json_schema_internal::isLibraryRule;
 using json_schema_internal::isNameChar;
 using json_schema_internal::join;
+using json_schema_internal::jsonSafePatternRules;
 using json_schema_internal::kFormats;
+using json_schema_internal::kMaxInteger;
 using json_schema_internal::kUnbounded;
 using json_schema_internal::libraryRulesReachedFrom;
 using json_schema_internal::literal;
+using json_schema_internal::PatternRules;
 using json_schema_internal::quantified;
+using json_schema_internal::renameReferences;
+using json_schema_internal::RuleText;
 
 // ordered_json keeps the schema's key order, which becomes the order of an object's members.
 using Json = nlohmann::ordered_json;
@@ -41,6 +48,10 @@ constexpr uint64_t kMaxRepeat = 1000;
 // Schemas come in requests: bounding their nesting keeps a hostile one off the stack's end. (A
 // definition is built once, wherever it is referred to, so the JSON pointer measures the depth.)
 constexpr long kMaxPointerDepth = 128;
+// A schema's patterns together compile to at most this many grammar elements: a quarter of the
+// limit of runtime/structured/grammar.cc, which charges a repetition up to twice the elements it
+// leaves, so the patterns take at most half and the rest of the schema has the other half.
+constexpr size_t kMaxPatternElements = size_t(1) << 18;
 // Extra object keys avoid the listed property names with one group level per character; a bound
 // keeps that nesting (and the grammar parser's recursion) small.
 constexpr size_t kMaxExcludedNameLength = 256;
@@ -57,13 +68,13 @@ constexpr std::string_view kCombinators[] = {"$ref", "anyOf", "oneOf", "allOf", 
 constexpr std::pair<std::string_view, std::array<std::string_view, 5>> kTypeKeywords[] = {
     {"object", {"properties", "required", "additionalProperties"}},
     {"array", {"items", "prefixItems", "minItems", "maxItems"}},
-    {"string", {"minLength", "maxLength", "format"}},
+    {"string", {"minLength", "maxLength", "format", "pattern"}},
     {"number", {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"}},
 };
 // JSON Schema (2020-12 and earlier drafts) keywords this converter does not implement yet; any
 // other keyword is not JSON Schema at all.
 constexpr std::string_view kNotYetSupported =
-    "pattern patternProperties propertyNames minProperties maxProperties dependentRequired "
+    "patternProperties propertyNames minProperties maxProperties dependentRequired "
     "dependentSchemas dependencies unevaluatedItems unevaluatedProperties additionalItems "
     "contains minContains maxContains uniqueItems not if then else contentEncoding "
     "contentMediaType contentSchema $anchor $dynamicRef $dynamicAnchor $recursiveRef "
@@ -248,24 +259,77 @@ Result<std::string> enumBody(const Json &schema, const std::string &keyword,
   return join(alternatives, " | ");
 }
 
-Result<std::string> numberBody(const Json &schema, bool integer, const std::string &path) {
-  std::string rule = integer ? "integer" : "number";
+// Only minimum 0 is supported on numbers: fractions make any other bound a long grammar.
+Result<std::string> numberBody(const Json &schema, const std::string &path) {
+  std::string rule = "number";
   for (const char *keyword :
        {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum", "multipleOf"}) {
     if (!schema.contains(keyword))
       continue;
     const Json &bound = schema.at(keyword);
-    const bool isMinimum = std::string_view(keyword) == "minimum" && bound.is_number();
-    if (isMinimum && bound.get<double>() == 0) {
-      rule = integer ? "nonneg-integer" : "nonneg-number";
-    } else if (isMinimum && integer && bound.get<double>() == 1) {
-      rule = "pos-integer";
-    } else {
-      return unsupported(path, "keyword '" + std::string(keyword) + "'",
-                         "only 'minimum' 0, or 1 on integers");
+    if (std::string_view(keyword) == "minimum" && bound.is_number() && bound.get<double>() == 0) {
+      rule = "nonneg-number";
+      continue;
     }
+    return schemaError(StatusCode::kUnimplemented, path,
+                       "keyword '" + std::string(keyword) +
+                           "' is not supported yet for numbers (only 'minimum' 0; integers take "
+                           "any minimum and maximum)");
   }
   return rule;
+}
+
+// An integer bound, rounded inward to an integer (minimum 1.5 means 2, exclusiveMaximum 3 means
+// 2), or nothing when the schema does not have `keyword`.
+Result<std::optional<double>> integerBound(const Json &schema, const std::string &keyword,
+                                           const std::string &path) {
+  if (!schema.contains(keyword))
+    return std::optional<double>();
+  const Json &value = schema.at(keyword);
+  if (value.is_boolean())
+    return unsupported(path, "'" + keyword + "' as a boolean", "draft 4; use a number");
+  if (!value.is_number())
+    return invalid(path, "'" + keyword + "' must be a number");
+  const double bound = value.get<double>();
+  const bool exclusive = keyword.rfind("exclusive", 0) == 0;
+  if (keyword.find("inimum") != std::string::npos) // minimum, exclusiveMinimum
+    return std::optional<double>(exclusive ? std::floor(bound) + 1 : std::ceil(bound));
+  return std::optional<double>(exclusive ? std::ceil(bound) - 1 : std::floor(bound));
+}
+
+Status emptyRangeError(const Json &schema, const std::string &loKeyword,
+                       const std::string &hiKeyword, const std::string &path) {
+  const auto named = [&](const std::string &keyword) {
+    return "'" + keyword + "' " + schema.at(keyword).dump();
+  };
+  if (!loKeyword.empty() && !hiKeyword.empty())
+    return invalid(path, named(loKeyword) + " and " + named(hiKeyword) +
+                             " leave no integer between them: the schema matches nothing");
+  return schemaError(StatusCode::kOutOfRange, path,
+                     named(loKeyword.empty() ? hiKeyword : loKeyword) +
+                         " leaves no integer of at most 15 digits, the limit of integers here");
+}
+
+// The integers within the tightest lower and the tightest upper bound; each side stays within 15
+// digits like the unbounded integer rule.
+Result<std::string> integerBody(const Json &schema, const std::string &path) {
+  if (schema.contains("multipleOf"))
+    return unsupported(path, "keyword 'multipleOf'");
+  double lo = -kMaxInteger, hi = kMaxInteger; // exact: below 2^53
+  std::string loKeyword, hiKeyword;           // the keywords that set them, if any
+  for (const std::string keyword : {"minimum", "exclusiveMinimum", "maximum", "exclusiveMaximum"}) {
+    KILN_ASSIGN_OR_RETURN(std::optional<double> bound, integerBound(schema, keyword, path));
+    const bool lower = keyword.find("inimum") != std::string::npos;
+    if (bound && lower && *bound > lo)
+      lo = *bound, loKeyword = keyword;
+    if (bound && !lower && *bound < hi)
+      hi = *bound, hiKeyword = keyword;
+  }
+  if (lo > hi)
+    return emptyRangeError(schema, loKeyword, hiKeyword, path);
+  if (hi == kMaxInteger && (lo == -kMaxInteger || lo == 0 || lo == 1))
+    return std::string(lo == 0 ? "nonneg-integer" : lo == 1 ? "pos-integer" : "integer");
+  return integerRange(static_cast<int64_t>(lo), static_cast<int64_t>(hi));
 }
 
 Result<std::string> formatBody(const Json &format, const std::string &path) {
@@ -507,15 +571,57 @@ private:
 
   Result<std::string> typeBody(const Json &schema, const std::string &type, const std::string &path,
                                const std::string &hint) {
+    if (type == "string" && schema.contains("pattern"))
+      return patternBody(schema, path, hint);
     if (type == "string")
       return stringBody(schema, path);
-    if (type == "number" || type == "integer")
-      return numberBody(schema, type == "integer", path);
+    if (type == "integer")
+      return integerBody(schema, path);
+    if (type == "number")
+      return numberBody(schema, path);
     if (type == "object")
       return objectBody(schema, path, hint);
     if (type == "array")
       return arrayBody(schema, path, hint);
     return std::string(type); // boolean, null: library rules of the same name
+  }
+
+  // A string whose value the regex `pattern` matches whole. A deviation: JSON Schema's `pattern`
+  // is a search (unanchored: "a" matches "cat"), but a grammar that allowed anything around the
+  // match would let the model write anything; so it is a full match, as for guided_regex
+  // (runtime/structured/regex_grammar.h). The regex's rules are renamed after `hint` (no clash
+  // with other rules) and root's body is inlined.
+  Result<std::string> patternBody(const Json &schema, const std::string &path,
+                                  const std::string &hint) {
+    const Json &pattern = schema.at("pattern");
+    if (!pattern.is_string())
+      return invalid(path, "'pattern' must be a string");
+    for (const std::string other : {"minLength", "maxLength", "format"})
+      if (schema.contains(other))
+        return unsupported(path, "keyword '" + other + "' beside 'pattern'");
+    Result<PatternRules> compiled = jsonSafePatternRules(pattern.get<std::string>());
+    if (!compiled.isOk())
+      return schemaError(compiled.status().code(), path,
+                         "'pattern' " + pattern.dump() + ": " + compiled.status().message());
+    patternElements_ += compiled->elements;
+    if (patternElements_ > kMaxPatternElements)
+      return schemaError(StatusCode::kOutOfRange, path,
+                         "'pattern' " + pattern.dump() + ": the schema's patterns compile to " +
+                             "more than " + std::to_string(kMaxPatternElements) + " elements");
+    // root's body goes between the quotes, or when it has alternatives its rule (a group there
+    // could nest one level deeper than grammar.h allows).
+    const std::vector<RuleText> &rules = compiled->rules;
+    const bool inlineRoot = !hasTopLevelAlternation(rules.front().body);
+    std::map<std::string, std::string> names;
+    for (const RuleText &rule : rules)
+      if (rule.name != "root" || !inlineRoot)
+        names[rule.name] = reserveRule(hint + "-" + (rule.name == "root" ? "pattern" : rule.name));
+    for (const RuleText &rule : rules)
+      if (names.count(rule.name))
+        defineRule(names.at(rule.name), renameReferences(rule.body, names));
+    const std::string root =
+        inlineRoot ? renameReferences(rules.front().body, names) : names["root"];
+    return R"("\"" )" + root + R"( "\"")";
   }
 
   Result<std::string> objectBody(const Json &schema, const std::string &path,
@@ -674,6 +780,7 @@ private:
   std::vector<Rule> rules_; // in the order printed; root first
   std::map<std::string, size_t> ruleIndex_;
   std::map<std::string, std::string> refRules_; // "$ref" target -> its rule
+  size_t patternElements_ = 0;                  // of the patterns so far (kMaxPatternElements)
   std::vector<Definition> definitions_;         // root first, then each referred to
 };
 

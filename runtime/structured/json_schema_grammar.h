@@ -7,9 +7,13 @@
 // Supported: type (one or a list), properties, required, additionalProperties, enum, const,
 // anyOf, oneOf (taken as anyOf), allOf with one subschema, $ref to "#", "#/$defs/NAME" or
 // "#/definitions/NAME" (recursion allowed: each definition is a rule), items, prefixItems,
-// minItems, maxItems, minLength, maxLength, format (date-time, date, time, uuid, email, ipv4) and
-// minimum 0 (integer, number) or 1 (integer). Annotations (title, description, default, ...) are
-// ignored. Anything else is an error that names the schema's JSON pointer and the keyword.
+// minItems, maxItems, minLength, maxLength, format (date-time, date, time, uuid, email, ipv4),
+// pattern (runtime/structured/regex_grammar.h's syntax, taken as a full match of the string, not
+// JSON Schema's search; not beside minLength, maxLength or format; an error when the pattern's
+// strings could hold '"', '\' or a control character), minimum, maximum, exclusiveMinimum and
+// exclusiveMaximum on integers (rounded inward; integers keep at most 15 digits either way) and
+// minimum 0 on numbers. Annotations (title, description, default, ...) are ignored. Anything else
+// is an error that names the schema's JSON pointer and the keyword.
 #pragma once
 
 #include "runtime/base/status.h"

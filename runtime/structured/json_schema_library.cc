@@ -2,6 +2,9 @@
 // grammar text for runtime/structured/json_schema_grammar.cc.
 #include "runtime/structured/json_schema_library.h"
 
+#include "runtime/structured/grammar.h"
+#include "runtime/structured/regex_grammar.h"
+
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -70,27 +73,136 @@ void appendHexEscape(std::string &out, unsigned byte) {
   out += kHex[byte & 15];
 }
 
-// The rule names `body` refers to: identifiers outside literals, classes and {m,n}.
-std::vector<std::string> referencedNames(std::string_view body) {
-  std::vector<std::string> names;
+// Calls `onText(text, isName)` for each piece of `body` in order: rule names (isName), and the
+// other text, where literals, classes and {m,n} are whole pieces (their insides are no names).
+template <typename OnText> void scanBody(std::string_view body, OnText onText) {
   for (size_t i = 0; i < body.size();) {
+    const size_t start = i;
     const char c = body[i];
     if (c == '"' || c == '[' || c == '{') {
       const char close = c == '"' ? '"' : c == '[' ? ']' : '}';
       for (++i; i < body.size() && body[i] != close; ++i)
         i += body[i] == '\\' ? 1 : 0;
-      ++i;
+      i = std::min(i + 1, body.size());
     } else if (isNameChar(c)) {
-      size_t end = i;
-      while (end < body.size() && isNameChar(body[end]))
-        ++end;
-      names.emplace_back(body.substr(i, end - i));
-      i = end;
+      while (i < body.size() && isNameChar(body[i]))
+        ++i;
     } else {
       ++i;
     }
+    onText(body.substr(start, i - start), isNameChar(c));
   }
+}
+
+// The rule names `body` refers to: identifiers outside literals, classes and {m,n}.
+std::vector<std::string> referencedNames(std::string_view body) {
+  std::vector<std::string> names;
+  scanBody(body, [&](std::string_view text, bool isName) {
+    if (isName)
+      names.emplace_back(text);
+  });
   return names;
+}
+
+// Digits `from`..`to` as a literal or a class.
+std::string digits(char from, char to) {
+  return from == to ? literal(std::string(1, from)) : std::string{'[', from, '-', to, ']'};
+}
+
+// `head` followed by one of `tails`. Two literals in a row become one: the literals here are of
+// digits and '-', which have no escapes.
+std::string followedBy(const std::string &head, const std::vector<std::string> &tails) {
+  if (tails.size() > 1)
+    return head + " ( " + join(tails, " | ") + " )";
+  const std::string &tail = tails[0];
+  if (head.front() == '"' && isAtom(head) && tail.front() == '"')
+    return head.substr(0, head.size() - 1) + tail.substr(1);
+  return join({head, tail}, " ");
+}
+
+// Alternatives that match the digit strings from `low` to `high` (as many digits each, low <=
+// high). Past the common prefix, the first digit that differs splits the range: `low`'s digit
+// with its continuations up to 9...9, the digits in between with any continuation, `high`'s digit
+// with its continuations from 0...0 (the ends merge into the middle when they take all).
+std::vector<std::string> sameLengthRange(std::string_view low, std::string_view high) {
+  size_t common = 0;
+  while (common < low.size() && low[common] == high[common])
+    ++common;
+  const std::string prefix = common > 0 ? literal(low.substr(0, common)) : "";
+  if (common == low.size())
+    return {prefix};
+  const std::string_view lowRest = low.substr(common + 1), highRest = high.substr(common + 1);
+  const bool lowTakesAll = lowRest.find_first_not_of('0') == std::string_view::npos;
+  const bool highTakesAll = highRest.find_first_not_of('9') == std::string_view::npos;
+  const char lowDigit = low[common], highDigit = high[common];
+  const char from = lowTakesAll ? lowDigit : lowDigit + 1;
+  const char to = highTakesAll ? highDigit : highDigit - 1;
+  std::vector<std::string> alternatives;
+  if (!lowTakesAll)
+    alternatives.push_back(followedBy(digits(lowDigit, lowDigit),
+                                      sameLengthRange(lowRest, std::string(lowRest.size(), '9'))));
+  if (from <= to)
+    alternatives.push_back(
+        join({digits(from, to), quantified("[0-9]", lowRest.size(), lowRest.size())}, " "));
+  if (!highTakesAll)
+    alternatives.push_back(
+        followedBy(digits(highDigit, highDigit),
+                   sameLengthRange(std::string(highRest.size(), '0'), highRest)));
+  return prefix.empty() ? alternatives : std::vector<std::string>{followedBy(prefix, alternatives)};
+}
+
+int64_t powerOfTen(size_t exponent) {
+  int64_t power = 1;
+  while (exponent-- > 0)
+    power *= 10;
+  return power;
+}
+
+// Alternatives for the integers in [lo, hi], 0 <= lo <= hi, length by length: the lengths that
+// lie wholly inside the range (consecutive ones) together as [1-9] [0-9]{m,n}, the others (at most
+// the shortest and the longest) by sameLengthRange.
+std::vector<std::string> nonNegativeRange(int64_t lo, int64_t hi) {
+  std::vector<std::string> alternatives;
+  if (lo == 0) {
+    alternatives.push_back(literal("0"));
+    if (hi == 0)
+      return alternatives;
+    lo = 1;
+  }
+  const size_t shortest = std::to_string(lo).size(), longest = std::to_string(hi).size();
+  size_t wholeFrom = 0, wholeTo = 0; // the lengths wholly inside, when wholeFrom > 0
+  for (size_t length = shortest; length <= longest; ++length) {
+    const int64_t first = powerOfTen(length - 1), last = powerOfTen(length) - 1;
+    if (lo <= first && last <= hi) {
+      wholeFrom = wholeFrom > 0 ? wholeFrom : length;
+      wholeTo = length;
+      continue;
+    }
+    if (wholeFrom > 0) // only the longest length can follow whole ones
+      alternatives.push_back(join({"[1-9]", quantified("[0-9]", wholeFrom - 1, wholeTo - 1)}, " "));
+    wholeFrom = 0;
+    for (std::string &range :
+         sameLengthRange(std::to_string(std::max(lo, first)), std::to_string(std::min(hi, last))))
+      alternatives.push_back(std::move(range));
+  }
+  if (wholeFrom > 0)
+    alternatives.push_back(join({"[1-9]", quantified("[0-9]", wholeFrom - 1, wholeTo - 1)}, " "));
+  return alternatives;
+}
+
+// True when the compiled `grammar` has a terminal that matches one of the bytes that a JSON
+// string holds only escaped: '"', '\\' and U+0000..U+001F. (In UTF-8 these bytes are never part
+// of a longer character, so the terminals of the one-byte characters are the only ones to look at.)
+bool mayMatchEscapedByte(const Grammar &grammar) {
+  for (const GrammarRule &rule : grammar.rules)
+    for (const std::vector<GrammarElement> &sequence : rule.alternatives)
+      for (const GrammarElement &element : sequence) {
+        const auto holds = [&](uint8_t byte) { return element.lo <= byte && byte <= element.hi; };
+        if (element.kind == GrammarElement::Kind::kBytes &&
+            (element.lo < 0x20 || holds('"') || holds('\\')))
+          return true;
+      }
+  return false;
 }
 
 } // namespace
@@ -185,6 +297,61 @@ bool isAtom(std::string_view expr) {
       return i + 1 == expr.size();
   }
   return false;
+}
+
+std::string integerRange(int64_t lo, int64_t hi) {
+  std::vector<std::string> alternatives;
+  if (lo < 0) // the negative ones mirrored: "-" and a magnitude of at least 1 (no "-0")
+    alternatives.push_back(followedBy(literal("-"), nonNegativeRange(hi < 0 ? -hi : 1, -lo)));
+  if (hi >= 0)
+    for (std::string &range : nonNegativeRange(std::max<int64_t>(lo, 0), hi))
+      alternatives.push_back(std::move(range));
+  return join(alternatives, " | ");
+}
+
+Result<PatternRules> jsonSafePatternRules(std::string_view pattern) {
+  KILN_ASSIGN_OR_RETURN(std::string text, regexToGrammar(pattern));
+  KILN_ASSIGN_OR_RETURN(Grammar compiled, parseGrammar(text));
+  if (mayMatchEscapedByte(compiled))
+    return Status(StatusCode::kUnimplemented,
+                  "its strings may hold '\"', '\\' or a control character, which a JSON string "
+                  "must escape: not supported yet (exclude them from negated classes and '.', "
+                  "e.g. [^x\"\\\\\\x00-\\x1F] for [^x])");
+  // regexToGrammar writes one "name ::= body" line per rule, "root" first; its literals and
+  // classes write newlines as escapes (runtime/structured/regex_grammar.cc).
+  PatternRules out;
+  for (const GrammarRule &rule : compiled.rules)
+    for (const std::vector<GrammarElement> &sequence : rule.alternatives)
+      out.elements += sequence.size();
+  for (size_t line = 0; line < text.size();) {
+    const size_t end = std::min(text.find('\n', line), text.size());
+    const size_t arrow = text.find(" ::= ", line);
+    if (arrow == std::string::npos || arrow > end)
+      return Status(StatusCode::kInternal, "regex grammar line without ' ::= ': " + text);
+    out.rules.push_back({text.substr(line, arrow - line), text.substr(arrow + 5, end - arrow - 5)});
+    line = end + 1;
+  }
+  return out;
+}
+
+bool hasTopLevelAlternation(std::string_view body) {
+  int depth = 0;
+  bool found = false;
+  scanBody(body, [&](std::string_view text, bool) {
+    depth += text == "(" ? 1 : text == ")" ? -1 : 0;
+    found = found || (text == "|" && depth == 0);
+  });
+  return found;
+}
+
+std::string renameReferences(std::string_view body,
+                             const std::map<std::string, std::string> &names) {
+  std::string out;
+  scanBody(body, [&](std::string_view text, bool isName) {
+    const auto renamed = isName ? names.find(std::string(text)) : names.end();
+    out += renamed != names.end() ? renamed->second : std::string(text);
+  });
+  return out;
 }
 
 } // namespace kiln::structured::json_schema_internal

@@ -1,13 +1,19 @@
 // The fixed half of the grammars that runtime/structured/json_schema_grammar.cc writes: the
 // library rules its generated rules refer to (value, string, number, the string formats, ...),
 // printed after them when reached, and helpers that spell grammar text in the dialect of
-// runtime/structured/grammar.h. Internal to runtime/structured.
+// runtime/structured/grammar.h: integer ranges, and a `pattern` regex's rules
+// (runtime/structured/regex_grammar.h) made fit for a JSON string's content. Internal to
+// runtime/structured.
 #pragma once
+
+#include "runtime/base/status.h"
 
 #include <cstdint>
 #include <limits>
+#include <map>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace kiln::structured::json_schema_internal {
@@ -42,5 +48,36 @@ std::string quantified(const std::string &item, uint64_t lo, uint64_t hi);
 
 // True for a rule name or a single literal: text that needs no rule or group of its own.
 bool isAtom(std::string_view expr);
+
+// The largest integer the grammars write: 15 digits, like the library's integer rules.
+inline constexpr int64_t kMaxInteger = 999'999'999'999'999;
+
+// Alternatives (joined by " | ", so a rule body) that match exactly the JSON spellings of the
+// integers in [lo, hi], where -kMaxInteger <= lo <= hi <= kMaxInteger: no leading zeros, no "-0".
+std::string integerRange(int64_t lo, int64_t hi);
+
+// One "name ::= body" rule of grammar text.
+struct RuleText {
+  std::string name, body;
+};
+struct PatternRules {
+  std::vector<RuleText> rules; // "root" first
+  size_t elements = 0;         // of the rules compiled: their share of grammar.h's element limit
+};
+
+// The rules of `pattern` as regexToGrammar() writes them (runtime/structured/regex_grammar.h).
+// An error (regexToGrammar's or parseGrammar's) when the pattern does not convert or compile, and
+// kUnimplemented when its strings may hold a character that a JSON string must escape ('"', '\',
+// U+0000..U+001F): the regex's language would then have to be rewritten in escaped form, which
+// is not done.
+Result<PatternRules> jsonSafePatternRules(std::string_view pattern);
+
+// True when `body` has a '|' outside parentheses (and outside literals and classes).
+bool hasTopLevelAlternation(std::string_view body);
+
+// `body` with every rule reference found in `names` replaced by its mapped name (literals,
+// classes and {m,n} counts are left alone).
+std::string renameReferences(std::string_view body,
+                             const std::map<std::string, std::string> &names);
 
 } // namespace kiln::structured::json_schema_internal

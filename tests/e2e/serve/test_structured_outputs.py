@@ -1,11 +1,11 @@
 """Structured outputs through `kiln serve` (runtime/structured, runtime/serve/structured_request.h)
 on the random-weight tiny-llama: unconstrained, its samples are never JSON; constrained, every
-sample of 20 JSON schemas (nested objects, arrays, enums, anyOf, $ref) validates with the
-reference validator (the `jsonschema` package), every regex sample matches Python's re.fullmatch,
-every choice sample is one of the choices; through OpenAI's response_format, vLLM's guided_* and
-structured_outputs fields (guided_grammar: kiln's grammar text), TGI's parameters.grammar, with
-n > 1 and streaming. Schemas and
-patterns kiln cannot compile fail with 400 naming the keyword."""
+sample of 20 JSON schemas (nested objects, arrays, enums, anyOf, $ref, pattern, integer bounds)
+validates with the reference validator (the `jsonschema` package), every regex sample matches
+Python's re.fullmatch, every choice sample is one of the choices; through OpenAI's
+response_format, vLLM's guided_* and structured_outputs fields (guided_grammar: kiln's grammar
+text), TGI's parameters.grammar, with n > 1 and streaming. Schemas and patterns kiln cannot
+compile fail with 400 naming the keyword."""
 import json
 import re
 import unittest
@@ -54,7 +54,10 @@ SCHEMAS = [
     {"type": "object", "properties": {"name": NAME, "nick": NAME, "age": INT},
      "required": ["name"], "additionalProperties": False},
     {"type": "object", "properties": {"a": NAME, "b": INT}, "additionalProperties": False},
-    {"type": "string", "maxLength": 8},
+    {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
+                                      "score": {"type": "integer", "minimum": -5,
+                                                "exclusiveMaximum": 120}},
+     "required": ["code", "score"], "additionalProperties": False},
     {"type": "string", "format": "date"},
     {"type": "object", "properties": {"id": {"type": "string", "format": "uuid"},
                                       "at": {"type": "string", "format": "date-time"}},
@@ -181,7 +184,7 @@ class StructuredOutputsTest(unittest.TestCase):
     def test_what_kiln_cannot_compile_fails_naming_it(self):
         cases = [
             ({"response_format": {"type": "json_schema", "json_schema": {
-                "name": "p", "schema": {"type": "string", "pattern": "a+"}}}}, "'pattern'"),
+                "name": "p", "schema": {"type": "string", "pattern": "[^x]+"}}}}, "'pattern'"),
             ({"guided_regex": r"(a)\1"}, "backreference"),
             ({"guided_choice": []}, "guided_choice"),
             ({"guided_json": {"type": "object"}, "guided_regex": "a"},

@@ -93,8 +93,8 @@ TEST(Grammar, ErrorsNameWhereAndWhat) {
       {"root ::= \"a\"\nroot ::= \"b\"", "grammar line 2, column 9: rule 'root' is defined twice"},
       {"root ::= \"z\"{2000}", "repetition {2000,2000}: need m <= n <= 1000"},
       {"root ::= \"z\"{20000}", "a repetition count above 1000"},
-      {"root ::= " + std::string(200, '(') + "\"a\"" + std::string(200, ')'),
-       "groups nested deeper than 128"},
+      {"root ::= " + std::string(1200, '(') + "\"a\"" + std::string(1200, ')'),
+       "groups nested deeper than 1000"},
   };
   for (const Case &c : cases) {
     Result<Grammar> grammar = parseGrammar(c.text);

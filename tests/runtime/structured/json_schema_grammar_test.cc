@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 
 #include <cctype>
+#include <cstdint>
+#include <random>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -112,12 +115,14 @@ TEST(JsonSchemaGrammarTest, ErrorsNameThePointerAndTheKeyword) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {R"({"type":"object","properties":{"age":{"type":"integer","foo":1}}})",
        "json schema at '#/properties/age': keyword 'foo' is not supported"},
-      {R"({"type":"string","pattern":"^a+$"})",
-       "json schema at '#': keyword 'pattern' is not supported yet"},
-      {R"({"properties":{"age":{"type":"integer","minimum":18}}})",
-       "json schema at '#/properties/age': keyword 'minimum' is not supported yet"},
+      {R"({"type":"object","propertyNames":{"maxLength":3}})",
+       "json schema at '#': keyword 'propertyNames' is not supported yet"},
+      {R"({"properties":{"age":{"type":"number","minimum":18}}})",
+       "json schema at '#/properties/age': keyword 'minimum' is not supported yet for numbers"},
       {R"({"type":"number","maximum":1})",
-       "json schema at '#': keyword 'maximum' is not supported"},
+       "json schema at '#': keyword 'maximum' is not supported yet for numbers"},
+      {R"({"type":["integer","number"],"exclusiveMaximum":1})",
+       "json schema at '#': keyword 'exclusiveMaximum' is not supported yet for numbers"},
       {R"({"$defs":{"A":{"type":"integer","multipleOf":2}},"$ref":"#/$defs/A"})",
        "json schema at '#/$defs/A': keyword 'multipleOf' is not supported yet"},
       {R"({"items":{"anyOf":[{"type":"string"},{"not":{}}]}})",
@@ -143,9 +148,73 @@ TEST(JsonSchemaGrammarTest, ErrorsNameThePointerAndTheKeyword) {
     EXPECT_NE(status.message().find(message), std::string::npos)
         << schema << "\n got: " << status.toString() << "\n want: " << message;
   }
-  EXPECT_EQ(errorFor(R"({"pattern":"a"})").code(), StatusCode::kUnimplemented);
+  EXPECT_EQ(errorFor(R"({"patternProperties":{}})").code(), StatusCode::kUnimplemented);
   EXPECT_EQ(errorFor(R"(false)").code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(errorFor(R"({"minLength":1001})").code(), StatusCode::kOutOfRange);
+}
+
+TEST(JsonSchemaGrammarTest, IntegerBoundErrorsNameTheKeywords) {
+  const std::vector<std::tuple<std::string, StatusCode, std::string>> cases = {
+      {R"({"type":"integer","minimum":10,"maximum":5})", StatusCode::kInvalidArgument,
+       "json schema at '#': 'minimum' 10 and 'maximum' 5 leave no integer between them"},
+      {R"({"type":"integer","exclusiveMinimum":5,"exclusiveMaximum":6})",
+       StatusCode::kInvalidArgument, "'exclusiveMinimum' 5 and 'exclusiveMaximum' 6 leave no"},
+      {R"({"type":"integer","minimum":1.2,"maximum":1.8})", StatusCode::kInvalidArgument,
+       "'minimum' 1.2 and 'maximum' 1.8 leave no integer"},
+      {R"({"type":"integer","minimum":3,"exclusiveMinimum":7,"maximum":7})",
+       StatusCode::kInvalidArgument, "'exclusiveMinimum' 7 and 'maximum' 7 leave no integer"},
+      {R"({"type":"integer","minimum":1e16})", StatusCode::kOutOfRange,
+       "'minimum' 1e+16 leaves no integer of at most 15 digits"},
+      {R"({"type":"integer","maximum":-1000000000000000})", StatusCode::kOutOfRange,
+       "'maximum' -1000000000000000 leaves no integer of at most 15 digits"},
+      {R"({"properties":{"n":{"type":"integer","minimum":"5"}}})", StatusCode::kInvalidArgument,
+       "json schema at '#/properties/n': 'minimum' must be a number"},
+      {R"({"type":"integer","exclusiveMinimum":true,"minimum":0})", StatusCode::kUnimplemented,
+       "'exclusiveMinimum' as a boolean is not supported yet"},
+      {R"({"type":"integer","minimum":0,"multipleOf":2})", StatusCode::kUnimplemented,
+       "keyword 'multipleOf' is not supported yet"},
+      {R"({"type":"number","multipleOf":0.5})", StatusCode::kUnimplemented,
+       "keyword 'multipleOf' is not supported yet for numbers"},
+  };
+  for (const auto &[schema, code, message] : cases) {
+    const Status status = errorFor(schema);
+    EXPECT_EQ(status.code(), code) << schema << "\n got: " << status.toString();
+    EXPECT_NE(status.message().find(message), std::string::npos)
+        << schema << "\n got: " << status.toString() << "\n want: " << message;
+  }
+}
+
+TEST(JsonSchemaGrammarTest, PatternErrorsNameThePattern) {
+  const std::string mayNeedEscapes = "its strings may hold '\"', '\\' or a control character";
+  const std::vector<std::tuple<std::string, StatusCode, std::string>> cases = {
+      {R"({"type":"string","pattern":"[^x]+"})", StatusCode::kUnimplemented,
+       "json schema at '#': 'pattern' \"[^x]+\": " + mayNeedEscapes},
+      {R"({"pattern":".*"})", StatusCode::kUnimplemented, "'pattern' \".*\": " + mayNeedEscapes},
+      {R"({"pattern":"a\"b"})", StatusCode::kUnimplemented,
+       R"('pattern' "a\"b": )" + mayNeedEscapes},
+      {R"({"pattern":"a\\\\b"})", StatusCode::kUnimplemented, mayNeedEscapes},
+      {R"({"pattern":"a\\sb"})", StatusCode::kUnimplemented, mayNeedEscapes},
+      {R"({"pattern":"[ -~]+"})", StatusCode::kUnimplemented, mayNeedEscapes},
+      {R"({"pattern":"\\D"})", StatusCode::kUnimplemented, mayNeedEscapes},
+      {R"({"properties":{"id":{"pattern":"(a"}}})", StatusCode::kInvalidArgument,
+       "json schema at '#/properties/id': 'pattern' \"(a\": regex: unbalanced '('"},
+      {R"j({"pattern":"a(?=b)"})j", StatusCode::kUnimplemented,
+       "'pattern' \"a(?=b)\": regex: lookaround '(?=' at offset 1 is not supported"},
+      {R"({"type":"string","pattern":5})", StatusCode::kInvalidArgument,
+       "'pattern' must be a string"},
+      {R"({"type":"string","pattern":"a+","maxLength":3})", StatusCode::kUnimplemented,
+       "keyword 'maxLength' beside 'pattern' is not supported yet"},
+      {R"({"pattern":"a+","minLength":1})", StatusCode::kUnimplemented,
+       "keyword 'minLength' beside 'pattern' is not supported yet"},
+      {R"({"pattern":"[0-9-]+","format":"date"})", StatusCode::kUnimplemented,
+       "keyword 'format' beside 'pattern' is not supported yet"},
+  };
+  for (const auto &[schema, code, message] : cases) {
+    const Status status = errorFor(schema);
+    EXPECT_EQ(status.code(), code) << schema << "\n got: " << status.toString();
+    EXPECT_NE(status.message().find(message), std::string::npos)
+        << schema << "\n got: " << status.toString() << "\n want: " << message;
+  }
 }
 
 TEST(JsonSchemaGrammarTest, TypeErrorsInTheSchemaValueAreStatuses) {
@@ -246,6 +315,193 @@ TEST(JsonSchemaGrammarTest, Numbers) {
                 {"01", "1.", ".5", "+1", "1234567890123456", "1e", "--1", "NaN"});
   expectMatches(R"({"type":"integer","minimum":1})", {"1", "42"}, {"0", "-1", "1.0"});
   expectMatches(R"({"type":"number","minimum":0})", {"0", "0.5", "2e-3"}, {"-0.5", "-1"});
+}
+
+TEST(JsonSchemaGrammarTest, IntegerRanges) {
+  expectMatches(R"({"type":"integer","minimum":0,"maximum":9})", {"0", "5", "9"},
+                {"-0", "-1", "10", "00", "01", "1.0", "+1", ""});
+  expectMatches(R"({"type":"integer","minimum":5,"maximum":123})", {"5", "9", "10", "99", "123"},
+                {"4", "0", "124", "130", "199", "1000", "05", "-5"});
+  expectMatches(R"({"type":"integer","minimum":-20,"maximum":15})",
+                {"-20", "-19", "-10", "-9", "-1", "0", "9", "10", "15"},
+                {"-21", "-30", "-0", "-05", "16", "20", "--1"});
+  expectMatches(R"({"type":"integer","minimum":-1000,"maximum":-7})",
+                {"-1000", "-999", "-100", "-10", "-7"}, {"-1001", "-6", "-0", "0", "7", "-0007"});
+  expectMatches(R"({"type":"integer","minimum":100,"maximum":100})", {"100"},
+                {"99", "101", "1000", "10"});
+  expectMatches(R"({"type":"integer","exclusiveMinimum":-3,"exclusiveMaximum":12})",
+                {"-2", "0", "11"}, {"-3", "12"});
+  expectMatches(R"({"type":"integer","minimum":-2.5,"maximum":7.9})", {"-2", "7"}, {"-3", "8"});
+  expectMatches(R"({"type":"integer","exclusiveMinimum":-2.5,"exclusiveMaximum":7.5})", {"-2", "7"},
+                {"-3", "8"});
+  // The tighter of two bounds on one side wins.
+  expectMatches(R"({"type":"integer","minimum":3,"exclusiveMinimum":4,"maximum":9,
+                   "exclusiveMaximum":20})",
+                {"5", "9"}, {"4", "10"});
+  expectMatches(R"({"type":"integer","minimum":0,"maximum":1000000000000})",
+                {"0", "7", "999999999999", "1000000000000", "123456789012"},
+                {"1000000000001", "9999999999999", "-1", "0123"});
+  // An unbounded side keeps the 15-digit limit of every integer.
+  expectMatches(R"({"type":"integer","minimum":-5})", {"-5", "0", "999999999999999"},
+                {"-6", "1000000000000000", "-0"});
+  expectMatches(R"({"type":"integer","maximum":-5})", {"-5", "-999999999999999"},
+                {"-4", "0", "-1000000000000000"});
+  expectMatches(R"({"type":["integer","null"],"minimum":1,"maximum":3})", {"1", "3", "null"},
+                {"0", "4"});
+}
+
+TEST(JsonSchemaGrammarTest, IntegerRangeTextIsPinned) {
+  EXPECT_EQ(
+      grammarFor(R"({"type":"integer","minimum":-20,"maximum":123})"),
+      R"(root ::= "-" ( [1-9] | "1" [0-9] | "20" ) | "0" | [1-9] [0-9]? | "1" ( [0-1] [0-9] | "2" [0-3] ))"
+      "\n");
+  EXPECT_EQ(grammarFor(R"({"type":"integer","exclusiveMinimum":-1})"),
+            "root ::= nonneg-integer\nnonneg-integer ::= \"0\" | [1-9] [0-9]{0,14}\n");
+  EXPECT_EQ(grammarFor(R"({"type":"integer","minimum":-1e20,"maximum":1e20})"),
+            "root ::= integer\ninteger ::= \"-\"? nonneg-integer\n"
+            "nonneg-integer ::= \"0\" | [1-9] [0-9]{0,14}\n");
+}
+
+// Every integer in [-300, 300] (and a few spellings that are not canonical) against ranges given
+// by inclusive, exclusive and fractional bounds.
+TEST(JsonSchemaGrammarTest, IntegerRangesExhaustively) {
+  const std::vector<std::pair<int, int>> ranges = {
+      {0, 9},     {5, 123},   {-20, 15}, {-1000, -7},  {100, 100}, {-300, 300}, {-99, -10},
+      {1, 299},   {-1, 0},    {10, 99},  {-250, -250}, {0, 0},     {37, 201},   {-109, 190},
+      {-5, 1000}, {-200, 19}, {11, 11},  {-10, -10},   {9, 10},    {-10, -9}};
+  for (const auto &[lo, hi] : ranges) {
+    const std::string bounds[] = {
+        "\"minimum\":" + std::to_string(lo) + ",\"maximum\":" + std::to_string(hi),
+        "\"exclusiveMinimum\":" + std::to_string(lo - 1) +
+            ",\"exclusiveMaximum\":" + std::to_string(hi + 1),
+        "\"minimum\":" + std::to_string(lo - 0.75) + ",\"maximum\":" + std::to_string(hi + 0.75),
+    };
+    for (const std::string &bound : bounds) {
+      const std::string schema = "{\"type\":\"integer\"," + bound + "}";
+      const std::string text = grammarFor(schema);
+      const CompiledTestGrammar grammar(text);
+      ASSERT_TRUE(grammar.parsed()) << schema;
+      for (int value = -300; value <= 300; ++value)
+        EXPECT_EQ(grammar.matches(std::to_string(value)), lo <= value && value <= hi)
+            << schema << " on " << value << "\n"
+            << text;
+      for (const char *other : {"-0", "00", "01", "-01", "+1", "1.0", "1e2", ""})
+        EXPECT_TRUE(grammar.rejects(other)) << schema << "\n" << text;
+    }
+  }
+}
+
+// Wide ranges: the values near each bound, and random values near and between them.
+TEST(JsonSchemaGrammarTest, WideIntegerRangesAtRandom) {
+  constexpr int64_t kMax = 999'999'999'999'999;
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{0, 1'000'000'000'000},
+                                                           {123'456'789, 987'654'321'012},
+                                                           {-kMax, 5},
+                                                           {-999'999'999'993, -3},
+                                                           {-42, kMax},
+                                                           {70'000, 70'999},
+                                                           {-1'234'567, 89'012'345},
+                                                           {1'000'000, 9'999'999},
+                                                           {-kMax, kMax - 1}};
+  std::mt19937_64 random(7);
+  for (const auto &[lo, hi] : ranges) {
+    const std::string schema = "{\"type\":\"integer\",\"minimum\":" + std::to_string(lo) +
+                               ",\"maximum\":" + std::to_string(hi) + "}";
+    const std::string text = grammarFor(schema);
+    const CompiledTestGrammar grammar(text);
+    ASSERT_TRUE(grammar.parsed()) << schema;
+    std::vector<int64_t> values;
+    for (const int64_t bound : {lo, hi})
+      for (int64_t delta = -3; delta <= 3; ++delta)
+        values.push_back(bound + delta);
+    const int64_t span = hi / 2 - lo / 2 + 1;
+    for (int i = 0; i < 300; ++i) {
+      values.push_back(lo + static_cast<int64_t>(random() % static_cast<uint64_t>(span)) * 2);
+      values.push_back(lo + static_cast<int64_t>(random() % 2000) - 1000);
+      values.push_back(hi + static_cast<int64_t>(random() % 2000) - 1000);
+    }
+    for (const int64_t value : values) {
+      const bool digitsFit = value >= -kMax && value <= kMax;
+      EXPECT_EQ(grammar.matches(std::to_string(value)), lo <= value && value <= hi && digitsFit)
+          << schema << " on " << value << "\n"
+          << text;
+    }
+  }
+}
+
+TEST(JsonSchemaGrammarTest, PatternsMatchTheWholeString) {
+  expectMatches(R"({"type":"string","pattern":"^[A-Z]{3}-\\d{4}$"})",
+                {R"("ABC-1234")", R"("XYZ-0000")"},
+                {R"("AB-1234")", R"("ABC-12345")", R"("abc-1234")", "ABC-1234", R"("ABC-123")",
+                 R"(" ABC-1234")", R"("ABC-1234\n")"});
+  expectMatches(R"({"pattern":"[a-z]+@[a-z]+\\.com"})", {R"("bob@example.com")"},
+                {R"("bob@examplecom")", R"("x bob@example.com")", R"("bob@example.com.")",
+                 R"("@example.com")", "null"});
+  expectMatches(R"({"pattern":"(cat|dog)s?"})", {R"("cat")", R"("dogs")", R"("cats")"},
+                {R"("cats!")", R"("bird")", R"("")", R"("catdog")"});
+  expectMatches(R"j({"pattern":"(?P<year>\\d{4})-(?P<month>0[1-9]|1[0-2])"})j",
+                {R"("2024-01")", R"("1999-12")"}, {R"("2024-13")", R"("2024-00")"});
+  expectMatches(R"({"pattern":"[α-ω]+/[\\w.-]*"})", {R"("αβ/a_b.c-d")", R"("ω/")"},
+                {R"("a/")", R"("αβ")", R"("αβ/a b")"});
+  expectMatches(R"({"pattern":""})", {R"("")"}, {R"("a")"});
+}
+
+TEST(JsonSchemaGrammarTest, PatternsBesideOtherSchemas) {
+  // Each property keeps its own pattern, though both regexes have a rule "group-1".
+  expectMatches(R"({"type":"object","properties":{"a":{"pattern":"(x|y)+"},
+                   "b":{"type":"string","pattern":"(1|2)+"}},"required":["a","b"],
+                   "additionalProperties":false})",
+                {R"({"a":"xy","b":"12"})", R"({"a":"y", "b":"2"})"},
+                {R"({"a":"12","b":"xy"})", R"({"a":"x","b":"x"})"});
+  // The pattern constrains strings only; the other types of a type list are as they are.
+  expectMatches(R"({"type":["string","null","integer"],"pattern":"[a-c]{2}"})",
+                {R"("ab")", "null", "42"}, {R"("abc")", R"("zz")", "true"});
+  expectMatches(R"({"type":"integer","pattern":"[^x]"})", {"1"}, {R"("a")"});
+  expectMatches(R"({"type":"array","items":{"pattern":"[0-9]+"},"maxItems":2})",
+                {R"([])", R"(["1", "23"])"}, {R"(["a"])", R"([1])", R"(["1","2","3"])"});
+  // Group names that are rule names elsewhere ("root", "value") stay the pattern's own.
+  expectMatches(R"j({"$defs":{"root":{"pattern":"(?P<root>a|b)(c|d)"}},
+                     "properties":{"x":{"$ref":"#/$defs/root"},
+                     "y":{"pattern":"(?P<value>v|w)"}},"additionalProperties":false})j",
+                {R"({"x":"ac","y":"w"})", R"({"y":"v"})", "{}"},
+                {R"({"x":"a"})", R"({"y":"vw"})", R"({"x":"ac","y":{}})", R"({"x":1})"});
+}
+
+TEST(JsonSchemaGrammarTest, PatternTextIsPinned) {
+  EXPECT_EQ(grammarFor(R"({"type":"object","properties":{"code":{"pattern":"^(AB|C)-\\d{2}$"}},
+                          "required":["code"],"additionalProperties":false})"),
+            R"(root ::= "{" "\"code\":" ws root-code "}"
+root-code ::= "\"" root-code-group-1 "-" [0-9]{2} "\""
+root-code-group-1 ::= "AB" | "C"
+ws ::= " "?
+)");
+  // A pattern with alternatives at its top keeps them in a rule of its own.
+  EXPECT_EQ(grammarFor(R"({"pattern":"cat|dog"})"), R"(root ::= "\"" root-pattern "\""
+root-pattern ::= "cat" | "dog"
+)");
+}
+
+TEST(JsonSchemaGrammarTest, PatternsTogetherHaveAnElementBudget) {
+  nlohmann::ordered_json schema = {{"type", "object"},
+                                   {"required", nlohmann::ordered_json::array()}};
+  for (int i = 0; i < 100; ++i) {
+    const std::string name = "p" + std::to_string(i);
+    schema["properties"][name] = {{"pattern", "a{1000}b{1000}c{1000}d{1000}"}};
+    schema["required"].push_back(name);
+  }
+  Result<std::string> grammar = jsonSchemaToGrammar(schema);
+  ASSERT_FALSE(grammar.isOk());
+  EXPECT_EQ(grammar.status().code(), StatusCode::kOutOfRange);
+  EXPECT_NE(grammar.status().message().find("the schema's patterns compile to more than"),
+            std::string::npos)
+      << grammar.status().toString();
+  schema["properties"].erase("p0"); // fewer patterns fit, and the text compiles
+  schema["required"] = {"p1"};
+  for (int i = 40; i < 100; ++i)
+    schema["properties"].erase("p" + std::to_string(i));
+  grammar = jsonSchemaToGrammar(schema);
+  ASSERT_TRUE(grammar.isOk()) << grammar.status().toString();
+  EXPECT_TRUE(CompiledTestGrammar(*grammar).parsed());
 }
 
 TEST(JsonSchemaGrammarTest, Formats) {
