@@ -53,7 +53,7 @@ private:
   Result<uint32_t> parseCodePoint(bool inClass);
   Result<Sequence> parseLiteral();
   Result<Sequence> parseClass();
-  Sequence codePointSet(std::vector<CodePointRange> ranges, bool negated);
+  Result<Sequence> codePointSet(std::vector<CodePointRange> ranges, bool negated);
   Result<int> parseNumber();
   std::string parseName();
   // Counts `n` more elements against kMaxElements.
@@ -395,7 +395,7 @@ Result<Sequence> Parser::parseClass() {
 
 // The set's UTF-8 byte sequences: one element when a single byte range covers it, else a
 // generated rule with one alternative per sequence.
-Sequence Parser::codePointSet(std::vector<CodePointRange> ranges, bool negated) {
+Result<Sequence> Parser::codePointSet(std::vector<CodePointRange> ranges, bool negated) {
   Alternatives alternatives;
   for (const ByteRangeSequence &sequence : utf8ByteRanges(ranges, negated)) {
     Sequence seq;
@@ -403,9 +403,12 @@ Sequence Parser::codePointSet(std::vector<CodePointRange> ranges, bool negated) 
       seq.push_back({GrammarElement::Kind::kBytes, r.lo, r.hi, 0});
     alternatives.push_back(std::move(seq));
   }
+  if (alternatives.empty()) // [] or [^\x00-\U0010FFFF]: a rule of no alternative cannot run
+    return error("character class matches no character");
   if (alternatives.size() == 1 && alternatives.front().size() == 1)
     return alternatives.front();
-  return {{GrammarElement::Kind::kRule, 0, 0, generatedRule("chars", std::move(alternatives))}};
+  return Sequence{
+      {GrammarElement::Kind::kRule, 0, 0, generatedRule("chars", std::move(alternatives))}};
 }
 
 Result<Grammar> Parser::parse() {

@@ -193,6 +193,7 @@ def regressionSeeds():
     write("serve_request_fuzz", "regress-min-above-max-tokens",
           bytes([0]) + compactJson({"prompt": "a", "max_tokens": 4, "min_tokens": 5}))
     write("serving_properties_fuzz", "regress-model-id-too-long", "option.model_id=" + "x" * 300)
+    write("structured_fuzz", "regress-empty-class", 'groot ::= "[= := "[= [a-z\u00e8][]+\n')
     write("s3_xml_fuzz", "regress-size-past-uint64",
           "<ListBucketResult><Contents><Key>k</Key><Size>99999999999999999999</Size></Contents>"
           "</ListBucketResult>")

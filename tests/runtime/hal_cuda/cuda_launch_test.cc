@@ -16,10 +16,6 @@ namespace kc = kiln::kernels::cuda;
 using schema::DType;
 using schema::RowScale;
 
-void *fake(uintptr_t address) {
-  return reinterpret_cast<void *>(address);
-}
-
 BoundBuffer stepInput(uintptr_t address, RowScale rows, int64_t fixedRows, int64_t width = 1) {
   return fakeBuffer(address, DType::I32, rows, fixedRows, width, schema::BufferKind::StepInput);
 }

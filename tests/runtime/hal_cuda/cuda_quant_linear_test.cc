@@ -17,10 +17,6 @@ namespace kc = kiln::kernels::cuda;
 using schema::DType;
 using schema::RowScale;
 
-void *fake(uintptr_t address) {
-  return reinterpret_cast<void *>(address);
-}
-
 class QuantLinearTest : public ::testing::Test {
 protected:
   // x [300, 128] bf16, W Q4M [72, 128] g64, bias [72] f32, y [300, 72] bf16 at fake addresses.

@@ -8,6 +8,11 @@
 
 namespace kiln::rt {
 
+// A made-up device address.
+inline void *fake(uintptr_t address) {
+  return reinterpret_cast<void *>(address);
+}
+
 inline BoundBuffer fakeBuffer(uintptr_t address, schema::DType dtype, schema::RowScale rows,
                               int64_t fixedRows, int64_t width,
                               schema::BufferKind kind = schema::BufferKind::Activation) {

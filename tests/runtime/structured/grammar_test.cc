@@ -86,6 +86,8 @@ TEST(Grammar, ErrorsNameWhereAndWhat) {
       {"root ::= x\nx ::= \"\"? root", "is left-recursive"},
       {"root ::= \"a\nb\"", "grammar line 1, column 12: unterminated literal"},
       {"root ::= [a-", "unterminated character class"},
+      {"root ::= \"a\" []+", "character class matches no character"},
+      {"root ::= [^\\x00-\\U0010FFFF]", "character class matches no character"},
       {"root ::= \"a\"{3,2}", "repetition {3,2}: need m <= n <= 1000"},
       {"root ::= \"\\q\"", "unknown escape '\\q'"},
       {"root ::= (\"a\"", "expected ')'"},
