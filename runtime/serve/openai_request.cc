@@ -195,7 +195,8 @@ void checkMinTokens(JsonFields &f, const char *minField, const GenerationRequest
                          std::to_string(*s.maxTokens) + ")");
 }
 
-std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out) {
+std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out,
+                                               const std::string *rawBody) {
   JsonFields f(body);
   readPrompt(f, out);
   readOpenAiSampling(f, out);
@@ -219,7 +220,10 @@ std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, Gener
   if (out.echo && logprobs)
     f.fail("echo", "fields 'echo' and 'logprobs' cannot be used together: kiln does not compute "
                    "the prompt's logprobs; send one of them");
-  readStructuredOutput(f, nullptr, out);
+  nlohmann::ordered_json ordered;
+  if (rawBody)
+    ordered = nlohmann::ordered_json::parse(*rawBody, nullptr, false);
+  readStructuredOutput(f, ordered.is_object() ? &ordered : nullptr, out);
   return f.error();
 }
 

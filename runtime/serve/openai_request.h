@@ -23,8 +23,10 @@ inline constexpr size_t kMaxPrompts = 256;
 inline constexpr int32_t kDefaultCompletionMaxTokens = 16;
 
 // POST /v1/completions. Returns the first error found. A batch of P prompts fills `prompt` and
-// `extraPrompts` (their fields then name "prompt[i]").
-std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out);
+// `extraPrompts` (their fields then name "prompt[i]"). `rawBody` (the text `body` was parsed
+// from), when given, keeps a JSON schema's member order (nlohmann::json sorts keys).
+std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, GenerationRequest &out,
+                                               const std::string *rawBody = nullptr);
 // POST /v1/chat/completions (and a chat body sent to /invocations). `body` is `rawBody` as
 // parseJsonObject parsed it. nlohmann::json sorts object keys, but chat templates print the
 // client's JSON (messages, tools, chat_template_kwargs) in the client's key order, as transformers

@@ -85,7 +85,7 @@ void handleCompletions(RouteContext &ctx, const httplib::Request &req, httplib::
   if (!model || !readJsonBody(ctx, req, res, ErrorStyle::kOpenAi, body))
     return;
   auto request = std::make_shared<GenerationRequest>();
-  if (auto error = parseCompletionRequest(body, *request))
+  if (auto error = parseCompletionRequest(body, *request, &req.body))
     return sendError(res, *error, ErrorStyle::kOpenAi);
   runCompletion(ctx, *model, std::move(request), res, Framing::kSse);
 }

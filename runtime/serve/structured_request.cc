@@ -139,7 +139,7 @@ void readStructuredOutput(JsonFields &f, const nlohmann::ordered_json *ordered,
   compileInto(f, g.field, vllmConstraint(g.kind, value), out);
 }
 
-void readTgiGrammar(JsonFields &p, GenerationRequest &out) {
+void readTgiGrammar(JsonFields &p, const nlohmann::ordered_json *ordered, GenerationRequest &out) {
   const nlohmann::json *grammar = p.get("grammar");
   if (!grammar)
     return;
@@ -148,7 +148,11 @@ void readTgiGrammar(JsonFields &p, GenerationRequest &out) {
       (*type != "json" && *type != "regex"))
     return p.fail("grammar", "field '" + p.path("grammar") +
                                  "' must be {\"type\": \"json\" | \"regex\", \"value\": ...}");
-  const OrderedJson value = OrderedJson::parse((*grammar)["value"].dump());
+  const OrderedJson value = ordered && ordered->contains("grammar") &&
+                                    (*ordered)["grammar"].is_object() &&
+                                    (*ordered)["grammar"].contains("value")
+                                ? (*ordered)["grammar"]["value"]
+                                : OrderedJson::parse((*grammar)["value"].dump());
   compileInto(p, "grammar", vllmConstraint(type->get<std::string>(), value), out);
 }
 

@@ -21,7 +21,8 @@ namespace kiln::rt::serve {
 // client's key order (a schema's properties are generated in that order), or null.
 void readStructuredOutput(JsonFields &f, const nlohmann::ordered_json *ordered,
                           GenerationRequest &out);
-// TGI's `grammar` in `parameters` (`p` prefixes its errors with "parameters.").
-void readTgiGrammar(JsonFields &p, GenerationRequest &out);
+// TGI's `grammar` in `parameters` (`p` prefixes its errors with "parameters."); `ordered` is the
+// parameters object with the client's key order, or null.
+void readTgiGrammar(JsonFields &p, const nlohmann::ordered_json *ordered, GenerationRequest &out);
 
 } // namespace kiln::rt::serve

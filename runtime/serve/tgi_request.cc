@@ -55,7 +55,7 @@ void readPenaltiesAndStops(JsonFields &p, SamplingParams &s) {
   s.ignoreEos = ignoreEos.value_or(false);
 }
 
-void readParameters(JsonFields &p, GenerationRequest &out) {
+void readParameters(JsonFields &p, const nlohmann::ordered_json *ordered, GenerationRequest &out) {
   SamplingParams &s = out.sampling;
   readSamplingChoice(p, s);
   readPenaltiesAndStops(p, s);
@@ -85,14 +85,15 @@ void readParameters(JsonFields &p, GenerationRequest &out) {
   if (out.logprobs)
     s.logprobs = out.topLogprobs;
   p.readInt("best_of", 1, 1, bestOf);
-  readTgiGrammar(p, out);
+  readTgiGrammar(p, ordered, out);
   if (watermark.value_or(false))
     p.fail("watermark", "field '" + p.path("watermark") + "' is not supported");
 }
 
 } // namespace
 
-std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRequest &out) {
+std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRequest &out,
+                                        const std::string *rawBody) {
   JsonFields f(body);
   out.prompt.field = "inputs";
   const nlohmann::json *inputs = f.get("inputs");
@@ -118,14 +119,18 @@ std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRe
              std::string("field 'parameters' must be an object, got ") + jsonTypeName(*params));
     } else {
       JsonFields p(*params, "parameters.");
-      readParameters(p, out);
+      nlohmann::ordered_json ordered;
+      if (rawBody)
+        ordered = nlohmann::ordered_json::parse(*rawBody, nullptr, false);
+      const bool keepOrder = ordered.is_object() && ordered.contains("parameters");
+      readParameters(p, keepOrder ? &ordered["parameters"] : nullptr, out);
       if (!p.ok() && f.ok())
         return p.error();
     }
   } else {
     const nlohmann::json empty = nlohmann::json::object();
     JsonFields p(empty, "parameters.");
-    readParameters(p, out);
+    readParameters(p, nullptr, out);
   }
   return f.error();
 }

@@ -14,7 +14,10 @@ namespace kiln::rt::serve {
 // TGI's default when max_new_tokens is absent.
 inline constexpr int32_t kDefaultMaxNewTokens = 100;
 
-std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRequest &out);
+// `rawBody` (the text `body` was parsed from), when given, keeps the member order of a JSON schema
+// in parameters.grammar (nlohmann::json sorts keys).
+std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRequest &out,
+                                        const std::string *rawBody = nullptr);
 
 // What a SageMaker /invocations body is: TGI-style {"inputs"}, OpenAI chat {"messages"} or OpenAI
 // completion {"prompt"}.

@@ -55,7 +55,7 @@ std::shared_ptr<GenerationRequest> parseTgi(RouteContext &ctx, const httplib::Re
   if (!readJsonBody(ctx, req, res, ErrorStyle::kTgi, body))
     return nullptr;
   auto request = std::make_shared<GenerationRequest>();
-  if (auto error = parseTgiRequest(body, *request)) {
+  if (auto error = parseTgiRequest(body, *request, &req.body)) {
     sendError(res, *error, ErrorStyle::kTgi);
     return nullptr;
   }
@@ -96,7 +96,7 @@ void handleTgiCompat(RouteContext &ctx, const httplib::Request &req, httplib::Re
   if (!model || !readJsonBody(ctx, req, res, ErrorStyle::kTgi, body))
     return;
   auto request = std::make_shared<GenerationRequest>();
-  if (auto error = parseTgiRequest(body, *request))
+  if (auto error = parseTgiRequest(body, *request, &req.body))
     return sendError(res, *error, ErrorStyle::kTgi);
   const nlohmann::json *params = JsonFields(body).get("parameters");
   if (!params || !JsonFields(*params).has("return_full_text"))
@@ -146,7 +146,7 @@ void handleInvocations(RouteContext &ctx, const httplib::Request &req, httplib::
   auto request = std::make_shared<GenerationRequest>();
   Framing framing = ctx.sageMakerStreamFormat;
   if (kind == InvocationKind::kTgi) {
-    if (auto error = parseTgiRequest(body, *request))
+    if (auto error = parseTgiRequest(body, *request, &req.body))
       return sendError(res, *error, ErrorStyle::kTgi);
     return runTgi(ctx, *model, std::move(request), res, framing == Framing::kJsonLines);
   }
@@ -154,7 +154,7 @@ void handleInvocations(RouteContext &ctx, const httplib::Request &req, httplib::
   if (kind == InvocationKind::kChat)
     error = parseChatRequest(body, req.body, *request);
   else
-    error = parseCompletionRequest(body, *request);
+    error = parseCompletionRequest(body, *request, &req.body);
   if (error)
     return sendError(res, *error, ErrorStyle::kOpenAi);
   if (kind == InvocationKind::kChat)

@@ -154,6 +154,25 @@ class StructuredOutputsTest(unittest.TestCase):
         for c in completion.choices:
             self.assertIsNotNone(re.fullmatch(REGEXES[0], c.text), c.text)
 
+    def test_members_come_in_the_schemas_order_on_every_route(self):
+        schema = {"type": "object", "properties": {"zeta": INT, "alpha": INT},
+                  "required": ["zeta", "alpha"], "additionalProperties": False}
+        r = self.chat(2, 13, response_format={"type": "json_schema",
+                                              "json_schema": {"name": "o", "schema": schema}})
+        c = self.client.completions.create(model="tiny-llama", prompt="JSON:", n=2, seed=14,
+                                           temperature=1.0, max_tokens=100,
+                                           extra_body={"guided_json": schema})
+        texts = [x.message.content for x in r.choices] + [x.text for x in c.choices]
+        status, _, body = self.server.post("/generate", json.dumps(
+            {"inputs": "JSON:", "parameters": {"grammar": {"type": "json", "value": schema},
+                                               "max_new_tokens": 100, "do_sample": True,
+                                               "seed": 15}}))
+        self.assertEqual(status, 200, body)
+        texts.append(json.loads(body)["generated_text"])
+        for text in texts:
+            self.assertTrue(text.startswith('{"zeta":'), text)
+            jsonschema.validate(json.loads(text), schema)
+
     def test_streamed_deltas_assemble_a_valid_document(self):
         schema = SCHEMAS[8]
         stream = self.chat(2, 9, stream=True, response_format={
