@@ -220,8 +220,8 @@ std::optional<ApiError> parseCompletionRequest(const nlohmann::json &body, Gener
   if (out.echo && logprobs)
     f.fail("echo", "fields 'echo' and 'logprobs' cannot be used together: kiln does not compute "
                    "the prompt's logprobs; send one of them");
-  nlohmann::ordered_json ordered;
-  if (rawBody)
+  nlohmann::ordered_json ordered; // only for a schema: parsing the body again costs every request
+  if (rawBody && hasStructuredOutput(f))
     ordered = nlohmann::ordered_json::parse(*rawBody, nullptr, false);
   readStructuredOutput(f, ordered.is_object() ? &ordered : nullptr, out);
   return f.error();

@@ -91,6 +91,14 @@ Result<std::string> responseFormat(const OrderedJson &format, bool &none) {
 
 } // namespace
 
+bool hasStructuredOutput(const JsonFields &f) {
+  for (const char *name : {"response_format", "guided_json", "guided_regex", "guided_choice",
+                           "guided_grammar", "structured_outputs"})
+    if (f.has(name))
+      return true;
+  return false;
+}
+
 void readStructuredOutput(JsonFields &f, const nlohmann::ordered_json *ordered,
                           GenerationRequest &out) {
   const OrderedJson body = ordered ? *ordered : OrderedJson::object();

@@ -119,8 +119,8 @@ std::optional<ApiError> parseTgiRequest(const nlohmann::json &body, GenerationRe
              std::string("field 'parameters' must be an object, got ") + jsonTypeName(*params));
     } else {
       JsonFields p(*params, "parameters.");
-      nlohmann::ordered_json ordered;
-      if (rawBody)
+      nlohmann::ordered_json ordered; // only for a grammar: parsing again costs every request
+      if (rawBody && p.has("grammar"))
         ordered = nlohmann::ordered_json::parse(*rawBody, nullptr, false);
       const bool keepOrder = ordered.is_object() && ordered.contains("parameters");
       readParameters(p, keepOrder ? &ordered["parameters"] : nullptr, out);

@@ -4,12 +4,12 @@
 #include "runtime/structured/json_schema_grammar.h"
 
 #include "runtime/structured/json_schema_library.h"
+#include "runtime/structured/utf8_ranges.h"
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cassert>
 #include <cmath>
 #include <cstdint>
@@ -36,9 +36,11 @@ using json_schema_internal::kUnbounded;
 using json_schema_internal::libraryRulesReachedFrom;
 using json_schema_internal::literal;
 using json_schema_internal::PatternRules;
+using json_schema_internal::pointerToken;
 using json_schema_internal::quantified;
 using json_schema_internal::renameReferences;
 using json_schema_internal::RuleText;
+using json_schema_internal::unescapePointerToken;
 
 // ordered_json keeps the schema's key order, which becomes the order of an object's members.
 using Json = nlohmann::ordered_json;
@@ -111,36 +113,15 @@ Status unsupported(const std::string &path, const std::string &what, const std::
                      what + " is not supported yet" + (note.empty() ? "" : " (" + note + ")"));
 }
 
-// A JSON pointer reference token (RFC 6901): '~' and '/' escaped.
-std::string pointerToken(std::string_view key) {
-  std::string out;
-  for (char c : key)
-    out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
-  return out;
-}
-
-std::string unescapePointerToken(std::string_view token) {
-  std::string out;
-  for (size_t i = 0; i < token.size(); ++i) {
-    if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1'))
-      out += token[++i] == '0' ? '~' : '/';
-    else
-      out += token[i];
-  }
-  return out;
-}
-
-// The characters of `text`, each as its UTF-8 bytes, or nothing when it is not valid UTF-8.
+// The characters of `text`, each as its UTF-8 bytes, or nothing when it is not valid UTF-8
+// (utf8_ranges.h decodes).
 std::optional<std::vector<std::string>> splitCharacters(std::string_view text) {
   std::vector<std::string> out;
   for (size_t i = 0; i < text.size();) {
-    const int leadingOnes = std::countl_one(static_cast<unsigned char>(text[i]));
-    const size_t length = leadingOnes == 0 ? 1 : leadingOnes;
-    if (leadingOnes == 1 || leadingOnes > 4 || i + length > text.size())
+    uint32_t cp = 0;
+    const size_t length = decodeUtf8(text.substr(i), cp);
+    if (length == 0)
       return std::nullopt;
-    for (size_t k = 1; k < length; ++k)
-      if (std::countl_one(static_cast<unsigned char>(text[i + k])) != 1)
-        return std::nullopt;
     out.emplace_back(text.substr(i, length));
     i += length;
   }

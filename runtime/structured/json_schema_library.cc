@@ -354,4 +354,22 @@ std::string renameReferences(std::string_view body,
   return out;
 }
 
+std::string pointerToken(std::string_view key) {
+  std::string out;
+  for (char c : key)
+    out += c == '~' ? "~0" : c == '/' ? "~1" : std::string(1, c);
+  return out;
+}
+
+std::string unescapePointerToken(std::string_view token) {
+  std::string out;
+  for (size_t i = 0; i < token.size(); ++i) {
+    if (token[i] == '~' && i + 1 < token.size() && (token[i + 1] == '0' || token[i + 1] == '1'))
+      out += token[++i] == '0' ? '~' : '/';
+    else
+      out += token[i];
+  }
+  return out;
+}
+
 } // namespace kiln::structured::json_schema_internal

@@ -80,4 +80,8 @@ bool hasTopLevelAlternation(std::string_view body);
 std::string renameReferences(std::string_view body,
                              const std::map<std::string, std::string> &names);
 
+// A JSON pointer reference token (RFC 6901): '~' and '/' escaped; and back.
+std::string pointerToken(std::string_view key);
+std::string unescapePointerToken(std::string_view token);
+
 } // namespace kiln::structured::json_schema_internal
