@@ -1,0 +1,360 @@
+#include "runtime/serve/tool_call_parser.h"
+
+#include "runtime/serve/json_text.h"
+
+#include <nlohmann/json.hpp>
+
+namespace kiln::rt::serve {
+namespace {
+
+constexpr std::string_view kHermesOpen = "<tool_call>";
+constexpr std::string_view kHermesClose = "</tool_call>";
+constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+constexpr std::string_view kPythonTag = "<|python_tag|>";
+
+bool isBlank(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
+bool allBlank(std::string_view text) {
+  for (char c : text)
+    if (!isBlank(c))
+      return false;
+  return true;
+}
+
+size_t firstNonBlank(std::string_view text) {
+  size_t i = 0;
+  while (i < text.size() && isBlank(text[i]))
+    ++i;
+  return i;
+}
+
+// Whether `text` is a proper prefix of `marker` (more text could complete it).
+bool startsMarker(std::string_view text, std::string_view marker) {
+  return text.size() < marker.size() && marker.substr(0, text.size()) == text;
+}
+
+// The length of the longest suffix of `text` that is a proper prefix of `marker`.
+size_t heldBack(std::string_view text, std::string_view marker) {
+  for (size_t n = std::min(text.size(), marker.size() - 1); n > 0; --n)
+    if (marker.substr(0, n) == text.substr(text.size() - n))
+      return n;
+  return 0;
+}
+
+// The format's marker in the middle of content: none for llama3_json and the forced array.
+std::string_view contentMarker(ToolCallFormat format) {
+  if (format == ToolCallFormat::kHermes)
+    return kHermesOpen;
+  if (format == ToolCallFormat::kMistral)
+    return kMistralMarker;
+  return {};
+}
+
+std::optional<ToolCall> callOf(const nlohmann::ordered_json &object) {
+  if (!object.is_object())
+    return std::nullopt;
+  auto name = object.find("name");
+  if (name == object.end() || !name->is_string())
+    return std::nullopt;
+  auto args = object.find("arguments");
+  if (args == object.end())
+    args = object.find("parameters");
+  if (args == object.end())
+    return std::nullopt;
+  return ToolCall{name->get<std::string>(),
+                  args->is_string() ? args->get<std::string>() : dumpJson(*args)};
+}
+
+} // namespace
+
+Result<ToolCallFormat> toolCallFormatNamed(std::string_view name) {
+  for (ToolCallFormat f : {ToolCallFormat::kNone, ToolCallFormat::kHermes,
+                           ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral})
+    if (name == toolCallFormatName(f))
+      return f;
+  return invalidArgument("tool call parser '" + std::string(name) +
+                         "' is not one of hermes, llama3_json, mistral, none");
+}
+
+const char *toolCallFormatName(ToolCallFormat format) {
+  switch (format) {
+  case ToolCallFormat::kNone:
+    return "none";
+  case ToolCallFormat::kHermes:
+    return "hermes";
+  case ToolCallFormat::kLlama3Json:
+    return "llama3_json";
+  case ToolCallFormat::kMistral:
+    return "mistral";
+  case ToolCallFormat::kForcedArray:
+    return "forced";
+  }
+  return "none";
+}
+
+ToolCallFormat toolCallFormatOfTemplate(std::string_view source) {
+  if (source.find(kHermesOpen) != std::string_view::npos)
+    return ToolCallFormat::kHermes;
+  if (source.find(kMistralMarker) != std::string_view::npos)
+    return ToolCallFormat::kMistral;
+  // Llama 3.1-3.3 templates: the JSON calling convention next to the <|python_tag|> one.
+  if (source.find(kPythonTag) != std::string_view::npos ||
+      (source.find("<|start_header_id|>") != std::string_view::npos &&
+       source.find("tool_calls") != std::string_view::npos))
+    return ToolCallFormat::kLlama3Json;
+  return ToolCallFormat::kNone;
+}
+
+ToolCallDelta ToolCallParser::feed(std::string_view text) {
+  ToolCallDelta out;
+  pending_.append(text);
+  step(out);
+  return out;
+}
+
+void ToolCallParser::step(ToolCallDelta &out) {
+  for (bool progress = true; progress && !pending_.empty();) {
+    switch (state_) {
+    case State::kStart:
+      progress = stepStart(out);
+      break;
+    case State::kContent:
+      progress = stepContent(out);
+      break;
+    case State::kContentOnly:
+      emitContent(pending_, out);
+      pending_.clear();
+      progress = false;
+      break;
+    case State::kBeforeCall:
+      progress = stepBeforeCall(out);
+      break;
+    case State::kObject:
+      progress = stepObject(out);
+      break;
+    case State::kAfterCall:
+      progress = stepAfterCall(out);
+      break;
+    }
+  }
+}
+
+bool ToolCallParser::stepStart(ToolCallDelta &) {
+  if (format_ == ToolCallFormat::kHermes || format_ == ToolCallFormat::kNone) {
+    state_ = format_ == ToolCallFormat::kNone ? State::kContentOnly : State::kContent;
+    return true;
+  }
+  size_t at = firstNonBlank(pending_);
+  if (at == pending_.size())
+    return false;
+  std::string_view rest = std::string_view(pending_).substr(at);
+  std::string_view marker = format_ == ToolCallFormat::kLlama3Json ? kPythonTag : kMistralMarker;
+  if (format_ != ToolCallFormat::kForcedArray && startsMarker(rest, marker))
+    return false;
+  if (format_ != ToolCallFormat::kForcedArray && rest.substr(0, marker.size()) == marker) {
+    region_ = pending_.substr(0, at + marker.size());
+    pending_.erase(0, at + marker.size());
+    state_ = State::kBeforeCall;
+    return true;
+  }
+  char opens = format_ == ToolCallFormat::kLlama3Json ? '{' : '[';
+  if (rest[0] == opens) {
+    state_ = State::kBeforeCall;
+    return true;
+  }
+  // Not a call: llama3_json has no marker to look for later; mistral's may follow content.
+  state_ = format_ == ToolCallFormat::kMistral ? State::kContent : State::kContentOnly;
+  return true;
+}
+
+bool ToolCallParser::stepContent(ToolCallDelta &out) {
+  std::string_view marker = contentMarker(format_);
+  if (marker.empty()) {
+    state_ = State::kContentOnly;
+    return true;
+  }
+  size_t at = pending_.find(marker);
+  if (at == std::string::npos) {
+    size_t keep = heldBack(pending_, marker);
+    emitContent(std::string_view(pending_).substr(0, pending_.size() - keep), out);
+    pending_.erase(0, pending_.size() - keep);
+    return false;
+  }
+  emitContent(std::string_view(pending_).substr(0, at), out);
+  region_ = std::string(marker);
+  pending_.erase(0, at + marker.size());
+  inArray_ = false;
+  state_ = State::kBeforeCall;
+  return true;
+}
+
+bool ToolCallParser::stepBeforeCall(ToolCallDelta &out) {
+  size_t at = firstNonBlank(pending_);
+  region_.append(pending_, 0, at);
+  pending_.erase(0, at);
+  if (pending_.empty())
+    return false;
+  bool arrays = format_ == ToolCallFormat::kMistral || format_ == ToolCallFormat::kForcedArray;
+  if (arrays && !inArray_ && pending_[0] == '[') {
+    region_ += '[';
+    pending_.erase(0, 1);
+    inArray_ = true;
+    return true;
+  }
+  if (pending_[0] != '{') {
+    fail(out);
+    return true;
+  }
+  state_ = State::kObject;
+  scanned_ = 0;
+  depth_ = 0;
+  inString_ = escaped_ = false;
+  return true;
+}
+
+bool ToolCallParser::stepObject(ToolCallDelta &out) {
+  for (; scanned_ < pending_.size(); ++scanned_) {
+    char c = pending_[scanned_];
+    if (inString_) {
+      if (escaped_)
+        escaped_ = false;
+      else if (c == '\\')
+        escaped_ = true;
+      else if (c == '"')
+        inString_ = false;
+      continue;
+    }
+    if (c == '"') {
+      inString_ = true;
+    } else if (c == '{' || c == '[') {
+      ++depth_;
+    } else if ((c == '}' || c == ']') && --depth_ == 0) {
+      std::string object = pending_.substr(0, scanned_ + 1);
+      pending_.erase(0, scanned_ + 1);
+      completeObject(object, out);
+      return true;
+    }
+  }
+  return false;
+}
+
+void ToolCallParser::completeObject(std::string_view objectText, ToolCallDelta &out) {
+  auto object = nlohmann::ordered_json::parse(objectText, nullptr, /*allow_exceptions=*/false);
+  std::optional<ToolCall> call = callOf(object);
+  if (!call) {
+    region_.append(objectText);
+    return fail(out);
+  }
+  out.calls.push_back(std::move(*call));
+  ++calls_;
+  region_.clear();
+  state_ = State::kAfterCall;
+}
+
+// Blanks before other text stay in pending_: content then says them (emitContent).
+bool ToolCallParser::stepAfterCall(ToolCallDelta &) {
+  size_t at = firstNonBlank(pending_);
+  if (at == pending_.size())
+    return false;
+  std::string_view rest = std::string_view(pending_).substr(at);
+  if (format_ == ToolCallFormat::kHermes) {
+    if (startsMarker(rest, kHermesClose))
+      return false;
+    if (rest.substr(0, kHermesClose.size()) == kHermesClose)
+      pending_.erase(0, at + kHermesClose.size());
+    state_ = State::kContent;
+    return true;
+  }
+  char separator = format_ == ToolCallFormat::kLlama3Json ? ';' : ',';
+  if (rest[0] == separator) {
+    region_ = std::string(1, separator);
+    pending_.erase(0, at + 1);
+    state_ = State::kBeforeCall;
+    return true;
+  }
+  if (inArray_ && rest[0] == ']') {
+    pending_.erase(0, at + 1);
+    inArray_ = false;
+    state_ = format_ == ToolCallFormat::kMistral ? State::kContent : State::kContentOnly;
+    return true;
+  }
+  state_ = State::kContentOnly;
+  return true;
+}
+
+// After a call, trailing blanks wait for more content: the output's last blanks are dropped
+// however the text was cut into pieces.
+void ToolCallParser::emitContent(std::string_view text, ToolCallDelta &out) {
+  if (calls_ == 0) {
+    out.content.append(text);
+    return;
+  }
+  size_t end = text.size();
+  while (end > 0 && isBlank(text[end - 1]))
+    --end;
+  if (end > 0) {
+    out.content += blanks_;
+    out.content.append(text.substr(0, end));
+    blanks_.clear();
+  }
+  blanks_.append(text.substr(end));
+}
+
+void ToolCallParser::fail(ToolCallDelta &out) {
+  failed_ = true;
+  std::string raw = std::move(region_);
+  region_.clear();
+  state_ = State::kContentOnly;
+  emitContent(raw, out);
+}
+
+ToolCallDelta ToolCallParser::finish() {
+  ToolCallDelta out;
+  switch (state_) {
+  case State::kBeforeCall:
+    if (!allBlank(region_ + pending_) && !(calls_ > 0 && allBlank(pending_)))
+      fail(out);
+    else
+      pending_.clear();
+    break;
+  case State::kObject:
+    region_ += pending_;
+    pending_.clear();
+    fail(out);
+    break;
+  case State::kAfterCall:
+    pending_.clear(); // blanks or a partial closing marker
+    break;
+  default:
+    break;
+  }
+  emitContent(pending_, out);
+  pending_.clear();
+  return out;
+}
+
+ParsedToolOutput parseToolCalls(ToolCallFormat format, std::string_view text) {
+  ParsedToolOutput parsed;
+  if (format == ToolCallFormat::kNone) {
+    parsed.content = std::string(text);
+    return parsed;
+  }
+  ToolCallParser parser(format);
+  ToolCallDelta first = parser.feed(text);
+  ToolCallDelta last = parser.finish();
+  if (parser.failed() || parser.callCount() == 0) {
+    parsed.content = std::string(text);
+    return parsed;
+  }
+  std::string content = first.content + last.content;
+  if (!content.empty())
+    parsed.content = std::move(content);
+  parsed.calls = std::move(first.calls);
+  for (ToolCall &call : last.calls)
+    parsed.calls.push_back(std::move(call));
+  return parsed;
+}
+
+} // namespace kiln::rt::serve

@@ -1,0 +1,217 @@
+// Tool-call parsing (runtime/serve/tool_call_parser.h) against vLLM 0.32's own parsers
+// (tests/data/tool_calls/parser_goldens.json, from tools/goldens/make_tool_call_goldens.py), whole
+// and fed in every split, plus the cases where kiln says more than vLLM does.
+#include "runtime/serve/tool_call_parser.h"
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <sstream>
+
+namespace kiln::rt::serve {
+namespace {
+
+nlohmann::json loadGoldens() {
+  std::ifstream in(std::string(KILN_TEST_DATA_DIR) + "/tool_calls/parser_goldens.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  return nlohmann::json::parse(text.str());
+}
+
+ToolCallFormat formatOf(const std::string &parser) {
+  Result<ToolCallFormat> format = toolCallFormatNamed(parser);
+  EXPECT_TRUE(format.isOk()) << parser;
+  return format.isOk() ? *format : ToolCallFormat::kNone;
+}
+
+// The calls as JSON: names and the arguments parsed (vLLM writes ", " and ": " between members,
+// kiln compact JSON; the values must be equal).
+nlohmann::json callsJson(const std::vector<ToolCall> &calls) {
+  nlohmann::json out = nlohmann::json::array();
+  for (const ToolCall &c : calls)
+    out.push_back({{"name", c.name}, {"arguments", nlohmann::json::parse(c.arguments)}});
+  return out;
+}
+
+// The parser fed in pieces of `step` bytes (0: byte by byte, then flushed).
+ToolCallDelta feedInPieces(ToolCallFormat format, const std::string &text, size_t step) {
+  ToolCallParser parser(format);
+  ToolCallDelta all;
+  for (size_t at = 0; at < text.size(); at += step) {
+    ToolCallDelta d = parser.feed(std::string_view(text).substr(at, step));
+    all.content += d.content;
+    all.calls.insert(all.calls.end(), d.calls.begin(), d.calls.end());
+  }
+  ToolCallDelta last = parser.finish();
+  all.content += last.content;
+  all.calls.insert(all.calls.end(), last.calls.begin(), last.calls.end());
+  return all;
+}
+
+TEST(ToolCallParserTest, MatchesVllmParsers) {
+  nlohmann::json goldens = loadGoldens();
+  ASSERT_GE(goldens["cases"].size(), 30u);
+  for (const nlohmann::json &c : goldens["cases"]) {
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const std::string output = c["output"];
+    ParsedToolOutput parsed = parseToolCalls(formatOf(c["parser"]), output);
+    EXPECT_EQ(!parsed.calls.empty(), c["tools_called"].get<bool>());
+    if (c["content"].is_null())
+      EXPECT_FALSE(parsed.content.has_value()) << *parsed.content;
+    else
+      EXPECT_EQ(parsed.content.value_or("<none>"), c["content"].get<std::string>());
+    EXPECT_EQ(callsJson(parsed.calls), c["calls"]);
+  }
+}
+
+// Streaming says what the whole text says, however the output is cut.
+TEST(ToolCallParserTest, EverySplitSaysTheSame) {
+  nlohmann::json goldens = loadGoldens();
+  for (const nlohmann::json &c : goldens["cases"]) {
+    if (!c["tools_called"].get<bool>())
+      continue; // a failed call is content in both, but streaming has already said the others
+    SCOPED_TRACE(c["name"].get<std::string>());
+    const std::string output = c["output"];
+    ToolCallFormat format = formatOf(c["parser"]);
+    for (size_t step : {size_t{1}, size_t{2}, size_t{3}, size_t{7}, output.size()}) {
+      SCOPED_TRACE("pieces of " + std::to_string(step));
+      ToolCallDelta streamed = feedInPieces(format, output, step);
+      EXPECT_EQ(streamed.content, c["content"].is_null() ? "" : c["content"].get<std::string>());
+      EXPECT_EQ(callsJson(streamed.calls), c["calls"]);
+    }
+  }
+}
+
+// Outputs beyond the goldens, among them tool_call_fuzz's find (a misspelt closing marker, then
+// blanks the whole text said and the pieces held).
+TEST(ToolCallParserTest, EverySplitSaysTheSameBeyondTheGoldens) {
+  const std::string call = R"({"name": "f", "arguments": {"city": "Z\u00fcrich"}})";
+  const std::pair<ToolCallFormat, std::string> cases[] = {
+      {ToolCallFormat::kHermes,
+       "Sure.\n<tool_call>\n" + call + "\n</tool_fall>\n<tool_call>" + call + "</tool_call>"},
+      {ToolCallFormat::kHermes, "<tool_call>" + call + "</tool_call>\n \nthen text \n\t"},
+      {ToolCallFormat::kLlama3Json, call + " ;\n" + call + "\n and after \n"},
+      {ToolCallFormat::kMistral, "first [TOOL_CALLS] [" + call + " ,\n" + call + "] after "},
+      {ToolCallFormat::kForcedArray, "[" + call + "]  \n"},
+  };
+  for (const auto &[format, text] : cases) {
+    ToolCallDelta whole = feedInPieces(format, text, text.size());
+    ASSERT_FALSE(whole.calls.empty()) << text;
+    for (size_t step = 1; step < 9; ++step) {
+      ToolCallDelta pieces = feedInPieces(format, text, step);
+      EXPECT_EQ(pieces.content, whole.content) << text << " in pieces of " << step;
+      EXPECT_EQ(callsJson(pieces.calls), callsJson(whole.calls)) << text;
+    }
+  }
+}
+
+// Content goes out before the call closes; a partial marker is held back, then said as content
+// when it turns out not to be one.
+TEST(ToolCallParserTest, ContentStreamsAheadOfCalls) {
+  ToolCallParser parser(ToolCallFormat::kHermes);
+  EXPECT_EQ(parser.feed("Checking <tool").content, "Checking ");
+  EXPECT_EQ(parser.feed("box> now").content, "<toolbox> now");
+  ToolCallDelta d =
+      parser.feed(" <tool_call>\n{\"name\": \"f\", \"arguments\": {\"a\": [1, \"}\"]");
+  EXPECT_EQ(d.content, " ");
+  EXPECT_TRUE(d.calls.empty());
+  d = parser.feed("}}\n</tool_call>");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].name, "f");
+  EXPECT_EQ(d.calls[0].arguments, R"({"a":[1,"}"]})");
+}
+
+// Text after the last call is content (vLLM drops it); blanks between calls and at the end are not.
+TEST(ToolCallParserTest, TextAfterCallsIsContent) {
+  ParsedToolOutput p = parseToolCalls(
+      ToolCallFormat::kHermes,
+      "<tool_call>{\"name\": \"f\", \"arguments\": {}}</tool_call>\n\nDone, anything else?\n");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.content.value_or("<none>"), "\n\nDone, anything else?"); // the last blanks dropped
+  p = parseToolCalls(ToolCallFormat::kLlama3Json,
+                     "{\"name\": \"f\", \"parameters\": {\"x\": 1}}\n\nThat is the call.");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.content.value_or("<none>"), "\n\nThat is the call.");
+}
+
+// The member order of the arguments is the model's, not sorted.
+TEST(ToolCallParserTest, ArgumentsKeepTheModelsOrder) {
+  ParsedToolOutput p =
+      parseToolCalls(ToolCallFormat::kLlama3Json,
+                     R"({"name": "f", "parameters": {"zeta": 1, "alpha": {"y": 2, "b": 3}}})");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"zeta":1,"alpha":{"y":2,"b":3}})");
+}
+
+// Arguments the model wrote as a JSON string are passed through as that string's text.
+TEST(ToolCallParserTest, StringArgumentsAreTheirText) {
+  ParsedToolOutput p =
+      parseToolCalls(ToolCallFormat::kHermes,
+                     R"(<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>)");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"a": 1})");
+}
+
+// Leading blanks before llama3_json's object, the literal <|python_tag|>, and Mistral's array
+// without its (skipped) marker.
+TEST(ToolCallParserTest, MarkersThatMayBeMissing) {
+  for (const char *text : {"\n {\"name\": \"f\", \"parameters\": {}}",
+                           "<|python_tag|>{\"name\": \"f\", \"parameters\": {}}"}) {
+    ParsedToolOutput p = parseToolCalls(ToolCallFormat::kLlama3Json, text);
+    ASSERT_EQ(p.calls.size(), 1u) << text;
+    EXPECT_FALSE(p.content.has_value());
+  }
+  ParsedToolOutput p =
+      parseToolCalls(ToolCallFormat::kMistral, R"( [{"name": "f", "arguments": {"q": "x"}}])");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, R"({"q":"x"})");
+  // A bracket that does not open calls is content.
+  p = parseToolCalls(ToolCallFormat::kMistral, "[1] is the first source.");
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content.value_or(""), "[1] is the first source.");
+}
+
+// tool_choice "required": the constrained array of {"name", "parameters"}.
+TEST(ToolCallParserTest, ForcedArray) {
+  ParsedToolOutput p =
+      parseToolCalls(ToolCallFormat::kForcedArray,
+                     R"([{"name": "a", "parameters": {"x": 1}}, {"name": "b", "parameters": {}}])");
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "a");
+  EXPECT_EQ(p.calls[0].arguments, R"({"x":1})");
+  EXPECT_EQ(p.calls[1].name, "b");
+  EXPECT_FALSE(p.content.has_value());
+}
+
+// Cut off inside a call (max_tokens): the whole text is content, no call.
+TEST(ToolCallParserTest, TruncatedCallIsContent) {
+  const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Par";
+  ParsedToolOutput p = parseToolCalls(ToolCallFormat::kHermes, text);
+  EXPECT_TRUE(p.calls.empty());
+  EXPECT_EQ(p.content.value_or(""), text);
+  ToolCallDelta streamed = feedInPieces(ToolCallFormat::kHermes, text, 5);
+  EXPECT_TRUE(streamed.calls.empty());
+  EXPECT_EQ(streamed.content, text);
+}
+
+TEST(ToolCallParserTest, FormatNamesAndTemplates) {
+  for (ToolCallFormat f : {ToolCallFormat::kNone, ToolCallFormat::kHermes,
+                           ToolCallFormat::kLlama3Json, ToolCallFormat::kMistral}) {
+    Result<ToolCallFormat> back = toolCallFormatNamed(toolCallFormatName(f));
+    ASSERT_TRUE(back.isOk());
+    EXPECT_EQ(*back, f);
+  }
+  Result<ToolCallFormat> bad = toolCallFormatNamed("pythonic");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_NE(bad.status().message().find("hermes, llama3_json, mistral, none"), std::string::npos);
+  EXPECT_EQ(toolCallFormatOfTemplate("{{ '<tool_call>\\n' }}"), ToolCallFormat::kHermes);
+  EXPECT_EQ(toolCallFormatOfTemplate("{{ '[TOOL_CALLS] ' }}"), ToolCallFormat::kMistral);
+  EXPECT_EQ(toolCallFormatOfTemplate("<|python_tag|>"), ToolCallFormat::kLlama3Json);
+  EXPECT_EQ(toolCallFormatOfTemplate("{{ bos_token }}{{ message.content }}"),
+            ToolCallFormat::kNone);
+}
+
+} // namespace
+} // namespace kiln::rt::serve
