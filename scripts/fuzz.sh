@@ -73,7 +73,8 @@ dict_for() {
   case $1 in
   chat_template_fuzz) echo jinja ;;
   s3_xml_fuzz) echo xml ;;
-  artifact_fuzz | safetensors_fuzz | hf_config_fuzz | tokenizer_json_fuzz | serve_request_fuzz)
+  artifact_fuzz | safetensors_fuzz | hf_config_fuzz | tokenizer_json_fuzz | serve_request_fuzz | \
+    tool_call_fuzz)
     echo json ;;
   esac
 }

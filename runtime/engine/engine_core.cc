@@ -169,7 +169,8 @@ void EngineCore::retireFinished() {
 Status EngineCore::openTextHooks(RequestState &req, int32_t index) {
   SampleState &s = req.samples[index];
   if (config_.detokenizer)
-    s.text = config_.detokenizer->openStream(req.request.promptIds);
+    s.text = config_.detokenizer->openStream(req.request.promptIds,
+                                             req.request.sampling.skipSpecialTokens);
   if (!req.request.sampling.stop.empty() && config_.stopStrings) {
     KILN_ASSIGN_OR_RETURN(s.stop, config_.stopStrings->create(req.request.sampling.stop));
   }

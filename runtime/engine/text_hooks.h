@@ -28,7 +28,9 @@ class Detokenizer {
 public:
   virtual ~Detokenizer() = default;
   // The prompt gives the context a detokenizer needs (e.g. a leading-space rule).
-  virtual std::unique_ptr<TextStream> openStream(std::span<const int32_t> promptIds) = 0;
+  // `skipSpecialTokens`: SamplingParams::skipSpecialTokens.
+  virtual std::unique_ptr<TextStream> openStream(std::span<const int32_t> promptIds,
+                                                 bool skipSpecialTokens) = 0;
 };
 
 struct StopCheck {

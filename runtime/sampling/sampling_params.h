@@ -29,6 +29,7 @@ struct SamplingParams {
   bool ignoreEos = false;            // ignore the model's eos ids (stopTokenIds still stop)
   std::optional<int32_t> logprobs; // top-N alternatives per sampled token; 0: only the sampled one
   std::vector<std::string> stop;   // stop strings; need the engine's StopStringFilterFactory
+  bool skipSpecialTokens = true;   // the text leaves special tokens out (vLLM's option)
 };
 
 // Checks ranges; messages name the field and the allowed range.

@@ -27,6 +27,14 @@ struct PromptInput {
   std::string field = "prompt";     // the request field errors about the prompt name
 };
 
+// OpenAI tool calling (runtime/serve/tool_request.h).
+struct ToolSettings {
+  enum class Choice { kNone, kAuto, kRequired, kNamed };
+  Choice choice = Choice::kNone; // kNone: no tools, or tool_choice "none"
+  std::string namedFunction;     // kNamed: the function whose arguments the output is
+  bool parallel = true;          // parallel_tool_calls
+};
+
 struct GenerationRequest {
   PromptInput prompt;
   // /v1/completions' batch form ("prompt": an array of prompts): prompts 1..P-1, each run as its
@@ -48,6 +56,7 @@ struct GenerationRequest {
   bool returnFullText = false; // TGI: prepend the prompt text
   // Structured output (runtime/serve/structured_request.h): every sample's text matches it.
   std::shared_ptr<const structured::Grammar> grammar;
+  ToolSettings tools; // chat only
 
   size_t promptCount() const { return 1 + extraPrompts.size(); }
   const PromptInput &promptAt(size_t i) const { return i == 0 ? prompt : extraPrompts.at(i - 1); }

@@ -2,6 +2,7 @@
 
 #include "runtime/serve/json_fields.h"
 #include "runtime/serve/structured_request.h"
+#include "runtime/serve/tool_request.h"
 
 #include <limits>
 
@@ -103,6 +104,9 @@ void readOpenAiSampling(JsonFields &f, GenerationRequest &out) {
   readPenalties(f, s);
   readStops(f, s);
   readStreamOptions(f, out);
+  std::optional<bool> skipSpecial;
+  f.readBool("skip_special_tokens", skipSpecial);
+  s.skipSpecialTokens = skipSpecial.value_or(true);
   std::optional<bool> returnTokenIds;
   f.readBool("return_token_ids", returnTokenIds);
   out.returnTokenIds = returnTokenIds.value_or(false);
@@ -299,22 +303,6 @@ void readChatLogprobs(JsonFields &f, GenerationRequest &out) {
   }
 }
 
-// kiln returns what the model writes as text and does not parse or force tool calls: "auto" (the
-// model decides, the default with tools) and "none" are what it does; "required" and a named
-// function would need constrained decoding, so they are refused until kiln has it.
-void readToolChoice(JsonFields &f) {
-  const nlohmann::json *choice = f.get("tool_choice");
-  if (!choice)
-    return;
-  if (choice->is_string() && (*choice == "auto" || *choice == "none"))
-    return;
-  std::string got = choice->is_string() ? "'" + choice->get<std::string>() + "'"
-                                        : std::string(jsonTypeName(*choice));
-  f.fail("tool_choice", "field 'tool_choice' is " + got +
-                            "; kiln supports only \"auto\" and \"none\" (it does not force a "
-                            "tool call)");
-}
-
 // The fields that reach the template are checked on the sorted body (`f`) and taken from the
 // client-ordered one.
 void readChatTemplateOptions(JsonFields &f, const nlohmann::ordered_json &ordered,
@@ -330,14 +318,9 @@ void readChatTemplateOptions(JsonFields &f, const nlohmann::ordered_json &ordere
       for (const auto &[key, value] : ordered["chat_template_kwargs"].items())
         out.prompt.chatExtra[key] = value;
   }
-  if (const nlohmann::json *tools = f.get("tools")) {
-    if (!tools->is_array())
-      f.fail("tools", "field 'tools' must be an array");
-    else
-      out.prompt.chatExtra["tools"] = ordered["tools"];
-  }
-  readToolChoice(f);
   readStructuredOutput(f, &ordered, out);
+  if (f.ok())
+    readTools(f, ordered, out);
 }
 
 } // namespace
@@ -356,6 +339,7 @@ std::optional<ApiError> parseChatRequest(const nlohmann::json &body, const std::
   out.prompt.kind = PromptInput::Kind::kChat;
   out.prompt.field = "messages";
   out.prompt.messages = ordered.value("messages", nlohmann::ordered_json());
+  toolArgumentsAsObjects(out.prompt.messages);
   readOpenAiSampling(f, out);
   std::optional<int64_t> maxTokens, maxCompletionTokens;
   f.readInt("max_tokens", 1, kInt32Max, maxTokens);

@@ -1,6 +1,7 @@
 #include "runtime/serve/openai_response.h"
 
 #include "runtime/serve/json_text.h"
+#include "runtime/serve/tool_request.h"
 
 namespace kiln::rt::serve {
 namespace {
@@ -124,16 +125,64 @@ nlohmann::json completionResponse(const ResponseHeader &header, const Generation
   return body;
 }
 
+nlohmann::json toolCallJson(const std::string &id, const ToolCall &call) {
+  return {{"id", id},
+          {"type", "function"},
+          {"function",
+           {{"name", sanitizeUtf8(call.name)}, {"arguments", sanitizeUtf8(call.arguments)}}}};
+}
+
+nlohmann::json chatFinishReasonJson(FinishReason reason, const ToolSettings &tools, bool called) {
+  // A named tool_choice answers "stop", as OpenAI does; calls the model chose, "tool_calls".
+  if (reason == FinishReason::kStop && called && tools.choice != ToolSettings::Choice::kNamed)
+    return "tool_calls";
+  return finishReasonJson(reason);
+}
+
+namespace {
+
+// The assistant message of one sample: its text as content, or read for tool calls.
+nlohmann::json chatMessage(const GenerationRequest &request, const SampleResult &s,
+                           const ServeModel &model, bool &called) {
+  nlohmann::json message = {{"role", "assistant"}, {"content", sanitizeUtf8(s.text)}};
+  called = false;
+  const ToolSettings &tools = request.tools;
+  ParsedToolOutput parsed;
+  if (tools.choice == ToolSettings::Choice::kNamed) {
+    parsed.calls.push_back({tools.namedFunction, s.text});
+  } else {
+    ToolCallFormat format = toolCallFormatFor(tools, model.toolCallFormat());
+    if (format == ToolCallFormat::kNone)
+      return message;
+    parsed = parseToolCalls(format, s.text);
+    if (!tools.parallel && parsed.calls.size() > 1)
+      parsed.calls.resize(1);
+  }
+  message["content"] = parsed.content ? nlohmann::json(sanitizeUtf8(*parsed.content)) : nullptr;
+  if (parsed.calls.empty())
+    return message;
+  called = true;
+  nlohmann::json calls = nlohmann::json::array();
+  for (const ToolCall &call : parsed.calls)
+    calls.push_back(toolCallJson(newToolCallId(model.toolCallFormat()), call));
+  message["tool_calls"] = std::move(calls);
+  return message;
+}
+
+} // namespace
+
 nlohmann::json chatResponse(const ResponseHeader &header, const GenerationRequest &request,
                             const GenerationResult &result, const ServeModel &model) {
   nlohmann::json choices = nlohmann::json::array();
   for (size_t i = 0; i < result.samples.size(); ++i) {
     const SampleResult &s = result.samples[i];
+    bool called = false;
+    nlohmann::json message = chatMessage(request, s, model, called);
     nlohmann::json choice = {
         {"index", i},
-        {"message", {{"role", "assistant"}, {"content", sanitizeUtf8(s.text)}}},
+        {"message", std::move(message)},
         {"logprobs", nullptr},
-        {"finish_reason", finishReasonJson(s.finishReason)}};
+        {"finish_reason", chatFinishReasonJson(s.finishReason, request.tools, called)}};
     if (request.logprobs)
       choice["logprobs"] = chatLogprobsJson(s.tokenIds, s.logprobs, model);
     if (request.returnTokenIds)

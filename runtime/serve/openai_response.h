@@ -23,6 +23,10 @@ struct ResponseHeader {
 nlohmann::json usageJson(const Usage &usage);
 // "stop" / "length" / "abort" / "error"; null while generating.
 nlohmann::json finishReasonJson(FinishReason reason);
+// A chat choice's: "tool_calls" when the model's calls end it (tool_choice "auto" or "required").
+nlohmann::json chatFinishReasonJson(FinishReason reason, const ToolSettings &tools, bool called);
+// {"id", "type": "function", "function": {"name", "arguments"}}.
+nlohmann::json toolCallJson(const std::string &id, const ToolCall &call);
 
 // Legacy completions logprobs: {"tokens","token_logprobs","top_logprobs","text_offset"}.
 // `textOffset` is where the first token's text starts in the choice's text.

@@ -2,6 +2,7 @@
 #include "runtime/serve/openai_request.h"
 #include "runtime/serve/openai_stream.h"
 #include "runtime/serve/routes.h"
+#include "runtime/serve/tool_request.h"
 
 namespace kiln::rt::serve {
 namespace {
@@ -75,6 +76,10 @@ void runCompletion(RouteContext &ctx, ServeModel &model, std::shared_ptr<Generat
 
 void runChat(RouteContext &ctx, ServeModel &model, std::shared_ptr<GenerationRequest> request,
              httplib::Response &res, Framing framing) {
+  // Mistral's calls start with [TOOL_CALLS], a special token: the parser has to see it (as in
+  // vLLM, which turns skip_special_tokens off for them too).
+  if (toolCallFormatFor(request->tools, model.toolCallFormat()) == ToolCallFormat::kMistral)
+    request->sampling.skipSpecialTokens = false;
   runOpenAiGeneration(ctx, model, std::move(request), res, framing, "chatcmpl", &makeChatStream,
                       &chatResponseOfFirst);
 }

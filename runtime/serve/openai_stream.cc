@@ -1,6 +1,10 @@
 #include "runtime/serve/openai_stream.h"
 
 #include "runtime/serve/json_text.h"
+#include "runtime/serve/tool_request.h"
+
+#include <map>
+#include <optional>
 
 namespace kiln::rt::serve {
 namespace {
@@ -90,21 +94,81 @@ public:
     if (out.finishReason == FinishReason::kError)
       return errorEvent(out);
     bool finishing = out.finishReason != FinishReason::kNone;
-    if (out.text.empty() && !finishing && !c_.request->logprobs)
-      return {}; // a token whose text is still held back: nothing to say yet
+    const ToolSettings &tools = c_.request->tools;
+    bool readsTools = tools.choice == ToolSettings::Choice::kNamed ||
+                      toolCallFormatFor(tools, c_.model->toolCallFormat()) != ToolCallFormat::kNone;
     nlohmann::json delta = nlohmann::json::object();
-    if (!out.text.empty() || !finishing)
+    bool called = false;
+    if (readsTools) {
+      called = toolDelta(out, finishing, delta);
+    } else if (!out.text.empty() || !finishing) {
       delta["content"] = sanitizeUtf8(out.text);
-    nlohmann::json choice = {{"index", out.index},
-                             {"delta", std::move(delta)},
-                             {"logprobs", nullptr},
-                             {"finish_reason", finishReasonJson(out.finishReason)}};
+    }
+    if (delta.empty() && !finishing && !c_.request->logprobs)
+      return {}; // a token whose text is still held back: nothing to say yet
+    nlohmann::json choice = {
+        {"index", out.index},
+        {"delta", std::move(delta)},
+        {"logprobs", nullptr},
+        {"finish_reason", chatFinishReasonJson(out.finishReason, tools, called)}};
     if (c_.request->logprobs)
       choice["logprobs"] = chatLogprobsJson(out.tokenIds, out.logprobs, *c_.model);
     if (c_.request->returnTokenIds)
       choice["token_ids"] = out.tokenIds;
     return frame(chatChunk(c_.header, std::move(choice)));
   }
+
+private:
+  // One sample's tool-call reading: its parser (tool_choice "auto" / "required"), or for a named
+  // function whether its call has been opened (the text is then the call's arguments).
+  struct SampleTools {
+    std::optional<ToolCallParser> parser;
+    size_t calls = 0;
+  };
+
+  // Fills `delta` with what this output says as content and tool calls; true once the sample
+  // has called a tool.
+  bool toolDelta(const RequestOutput &out, bool finishing, nlohmann::json &delta) {
+    const ToolSettings &tools = c_.request->tools;
+    SampleTools &sample = samples_[out.index];
+    ToolCallFormat idFormat = c_.model->toolCallFormat();
+    if (tools.choice == ToolSettings::Choice::kNamed) {
+      bool first = sample.calls == 0;
+      if (!first && out.text.empty())
+        return true;
+      nlohmann::json call =
+          first ? toolCallJson(newToolCallId(idFormat), {tools.namedFunction, out.text})
+                : nlohmann::json{{"function", {{"arguments", sanitizeUtf8(out.text)}}}};
+      call["index"] = 0;
+      sample.calls = 1;
+      delta["tool_calls"] = nlohmann::json::array({std::move(call)});
+      return true;
+    }
+    if (!sample.parser)
+      sample.parser.emplace(toolCallFormatFor(tools, c_.model->toolCallFormat()));
+    ToolCallDelta said = sample.parser->feed(out.text);
+    if (finishing) {
+      ToolCallDelta last = sample.parser->finish();
+      said.content += last.content;
+      for (ToolCall &call : last.calls)
+        said.calls.push_back(std::move(call));
+    }
+    if (!said.content.empty())
+      delta["content"] = sanitizeUtf8(said.content);
+    nlohmann::json calls = nlohmann::json::array();
+    for (const ToolCall &call : said.calls) {
+      if (!tools.parallel && sample.calls > 0)
+        break;
+      nlohmann::json entry = toolCallJson(newToolCallId(idFormat), call);
+      entry["index"] = sample.calls++;
+      calls.push_back(std::move(entry));
+    }
+    if (!calls.empty())
+      delta["tool_calls"] = std::move(calls);
+    return sample.calls > 0;
+  }
+
+  std::map<int32_t, SampleTools> samples_;
 };
 
 } // namespace

@@ -101,6 +101,11 @@ Status applyOption(const std::string &key, const std::string &value, const std::
     config.chatTemplatePath = value;
     return okStatus();
   }
+  if (key == "tool_call_parser") {
+    config.toolCallParser = value;
+    config.sources["tool_call_parser"] = where;
+    return okStatus();
+  }
   if (key == "gpu_memory_utilization") {
     char *end = nullptr;
     double v = std::strtod(value.c_str(), &end);

@@ -42,6 +42,7 @@ struct ServeConfig {
   int64_t kvCacheMb = 0;           // 0: the device default
   double gpuMemoryUtilization = 0; // option.gpu_memory_utilization; 0: unset (the flag or default)
   std::string chatTemplatePath;
+  std::string toolCallParser; // --tool-call-parser / option.tool_call_parser; "": the template's
   std::string servedModelName;
   Framing sageMakerStreamFormat = Framing::kJsonLines;
   size_t maxBodyBytes = kDefaultMaxBodyBytes;

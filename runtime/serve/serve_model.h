@@ -5,6 +5,7 @@
 
 #include "runtime/base/status.h"
 #include "runtime/engine/engine.h"
+#include "runtime/serve/tool_call_parser.h"
 
 #include <nlohmann/json.hpp>
 
@@ -38,6 +39,9 @@ public:
   virtual std::string tokenText(int32_t id) const = 0;
   virtual std::string decode(std::span<const int32_t> ids) const = 0;
   virtual bool isSpecialToken(int32_t id) const = 0;
+  // The format tool_choice "auto" reads calls in (runtime/serve/tool_call_parser.h):
+  // --tool-call-parser, else the chat template's.
+  virtual ToolCallFormat toolCallFormat() const { return ToolCallFormat::kNone; }
 };
 
 } // namespace kiln::rt::serve

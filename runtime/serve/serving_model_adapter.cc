@@ -3,10 +3,10 @@
 namespace kiln::rt::serve {
 
 ServingModelAdapter::ServingModelAdapter(std::unique_ptr<ServingModel> model,
-                                         std::string servedName)
+                                         std::string servedName, ToolCallFormat toolCallFormat)
     : model_(std::move(model)),
       name_(servedName.empty() ? model_->modelName() : std::move(servedName)),
-      eosIds_(model_->eosTokenIds()) {}
+      eosIds_(model_->eosTokenIds()), toolCallFormat_(toolCallFormat) {}
 
 Result<std::vector<int32_t>> ServingModelAdapter::encodePrompt(std::string_view text) const {
   return model_->encodePrompt(text);

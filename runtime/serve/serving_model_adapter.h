@@ -12,7 +12,9 @@ namespace kiln::rt::serve {
 class ServingModelAdapter final : public ServeModel {
 public:
   // `servedName` replaces the artifact-derived name when not empty (--served-model-name).
-  ServingModelAdapter(std::unique_ptr<ServingModel> model, std::string servedName);
+  // `toolCallFormat`: how tool_choice "auto" reads calls (serve_command resolves the flag).
+  ServingModelAdapter(std::unique_ptr<ServingModel> model, std::string servedName,
+                      ToolCallFormat toolCallFormat = ToolCallFormat::kNone);
 
   Engine &engine() override { return model_->engine(); }
   const std::string &name() const override { return name_; }
@@ -25,6 +27,7 @@ public:
   std::string tokenText(int32_t id) const override;
   std::string decode(std::span<const int32_t> ids) const override;
   bool isSpecialToken(int32_t id) const override;
+  ToolCallFormat toolCallFormat() const override { return toolCallFormat_; }
 
   ServingModel &servingModel() { return *model_; }
 
@@ -32,6 +35,7 @@ private:
   std::unique_ptr<ServingModel> model_;
   std::string name_;
   std::vector<int32_t> eosIds_;
+  ToolCallFormat toolCallFormat_;
 };
 
 } // namespace kiln::rt::serve

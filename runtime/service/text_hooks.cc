@@ -8,8 +8,9 @@ namespace {
 
 class DetokenizerStream final : public TextStream {
 public:
-  DetokenizerStream(const Tokenizer &tokenizer, std::span<const int32_t> promptIds)
-      : detokenizer_(tokenizer, /*skipSpecialTokens=*/true) {
+  DetokenizerStream(const Tokenizer &tokenizer, std::span<const int32_t> promptIds,
+                    bool skipSpecialTokens)
+      : detokenizer_(tokenizer, skipSpecialTokens) {
     detokenizer_.prime(promptIds);
   }
   std::string append(int32_t tokenId) override { return detokenizer_.push(tokenId); }
@@ -34,8 +35,9 @@ private:
 
 } // namespace
 
-std::unique_ptr<TextStream> TokenizerTextHooks::openStream(std::span<const int32_t> promptIds) {
-  return std::make_unique<DetokenizerStream>(tokenizer_, promptIds);
+std::unique_ptr<TextStream> TokenizerTextHooks::openStream(std::span<const int32_t> promptIds,
+                                                           bool skipSpecialTokens) {
+  return std::make_unique<DetokenizerStream>(tokenizer_, promptIds, skipSpecialTokens);
 }
 
 Result<std::unique_ptr<StopStringFilter>>

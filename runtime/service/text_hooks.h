@@ -15,7 +15,8 @@ class TokenizerTextHooks final : public Detokenizer, public StopStringFilterFact
 public:
   explicit TokenizerTextHooks(const Tokenizer &tokenizer) : tokenizer_(tokenizer) {}
 
-  std::unique_ptr<TextStream> openStream(std::span<const int32_t> promptIds) override;
+  std::unique_ptr<TextStream> openStream(std::span<const int32_t> promptIds,
+                                         bool skipSpecialTokens) override;
   Result<std::unique_ptr<StopStringFilter>> create(const std::vector<std::string> &stops) override;
 
 private:

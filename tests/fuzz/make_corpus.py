@@ -520,6 +520,17 @@ def structuredSeeds():
         "type": "array", "items": {"enum": ["a", 1, None, True]}, "maxItems": 3}))
 
 
+def toolCallSeeds():
+    """tool_call_fuzz: format byte (h, l, m, f), piece-size byte, then a model's output."""
+    call = '{"name": "get_weather", "arguments": {"city": "Z\u00fcrich", "days": [1, 2]}}'
+    write("tool_call_fuzz", "hermes-two", "h\x03Sure.\n<tool_call>\n" + call +
+          "\n</tool_call>\n<tool_call>" + call + "</tool_call>")
+    write("tool_call_fuzz", "llama3-two", 'l\x05{"name": "f", "parameters": {"a": "}"}}; ' + call)
+    write("tool_call_fuzz", "mistral-array", "m\x01Checking.[TOOL_CALLS] [" + call + ", " + call +
+          "]")
+    write("tool_call_fuzz", "forced-array", 'f\x07[{"name": "f", "parameters": {"q": "\\\""}}]')
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--artifact", action="append", default=[],
@@ -534,6 +545,7 @@ def main():
     chatTemplateSeeds()
     serveRequestSeeds()
     structuredSeeds()
+    toolCallSeeds()
     servingPropertiesSeeds()
     s3XmlSeeds()
     tarSeeds()

@@ -84,6 +84,22 @@ kToolConversations = {
         ],
         "tools": [kGetWeatherTool],
     },
+    # A call and its result rendered back. The arguments are an object here, as transformers'
+    # templates expect; an OpenAI client sends them as JSON text, which the server (like vLLM)
+    # turns into the object before rendering. The id is 9 letters or digits: Mistral's template
+    # accepts no other.
+    "tool_roundtrip": {
+        "messages": [
+            {"role": "user", "content": "What is the weather like in Paris right now?"},
+            {"role": "assistant", "content": None, "tool_calls": [{
+                "id": "Ab3dE6gH9", "type": "function",
+                "function": {"name": "get_weather",
+                             "arguments": {"location": "Paris, France", "unit": "celsius"}}}]},
+            {"role": "tool", "tool_call_id": "Ab3dE6gH9", "name": "get_weather",
+             "content": "{\"temperature\": 22, \"unit\": \"celsius\"}"},
+        ],
+        "tools": [kGetWeatherTool],
+    },
 }
 kToolTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3")
 

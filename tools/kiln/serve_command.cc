@@ -44,7 +44,11 @@ const CommandSpec kServeSpec = {
         {"--kv-cache-mb", "N", "KV cache size in MiB (default 256 on cpu)"},
         {"--chat-template", "FILE", "Jinja chat template overriding the artifact's"},
         {"--served-model-name", "NAME", "the name clients pass as \"model\""},
-        {"--sagemaker", "", "SageMaker mode for ARTIFACT: serving.properties, OPTION_* env, port 8080"},
+        {"--tool-call-parser", "hermes|llama3_json|mistral|none",
+         "format of the model's tool calls under tool_choice \"auto\" (default: the chat "
+         "template's)"},
+        {"--sagemaker", "",
+         "SageMaker mode for ARTIFACT: serving.properties, OPTION_* env, port 8080"},
         {"--sagemaker-stream-format", "jsonl|sse", "/invocations streaming format (default jsonl)"},
         {"--max-body-bytes", "N", "largest request body; larger ones get 413 (default 4194304)"},
         {"--http-threads", "N", "most connections served at once (default 2048)"},
@@ -108,6 +112,10 @@ Status applyFlags(const Args &args, rt::serve::ServeConfig &config) {
                                     config, config.maxHeaderBytes));
   config.chatTemplatePath = args.getOr("--chat-template", config.chatTemplatePath);
   config.servedModelName = args.getOr("--served-model-name", config.servedModelName);
+  if (auto parser = args.get("--tool-call-parser")) {
+    config.toolCallParser = *parser;
+    config.sources["tool_call_parser"] = "--tool-call-parser";
+  }
   if (auto format = args.get("--sagemaker-stream-format")) {
     if (*format != "jsonl" && *format != "sse")
       return invalidArgument("--sagemaker-stream-format must be jsonl or sse, got '" + *format +
@@ -227,6 +235,20 @@ Result<rt::ServingOptions> servingOptions(const rt::serve::ServeConfig &config,
   return options;
 }
 
+// --tool-call-parser (or option.tool_call_parser), else the format the chat template writes.
+Result<rt::serve::ToolCallFormat> toolCallFormat(const rt::serve::ServeConfig &config,
+                                                 const rt::ServingModel &model) {
+  if (!config.toolCallParser.empty()) {
+    Result<rt::serve::ToolCallFormat> named = rt::serve::toolCallFormatNamed(config.toolCallParser);
+    if (!named.isOk())
+      return named.status().withContext(config.sources.at("tool_call_parser"));
+    return named;
+  }
+  const rt::ChatTemplate *chat = model.chatTemplate();
+  return chat ? rt::serve::toolCallFormatOfTemplate(chat->source())
+              : rt::serve::ToolCallFormat::kNone;
+}
+
 Result<std::unique_ptr<rt::serve::ServingModelAdapter>>
 loadModel(const rt::serve::ServeConfig &config, const DeviceFlags &flags, bool verifyWeights) {
   KILN_ASSIGN_OR_RETURN(rt::ServingOptions options, servingOptions(config, flags));
@@ -240,8 +262,9 @@ loadModel(const rt::serve::ServeConfig &config, const DeviceFlags &flags, bool v
   facts.maxBatch = static_cast<int32_t>(plan.limits()->max_batch());
   facts.maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
   KILN_RETURN_IF_ERROR(rt::serve::checkAgainstArtifact(config, facts));
-  return std::make_unique<rt::serve::ServingModelAdapter>(std::move(model),
-                                                          config.servedModelName);
+  KILN_ASSIGN_OR_RETURN(rt::serve::ToolCallFormat toolCalls, toolCallFormat(config, *model));
+  return std::make_unique<rt::serve::ServingModelAdapter>(std::move(model), config.servedModelName,
+                                                          toolCalls);
 }
 
 rt::serve::HttpServerConfig httpConfig(const rt::serve::ServeConfig &config) {
@@ -333,6 +356,13 @@ int serve(const Args &args) {
     std::cerr << "kiln serve: warning: the artifact has no chat template: /v1/chat/completions "
                  "and chat bodies sent to /invocations answer 400; start kiln serve with "
                  "--chat-template FILE to serve chat\n";
+  if (rt::serve::ToolCallFormat tools = (*model)->toolCallFormat();
+      tools != rt::serve::ToolCallFormat::kNone)
+    std::cerr << "kiln serve: tool_choice \"auto\" reads " << rt::serve::toolCallFormatName(tools)
+              << " tool calls ("
+              << (config->toolCallParser.empty() ? "the chat template's format"
+                                                 : config->sources.at("tool_call_parser"))
+              << ")\n";
   std::cerr << "kiln serve: serving '" << (*model)->name() << "' on http://" << config->host << ":"
             << *port << "\n"
             << std::flush;

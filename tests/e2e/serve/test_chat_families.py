@@ -8,8 +8,10 @@ temporary directory with tokenizer.json / tokenizer_config.json / special_tokens
 from $ASSETS/tokenizers/<name> (never into the repository), `kiln compile` builds it, `kiln serve`
 serves it, and each conversation goes through the openai client with return_token_ids. The
 server's `prompt_token_ids` must equal the golden ids exactly. Qwen2.5 and Mistral also get the
-golden's tool conversation (a get_weather function whose JSON schema keys are not in sorted order)
-sent with the client's `tools=`: their templates print the tools as JSON in the order given.
+golden's tool conversations (a get_weather function whose JSON schema keys are not in sorted order)
+sent with the client's `tools=`: their templates print the tools as JSON in the order given; and a
+call with its result rendered back (role "tool"), the call's arguments sent as JSON text as OpenAI
+clients send them.
 
 The API does not return the rendered prompt text, so the text is checked through the tokenizer:
 `kiln tokenize --no-special` of the golden text must give the same ids. Together the two say the
@@ -63,6 +65,18 @@ def loadGenerator():
     return module
 
 
+def openAiMessages(messages):
+    """The golden's messages as an OpenAI client sends them: a tool call's arguments as JSON text
+    (the golden renders them as the object transformers' templates expect; the server converts)."""
+    out = []
+    for m in messages:
+        m = json.loads(json.dumps(m))
+        for call in m.get("tool_calls") or []:
+            call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
+        out.append(m)
+    return out
+
+
 def expectedIds(case):
     """tokenizer.json's ids where transformers' differ (see the module docstring), else the ids."""
     return case.get("tokenizer_json_ids", case["ids"])
@@ -99,7 +113,7 @@ class ChatFamiliesTest(unittest.TestCase):
         self.assertIn("tokenizer_config.json", copied)
         artifact = modelDir + ".kiln"
         out = subprocess.run([h.ARGS.kiln, "compile", modelDir, "-o", artifact, "--max-batch", "4",
-                              "--max-seq-len", "256", "--quiet"],
+                              "--max-seq-len", "512", "--quiet"],
                              capture_output=True, text=True, timeout=300)
         self.assertEqual(out.returncode, 0, f"kiln compile {modelDir}: {out.stderr}")
         return artifact
@@ -122,7 +136,8 @@ class ChatFamiliesTest(unittest.TestCase):
         requests = [(c, self.golden["conversations"][c["conversation"]], None) for c in cases]
         for case in withTools:
             conversation = self.golden["tool_conversations"][case["conversation"]]
-            requests.append((case, conversation["messages"], conversation["tools"]))
+            requests.append((case, openAiMessages(conversation["messages"]),
+                             conversation["tools"]))
         with h.Server(artifact, "--kv-cache-mb", "16") as server:
             client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0,
                                    timeout=120)
@@ -145,10 +160,10 @@ class ChatFamiliesTest(unittest.TestCase):
             self.assertEqual(server.stop(), 0)
 
     def test_qwen2_5(self):
-        self.checkTokenizer("qwen2.5", toolCases=1)
+        self.checkTokenizer("qwen2.5", toolCases=2)
 
     def test_mistral_7b_instruct_v0_3(self):
-        self.checkTokenizer("mistral-7b-instruct-v0.3", toolCases=1)
+        self.checkTokenizer("mistral-7b-instruct-v0.3", toolCases=2)
 
     def test_phi3_mini(self):
         entry = self.golden["tokenizers"]["phi3-mini"]

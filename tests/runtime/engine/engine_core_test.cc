@@ -311,7 +311,7 @@ class SpellingDetokenizer : public Detokenizer {
   };
 
 public:
-  std::unique_ptr<TextStream> openStream(std::span<const int32_t>) override {
+  std::unique_ptr<TextStream> openStream(std::span<const int32_t>, bool) override {
     return std::make_unique<Stream>();
   }
 };

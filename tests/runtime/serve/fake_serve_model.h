@@ -7,6 +7,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/engine/fake_runner.h"
 #include "runtime/serve/serve_model.h"
+#include "runtime/structured/grammar_matcher.h"
 
 #include <memory>
 #include <stdexcept>
@@ -26,7 +27,7 @@ public:
 
 class ByteDetokenizer : public Detokenizer {
 public:
-  std::unique_ptr<TextStream> openStream(std::span<const int32_t>) override {
+  std::unique_ptr<TextStream> openStream(std::span<const int32_t>, bool) override {
     return std::make_unique<ByteStream>();
   }
 };
@@ -37,7 +38,16 @@ struct FakeModelOptions {
   int32_t numKvBlocks = 512;
   float eosBoost = 0.0f;
   bool hasChatTemplate = true;
+  ToolCallFormat toolCallFormat = ToolCallFormat::kNone;
 };
+
+// Token t < 256 is the byte t; the rest (eos among them) have no bytes.
+inline std::shared_ptr<const structured::TokenTrie> byteVocabulary() {
+  std::vector<std::string> bytes(kVocab);
+  for (int32_t t = 0; t < 256; ++t)
+    bytes[t] = std::string(1, static_cast<char>(t));
+  return std::make_shared<const structured::TokenTrie>(std::move(bytes));
+}
 
 // The prompt text on which the fake's encodePrompt throws: a handler bug as the server sees it.
 inline constexpr const char *kThrowingPrompt = "THROW-IN-HANDLER";
@@ -46,7 +56,7 @@ inline constexpr const char *kThrownText = "secret internal detail /srv/kiln/mod
 class FakeServeModel : public ServeModel {
 public:
   explicit FakeServeModel(FakeModelOptions options = {})
-      : hasChatTemplate_(options.hasChatTemplate) {
+      : hasChatTemplate_(options.hasChatTemplate), toolCallFormat_(options.toolCallFormat) {
     FakeRunnerConfig rc;
     rc.limits.maxBatch = options.maxBatch;
     rc.limits.maxTokensPerStep = 512;
@@ -63,6 +73,7 @@ public:
     ec.runner = runner_.get();
     ec.eosTokenIds = {kEos};
     ec.detokenizer = &detokenizer_;
+    ec.vocabulary = byteVocabulary();
     ec.seed = 3;
     engine_ = std::move(Engine::create(ec)).value();
   }
@@ -102,10 +113,12 @@ public:
     return text;
   }
   bool isSpecialToken(int32_t id) const override { return id >= 256; }
+  ToolCallFormat toolCallFormat() const override { return toolCallFormat_; }
   FakeRunner &runner() { return *runner_; }
 
 private:
   bool hasChatTemplate_;
+  ToolCallFormat toolCallFormat_;
   std::string name_ = "fake-model";
   ByteDetokenizer detokenizer_;
   std::unique_ptr<FakeRunner> runner_;

@@ -132,16 +132,14 @@ TEST(OpenAiRequestTest, BadChatBodiesNameTheField) {
        "must be an object with a string 'type'"},
       {R"({"messages": [{"role": "user", "content": [{"type": "text", "text": 3}]}]})",
        "messages[0].content[0].text", "must be a string"},
-      // kiln neither forces nor parses tool calls.
+      // A forced call needs tools to call (tests/runtime/serve/tool_routes_test.cc has the rest).
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})",
-       "tool_choice",
-       "field 'tool_choice' is 'required'; kiln supports only \"auto\" and \"none\" (it does "
-       "not force a tool call)"},
+       "tool_choice", "field 'tool_choice' asks for a tool call but the request has no 'tools'"},
       {R"({"messages": [{"role": "user", "content": "x"}],
           "tool_choice": {"type": "function", "function": {"name": "get_weather"}}})",
-       "tool_choice", "field 'tool_choice' is an object; kiln supports only \"auto\" and"},
+       "tool_choice", "asks for a tool call but the request has no 'tools'"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": 1})", "tool_choice",
-       "is an integer"},
+       "must be \"none\", \"auto\", \"required\" or"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 9,
           "max_completion_tokens": 3, "min_tokens": 4})",
        "min_tokens", "field 'min_tokens' (4) must be <= 'max_completion_tokens' (3)"},

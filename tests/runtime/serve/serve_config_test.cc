@@ -27,6 +27,7 @@ TEST(ServeConfigTest, OptionsFromPropertiesThenEnvironment) {
                                       {"option.output_formatter", "sse"},
                                       {"option.gpu_memory_utilization", "0.9"},
                                       {"option.rolling_batch", "lmi-dist"},
+                                      {"option.tool_call_parser", "hermes"},
                                       {"engine", "Python"}},
                                      "serving.properties", config)
                   .isOk());
@@ -36,6 +37,9 @@ TEST(ServeConfigTest, OptionsFromPropertiesThenEnvironment) {
   ASSERT_EQ(config.warnings.size(), 1u);
   EXPECT_NE(config.warnings[0].find("option.rolling_batch"), std::string::npos);
   EXPECT_DOUBLE_EQ(config.gpuMemoryUtilization, 0.9);
+  EXPECT_EQ(config.toolCallParser, "hermes");
+  EXPECT_EQ(config.sources["tool_call_parser"],
+            "option.tool_call_parser=hermes in serving.properties");
   // The environment overrides the file, as LMI does.
   ASSERT_TRUE(applyEnvironment({{"OPTION_MAX_ROLLING_BATCH_SIZE", "4"},
                                 {"MAX_CONCURRENT_REQUESTS", "77"},
