@@ -15,13 +15,15 @@
 //      would refuse their dtype only as an unknown one.
 //   6: DType Q4Z (4-bit with integer zero points: GPTQ / AWQ checkpoints kept packed), F8E4M3
 //      (an fp8 KV cache) and Q8F (fp8 weights), likewise.
+//   7: Gemma 2: op kinds GeluTanhMul and Softcap, Attention.logit_softcap, Embedding.scale (an
+//      older runtime would drop the scale and the cap and compute wrong logits).
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 6;
+inline constexpr uint32_t kSchemaVersion = 7;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

@@ -34,6 +34,9 @@ bool isActivation(mlir::Value value);
 Rows rowsOf(mlir::Value value);
 // The step input's run-time rows rule (block tables: one row per sequence).
 Rows stepInputRows(StepInputKind kind);
+// The gated MLP's activation: the kiln.silu or kiln.gelu_tanh operand of `mul` (either side; the
+// product commutes), with `other` set to mul's other operand; null when there is none.
+mlir::Operation *gateActivation(MulOp mul, mlir::Value &other);
 
 // A kiln.weight stored quantized (its quant and group_size attributes), or nullopt.
 struct WeightQuant {

@@ -181,6 +181,14 @@ LogicalResult MulOp::verify() {
 LogicalResult SiluOp::verify() {
   return verifySameActivation(*this);
 }
+LogicalResult GeluTanhOp::verify() {
+  return verifySameActivation(*this);
+}
+LogicalResult SoftcapOp::verify() {
+  if (!(getCap().convertToFloat() > 0.0f))
+    return emitOpError() << "cap must be positive, got " << getCap().convertToFloat();
+  return verifySameActivation(*this);
+}
 
 LogicalResult AddRmsNormOp::verify() {
   mlir::Type type = getX().getType();
@@ -213,13 +221,22 @@ LogicalResult LinearOp::verify() {
   return expectWidth(*this, getResult(), outFeatures, "result", "weight dim 0");
 }
 
-LogicalResult SiluMulOp::verify() {
-  FailureOr<int64_t> width = activationWidth(*this, getGateUp(), "gate_up");
+// [gate | up] -> half its width: silu_mul and gelu_tanh_mul.
+template <typename GatedOp> static LogicalResult verifyGated(GatedOp op) {
+  FailureOr<int64_t> width = activationWidth(op, op.getGateUp(), "gate_up");
   if (failed(width))
     return failure();
   if (*width % 2 != 0)
-    return emitOpError() << "gate_up width " << *width << " must be even ([gate | up])";
-  return expectWidth(*this, getResult(), *width / 2, "result", "half the gate_up width");
+    return op.emitOpError() << "gate_up width " << *width << " must be even ([gate | up])";
+  return expectWidth(op, op.getResult(), *width / 2, "result", "half the gate_up width");
+}
+
+LogicalResult GeluTanhMulOp::verify() {
+  return verifyGated(*this);
+}
+
+LogicalResult SiluMulOp::verify() {
+  return verifyGated(*this);
 }
 
 // q_norm and k_norm come together, with a positive eps, as [head_dim] vectors.
@@ -354,6 +371,17 @@ Rows stepInputRows(StepInputKind kind) {
   default:
     return Rows::kTokens;
   }
+}
+
+mlir::Operation *gateActivation(MulOp mul, Value &other) {
+  for (auto [side, rest] : {std::pair{mul.getLhs(), mul.getRhs()}, {mul.getRhs(), mul.getLhs()}}) {
+    mlir::Operation *def = side.getDefiningOp();
+    if (def && mlir::isa<SiluOp, GeluTanhOp>(def)) {
+      other = rest;
+      return def;
+    }
+  }
+  return nullptr;
 }
 
 Rows rowsOf(Value value) {

@@ -72,9 +72,10 @@ def Kiln_StepInputOp : Kiln_Op<"step_input", [Pure]> {
 }
 
 def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
-  let summary = "y[t] = table[ids[t] - vocab_start], zeros for ids outside the table's rows";
+  let summary = "y[t] = table[ids[t] - vocab_start] * scale, zeros for ids outside the table's rows";
   let arguments = (ins Kiln_Index:$ids, Kiln_Activation:$table,
-                   DefaultValuedAttr<I64Attr, "0">:$vocab_start);
+                   DefaultValuedAttr<I64Attr, "0">:$vocab_start,
+                   DefaultValuedAttr<F32Attr, "1.0f">:$scale);
   let results = (outs Kiln_Activation:$result);
 }
 
@@ -126,6 +127,25 @@ def Kiln_SiluMulOp : Kiln_Op<"silu_mul", [Pure]> {
   let results = (outs Kiln_Activation:$result);
 }
 
+def Kiln_GeluTanhOp : Kiln_Op<"gelu_tanh", [Pure]> {
+  let summary = "0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (unfused; fuse-gate-up turns "
+                "gelu_tanh + mul into gelu_tanh_mul)";
+  let arguments = (ins Kiln_Activation:$x);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_GeluTanhMulOp : Kiln_Op<"gelu_tanh_mul", [Pure]> {
+  let summary = "y = gelu_tanh(gu[:, :I]) * gu[:, I:] (GeGLU)";
+  let arguments = (ins Kiln_Activation:$gate_up);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_SoftcapOp : Kiln_Op<"softcap", [Pure]> {
+  let summary = "y = tanh(x / cap) * cap (Gemma 2's final logit soft-capping)";
+  let arguments = (ins Kiln_Activation:$x, F32Attr:$cap);
+  let results = (outs Kiln_Activation:$result);
+}
+
 def Kiln_RopeKvWriteOp : Kiln_Op<"rope_kv_write",
                                   [MemoryEffects<[MemWrite]>, AttrSizedOperandSegments]> {
   let summary = "rotate q and k, write k and v into the layer's paged KV cache, return q";
@@ -168,12 +188,14 @@ def Kiln_AttentionOp : Kiln_Op<"attention", [MemoryEffects<[MemRead]>]> {
   let summary = "causal paged attention of q over the layer's KV cache";
   let description = [{
     With `sliding_window` W > 0 the token at position p attends to positions max(0, p - W + 1)..p
-    (transformers' sliding window: query - key < W); 0 attends to all of 0..p.
+    (transformers' sliding window: query - key < W); 0 attends to all of 0..p. With
+    `logit_softcap` c > 0 each score s becomes tanh(s / c) * c before the softmax (Gemma 2).
   }];
   let arguments = (ins Kiln_Activation:$q, Kiln_Index:$positions, Kiln_Index:$query_start_loc,
                    Kiln_Index:$context_lens, Kiln_Index:$block_tables,
                    I64Attr:$layer, I64Attr:$num_heads, I64Attr:$num_kv_heads, I64Attr:$head_dim,
-                   F32Attr:$scale, DefaultValuedAttr<I64Attr, "0">:$sliding_window);
+                   F32Attr:$scale, DefaultValuedAttr<I64Attr, "0">:$sliding_window,
+                   DefaultValuedAttr<F32Attr, "0.0f">:$logit_softcap);
   let results = (outs Kiln_Activation:$result);
 }
 

@@ -52,6 +52,7 @@ std::optional<SourceSlice> composeSourceSlices(const SourceSlice &outer, const S
       !composeRange(outer.colBegin, outer.colEnd, inner.colBegin, inner.colEnd, slice.colBegin,
                     slice.colEnd))
     return std::nullopt;
+  slice.plusOne = outer.plusOne || inner.plusOne;
   return slice;
 }
 
@@ -61,6 +62,8 @@ std::string formatSourceSlice(const SourceSlice &slice) {
     spec += "|rows=" + range(slice.rowBegin, slice.rowEnd);
   if (slice.colBegin != 0 || slice.colEnd != -1)
     spec += "|cols=" + range(slice.colBegin, slice.colEnd);
+  if (slice.plusOne)
+    spec += "|plus_one";
   return spec;
 }
 
@@ -79,6 +82,8 @@ std::optional<SourceSlice> parseSourceSlice(std::string_view spec) {
       ok = parseRange(part.substr(5), slice.rowBegin, slice.rowEnd);
     else if (part.rfind("cols=", 0) == 0)
       ok = parseRange(part.substr(5), slice.colBegin, slice.colEnd);
+    else if (part == "plus_one")
+      ok = slice.plusOne = true;
     if (!ok)
       return std::nullopt;
   }

@@ -1,5 +1,6 @@
 // A kiln.weight source is a checkpoint tensor name, optionally with a slice of it, written into
-// the source string itself ("model.norm.weight", "...q_proj.weight|rows=64:128|cols=0:32"). Tensor
+// the source string itself ("model.norm.weight", "...q_proj.weight|rows=64:128|cols=0:32"), and
+// "|plus_one" when the weight is 1 + the tensor (Gemma's RMSNorm scales by 1 + w). Tensor
 // parallelism shards weights this way; keeping the slice inside the string means the fusion passes,
 // which concatenate the parts' sources, carry shards along without knowing about them.
 #pragma once
@@ -18,11 +19,12 @@ struct SourceSlice {
   // tensor's last row are zeros (the padding of a vocab shard); cols must lie inside the tensor.
   int64_t rowBegin = 0, rowEnd = -1;
   int64_t colBegin = 0, colEnd = -1;
+  bool plusOne = false; // the weight is 1 + each value, computed in fp32
 
   bool sliced() const { return rowBegin != 0 || rowEnd != -1 || colBegin != 0 || colEnd != -1; }
 };
 
-// "tensor|rows=a:b|cols=c:d" (only the parts that differ from the whole tensor).
+// "tensor|rows=a:b|cols=c:d|plus_one" (only the parts that differ from the whole tensor).
 std::string formatSourceSlice(const SourceSlice &slice);
 // nullopt on a malformed spec (unknown key, bad numbers, begin > end).
 std::optional<SourceSlice> parseSourceSlice(std::string_view spec);

@@ -16,7 +16,8 @@ namespace kiln::compiler {
 // On the module: a TypeAttr (f32, f16 or bf16); absent means f32.
 inline constexpr const char *kActivationDtypeAttr = "kiln.activation_dtype";
 
-// The logits: the value @step returns and, at tp > 1, the lm_head shard its all_gather gathers.
+// The logits: the value @step returns and, at tp > 1, the lm_head shard its all_gather gathers;
+// under soft-capping (Gemma 2) the softcap's input too.
 // They stay f32 whatever --dtype says: the lm_head reads half activations and writes fp32 logits,
 // which is what sampling needs and what cuBLASLt does natively.
 inline bool isLogitsValue(mlir::Value value) {
@@ -25,6 +26,8 @@ inline bool isLogitsValue(mlir::Value value) {
       return true;
     if (auto gather = mlir::dyn_cast<AllGatherOp>(user);
         gather && isLogitsValue(gather.getResult()))
+      return true;
+    if (auto cap = mlir::dyn_cast<SoftcapOp>(user); cap && isLogitsValue(cap.getResult()))
       return true;
   }
   return false;

@@ -113,8 +113,8 @@ Status appendSlice(const std::vector<uint8_t> &whole, const std::vector<int64_t>
 Result<QuantizedMatrix> quantizedSource(const Checkpoint &checkpoint, const std::string &source,
                                         const WeightQuant &quant) {
   std::optional<SourceSlice> slice = parseSourceSlice(source);
-  if (!slice)
-    return invalidArgument("malformed weight source '" + source + "'");
+  if (!slice || slice->plusOne)
+    return invalidArgument("weight source '" + source + "' cannot be stored quantized");
   KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
   const int64_t group =
       quant.groupSize ? quant.groupSize : (info->shape.size() == 2 ? info->shape[1] : 0);
@@ -214,7 +214,7 @@ Status produceWeightBytes(const Checkpoint &checkpoint, const std::vector<std::s
     if (!slice)
       return invalidArgument("malformed weight source '" + source + "'");
     KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
-    bool raw = info->rawReadable && toSchemaDType(info->dtype) == dtype;
+    bool raw = !slice->plusOne && info->rawReadable && toSchemaDType(info->dtype) == dtype;
     std::vector<uint8_t> &target = slice->sliced() ? whole : bytes;
     if (slice->sliced())
       whole.clear();
@@ -223,6 +223,9 @@ Status produceWeightBytes(const Checkpoint &checkpoint, const std::vector<std::s
       target.insert(target.end(), data.begin(), data.end());
     } else {
       KILN_ASSIGN_OR_RETURN(std::vector<float> values, checkpoint.readF32(slice->tensor));
+      if (slice->plusOne) // as transformers' Gemma RMSNorm: 1.0 + weight.float()
+        for (float &v : values)
+          v += 1.0f;
       appendConverted(values, dtype, target);
     }
     if (slice->sliced())

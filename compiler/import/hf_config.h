@@ -45,6 +45,14 @@ struct HfModelConfig {
   bool oBias = false;                  // o_proj has a bias
   bool qkNorm = false;                 // per-head RMSNorm of q and k before rope (Qwen3)
   std::vector<int64_t> slidingWindows; // per layer, 0 = full attention; empty: all full
+  // Gemma 2 (compiler/models/gemma2.cc).
+  bool geluTanhMlp = false;     // GeGLU: gelu_pytorch_tanh(gate) * up, not SiLU
+  bool normPlusOne = false;     // every RMSNorm scales by (1 + weight)
+  bool sandwichNorms = false;   // norms after attention and around the MLP too (four a layer)
+  bool scaleEmbeddings = false; // embeddings times sqrt(hidden_size), rounded to the dtype
+  double attentionScale = 0;    // 0: 1 / sqrt(head_dim)
+  double attnLogitSoftcap = 0;  // 0: none; else scores become tanh(s / c) * c
+  double finalLogitSoftcap = 0; // 0: none; else logits become tanh(l / c) * c
 };
 
 // Reads MODEL_DIR/config.json and, when present, MODEL_DIR/generation_config.json.

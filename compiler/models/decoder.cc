@@ -2,6 +2,7 @@
 
 #include "compiler/dialect/source_slice.h"
 #include "compiler/emit/activation_dtype.h"
+#include "runtime/base/half.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
@@ -114,9 +115,19 @@ Value DecoderGraph::linear(const std::string &name, const std::string &source, V
   return b_.create<LinearOp>(loc(name), activation(out), x, w, b);
 }
 
+// A norm weight's source: the tensor, or 1 + it for Gemma's norms.
+std::string DecoderGraph::normSource(const std::string &tensor) const {
+  if (!config_.normPlusOne)
+    return tensor;
+  SourceSlice slice;
+  slice.tensor = tensor;
+  slice.plusOne = true;
+  return formatSourceSlice(slice);
+}
+
 Value DecoderGraph::rmsNorm(const std::string &name, const std::string &source, Value x) {
   int64_t width = mlir::cast<mlir::RankedTensorType>(x.getType()).getDimSize(1);
-  Value w = weight(name + ".weight", source, {width}, b_.getF32Type());
+  Value w = weight(name + ".weight", normSource(source), {width}, b_.getF32Type());
   return b_.create<RmsNormOp>(loc(name), x.getType(), x, w,
                               b_.getF32FloatAttr(static_cast<float>(config_.rmsNormEps)));
 }
@@ -140,8 +151,10 @@ Value DecoderGraph::attentionBlock(int64_t layer, Value normed) {
   Value qNorm, kNorm;
   if (c.qkNorm) {
     const std::string prefix = layerName(layer) + ".self_attn.";
-    qNorm = weight(name + ".q_norm.weight", prefix + "q_norm.weight", {c.headDim}, b_.getF32Type());
-    kNorm = weight(name + ".k_norm.weight", prefix + "k_norm.weight", {c.headDim}, b_.getF32Type());
+    qNorm = weight(name + ".q_norm.weight", normSource(prefix + "q_norm.weight"), {c.headDim},
+                   b_.getF32Type());
+    kNorm = weight(name + ".k_norm.weight", normSource(prefix + "k_norm.weight"), {c.headDim},
+                   b_.getF32Type());
   }
   mlir::Type qType = activation(qRows);
   auto i64 = [&](int64_t v) { return b_.getI64IntegerAttr(v); };
@@ -155,12 +168,13 @@ Value DecoderGraph::attentionBlock(int64_t layer, Value normed) {
       i64(static_cast<int64_t>(rope_.mode)), i64(rope_.originalMaxPositions), f32(rope_.ropeTheta),
       b_.getF64FloatAttr(rope_.dynamicFactor), f32(rope_.attentionScaling),
       f32(c.qkNorm ? c.rmsNormEps : 0));
-  const double scale = 1.0 / std::sqrt(static_cast<double>(c.headDim));
+  const double scale =
+      c.attentionScale > 0 ? c.attentionScale : 1.0 / std::sqrt(static_cast<double>(c.headDim));
   const int64_t window = c.slidingWindows.empty() ? 0 : c.slidingWindows[layer];
   Value attended = b_.create<AttentionOp>(
       loc("layers." + std::to_string(layer) + ".attention"), qType, rotated, positions_,
       queryStartLoc_, contextLens_, blockTables_, i64(layer), i64(c.numHeads), i64(c.numKvHeads),
-      i64(c.headDim), f32(scale), i64(window));
+      i64(c.headDim), f32(scale), i64(window), f32(c.attnLogitSoftcap));
   const std::string prefix = layerName(layer) + ".self_attn.o_proj";
   return linear(name + ".o", prefix + ".weight", attended, c.hiddenSize,
                 c.oBias ? prefix + ".bias" : "");
@@ -178,11 +192,51 @@ Value DecoderGraph::gatedMlp(int64_t layer, Value normed) {
                       c.mlpBias ? source("gate_proj", 0, ".bias") : "");
   Value up = linear(name + ".up", source("up_proj", rows, ".weight"), normed, rows,
                     c.mlpBias ? source("up_proj", rows, ".bias") : "");
-  Value activated = b_.create<SiluOp>(loc(name + ".silu"), gate.getType(), gate);
+  Value activated =
+      c.geluTanhMlp
+          ? b_.create<GeluTanhOp>(loc(name + ".gelu_tanh"), gate.getType(), gate).getResult()
+          : b_.create<SiluOp>(loc(name + ".silu"), gate.getType(), gate).getResult();
   Value product = b_.create<MulOp>(loc(name + ".mul"), gate.getType(), activated, up);
   const std::string down = layerName(layer) + ".mlp.down_proj";
   return linear(name + ".down", down + ".weight", product, c.hiddenSize,
                 c.mlpBias ? down + ".bias" : "");
+}
+
+// Pre-norm attention and MLP, each added to the residual stream.
+Value DecoderGraph::preNormLayer(int64_t layer, Value hidden) {
+  const std::string prefix = "layers." + std::to_string(layer);
+  const std::string hf = layerName(layer);
+  Value normed = rmsNorm(prefix + ".attn_norm", hf + ".input_layernorm.weight", hidden);
+  hidden = b_.create<AddOp>(loc(prefix + ".attn_residual"), hidden.getType(), hidden,
+                            attentionBlock(layer, normed));
+  normed = rmsNorm(prefix + ".mlp_norm", hf + ".post_attention_layernorm.weight", hidden);
+  return b_.create<AddOp>(loc(prefix + ".mlp_residual"), hidden.getType(), hidden,
+                          gatedMlp(layer, normed));
+}
+
+// Gemma 2's layer: each block's output is normed again before it joins the residual stream
+// (post_attention_layernorm is that norm here, pre_feedforward_layernorm the MLP's input norm).
+Value DecoderGraph::sandwichLayer(int64_t layer, Value hidden) {
+  const std::string prefix = "layers." + std::to_string(layer);
+  const std::string hf = layerName(layer);
+  Value normed = rmsNorm(prefix + ".attn_norm", hf + ".input_layernorm.weight", hidden);
+  Value attended = rmsNorm(prefix + ".attn_post_norm", hf + ".post_attention_layernorm.weight",
+                           attentionBlock(layer, normed));
+  hidden = b_.create<AddOp>(loc(prefix + ".attn_residual"), hidden.getType(), hidden, attended);
+  normed = rmsNorm(prefix + ".mlp_norm", hf + ".pre_feedforward_layernorm.weight", hidden);
+  Value mlp = rmsNorm(prefix + ".mlp_post_norm", hf + ".post_feedforward_layernorm.weight",
+                      gatedMlp(layer, normed));
+  return b_.create<AddOp>(loc(prefix + ".mlp_residual"), hidden.getType(), hidden, mlp);
+}
+
+// transformers' normalizer: torch.tensor(hidden_size ** 0.5, dtype=the activations' dtype).
+float DecoderGraph::embeddingScale() const {
+  const float scale = static_cast<float>(std::sqrt(static_cast<double>(config_.hiddenSize)));
+  if (options_.weightType.isBF16())
+    return bf16ToF32(f32ToBf16(scale));
+  if (options_.weightType.isF16())
+    return f16ToF32(f32ToF16(scale));
+  return scale;
 }
 
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
@@ -208,17 +262,11 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
   // alias, and the emitter falls back to lm_head.weight when only that one is stored.
   Value table =
       weight("embed.weight", layout_.embedTokens, {c.vocabSize, c.hiddenSize}, options_.weightType);
-  Value hidden = b_.create<EmbeddingOp>(loc("embed"), activation(c.hiddenSize), tokenIds_, table);
-  for (int64_t layer = 0; layer < c.numLayers; ++layer) {
-    const std::string prefix = "layers." + std::to_string(layer);
-    const std::string hf = layerName(layer);
-    Value normed = rmsNorm(prefix + ".attn_norm", hf + ".input_layernorm.weight", hidden);
-    hidden = b_.create<AddOp>(loc(prefix + ".attn_residual"), hidden.getType(), hidden,
-                              attentionBlock(layer, normed));
-    normed = rmsNorm(prefix + ".mlp_norm", hf + ".post_attention_layernorm.weight", hidden);
-    hidden = b_.create<AddOp>(loc(prefix + ".mlp_residual"), hidden.getType(), hidden,
-                              gatedMlp(layer, normed));
-  }
+  Value hidden = b_.create<EmbeddingOp>(
+      loc("embed"), activation(c.hiddenSize), tokenIds_, table, b_.getI64IntegerAttr(0),
+      b_.getF32FloatAttr(c.scaleEmbeddings ? embeddingScale() : 1));
+  for (int64_t layer = 0; layer < c.numLayers; ++layer)
+    hidden = c.sandwichNorms ? sandwichLayer(layer, hidden) : preNormLayer(layer, hidden);
   Value normed = rmsNorm("final_norm", layout_.finalNorm, hidden);
   Value rows =
       b_.create<GatherRowsOp>(loc("logits_rows"), normed.getType(), normed, logitsIndices_);
@@ -226,6 +274,9 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
                                    : weight("lm_head.weight", layout_.lmHead,
                                             {c.vocabSize, c.hiddenSize}, options_.weightType);
   Value logits = b_.create<LinearOp>(loc("lm_head"), activation(c.vocabSize), rows, head, Value());
+  if (c.finalLogitSoftcap > 0)
+    logits = b_.create<SoftcapOp>(loc("logits_softcap"), logits.getType(), logits,
+                                  b_.getF32FloatAttr(static_cast<float>(c.finalLogitSoftcap)));
   b_.create<mlir::func::ReturnOp>(loc("return"), logits);
   if (failed(mlir::verify(*module)))
     return mlir::failure();

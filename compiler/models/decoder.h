@@ -43,10 +43,14 @@ public:
   mlir::Value rmsNorm(const std::string &name, const std::string &source, mlir::Value x);
   mlir::Value attentionBlock(int64_t layer, mlir::Value normed);
   mlir::Value gatedMlp(int64_t layer, mlir::Value normed);
+  mlir::Value preNormLayer(int64_t layer, mlir::Value hidden);
+  mlir::Value sandwichLayer(int64_t layer, mlir::Value hidden);
 
 private:
   mlir::LogicalResult checkConfig();
   int64_t rotaryDim() const;
+  std::string normSource(const std::string &tensor) const;
+  float embeddingScale() const;
   mlir::Location loc(const std::string &name) { return namedLoc(&context_, name); }
   mlir::RankedTensorType activation(int64_t width);
   mlir::Value weight(const std::string &name, const std::string &source,

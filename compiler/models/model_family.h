@@ -61,5 +61,6 @@ const ModelFamily &mistralFamily();
 const ModelFamily &qwen2Family();
 const ModelFamily &qwen3Family();
 const ModelFamily &phi3Family();
+const ModelFamily &gemma2Family();
 
 } // namespace kiln::compiler

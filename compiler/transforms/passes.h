@@ -19,7 +19,7 @@ std::unique_ptr<mlir::Pass> createShardTensorParallelPass(int64_t rank, int64_t 
 void registerShardTensorParallelPass();
 // q/k/v linears feeding one rope_kv_write -> one linear over [Wq; Wk; Wv] (and biases).
 std::unique_ptr<mlir::Pass> createFuseQkvPass();
-// mul(silu(x Wg^T), x Wu^T) -> silu_mul(x [Wg; Wu]^T).
+// mul(silu(x Wg^T), x Wu^T) -> silu_mul(x [Wg; Wu]^T); gelu_tanh likewise -> gelu_tanh_mul.
 std::unique_ptr<mlir::Pass> createFuseGateUpPass();
 // rms_norm(add(residual, x)) -> add_rms_norm(x, residual) with the residual updated in place.
 std::unique_ptr<mlir::Pass> createFuseAddRmsNormPass();

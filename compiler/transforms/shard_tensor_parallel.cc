@@ -3,7 +3,8 @@
 //   - q/k/v linears are column-parallel: the rank keeps query heads [r*H/tp, (r+1)*H/tp) and KV
 //     heads [r*KV/tp, ...), so rope_kv_write and attention run on whole local heads and the rank's
 //     KV cache holds only its KV heads;
-//   - gate/up linears are column-parallel over the intermediate dim (silu/mul stay local);
+//   - gate/up linears are column-parallel over the intermediate dim (silu or gelu_tanh, and mul,
+//     stay local);
 //   - o_proj and down_proj are row-parallel (the rank's slice of the input dim) and followed by an
 //     all_reduce, so the residual stream stays replicated on every rank; a bias is added once, by
 //     rank 0, before the sum;
@@ -194,15 +195,11 @@ LogicalResult Sharder::shardAttention(AttentionOp attention) {
   return shardInputsAndReduce(o, rank_ * localHeads * dim, localHeads * dim);
 }
 
-// mul(silu(gate(x)), up(x)) -> down: gate/up column-parallel, down row-parallel.
+// mul(silu(gate(x)), up(x)) -> down (or gelu_tanh): gate/up column-parallel, down row-parallel.
 LogicalResult Sharder::shardMlp(MulOp mul) {
-  auto silu = mul.getLhs().getDefiningOp<SiluOp>();
-  Value other = mul.getRhs();
-  if (!silu) {
-    silu = mul.getRhs().getDefiningOp<SiluOp>();
-    other = mul.getLhs();
-  }
-  LinearOp gate = silu ? silu.getX().getDefiningOp<LinearOp>() : LinearOp();
+  Value other;
+  mlir::Operation *silu = gateActivation(mul, other);
+  LinearOp gate = silu ? silu->getOperand(0).getDefiningOp<LinearOp>() : LinearOp();
   auto up = other.getDefiningOp<LinearOp>();
   auto down = mul->hasOneUse() ? mlir::dyn_cast<LinearOp>(*mul->getUsers().begin()) : LinearOp();
   if (!gate || !up || !down || !silu->hasOneUse() || !gate->hasOneUse() || !up->hasOneUse() ||
@@ -217,16 +214,19 @@ LogicalResult Sharder::shardMlp(MulOp mul) {
       failed(shardOutputs(up, rank_ * local, local)))
     return failure();
   auto type = activationType(mul.getContext(), local);
-  silu.getResult().setType(type);
+  silu->getResult(0).setType(type);
   mul.getResult().setType(type);
   return shardInputsAndReduce(down, rank_ * local, local);
 }
 
 LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
-  auto head = ret.getNumOperands() == 1 ? ret.getOperand(0).getDefiningOp<LinearOp>() : LinearOp();
+  // Soft-capped logits (Gemma 2) are capped after the gather, on full rows.
+  Value logits = ret.getNumOperands() == 1 ? ret.getOperand(0) : Value();
+  auto cap = logits ? logits.getDefiningOp<SoftcapOp>() : SoftcapOp();
+  auto head = logits ? (cap ? cap.getX() : logits).getDefiningOp<LinearOp>() : LinearOp();
   if (!head || !head->hasOneUse())
     return step_.emitError() << "shard-tensor-parallel expects @step to return the lm_head "
-                                "linear's logits";
+                                "linear's logits (soft-capped or not)";
   int64_t vocab = widthOf(head.getResult());
   int64_t shard = vocabShard(vocab); // the last rank's rows past vocab are zeros
   if (tiedTable_ && head.getW() == tiedTable_ && !head.getBias()) {
@@ -239,10 +239,13 @@ LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
   } else if (failed(shardOutputs(head, rank_ * shard, shard))) {
     return failure();
   }
-  b_.setInsertionPoint(ret);
+  b_.setInsertionPointAfter(head);
   auto gather = b_.create<AllGatherOp>(namedLoc(head.getContext(), opName(head) + ".all_gather"),
                                        activationType(head.getContext(), vocab), head.getResult());
-  ret->setOperand(0, gather.getResult());
+  if (cap)
+    cap->setOperand(0, gather.getResult());
+  else
+    ret->setOperand(0, gather.getResult());
   return success();
 }
 
@@ -285,7 +288,7 @@ LogicalResult Sharder::run() {
       embeddings.push_back(embedding);
     else if (auto r = mlir::dyn_cast<mlir::func::ReturnOp>(op))
       ret = r;
-    else if (mlir::isa<SiluMulOp, AllReduceOp, AllGatherOp>(op))
+    else if (mlir::isa<SiluMulOp, GeluTanhMulOp, AllReduceOp, AllGatherOp>(op))
       return op.emitOpError() << "shard-tensor-parallel must run once, on the unfused graph";
   }
   for (AttentionOp attention : attentions)

@@ -13,7 +13,8 @@
 // round trip through memory at every position. At the AVX-512 levels a (token, head) pair a lane
 // does it instead where head and block sizes are multiples of 16 (attention_f32_avx512.cc; the
 // 16-lane loops of attention_chunk.h otherwise), and bf16 queries over a bf16 cache run on AMX
-// tiles when the CPU has them (attention_amx.cc).
+// tiles when the CPU has them (attention_amx.cc). Soft-capped scores (Gemma 2: tanh(s / c) * c)
+// are folded by the chunked path only.
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_chunk.h"
 #include "kernels/cpu/attention_f32_avx512.h"
@@ -44,8 +45,12 @@ struct OnlineSoftmax {
 
 // Folds positions [0, n) of one cache block run (keys/values headDim apart) into the state.
 void foldChunk(const ChunkKernels &kernels, const float *q, const float *keys, const float *values,
-               int32_t n, int32_t headDim, float scale, float *scores, OnlineSoftmax &state) {
+               int32_t n, int32_t headDim, float scale, float softcap, float *scores,
+               OnlineSoftmax &state) {
   kernels.score(q, keys, n, headDim, scale, scores);
+  if (softcap > 0.0f) // as transformers' eager Gemma 2: (s / c).tanh() * c
+    for (int32_t j = 0; j < n; ++j)
+      scores[j] = std::tanh(scores[j] / softcap) * softcap;
   float chunkMax = -std::numeric_limits<float>::infinity();
   for (int32_t j = 0; j < n; ++j)
     chunkMax = std::max(chunkMax, scores[j]);
@@ -167,7 +172,8 @@ void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const At
            start < std::min(blockStart + args.blockSize, v.length); start += n) {
         n = std::min({kChunk, args.blockSize - (start - blockStart), v.length - start});
         const int64_t at = int64_t(start - blockStart) * headDim;
-        foldChunk(kernels, q[i], keys + at, values + at, n, headDim, args.scale, scores, states[i]);
+        foldChunk(kernels, q[i], keys + at, values + at, n, headDim, args.scale, args.logitSoftcap,
+                  scores, states[i]);
       }
     }
   }
@@ -199,9 +205,11 @@ void attentionItems(const AttentionArgs &args, int32_t maxTokens, int32_t maxHea
 void attention(const AttentionArgs &args) {
   if (args.numTokens <= 0)
     return;
-  if (activeCpuIsa() == CpuIsa::kAmx && attentionRunsOnAmx(args))
+  // Soft-capped scores (Gemma 2) take the chunked path at every level.
+  const bool lanes = args.logitSoftcap == 0.0f;
+  if (lanes && activeCpuIsa() == CpuIsa::kAmx && attentionRunsOnAmx(args))
     return attentionAmx(args);
-  if (activeCpuIsa() >= CpuIsa::kAvx512 && attentionRunsOnF32Lanes(args))
+  if (lanes && activeCpuIsa() >= CpuIsa::kAvx512 && attentionRunsOnF32Lanes(args))
     return attentionF32Lanes(args);
   // Called from the engine thread once per layer and step: no allocation once warmed up.
   // (A named reference, not the thread_local itself, is what the workers' lambda must see.)

@@ -126,3 +126,52 @@ void gatherRows(const GatherRowsArgs &args) {
 }
 
 } // namespace kiln::kernels::cpu
+
+namespace kiln::kernels::cpu {
+namespace {
+
+// torch's gelu(approximate="tanh") on one float, in its order of operations.
+inline float geluTanh(float x) {
+  constexpr float kBeta = 0.7978845608028654f; // sqrt(2 / pi) = M_SQRT2 * M_2_SQRTPI * 0.5
+  constexpr float kKappa = 0.044715f;
+  const float inner = kBeta * (x + kKappa * (x * x * x));
+  return 0.5f * x * (1.0f + std::tanh(inner));
+}
+
+} // namespace
+
+// Rows through fp32 scratch (one rounding to a half type at the end), the same arithmetic at every
+// ISA level.
+void geluTanhMul(const SiluMulArgs &args) {
+  const int64_t intermediate = args.intermediate;
+  parallelRun(args.rows * intermediate > kParallelElements, [&](int worker, int workers) {
+    float *gateUp = threadScratch(3 * static_cast<size_t>(intermediate));
+    float *out = gateUp + 2 * intermediate;
+    const IndexRange rows = staticRange(args.rows, worker, workers);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      loadRun(args.gateUp, args.type, r * 2 * intermediate, 2 * intermediate, gateUp);
+      for (int64_t i = 0; i < intermediate; ++i)
+        out[i] = geluTanh(gateUp[i]) * gateUp[intermediate + i];
+      storeRun(out, intermediate, args.out, args.type, r * intermediate);
+    }
+  });
+}
+
+void softcap(const SoftcapArgs &args) {
+  constexpr int64_t kRun = 1024;
+  const int64_t runs = (args.count + kRun - 1) / kRun;
+  parallelRun(args.count > kParallelElements, [&](int worker, int workers) {
+    float *x = threadScratch(kRun);
+    const IndexRange range = staticRange(runs, worker, workers);
+    for (int64_t run = range.begin; run < range.end; ++run) {
+      const int64_t begin = run * kRun;
+      const int64_t n = std::min(kRun, args.count - begin);
+      loadRun(args.x, args.type, begin, n, x);
+      for (int64_t i = 0; i < n; ++i)
+        x[i] = std::tanh(x[i] / args.cap) * args.cap;
+      storeRun(x, n, args.out, args.type, begin);
+    }
+  });
+}
+
+} // namespace kiln::kernels::cpu

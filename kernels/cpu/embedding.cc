@@ -32,9 +32,38 @@ void embeddingQuant(const EmbeddingArgs &args) {
   });
 }
 
+// Gemma's scaled rows: each row in fp32, times scale, rounded once to outType.
+void embeddingScaled(const EmbeddingArgs &args) {
+  const int64_t hidden = args.hidden;
+  const int64_t outBytes = elemBytes(args.outType);
+  const QuantMatrix table = args.quant.groupSize > 0
+                                ? quantMatrixOf(args.table, args.quant, args.vocabSize, args.hidden)
+                                : QuantMatrix{};
+  parallelRun(args.numTokens * hidden > 16384, [&](int worker, int workers) {
+    float *row = threadScratch(size_t(hidden));
+    const IndexRange tokens = staticRange(args.numTokens, worker, workers);
+    for (int64_t t = tokens.begin; t < tokens.end; ++t) {
+      const int64_t id = static_cast<int64_t>(args.tokenIds[t]) - args.vocabStart;
+      if (id < 0 || id >= args.vocabSize) {
+        std::memset(static_cast<uint8_t *>(args.out) + t * hidden * outBytes, 0, hidden * outBytes);
+        continue;
+      }
+      if (args.quant.groupSize > 0)
+        dequantizeRow(table, id, row);
+      else
+        weightRunToF32(args.table, args.tableType, id * hidden, hidden, row);
+      for (int64_t i = 0; i < hidden; ++i)
+        row[i] *= args.scale;
+      storeRun(row, hidden, args.out, args.outType, t * hidden);
+    }
+  });
+}
+
 } // namespace
 
 void embedding(const EmbeddingArgs &args) {
+  if (args.scale != 1.0f)
+    return embeddingScaled(args);
   if (args.quant.groupSize > 0) // tableType is not read
     return embeddingQuant(args);
   const int64_t hidden = args.hidden;

@@ -40,6 +40,7 @@ struct EmbeddingArgs {
   int32_t vocabStart = 0; // the id of table row 0
   ElemType outType = ElemType::kF32;
   QuantWeight quant; // a quantized table: each row dequantized, rounded once to outType
+  float scale = 1.0f; // each row times scale in fp32, then rounded to outType (Gemma)
 };
 void embedding(const EmbeddingArgs &args);
 
@@ -189,6 +190,7 @@ struct AttentionArgs {
   ElemType type = ElemType::kF32;   // of q and out
   ElemType kvType = ElemType::kF32; // of the cache
   int32_t slidingWindow = 0;        // W: positions each token sees, itself included; 0 = all
+  float logitSoftcap = 0.0f;        // c > 0: each score s becomes tanh(s / c) * c (Gemma 2)
 };
 void attention(const AttentionArgs &args);
 
@@ -201,6 +203,20 @@ struct SiluMulArgs {
   ElemType type = ElemType::kF32; // of gateUp and out
 };
 void siluMul(const SiluMulArgs &args);
+// out[r, i] = gelu_tanh(gu[r, i]) * gu[r, intermediate + i], gelu_tanh(x) = 0.5 x (1 + tanh(
+// sqrt(2/pi) (x + 0.044715 x^3))) in fp32 as torch's gelu(approximate="tanh") (GeGLU; Gemma).
+void geluTanhMul(const SiluMulArgs &args);
+
+// out = tanh(x / cap) * cap over count elements, in fp32 (Gemma 2's final logit soft-capping);
+// out may be x.
+struct SoftcapArgs {
+  const void *x;
+  void *out;
+  int64_t count;
+  float cap;
+  ElemType type = ElemType::kF32;
+};
+void softcap(const SoftcapArgs &args);
 
 struct AddArgs {
   const void *a;

@@ -125,7 +125,7 @@ struct PagedDecode {
       if (j < n && dimLane == 0)
 #pragma unroll
         for (int g = 0; g < kGroup; ++g)
-          sh.scores[g][j] = dots[g] * p.scale;
+          sh.scores[g][j] = softcapScore(dots[g] * p.scale, p.logitSoftcap);
     }
   }
 

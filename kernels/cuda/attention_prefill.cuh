@@ -126,7 +126,7 @@ struct PagedPrefillSimt {
       __syncthreads();
       float scores[kColsPerThread];
       const float tileMax =
-          scoreTile<WINDOWED>(sh, p.scale, kvStart, position, rowFirstKey, scores);
+          scoreTile<WINDOWED>(sh, p.scale, p.logitSoftcap, kvStart, position, rowFirstKey, scores);
       const float newMax = fmaxf(runningMax, tileMax);
       // A row with nothing visible yet keeps an empty state (avoids -inf - -inf).
       const bool empty = newMax == negativeInfinity();
@@ -165,8 +165,8 @@ struct PagedPrefillSimt {
 
   // This thread's scaled scores of the KV tile at kvStart (-inf where masked) and their row's max.
   template <bool WINDOWED>
-  static __device__ __forceinline__ float scoreTile(const Shared &sh, float scale, int kvStart,
-                                                    int position, int rowFirstKey,
+  static __device__ __forceinline__ float scoreTile(const Shared &sh, float scale, float softcap,
+                                                    int kvStart, int position, int rowFirstKey,
                                                     float (&scores)[kColsPerThread]) {
     const int row = threadIdx.x / kRowThreads;
     const int sub = threadIdx.x % kRowThreads;
@@ -184,7 +184,7 @@ struct PagedPrefillSimt {
 #pragma unroll 8
         for (int d = 0; d < HEAD_DIM; ++d)
           dot += toFloat<T>(sh.q[row][d]) * toFloat<KV>(sh.k[j][d]);
-        scores[c] = dot * scale;
+        scores[c] = softcapScore(dot * scale, softcap);
       }
       tileMax = fmaxf(tileMax, scores[c]);
     }

@@ -181,7 +181,7 @@ struct PagedPrefillTensorCores {
         seen = seen && range.warpFirst < next;
       if (seen) {
         scores(qf, sh, scratch);
-        softmaxTile<WINDOWED>(p.scale, kvStart, lane, row, o, scratch);
+        softmaxTile<WINDOWED>(p.scale, p.logitSoftcap, kvStart, lane, row, o, scratch);
         accumulate(sh, scratch, o);
       }
       if (next <= range.last) {
@@ -213,9 +213,9 @@ struct PagedPrefillTensorCores {
   // Reads this lane's half row of scores, masks, updates the row's reference max (rescaling O
   // when it moves) and writes the probabilities over the scores as T.
   template <bool WINDOWED>
-  static __device__ __forceinline__ void softmaxTile(float scale, int kvStart, int lane,
-                                                     RowState &row, FragAcc (&o)[kDimTiles],
-                                                     float *scratch) {
+  static __device__ __forceinline__ void softmaxTile(float scale, float softcap, int kvStart,
+                                                     int lane, RowState &row,
+                                                     FragAcc (&o)[kDimTiles], float *scratch) {
     const int firstCol = (lane % 2) * kColsPerLane;
     float x[kColsPerLane];
     float tileMax = negativeInfinity();
@@ -225,7 +225,8 @@ struct PagedPrefillTensorCores {
       bool visible = kvStart + j <= row.position;
       if constexpr (WINDOWED)
         visible = visible && kvStart + j >= row.firstKey;
-      x[i] = visible ? scratch[(lane / 2) * kScoreStride + j] * scale : negativeInfinity();
+      x[i] = visible ? softcapScore(scratch[(lane / 2) * kScoreStride + j] * scale, softcap)
+                     : negativeInfinity();
       tileMax = fmaxf(tileMax, x[i]);
     }
     tileMax = fmaxf(tileMax, __shfl_xor_sync(0xffffffffu, tileMax, 1));

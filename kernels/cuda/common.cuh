@@ -157,6 +157,12 @@ __device__ __forceinline__ float negativeInfinity() {
   return __int_as_float(0xff800000);
 }
 
+// s -> tanh(s / c) * c when c > 0 (Gemma 2's attention soft-capping), in the CPU reference's
+// order (kernels/cpu/attention.cc): the scaled score divided by c, tanh, times c.
+__device__ __forceinline__ float softcapScore(float s, float c) {
+  return c > 0.0f ? tanhf(s / c) * c : s;
+}
+
 // Programmatic dependent launch (sm_90 and later; runtime/hal/cuda/cuda_device.cc launches the GEMV
 // this way): a kernel so launched may start while the kernel before it on the stream still runs,
 // and must wait here before it reads or writes any buffer that kernel or an earlier one touches.

@@ -1,10 +1,11 @@
 // Row-wise elementwise kernels: Embedding (a gather from the weight table), GatherRows, SiluMul,
-// Add (plan.fbs). Memory bound: each thread moves one 16-byte vector when the row width allows.
+// GeluTanhMul, Softcap, Add (plan.fbs). Memory bound: each thread moves one 16-byte vector when
+// the row width allows.
 //
-// Grid rule (all four): grid.x = rows (Embedding, GatherRows: x_rows Tokens / Logits; SiluMul,
-// Add: the op's output rows), grid.y = ceil(WIDTH / (THREADS * rowVectorWidth<T, WIDTH>())),
-// block = THREADS, no shared memory. WIDTH is hidden for Embedding, the row width for GatherRows
-// and Add, the intermediate size for SiluMul.
+// Grid rule (all six): grid.x = rows (Embedding, GatherRows: x_rows Tokens / Logits; SiluMul,
+// GeluTanhMul, Softcap, Add: the op's output rows), grid.y = ceil(WIDTH / (THREADS *
+// rowVectorWidth<T, WIDTH>())), block = THREADS, no shared memory. WIDTH is hidden for Embedding,
+// the row width for GatherRows, Softcap and Add, the intermediate size for SiluMul and GeluTanhMul.
 //
 // Numerics (plan.fbs): fp32 compute, each output element rounded once to T, in the CPU
 // reference's operation order (kernels/cpu/elementwise.cc), so fp16/bf16 results match it.
@@ -40,9 +41,11 @@ template <typename T, int N> __device__ __forceinline__ void storeRow(const floa
     storeFloats<T, N>(src, dst);
 }
 
-// Copies row `from` of src (element type S) to row `to` of dst (element type T), converting.
+// Copies row `from` of src (element type S) to row `to` of dst (element type T), converting, each
+// value times `scale` in fp32 first unless it is 1 (Gemma's scaled embeddings).
 template <typename T, typename S, int WIDTH, int THREADS>
-__device__ __forceinline__ void copyRow(const S *src, int64_t from, T *dst, int64_t to) {
+__device__ __forceinline__ void copyRow(const S *src, int64_t from, T *dst, int64_t to,
+                                        float scale = 1.0f) {
   constexpr int kVec = rowVectorWidth<T, WIDTH>() < rowVectorWidth<S, WIDTH>()
                            ? rowVectorWidth<T, WIDTH>()
                            : rowVectorWidth<S, WIDTH>();
@@ -51,6 +54,10 @@ __device__ __forceinline__ void copyRow(const S *src, int64_t from, T *dst, int6
     return;
   float v[kVec];
   loadRow<S, kVec>(src + from * WIDTH + index * kVec, v);
+  if (scale != 1.0f)
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      v[e] *= scale;
   storeRow<T, kVec>(v, dst + to * WIDTH + index * kVec);
 }
 
@@ -76,8 +83,8 @@ __device__ __forceinline__ void embedding(const EmbeddingParams &p) {
   if (row < 0 || row >= p.vocabRows)
     zeroRow<T, HIDDEN, THREADS>(static_cast<T *>(p.out), t);
   else
-    copyRow<T, W, HIDDEN, THREADS>(static_cast<const W *>(p.table), row, static_cast<T *>(p.out),
-                                   t);
+    copyRow<T, W, HIDDEN, THREADS>(static_cast<const W *>(p.table), row, static_cast<T *>(p.out), t,
+                                   p.scale);
 }
 
 // y[i] = x[indices[i]]
@@ -107,6 +114,45 @@ __device__ __forceinline__ void siluMul(const SiluMulParams &p) {
     y[e] = g[e] / (1.0f + expf(-g[e])) * u[e];
   storeRow<T, kVec>(y, static_cast<T *>(p.out) + static_cast<int64_t>(r) * INTERMEDIATE +
                            index * kVec);
+}
+
+// y[r, i] = gelu_tanh(gu[r, i]) * gu[r, INTERMEDIATE + i] (GeGLU), torch's gelu(approximate=
+// "tanh") in its order of operations, as kernels/cpu/elementwise.cc.
+template <typename T, int INTERMEDIATE, int THREADS>
+__device__ __forceinline__ void geluTanhMul(const GeluTanhMulParams &p) {
+  constexpr int kVec = rowVectorWidth<T, INTERMEDIATE>();
+  const int r = blockIdx.x;
+  const int index = rowVectorIndex<INTERMEDIATE / kVec, THREADS>();
+  if (r >= p.rows || index < 0)
+    return;
+  const T *gate = static_cast<const T *>(p.gateUp) + static_cast<int64_t>(r) * 2 * INTERMEDIATE;
+  float g[kVec], u[kVec], y[kVec];
+  loadRow<T, kVec>(gate + index * kVec, g);
+  loadRow<T, kVec>(gate + INTERMEDIATE + index * kVec, u);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e) {
+    const float inner = 0.7978845608028654f * (g[e] + 0.044715f * (g[e] * g[e] * g[e]));
+    y[e] = 0.5f * g[e] * (1.0f + tanhf(inner)) * u[e];
+  }
+  storeRow<T, kVec>(y, static_cast<T *>(p.out) + static_cast<int64_t>(r) * INTERMEDIATE +
+                           index * kVec);
+}
+
+// y = tanh(x / cap) * cap, row by row (Gemma 2's final logit soft-capping); y may be x.
+template <typename T, int WIDTH, int THREADS>
+__device__ __forceinline__ void softcap(const SoftcapParams &p) {
+  constexpr int kVec = rowVectorWidth<T, WIDTH>();
+  const int r = blockIdx.x;
+  const int index = rowVectorIndex<WIDTH / kVec, THREADS>();
+  if (r >= p.rows || index < 0)
+    return;
+  const int64_t offset = static_cast<int64_t>(r) * WIDTH + index * kVec;
+  float x[kVec];
+  loadRow<T, kVec>(static_cast<const T *>(p.x) + offset, x);
+#pragma unroll
+  for (int e = 0; e < kVec; ++e)
+    x[e] = tanhf(x[e] / p.cap) * p.cap;
+  storeRow<T, kVec>(x, static_cast<T *>(p.out) + offset);
 }
 
 // y = a + b, row by row.

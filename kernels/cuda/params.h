@@ -101,6 +101,7 @@ struct EmbeddingParams {
   int32_t vocabRows;  // rows of `table`
   const void *scales; // a quantized table (embedding_quant): its scales section; else null
   const void *mins;   // its mins / zero points (Q4M, Q4Z); else null
+  float scale = 1.0f; // each row times this in fp32 before rounding to T (Gemma's sqrt(hidden))
 };
 
 // out = RmsNorm(x) * weight                      grid (rows)
@@ -193,6 +194,8 @@ struct AttentionParams {
   // W > 0: a token at position p sees cache positions attentionWindowStart(p, W)..p, the last W
   // (Mistral, Phi-3); 0: all of 0..p. Last, so host initialisers that end at scale still compile.
   int32_t slidingWindow = 0;
+  // c > 0: each scaled score s becomes tanh(s / c) * c before the softmax (Gemma 2); 0: none.
+  float logitSoftcap = 0.0f;
 };
 
 // out[r, i] = silu(gu[r, i]) * gu[r, I + i]      grid (rows, ceil(I / chunk))
@@ -200,6 +203,21 @@ struct SiluMulParams {
   const void *gateUp;
   void *out;
   int32_t rows;
+};
+
+// out = gelu_tanh(gateUp[:, :I]) * gateUp[:, I:]  grid (rows, ceil(I / chunk))  (GeGLU)
+struct GeluTanhMulParams {
+  const void *gateUp;
+  void *out;
+  int32_t rows;
+};
+
+// out = tanh(x / cap) * cap over rows of `width`  grid (rows, ceil(width / chunk)); out may be x
+struct SoftcapParams {
+  const void *x;
+  void *out;
+  int32_t rows;
+  float cap;
 };
 
 // out = a + b over rows of `width` elements      grid (rows, ceil(width / chunk))

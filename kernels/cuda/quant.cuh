@@ -193,6 +193,10 @@ __device__ __forceinline__ void embeddingQuant(const EmbeddingParams &p) {
     float v[kQuantRun] = {};
     if (inside)
       Run::decode(w, row, run, Run::load(w, row, run), v);
+    if (p.scale != 1.0f)
+#pragma unroll
+      for (int e = 0; e < kQuantRun; ++e)
+        v[e] *= p.scale;
     storeFloatsAligned<T, kQuantRun>(v, dst + run * kQuantRun);
   }
 }

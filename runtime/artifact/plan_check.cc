@@ -173,15 +173,19 @@ Status PlanChecker::checkRank(const schema::Rank &rank) {
   return checkActivationDtypes(rank);
 }
 
-// plan.fbs "dtype": every activation is stored in activation_dtype except the logits (and, at
-// tp > 1, the lm_head shard their AllGather gathers), which are F32 for sampling.
+// plan.fbs "dtype": every activation is stored in activation_dtype except the logits (and what
+// leads to them through a Softcap (Gemma 2) or, at tp > 1, the AllGather of the lm_head shards),
+// which are F32 for sampling.
 Status PlanChecker::checkActivationDtypes(const schema::Rank &rank) {
   std::vector<bool> logitsPath(rank.buffers()->size(), false);
   logitsPath[rank.logits()] = true;
-  for (const schema::Op *op : *rank.program())
-    if (op->params_type() == schema::OpParams::AllGatherParams &&
-        op->outputs()->Get(0) == rank.logits())
+  for (auto it = rank.program()->rbegin(); it != rank.program()->rend(); ++it) {
+    const schema::Op *op = *it;
+    const bool passesLogits = op->params_type() == schema::OpParams::AllGatherParams ||
+                              op->params_type() == schema::OpParams::SoftcapParams;
+    if (passesLogits && logitsPath[op->outputs()->Get(0)])
       logitsPath[op->inputs()->Get(0)] = true;
+  }
   const schema::DType activations = plan_.activation_dtype();
   for (uint32_t i = 0; i < rank.buffers()->size(); ++i) {
     const schema::Buffer &b = *rank.buffers()->Get(i);

@@ -26,6 +26,9 @@ Status pack(const OpParamValues &values, schema::OpParamsUnion &out) {
   if (values.has("sliding_window")) {
     KILN_ASSIGN_OR_RETURN(p.sliding_window, values.u32("sliding_window"));
   }
+  if (values.has("logit_softcap")) {
+    KILN_ASSIGN_OR_RETURN(p.logit_softcap, values.f32("logit_softcap"));
+  }
   out.Set(std::move(p));
   return okStatus();
 }
@@ -55,13 +58,26 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_AttentionParams();
   const KvCacheBinding &kv = *op.kvCache;
   const BoundBuffer &blockTables = op.inputs[4];
-  kernels::cpu::attention(
-      {op.inputs[0].data, i32(op.inputs[1]), i32(op.inputs[2]), i32(op.inputs[3]), i32(blockTables),
-       widthOf(blockTables), kv.keys[p->layer()], kv.values[p->layer()], op.outputs[0].data,
-       c.numSeqs, c.numTokens, static_cast<int32_t>(p->num_heads()),
-       static_cast<int32_t>(p->num_kv_heads()), static_cast<int32_t>(p->head_dim()), kv.blockSize,
-       p->scale(), elemType(op.inputs[0]), elemType(kv.dtype),
-       static_cast<int32_t>(p->sliding_window())});
+  kernels::cpu::attention({op.inputs[0].data,
+                           i32(op.inputs[1]),
+                           i32(op.inputs[2]),
+                           i32(op.inputs[3]),
+                           i32(blockTables),
+                           widthOf(blockTables),
+                           kv.keys[p->layer()],
+                           kv.values[p->layer()],
+                           op.outputs[0].data,
+                           c.numSeqs,
+                           c.numTokens,
+                           static_cast<int32_t>(p->num_heads()),
+                           static_cast<int32_t>(p->num_kv_heads()),
+                           static_cast<int32_t>(p->head_dim()),
+                           kv.blockSize,
+                           p->scale(),
+                           elemType(op.inputs[0]),
+                           elemType(kv.dtype),
+                           static_cast<int32_t>(p->sliding_window()),
+                           p->logit_softcap()});
 }
 
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
@@ -105,7 +121,8 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c,
                              c.numTokens,
                              1,
                              p->scale(),
-                             static_cast<int32_t>(p->sliding_window())};
+                             static_cast<int32_t>(p->sliding_window()),
+                             p->logit_softcap()};
   const uint32_t heads = p->num_heads();
   const auto block = static_cast<uint32_t>(kc::kAttentionThreads);
   // Every sequence has one token: decode. Any longer query: the prefill kernel serves them all.

@@ -19,6 +19,9 @@ Status pack(const OpParamValues &values, schema::OpParamsUnion &out) {
   if (values.has("vocab_start")) {
     KILN_ASSIGN_OR_RETURN(params.vocab_start, values.u32("vocab_start"));
   }
+  if (values.has("scale")) {
+    KILN_ASSIGN_OR_RETURN(params.scale, values.f32("scale"));
+  }
   out.Set(std::move(params));
   return okStatus();
 }
@@ -57,12 +60,17 @@ int32_t vocabStartOf(const BoundOp &op) {
   return params ? static_cast<int32_t>(params->vocab_start()) : 0;
 }
 
+float scaleOf(const BoundOp &op) {
+  const auto *params = op.op->params_as_EmbeddingParams();
+  return params ? params->scale() : 1.0f;
+}
+
 void runCpu(const BoundOp &op, const StepCounts &c) {
   const BoundBuffer &table = op.inputs[1];
   const BoundBuffer &y = op.outputs[0];
   kernels::cpu::embedding({i32(op.inputs[0]), c.numTokens, table.data, elemType(table),
                            static_cast<int32_t>(table.fixedRows), widthOf(table), y.data,
-                           vocabStartOf(op), elemType(y), quantOf(table)});
+                           vocabStartOf(op), elemType(y), quantOf(table), scaleOf(op)});
 }
 
 // A float table: `embedding`; a quantized one: `embedding_quant`, a thread per run of 32 values.
@@ -88,7 +96,7 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const A
   kc::EmbeddingParams params{
       i32(op.inputs[0]), table.data,       op.outputs[0].data,
       c.numTokens,       vocabStartOf(op), static_cast<int32_t>(table.fixedRows),
-      nullptr,           nullptr};
+      nullptr,           nullptr,          scaleOf(op)};
   if (isQuantDType(table.dtype)) {
     const kc::QuantSections sections = quantSectionsOf(table);
     params.scales = sections.scales;

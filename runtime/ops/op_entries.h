@@ -17,6 +17,8 @@ const OpEntry &addOp();
 const OpEntry &gatherRowsOp();
 const OpEntry &allReduceOp();
 const OpEntry &allGatherOp();
+const OpEntry &geluTanhMulOp();
+const OpEntry &softcapOp();
 
 // rms_norm / add_rms_norm: w is input `weightInput` (rms_norm_op.cc).
 KernelInstance normInstance(const char *op, const KernelPlanContext &k, size_t weightInput);

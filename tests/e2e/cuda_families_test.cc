@@ -1,8 +1,9 @@
-// The Mistral, Qwen2/2.5, Qwen3 and Phi-3 fixtures (tests/e2e/golden_families_test.cc) compiled
-// with `--target cpu,<this GPU's SM>` and run by the executor on cuda (label gpu; skips without a
-// device, saying why): transformers' logits within 1e-4 at every prompt position and 16 greedy
-// steps, the prompt in chunks and after a prefix-cache hit. Sliding windows, biases, q/k norms,
-// fused checkpoint projections and every rope mode through the CUDA kernels and decode graphs. On
+// The Mistral, Qwen2/2.5, Qwen3, Phi-3 and Gemma 2 fixtures (tests/e2e/golden_families_test.cc)
+// compiled with `--target cpu,<this GPU's SM>` and run by the executor on cuda (label gpu; skips
+// without a device, saying why): transformers' logits within 1e-4 at every prompt position and 16
+// greedy steps, the prompt in chunks and after a prefix-cache hit. Sliding windows, biases, q/k
+// norms, fused checkpoint projections, every rope mode and Gemma 2's soft-capping, GeGLU and scaled
+// embeddings through the CUDA kernels and decode graphs. On
 // a machine without a GPU, ctest's cudasim.cuda_families_test runs this on the simulator.
 #include "tests/e2e/e2e_util.h"
 
@@ -48,6 +49,10 @@ TEST(CudaFamilies, Phi3FusedWindow10) {
 }
 TEST(CudaFamilies, Phi3LongRope) {
   checkFamily("tiny-phi3-longrope", 6, 4);
+}
+// GeGLU, scaled embeddings, soft-capped attention scores and logits, alternating windows.
+TEST(CudaFamilies, Gemma2SoftcapsAlternatingWindows) {
+  checkFamily("tiny-gemma2", 5, 4);
 }
 
 } // namespace

@@ -1,5 +1,5 @@
-// The Mistral, Qwen2/2.5, Qwen3 and Phi-3 fixtures (tiny random weights in each family's real
-// checkpoint layout, tests/data/README.md) compiled by kiln and run on the cpu backend against
+// The Mistral, Qwen2/2.5, Qwen3, Phi-3 and Gemma 2 fixtures (tiny random weights in each family's
+// real checkpoint layout, tests/data/README.md) compiled by kiln and run on the cpu backend against
 // transformers (tools/goldens/make_family_goldens.py): logits within 1e-4 at every prompt position
 // and 16 greedy steps, greedy ids identical; the prompt in chunks and after a prefix-cache hit give
 // the same rows. Windows shorter than the prompt also run with KV blocks of 4 tokens, so a window
@@ -75,6 +75,14 @@ TEST(GoldenFamilies, Phi3FusedWindow10) {
 TEST(GoldenFamilies, Phi3LongRope) {
   checkGoldenLogits("tiny-phi3-longrope");
   checkGoldenChunkedAndCached("tiny-phi3-longrope", 6, smallBlocks());
+}
+
+// Gemma 2: GeGLU, (1 + w) norms four a layer, embeddings scaled by sqrt(hidden), attention
+// scaled by query_pre_attn_scalar 24 with scores soft-capped at 2.5 (15% of them beyond it) and
+// logits at 5.0 (12%), window 6 on layers 0 and 2, full attention on 1 and 3, head_dim 32.
+TEST(GoldenFamilies, Gemma2SoftcapsAlternatingWindows) {
+  checkGoldenLogits("tiny-gemma2");
+  checkGoldenChunkedAndCached("tiny-gemma2", 5, smallBlocks());
 }
 
 } // namespace

@@ -207,6 +207,11 @@ TEST(TpEquivalence, Phi3Tp1Tp2) {
 TEST(TpEquivalence, Phi3LongRopeTp1Tp2) {
   checkTpEquivalence("tiny-phi3-longrope", {1, 2});
 }
+// GeGLU sharded over the intermediate dim, scaled vocab-parallel embedding, logits soft-capped
+// after the all_gather.
+TEST(TpEquivalence, Gemma2Tp1Tp2) {
+  checkTpEquivalence("tiny-gemma2", {1, 2});
+}
 
 // GGUF files (tests/data/gguf): the permuted-and-restored q/k rows and the fused phi3 parts are
 // sharded like the HF checkpoint's.

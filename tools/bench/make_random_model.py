@@ -1,10 +1,13 @@
 #!/usr/bin/env python3
 """Writes a Hugging Face model directory with random weights for any config.json of the families
-kiln compiles (llama, mistral, qwen2, qwen3, phi3), with each family's real tensor names: Qwen2's
-q/k/v biases, Qwen3's q_norm / k_norm, Phi-3's fused qkv_proj and gate_up_proj, no lm_head when
-tie_word_embeddings. The sibling of make_random_llama.py (whose presets are Llama shapes); it
-writes through that script's functions, so the values, seeding and shards are the same:
-N(0, 0.02) from one seeded pool, norm weights exactly 1, biases drawn like weights.
+kiln compiles (llama, mistral, qwen2, qwen3, phi3, gemma2), with each family's real tensor names:
+Qwen2's q/k/v biases, Qwen3's q_norm / k_norm, Phi-3's fused qkv_proj and gate_up_proj, Gemma 2's
+four norms a layer (input / post_attention / pre_feedforward / post_feedforward_layernorm), no
+lm_head when tie_word_embeddings (Gemma 2: also when the key is absent, Gemma2Config's default).
+The sibling of make_random_llama.py (whose presets are Llama shapes); it writes through that
+script's functions, so the values, seeding and shards are the same: N(0, 0.02) from one seeded
+pool, norm weights exactly 1 (Gemma 2 stores the offset from 1, so its norms scale by 2), biases
+drawn like weights.
 
     make_random_model.py --config config.json [--generation-config g.json] --out DIR
     make_random_model.py --chat-golden tests/data/golden/chat_prompt_ids.json --tokenizer qwen2.5 \\
@@ -15,8 +18,12 @@ N(0, 0.02) from one seeded pool, norm weights exactly 1, biases drawn like weigh
 tools/goldens/make_chat_prompt_goldens.py stored for tokenizer NAME, and fails unless the tensors
 derived here are exactly the ones listed there (names and shapes of transformers' checkpoint).
 --tokenizer-dir copies the tokenizer files kiln compile reads (tokenizer.json,
-tokenizer_config.json with its chat_template, special_tokens_map.json) into the model directory;
-nothing else of that directory. Only numpy is needed (--dry-run: only python3).
+tokenizer_config.json with its chat_template, special_tokens_map.json, chat_template.jinja) into the
+model directory; nothing else of that directory. --chat-template FILE writes FILE as the model's
+chat_template.jinja (which kiln compile prefers to tokenizer_config.json's), for a tokenizer that
+ships without one: with --chat-golden, the golden entry's `chat_template` (a path under the shared
+assets, e.g. Gemma 2's google-gemma-2-2b-it.jinja) is the default, looked for in --assets.
+Only numpy is needed (--dry-run: only python3).
 """
 
 import argparse
@@ -28,8 +35,9 @@ import sys
 import time
 
 kHere = os.path.dirname(os.path.abspath(__file__))
-kTokenizerFiles = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json")
-kFamilies = ("llama", "mistral", "qwen2", "qwen3", "phi3")
+kTokenizerFiles = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "chat_template.jinja")
+kFamilies = ("llama", "mistral", "qwen2", "qwen3", "phi3", "gemma2")
 
 
 def loadRandomLlama():
@@ -76,20 +84,29 @@ def mlpTensors(cfg, p):
             (p + "mlp.down_proj.weight", [h, i])]
 
 
+def tiedByDefault(cfg):
+    """tie_word_embeddings when config.json leaves it out: Gemma2Config ties, the others do not."""
+    return cfg["model_type"] == "gemma2"
+
+
 def tensorList(cfg):
     """(name, shape) in transformers' naming for cfg's model_type, in checkpoint order."""
     if cfg.get("model_type") not in kFamilies:
         raise ValueError(f"model_type {cfg.get('model_type')!r} is not one of {kFamilies}")
-    h = cfg["hidden_size"]
+    h, gemma = cfg["hidden_size"], cfg["model_type"] == "gemma2"
     tensors = [("model.embed_tokens.weight", [cfg["vocab_size"], h])]
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         tensors += [(p + "input_layernorm.weight", [h])]
         tensors += attentionTensors(cfg, p)
         tensors += [(p + "post_attention_layernorm.weight", [h])]
+        if gemma:  # the MLP's own pre/post norms (Gemma2DecoderLayer)
+            tensors += [(p + "pre_feedforward_layernorm.weight", [h])]
         tensors += mlpTensors(cfg, p)
+        if gemma:
+            tensors += [(p + "post_feedforward_layernorm.weight", [h])]
     tensors.append(("model.norm.weight", [h]))
-    if not cfg.get("tie_word_embeddings", False):
+    if not cfg.get("tie_word_embeddings", tiedByDefault(cfg)):
         tensors.append(("lm_head.weight", [cfg["vocab_size"], h]))
     return tensors
 
@@ -116,15 +133,28 @@ def buildPlan(cfg, generationConfig, dtype, maxShardBytes):
             "total_bytes": sum(r["bytes"] for r in rows), "shards": shardRows, "tensors": rows}
 
 
-def chatGoldenModel(goldenPath, tokenizer):
-    """(config, generation_config, {name: shape}) of the golden's tiny_model for `tokenizer`."""
+def chatGoldenEntry(goldenPath, tokenizer):
     with open(goldenPath) as f:
         golden = json.load(f)
     entries = golden["tokenizers"]
     if tokenizer not in entries:
         raise ValueError(f"{goldenPath} has no tokenizer {tokenizer!r} (it has {sorted(entries)})")
-    tiny = entries[tokenizer]["tiny_model"]
+    return entries[tokenizer]
+
+
+def chatGoldenModel(goldenPath, tokenizer):
+    """(config, generation_config, {name: shape}) of the golden's tiny_model for `tokenizer`."""
+    tiny = chatGoldenEntry(goldenPath, tokenizer)["tiny_model"]
     return tiny["config"], tiny["generation_config"], tiny["tensors"]
+
+
+def chatGoldenTemplate(goldenPath, tokenizer, assets):
+    """The chat template file the golden's entry for `tokenizer` names (`chat_template`, a
+    "shared:" path under the assets directory), or None when the tokenizer has its own."""
+    path = chatGoldenEntry(goldenPath, tokenizer).get("chat_template")
+    if path is None:
+        return None
+    return os.path.join(assets, path.removeprefix("shared:"))
 
 
 def checkAgainstGolden(plan, expected):
@@ -150,10 +180,17 @@ def copyTokenizer(tokenizerDir, out):
     return copied
 
 
-def writeModel(plan, out, seed=0, threads=1, tokenizerDir=None):
-    """Writes config, generation config, weights and (from tokenizerDir) the tokenizer files."""
+def writeModel(plan, out, seed=0, threads=1, tokenizerDir=None, chatTemplate=None):
+    """Writes config, generation config, weights, (from tokenizerDir) the tokenizer files and
+    (from the file chatTemplate) chat_template.jinja; returns the names of the files copied."""
+    if chatTemplate and not os.path.isfile(chatTemplate):
+        raise FileNotFoundError(f"chat template {chatTemplate} is absent")
     mrl.writeModel(plan, out, seed, threads)
-    return copyTokenizer(tokenizerDir, out) if tokenizerDir else []
+    copied = copyTokenizer(tokenizerDir, out) if tokenizerDir else []
+    if chatTemplate:
+        shutil.copyfile(chatTemplate, os.path.join(out, "chat_template.jinja"))
+        copied.append("chat_template.jinja")
+    return copied
 
 
 def readJson(path):
@@ -171,6 +208,11 @@ def parseArgs(argv):
     p.add_argument("--tokenizer", help="with --chat-golden: which tokenizer's tiny_model")
     p.add_argument("--tokenizer-dir", help="copy tokenizer.json, tokenizer_config.json and "
                    "special_tokens_map.json from this directory into --out")
+    p.add_argument("--chat-template", help="write this file as the model's chat_template.jinja "
+                   "(with --chat-golden default: the entry's chat_template, under --assets)")
+    p.add_argument("--assets", default=os.environ.get("KILN_ASSETS_DIR", "/work/shared/assets"),
+                   help="shared assets directory, for the golden's chat_template (default: "
+                   "$KILN_ASSETS_DIR or /work/shared/assets)")
     p.add_argument("--out", help="model directory to write (created; files in it are replaced)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--dtype", choices=sorted(mrl.kDtypes), default="fp32")
@@ -188,8 +230,11 @@ def parseArgs(argv):
 def main(argv):
     args = parseArgs(argv)
     try:
+        chatTemplate = args.chat_template
         if args.chat_golden:
             cfg, gen, expected = chatGoldenModel(args.chat_golden, args.tokenizer)
+            if chatTemplate is None:
+                chatTemplate = chatGoldenTemplate(args.chat_golden, args.tokenizer, args.assets)
         else:
             cfg, expected = readJson(args.config), None
             gen = (readJson(args.generation_config) if args.generation_config else
@@ -205,7 +250,7 @@ def main(argv):
         return 0
     start = time.monotonic()
     try:
-        copied = writeModel(plan, args.out, args.seed, 1, args.tokenizer_dir)
+        copied = writeModel(plan, args.out, args.seed, 1, args.tokenizer_dir, chatTemplate)
     except ImportError as e:
         print(f"make_random_model: writing weights needs numpy ({e})", file=sys.stderr)
         return 1

@@ -1,11 +1,14 @@
-"""Tiny random Mistral / Qwen2 / Qwen3 / Phi-3 fixtures (HF model dirs) for kiln's import and
-end-to-end tests.
+"""Tiny random Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 fixtures (HF model dirs) for kiln's import
+and end-to-end tests.
 
 Used by make_family_goldens.py; not meant to be run on its own. Shares the Llama fixtures'
 tokenizer, weight distribution and generation_config (llama_fixtures.py, imported, not copied).
 config.json is written by hand with the key set a published checkpoint of each family has (the
 transformers 4.x keys `rope_theta`, `rope_scaling`, `torch_dtype`), then the model is built from
 that very file, so the weights and the file can never disagree. Everything is seeded.
+
+Gemma 2's RMSNorm scales by (1 + weight), so its stored norm weights are the offset from 1
+(FamilySpec.norm_center / norm_centers); its fixture also sets the embedding's std (embed_std).
 """
 
 import json
@@ -20,7 +23,8 @@ from transformers import AutoConfig, AutoModelForCausalLM
 import llama_fixtures as fx
 
 kArchitectures = {"mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
-                  "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM"}
+                  "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM",
+                  "gemma2": "Gemma2ForCausalLM"}
 
 # Absent from the file (not null): the real checkpoint of the family has no such key.
 kAbsent = object()
@@ -45,6 +49,15 @@ class FamilySpec:
     # rope depends on the sequence length at run time: the golden rows come from prefill + one
     # forward per greedy token with the KV cache, not from one forward over the whole sequence
     incremental: bool = False
+    # Weights as fx.initWeights draws them (same generator, order and draws) unless these are set:
+    # stored norm weight = centre + N(0, fx.kNormStd), centre norm_center (1.0 as in
+    # llama_fixtures; Gemma stores the offset from 1, its RMSNorm multiplies by 1 + weight) or
+    # norm_centers[key], key the norm's name without "model.layers.N." and ".weight"
+    # ("post_attention_layernorm", "model.norm"); the embedding's std embed_std (None:
+    # fx.kWeightStd, as every other matrix)
+    norm_center: float = 1.0
+    norm_centers: dict = field(default_factory=dict)
+    embed_std: float | None = None
     notes: str = ""
     exercises: str = ""
 
@@ -136,6 +149,32 @@ kFixtures = [
         exercises="longrope: short factors while the sequence is <= 16 tokens, long ones after, "
                   "attention factor sqrt(1 + ln 4 / ln 16) on cos/sin; partial rotary (first 12 "
                   "of 16 dims rotated, Phi-4-mini style); Phi-3 GQA fused qkv"),
+    FamilySpec(
+        name="tiny-gemma2", family="gemma2", seed=2517, storage_dtype=torch.float32,
+        num_layers=4, head_dim=32, tied=True, embed_std=0.1, norm_center=0.0,
+        # larger post-norm / final-norm multipliers: the post-normed sublayer outputs outweigh
+        # the x8 tied embedding (else greedy mostly repeats the input id) and the final logits
+        # go well past the final cap
+        norm_centers={"post_attention_layernorm": 2.0, "post_feedforward_layernorm": 2.0,
+                      "model.norm": 3.0},
+        extra={"query_pre_attn_scalar": 24, "sliding_window": 6,
+               "attn_logit_softcapping": 2.5, "final_logit_softcapping": 5.0,
+               "layer_types": ["sliding_attention", "full_attention",
+                               "sliding_attention", "full_attention"]},
+        notes="F32, tied, GQA 4q/2kv, explicit head_dim 32 (heads*head_dim 128 != hidden 64), "
+              "4 layers sliding/full/sliding/full, sliding_window 6, query_pre_attn_scalar 24 "
+              "(scale 24^-0.5, not head_dim^-0.5), attn_logit_softcapping 2.5, "
+              "final_logit_softcapping 5.0, gelu_pytorch_tanh; stored norm weights (Gemma "
+              "multiplies by 1 + w) input/pre_feedforward N(0, 0.1), post_attention/"
+              "post_feedforward 2 + N(0, 0.1), model.norm 3 + N(0, 0.1); embedding N(0, 0.1) "
+              "(x 8), other matrices N(0, 0.15); on the golden sequences the attention scores "
+              "before the cap reach 3.17 x 2.5 (15.3% of the visible ones beyond it) and the "
+              "final logits before the cap 2.71 x 5.0 (11.5% beyond it)",
+        exercises="Gemma 2 import: embeddings x sqrt(64) = 8, four RMSNorms per layer (pre/post "
+                  "attention, pre/post feed-forward) scaling by 1 + weight, GeGLU with tanh GELU, "
+                  "attention scale query_pre_attn_scalar^-0.5, tanh soft-capping of attention "
+                  "scores (before the mask) and of the final logits, a window of 6 on layers 0 and "
+                  "2 only (layers 1 and 3 full), head_dim != hidden / heads, tied lm_head"),
 ]
 
 
@@ -146,7 +185,7 @@ def configDict(spec: FamilySpec, transformersVersion: str) -> dict:
         "attention_dropout": 0.0,
         "bos_token_id": fx.kBos,
         "eos_token_id": fx.kEos,
-        "hidden_act": "silu",
+        "hidden_act": "gelu_pytorch_tanh" if spec.family == "gemma2" else "silu",
         "hidden_size": 64,
         "initializer_range": 0.02,
         "intermediate_size": 128,
@@ -155,7 +194,7 @@ def configDict(spec: FamilySpec, transformersVersion: str) -> dict:
         "num_attention_heads": spec.heads,
         "num_hidden_layers": spec.num_layers,
         "num_key_value_heads": spec.kv_heads,
-        "rms_norm_eps": 1e-6 if spec.family.startswith("qwen") else 1e-5,
+        "rms_norm_eps": 1e-6 if spec.family in ("qwen2", "qwen3", "gemma2") else 1e-5,
         "rope_theta": spec.rope_theta,
         "tie_word_embeddings": spec.tied,
         "torch_dtype": fx.kDtypeNames[spec.storage_dtype],
@@ -167,12 +206,45 @@ def configDict(spec: FamilySpec, transformersVersion: str) -> dict:
         # Phi-3-mini-4k-instruct's keys (its auto_map / _name_or_path left out: no remote code)
         cfg.update({"attention_bias": False, "embd_pdrop": 0.0, "resid_pdrop": 0.0,
                     "pad_token_id": fx.kEos})
+    if spec.family == "gemma2":
+        # google/gemma-2-2b's keys beyond the common ones (pad 0 as in Gemma: here <unk>);
+        # transformers reads hidden_activation, hidden_act is the same value
+        cfg.update({"attention_bias": False, "cache_implementation": "hybrid",
+                    "hidden_activation": "gelu_pytorch_tanh", "pad_token_id": 0})
     if spec.head_dim is not None:
         cfg["head_dim"] = spec.head_dim
     if spec.rope_scaling is not kAbsent:
         cfg["rope_scaling"] = spec.rope_scaling
     cfg.update(spec.extra)
     return dict(sorted(cfg.items()))
+
+
+def normKey(name: str) -> str:
+    """"model.layers.3.post_attention_layernorm.weight" -> "post_attention_layernorm"."""
+    parts = name[:-len(".weight")].split(".")
+    return ".".join(parts[3:] if parts[:2] == ["model", "layers"] else parts)
+
+
+def normCenter(spec: FamilySpec, name: str) -> float:
+    return spec.norm_centers.get(normKey(name), spec.norm_center)
+
+
+def initWeights(spec: FamilySpec, model) -> None:
+    """fx.initWeights (same generator, same order, same draws), with the norm centres and the
+    embedding std of the spec."""
+    if spec.norm_center == 1.0 and not spec.norm_centers and spec.embed_std is None:
+        fx.initWeights(model, spec.seed)
+        return
+    gen = torch.Generator().manual_seed(spec.seed)
+    with torch.no_grad():
+        for name, param in sorted(model.named_parameters(), key=lambda kv: kv[0]):
+            noise = torch.randn(param.shape, generator=gen, dtype=torch.float32)
+            if name.endswith("norm.weight"):
+                param.copy_(normCenter(spec, name) + fx.kNormStd * noise)
+            elif name == "model.embed_tokens.weight" and spec.embed_std is not None:
+                param.copy_(spec.embed_std * noise)
+            else:
+                param.copy_(fx.kWeightStd * noise)
 
 
 def writeConfigJson(path: str, cfg: dict) -> None:
@@ -191,7 +263,7 @@ def writeFixture(spec: FamilySpec, modelDir: str, tok: Tokenizer,
     writeConfigJson(configPath, cfg)
     model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(modelDir),
                                              dtype=torch.float32).eval()
-    fx.initWeights(model, spec.seed)
+    initWeights(spec, model)
     model = model.to(spec.storage_dtype)
     model.save_pretrained(modelDir, safe_serialization=True)
     writeConfigJson(configPath, cfg)  # save_pretrained wrote the transformers 5 form over it

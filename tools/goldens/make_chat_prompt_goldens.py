@@ -3,10 +3,15 @@
 
 Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_chat_prompt_goldens.py
 
-For the Qwen2.5, Mistral-7B-Instruct-v0.3 and Phi-3-mini tokenizers in $KILN_ASSETS_DIR/tokenizers
-(read in place, never copied), three conversations each: the text and the ids of
-AutoTokenizer.from_pretrained(dir).apply_chat_template(messages, add_generation_prompt=True),
-plus the tokenizer's size and bos/eos ids. Qwen2.5 and Mistral, whose templates print the tools,
+For the Qwen2.5, Mistral-7B-Instruct-v0.3, Phi-3-mini and Gemma 2 tokenizers in
+$KILN_ASSETS_DIR/tokenizers (read in place, never copied), three conversations each: the text and
+the ids of AutoTokenizer.from_pretrained(dir).apply_chat_template(messages,
+add_generation_prompt=True), plus the tokenizer's size and bos/eos ids. A conversation whose
+template raises (Gemma 2's rejects a system message) is recorded as `skipped` with the exception.
+The Gemma 2 tokenizer_config.json of the assets has no chat_template: the tokenizer gets google/
+gemma-2-2b-it's template from $KILN_ASSETS_DIR/chat_templates/google-gemma-2-2b-it.jinja, and its
+entry names that file (`chat_template`), which a test copies into the model directory as
+chat_template.jinja. Qwen2.5 and Mistral, whose templates print the tools,
 also get `tool_cases`: one conversation rendered with apply_chat_template(messages, tools=tools,
 ...), its tool's JSON schema keys deliberately not in sorted order (the templates print the tools
 with tojson, which keeps the order they were given in, so a server must keep the client's order).
@@ -74,8 +79,8 @@ kGetWeatherTool = {
     },
 }
 
-# Conversations rendered with tools, for the tokenizers in kToolTokenizers (Phi-3-mini's template
-# has no tools).
+# Conversations rendered with tools, for the tokenizers in kToolTokenizers (Phi-3-mini's and
+# Gemma 2's templates have no tools).
 kToolConversations = {
     "get_weather": {
         "messages": [
@@ -157,6 +162,30 @@ kTokenizers = {
                               "pad_token_id": 32000},
         "source": "Phi-3-mini-4k-instruct's config.json key set (auto_map left out) and "
                   "generation_config eos ids (<|endoftext|>, <|assistant|>, <|end|>)",
+    },
+    "gemma2": {
+        "dir": "tokenizers/gemma2",
+        # the assets' tokenizer_config.json has none: google/gemma-2-2b-it's, verbatim
+        "chat_template": "chat_templates/google-gemma-2-2b-it.jinja",
+        "architecture": "Gemma2ForCausalLM",
+        "vocab_size": 256000,
+        "vocab_note": "len(tokenizer) 256000 = the published Gemma 2 (2b/9b/27b) vocab_size, no "
+                      "padding",
+        "config": {
+            "architectures": ["Gemma2ForCausalLM"], "attention_bias": False,
+            "attention_dropout": 0.0, "attn_logit_softcapping": 50.0, "bos_token_id": 2,
+            "cache_implementation": "hybrid", "eos_token_id": [1, 107],
+            "final_logit_softcapping": 30.0, "head_dim": 8, "hidden_act": "gelu_pytorch_tanh",
+            "hidden_activation": "gelu_pytorch_tanh", "initializer_range": 0.02,
+            "max_position_embeddings": 8192, "model_type": "gemma2", "pad_token_id": 0,
+            "query_pre_attn_scalar": 8, "rms_norm_eps": 1e-06, "rope_theta": 10000.0,
+            "sliding_window": 4096, "tie_word_embeddings": True, "torch_dtype": "float32",
+            "use_cache": True},
+        "generation_config": {"bos_token_id": 2, "cache_implementation": "hybrid",
+                              "eos_token_id": [1, 107], "pad_token_id": 0},
+        "source": "google/gemma-2-2b-it's config.json key set (tie_word_embeddings written out, "
+                  "Gemma2Config's default; query_pre_attn_scalar = head_dim as in the 2b's 256, "
+                  "scaled down with it) and generation_config (eos <eos> 1 and <end_of_turn> 107)",
     },
 }
 
@@ -302,6 +331,10 @@ def main() -> None:
         for name, info in kTokenizers.items():
             tokDir = os.path.join(args.assets, info["dir"])
             tok = AutoTokenizer.from_pretrained(tokDir)
+            if "chat_template" in info:
+                assert not tok.chat_template, f"{name}: {tokDir} has its own chat_template"
+                with open(os.path.join(args.assets, info["chat_template"])) as f:
+                    tok.chat_template = f.read()
             raw = tokenizers.Tokenizer.from_file(os.path.join(tokDir, "tokenizer.json"))
             print(f"{name}: {type(tok).__name__}, len {len(tok)}, bos {tok.bos_token_id}, "
                   f"eos {tok.eos_token_id}")
@@ -312,6 +345,8 @@ def main() -> None:
             tiny = checkTinyModel(name, cfg, gen, cases + toolCases, os.path.join(base, name))
             out["tokenizers"][name] = {
                 "dir": f"shared:{info['dir']}",
+                **({"chat_template": f"shared:{info['chat_template']}"}
+                   if "chat_template" in info else {}),
                 "tokenizer_class": type(tok).__name__,
                 "len_tokenizer": len(tok),
                 "bos_token": tok.bos_token, "bos_token_id": tok.bos_token_id,

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
-"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 fixtures and their Hugging Face golden logits.
+"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 fixtures and their HF golden logits.
 
 Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_family_goldens.py
+(`--only NAME ...` writes only those fixtures and goldens; the others are left untouched.)
 
 Outputs (formats in tests/data/README.md; the same as make_llama_goldens.py's):
   tests/data/models/<fixture>/                                     HF model dirs (random weights)
@@ -10,6 +11,8 @@ Fixtures are listed in family_fixtures.py. Goldens are one fp32 eager forward ov
 greedy ids, except for fixtures whose rope depends on the sequence length at run time (dynamic
 NTK, longrope): their rows come from a prefill forward plus one cached forward per greedy token,
 as generate computes them, and their JSON says "incremental": true.
+Gemma 2 fixtures also get checks that their soft-capping, (1 + weight) norms, embedding scale and
+query_pre_attn_scalar each change the golden (reportGemma2), summarised in the JSON's family_note.
 CPU only, one thread, fixed seeds: a rerun reproduces the same bytes with the same library versions.
 """
 
@@ -24,6 +27,7 @@ import sys
 import numpy as np
 import torch
 import transformers
+import transformers.models.gemma2.modeling_gemma2 as gemma2_modeling
 from safetensors import safe_open
 from transformers import (AutoModelForCausalLM, AutoTokenizer, GenerationConfig,
                           PreTrainedTokenizerFast)
@@ -39,6 +43,11 @@ transformers.logging.disable_progress_bar()
 # An fp32 forward over the whole sequence and prefill + cached decode steps are the same
 # computation in a different order; more than this apart means the cache path is not equivalent.
 kSameComputation = 1e-5
+# Gemma 2 fixtures: their pre-cap logits reach ~13 (several x the final cap) and four layers of
+# post-norms scale sublayer outputs, so the fp32 rounding of a different reduction order alone
+# reaches ~2e-5 (with every op in float64 -- RMSNorm and softmax included, which transformers
+# runs in fp32 -- the two paths agree to the last bit of the fp32 output)
+kSameComputationByFamily = {"gemma2": 5e-5}
 # For the incremental fixtures the whole-sequence forward must be visibly different, or the
 # "incremental" marker would not matter.
 kMustDiffer = 1e-3
@@ -147,6 +156,7 @@ def generateRecomputes(spec) -> bool:
 
 def makeCase(spec, modelDir: str, index: int, promptIds: list[int], eosIds, goldenDir: str):
     name = f"{spec.name} case{index}"
+    sameTol = kSameComputationByFamily.get(spec.family, kSameComputation)
     genIds, genLogits = generateGreedy(loadModel(modelDir), promptIds)
     greedyIds = cachedGreedy(loadModel(modelDir), promptIds)
     if genIds != greedyIds and not generateRecomputes(spec):
@@ -161,15 +171,15 @@ def makeCase(spec, modelDir: str, index: int, promptIds: list[int], eosIds, gold
     else:
         logits = whole
         how = f"whole-sequence (incremental agrees to {diff:.1e})"
-        if diff > kSameComputation:
+        if diff > sameTol:
             raise SystemExit(f"{name}: whole-sequence and incremental logits differ by {diff:.3e} "
-                             f"> {kSameComputation}; the cache path is not equivalent")
+                             f"> {sameTol}; the cache path is not equivalent")
     gaps = margins(logits, p, greedyIds, name)
     # generate's logits rows, compared while it was fed the same ids as the golden
     same = next((k for k, (a, b) in enumerate(zip(genIds, greedyIds)) if a != b), len(genIds))
     sameRows = min(same + 1, mlg.kNewTokens)
     genDiff = float(np.abs(genLogits[:sameRows] - logits[p - 1:p - 1 + sameRows]).max())
-    if genDiff > kSameComputation and not generateRecomputes(spec):
+    if genDiff > sameTol and not generateRecomputes(spec):
         raise SystemExit(f"{name}: generate's logits differ from the golden rows by {genDiff:.3e}")
     how += f"; generate's own logits differ by {genDiff:.1e}"
     if genIds != greedyIds:
@@ -210,7 +220,38 @@ def checkLayout(spec, modelDir: str, model) -> None:
     assert dtypes == {want[spec.storage_dtype]}, dtypes
     assert ("lm_head.weight" in names) == (not spec.tied), (spec.name, "lm_head")
     layer0 = [n[len("model.layers.0."):] for n in names if n.startswith("model.layers.0.")]
-    if spec.family == "phi3":
+    if spec.family == "gemma2":
+        perLayer = sorted(f"{m}.weight" for m in (
+            "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+            "post_feedforward_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+            "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj",
+            "mlp.down_proj"))
+        want = sorted(["model.embed_tokens.weight", "model.norm.weight"]
+                      + [f"model.layers.{i}.{n}" for i in range(spec.num_layers) for n in perLayer])
+        assert names == want, sorted(set(names) ^ set(want))
+        cfg = model.config
+        with safe_open(os.path.join(modelDir, "model.safetensors"), "pt") as f:
+            shapes = {n: tuple(f.get_slice(n).get_shape()) for n in names}
+            norms = {n: f.get_tensor(n) for n in names if n.endswith("norm.weight")}
+        hd, h = cfg.head_dim, cfg.hidden_size
+        assert shapes["model.layers.0.self_attn.q_proj.weight"] == (cfg.num_attention_heads * hd, h)
+        assert shapes["model.layers.0.self_attn.k_proj.weight"] == (cfg.num_key_value_heads * hd, h)
+        assert shapes["model.layers.0.self_attn.o_proj.weight"] == (h, cfg.num_attention_heads * hd)
+        # stored norm weights are the offset from 1 (Gemma's RMSNorm multiplies by 1 + weight)
+        byKey = {}
+        for n, w in norms.items():
+            byKey.setdefault(ff.normKey(n), []).append(w)
+            assert abs(float(w.mean()) - ff.normCenter(spec, n)) < 0.05, (n, float(w.mean()))
+            assert 0.05 < float(w.std()) < 0.2, (n, float(w.std()))
+        print("  stored norm weights (multiplier 1 + w): " + ", ".join(
+            f"{k} mean {float(torch.cat(v).mean()):+.3f} std {float(torch.cat(v).std()):.3f}"
+            for k, v in sorted(byKey.items())))
+        print("  safetensors tensors (name shape):")
+        for n in names:
+            if not n.startswith("model.layers.") or n.startswith("model.layers.0."):
+                print(f"    {n} {list(shapes[n])}")
+        print(f"    ... and the same 11 for model.layers.1..{spec.num_layers - 1}")
+    elif spec.family == "phi3":
         assert "self_attn.qkv_proj.weight" in layer0 and "mlp.gate_up_proj.weight" in layer0, \
             layer0
         assert not any(k in n for n in layer0 for k in ("q_proj", "gate_proj")), layer0
@@ -240,6 +281,9 @@ def checkSlidingWindow(spec, modelDir: str, cfg: dict, model) -> None:
         return
     assert window == cfg["sliding_window"], (window, cfg["sliding_window"])
     ids = mlg.kFixturePrompts[2] + [11] * 16
+    if spec.family == "gemma2":
+        checkGemma2Window(spec, modelDir, cfg, model, ids)
+        return
     windowed = mlg.forwardLogits(model, ids)
     full = mlg.forwardLogits(loadModel(modelDir, sliding_window=None), ids)
     diff = np.abs(windowed - full).max(axis=1)
@@ -252,6 +296,45 @@ def checkSlidingWindow(spec, modelDir: str, cfg: dict, model) -> None:
         assert first == window, (first, window)
     else:
         assert first is None
+
+
+def firstDiffRow(a: np.ndarray, b: np.ndarray):
+    diff = np.abs(a - b).max(axis=1)
+    return (int(np.argmax(diff > 1e-6)) if (diff > 1e-6).any() else None), float(diff.max())
+
+
+def checkGemma2Window(spec, modelDir: str, cfg: dict, model, ids: list[int]) -> None:
+    """Gemma 2 alternates sliding (even layer index) and full (odd) attention. transformers 5 reads
+    it from config.layer_types (written explicitly here; when absent, Gemma2Config fills in
+    sliding for i % 2 == 0, which is what published Gemma 2 checkpoints, having no such key, get).
+    The window applies on the sliding layers only."""
+    window = cfg["sliding_window"]
+    n = cfg["num_hidden_layers"]
+    alternating = ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
+    assert cfg["layer_types"] == alternating, cfg["layer_types"]
+    noKey = transformers.Gemma2Config(**{k: v for k, v in cfg.items() if k != "layer_types"})
+    assert list(noKey.layer_types) == alternating, noKey.layer_types
+    assert list(model.config.layer_types) == alternating, model.config.layer_types
+    got = [layer.self_attn.sliding_window for layer in model.model.layers]
+    assert got == [window if t == "sliding_attention" else None for t in alternating], got
+    windowed = mlg.forwardLogits(model, ids)
+    print(f"  layer_types {alternating} (also Gemma2Config's default without the key); "
+          f"per-layer window {got}")
+    full = mlg.forwardLogits(loadModel(modelDir, layer_types=["full_attention"] * n), ids)
+    first, worst = firstDiffRow(windowed, full)
+    print(f"  sliding_window {window}: over {len(ids)} tokens the forward differs from an "
+          f"all-full-attention one from row {first} on (max {worst:.3f}); key j is visible to "
+          f"query i iff i - {window} < j <= i on the sliding layers")
+    assert first == window, (first, window)
+    # every layer's kind matters: flipping any one layer changes the rows from `window` on
+    for i in range(n):
+        flipped = list(alternating)
+        flipped[i] = "full_attention" if alternating[i] == "sliding_attention" else \
+            "sliding_attention"
+        other = mlg.forwardLogits(loadModel(modelDir, layer_types=flipped), ids)
+        first, worst = firstDiffRow(windowed, other)
+        print(f"    layer {i} made {flipped[i]}: differs from row {first} on (max {worst:.3f})")
+        assert first == window, (i, first, window)
 
 
 def yarnInvFreq(dim, base, factor, orig, betaFast=32.0, betaSlow=1.0) -> np.ndarray:
@@ -364,6 +447,103 @@ def reportLongrope(spec, cfg, cases, ropes, diffs, genDiffs) -> str:
             "these rows, hf_generate_greedy_ids what generate returned")
 
 
+def reportGemma2(spec, modelDir: str, goldenDir: str, cfg: dict, cases: list) -> str:
+    """Checks on the golden sequences (prompt + greedy ids) that each Gemma 2 feature bites:
+    the soft caps are clearly nonlinear there, and dropping any one feature (a cap, the +1 of the
+    norms, the embedding scale, query_pre_attn_scalar) moves the golden rows far beyond the
+    tolerance. Returns the summary stored as the golden's family_note."""
+    attnCap, finalCap = cfg["attn_logit_softcapping"], cfg["final_logit_softcapping"]
+    scale = cfg["query_pre_attn_scalar"] ** -0.5
+    seqs = [c["prompt_ids"] + c["greedy_ids"] for c in cases]
+    goldens = [np.fromfile(os.path.join(goldenDir, c["logits_file"]),
+                           dtype="<f4").reshape(-1, fx.kVocab) for c in cases]
+
+    model = loadModel(modelDir)
+    for layer in model.model.layers:
+        assert abs(layer.self_attn.scaling - scale) < 1e-12, layer.self_attn.scaling
+        assert layer.self_attn.attn_logit_softcapping == attnCap
+    assert model.config.final_logit_softcapping == finalCap
+    embedScale = model.model.embed_tokens.embed_scale
+    assert embedScale.dtype == torch.float32 and float(embedScale) == math.sqrt(64.0) == 8.0
+
+    # attention scores (q.k * scale, before the cap) at the positions the mask lets through
+    scores, preCap, embeds = {}, [], []
+    original = gemma2_modeling.eager_attention_forward
+
+    def probe(module, query, key, value, attention_mask, scaling=None, softcap=None, **kwargs):
+        keys = gemma2_modeling.repeat_kv(key, module.num_key_value_groups)
+        raw = torch.matmul(query, keys.transpose(2, 3)) * scaling
+        visible = (attention_mask == 0).expand_as(raw)
+        scores.setdefault(module.layer_idx, []).append(raw[visible].abs())
+        return original(module, query, key, value, attention_mask, scaling=scaling,
+                        softcap=softcap, **kwargs)
+
+    hooks = [model.lm_head.register_forward_hook(lambda m, i, o: preCap.append(o[0].detach())),
+             model.model.embed_tokens.register_forward_hook(
+                 lambda m, i, o: embeds.append((i[0][0].clone(), o[0].detach())))]
+    gemma2_modeling.eager_attention_forward = probe
+    try:
+        rows = [mlg.forwardLogits(model, ids) for ids in seqs]
+    finally:
+        gemma2_modeling.eager_attention_forward = original
+        for h in hooks:
+            h.remove()
+    for r, g in zip(rows, goldens):
+        assert np.array_equal(r, g), "probed forward differs from the golden rows"
+    weight = model.model.embed_tokens.weight.detach()
+    for ids, out in embeds:
+        assert torch.equal(out, weight[ids] * torch.tensor(8.0, dtype=torch.float32))
+    allScores = torch.cat([torch.cat(v) for v in scores.values()])
+    pre = torch.cat([p.flatten() for p in preCap]).abs()
+    attnRatio = float(allScores.max()) / attnCap
+    attnFrac = float((allScores > attnCap).float().mean())
+    finalRatio = float(pre.max()) / finalCap
+    finalFrac = float((pre > finalCap).float().mean())
+    perLayer = ", ".join(f"layer {i} {float(torch.cat(v).max()) / attnCap:.2f}"
+                         for i, v in sorted(scores.items()))
+    print(f"  attention scores (scaled by {cfg['query_pre_attn_scalar']}^-0.5, before the cap, "
+          f"{allScores.numel()} visible): max |s| / cap {attnCap} = {attnRatio:.3f} "
+          f"({perLayer}); {100 * attnFrac:.1f}% have |s| > cap")
+    print(f"  final logits before the cap ({pre.numel()}): max |z| / cap {finalCap} = "
+          f"{finalRatio:.3f}; {100 * finalFrac:.1f}% have |z| > cap; "
+          f"rms {float(pre.pow(2).mean().sqrt()):.3f}")
+    assert finalRatio > 1.5 and attnRatio > 1.0, (finalRatio, attnRatio)
+    assert finalFrac > 0.02 and attnFrac > 0.05, (finalFrac, attnFrac)
+
+    def maxDiff(mutated) -> float:
+        return max(float(np.abs(mlg.forwardLogits(mutated, ids) - g).max())
+                   for ids, g in zip(seqs, goldens))
+
+    noPlusOne = loadModel(modelDir)
+    with torch.no_grad():
+        for name, param in noPlusOne.named_parameters():
+            if name.endswith("norm.weight"):
+                param.add_(-1.0)  # 1 + (w - 1) = w: what a Llama-style x * w norm computes
+    noEmbedScale = loadModel(modelDir)
+    noEmbedScale.model.embed_tokens.embed_scale.fill_(1.0)
+    mutations = {
+        "no attention soft-cap": loadModel(modelDir, attn_logit_softcapping=None),
+        "no final soft-cap": loadModel(modelDir, final_logit_softcapping=None),
+        "norms x w instead of x (1 + w)": noPlusOne,
+        "no sqrt(hidden) embedding scale": noEmbedScale,
+        f"scale head_dim^-0.5 instead of {cfg['query_pre_attn_scalar']}^-0.5":
+            loadModel(modelDir, query_pre_attn_scalar=cfg["head_dim"]),
+    }
+    effects = {}
+    for what, mutated in mutations.items():
+        effects[what] = maxDiff(mutated)
+        print(f"    {what}: max |logits - golden| {effects[what]:.3f}")
+        assert effects[what] > 100 * mlg.kTolerance, (what, effects[what])
+    return (f"Gemma 2 checks on the golden sequences (prompt + greedy ids, eager attention): "
+            f"attention scores q.k * {cfg['query_pre_attn_scalar']}^-0.5 before the cap reach "
+            f"{attnRatio:.2f} x attn_logit_softcapping {attnCap} ({100 * attnFrac:.1f}% of the "
+            f"visible ones exceed it); final logits before the cap reach {finalRatio:.2f} x "
+            f"final_logit_softcapping {finalCap} ({100 * finalFrac:.1f}% exceed it). Embeddings "
+            f"are multiplied by sqrt(hidden_size) = 8.0 as a float32 tensor (exact for hidden 64) "
+            f"before layer 0. Max |logits - golden| when one feature is dropped: "
+            + "; ".join(f"{k} {v:.3g}" for k, v in effects.items()))
+
+
 # ---- driver ------------------------------------------------------------------------------------
 
 def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
@@ -407,6 +587,9 @@ def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
     generateNote = None
     if kind == "longrope":
         generateNote = reportLongrope(spec, cfg, cases, ropes, diffs, genDiffs)
+    familyNote = None
+    if spec.family == "gemma2":
+        familyNote = reportGemma2(spec, modelDir, goldenDir, cfg, cases)
 
     note = (f"weights stored {fx.kDtypeNames[spec.storage_dtype]}; golden computed in fp32 from "
             "those stored weights upcast exactly to fp32, eager attention, CPU")
@@ -418,6 +601,8 @@ def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
         golden["incremental_note"] = kIncrementalNote
     if generateNote:
         golden["generate_note"] = generateNote
+    if familyNote:
+        golden["family_note"] = familyNote
     golden["cases"] = cases
     mlg.writeGoldenJson(os.path.join(goldenDir, f"{spec.name}.json"), golden)
 
@@ -432,6 +617,11 @@ def main() -> None:
     goldenDir = os.path.join(args.repo, "tests/data/golden")
     os.makedirs(goldenDir, exist_ok=True)
     tok = fx.trainTokenizer()
+    if args.only:
+        unknown = sorted(set(args.only) - {spec.name for spec in ff.kFixtures})
+        if unknown:
+            raise SystemExit(f"unknown fixture(s) {unknown}; known: "
+                             f"{[spec.name for spec in ff.kFixtures]}")
     for spec in ff.kFixtures:
         if args.only and spec.name not in args.only:
             continue

@@ -2,22 +2,28 @@
 """Writes the Hugging Face goldens kiln's --dtype bf16/fp16 artifacts are tested against.
 
 Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_half_goldens.py
+Only some models (the others' goldens are left as they are):
+                         ... make_half_goldens.py --only tiny-gemma2 [NAME ...]
 
-For each model (the three committed fixtures and TinyStories-656K from $KILN_ASSETS_DIR, default
-/work/shared/assets; absent assets are skipped with a message) and each dtype (bf16, fp16), with
-transformers loading the checkpoint with that torch dtype (every parameter cast, as
-`from_pretrained(dtype=...)` does), on CPU, one thread, default attention (sdpa):
+Models (kModels): the Llama fixtures tiny-llama, tiny-llama-tied, tiny-llama3 (bf16, fp16);
+the Gemma 2 fixture tiny-gemma2 (bf16 only; fp32 checkpoint); TinyStories-656K from
+$KILN_ASSETS_DIR, default /work/shared/assets (bf16, fp16; absent assets are skipped with a
+message). For each model and each of its dtypes, with transformers' AutoModelForCausalLM loading
+the checkpoint with that torch dtype (every parameter cast, as `from_pretrained(dtype=...)` does),
+on CPU, one thread, default attention (sdpa) for Llama, eager attention for Gemma 2 (its attention
+logit soft-capping exists only there):
   - the prompts of the fp32 golden tests/data/golden/<model>.json (same cases, same order);
   - 16 greedy ids from model.generate (eos disabled, so always exactly 16);
   - ONE forward pass (no KV cache) over prompt + those ids in that dtype: every row of logits;
   - the fp32 model's forward over the same ids, to record how far the half model is from fp32;
-  - for the fixtures in bf16, the "kiln rounding" reference: the fp32 model rounding exactly where
+  - for the Llama fixtures in bf16, the "kiln rounding" reference: the fp32 model rounding exactly where
     schema/plan.fbs says kiln does (class KilnRounding), over the same ids.
 
 Outputs, in tests/data/golden/:
   <model>.<dtype>.json                 see the "format" field written into it
   <model>.<dtype>.case<i>.logits.<dtype>
-  <model>.bf16.case<i>.kiln_rounding.f32  (fixtures)
+  <model>.bf16.case<i>.kiln_rounding.f32  (Llama fixtures; the json omits kiln_rounding_file
+                                           for the others)
 The logits files are raw little-endian bf16 / fp16, rows x vocab_size, row-major: transformers'
 half lm_head returns half logits, so storing them in that type loses nothing (the script checks).
 Row r holds the logits after token r of prompt_ids + greedy_ids at position r.
@@ -35,22 +41,32 @@ import numpy as np
 import torch
 import transformers
 import tokenizers
-from transformers import GenerationConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, GenerationConfig, LlamaForCausalLM
 from transformers.models.llama import modeling_llama
 
 transformers.logging.set_verbosity_error()
 
 kNewTokens = 16
 kDtypes = {"bf16": torch.bfloat16, "fp16": torch.float16}
-kFixtures = ["tiny-llama", "tiny-llama-tied", "tiny-llama3"]
-kAssetModels = {"tinystories-656K": "models/tinystories-656K-hf"}
+# name -> (directory: "fixture" = tests/data/models/<name>, else relative to the assets dir,
+#          dtypes, KilnRounding reference in bf16 (Llama only), attn_implementation or None).
+kModels = {
+    "tiny-llama": ("fixture", ["bf16", "fp16"], True, None),
+    "tiny-llama-tied": ("fixture", ["bf16", "fp16"], True, None),
+    "tiny-llama3": ("fixture", ["bf16", "fp16"], True, None),
+    "tiny-gemma2": ("fixture", ["bf16"], False, "eager"),
+    "tinystories-656K": ("models/tinystories-656K-hf", ["bf16", "fp16"], False, None),
+}
 
 
-def loadModel(modelDir: str, dtype: torch.dtype) -> LlamaForCausalLM:
-    return LlamaForCausalLM.from_pretrained(modelDir, dtype=dtype).eval()
+def loadModel(modelDir: str, dtype: torch.dtype, attn: str | None = None):
+    kwargs = {"attn_implementation": attn} if attn else {}
+    model = AutoModelForCausalLM.from_pretrained(modelDir, dtype=dtype, **kwargs).eval()
+    assert attn is None or model.config._attn_implementation == attn
+    return model
 
 
-def greedy(model: LlamaForCausalLM, promptIds: list[int]) -> list[int]:
+def greedy(model, promptIds: list[int]) -> list[int]:
     # As make_llama_goldens.py: no eos at all, so exactly kNewTokens ids come back.
     model.generation_config.eos_token_id = None
     cfg = GenerationConfig(do_sample=False, max_new_tokens=kNewTokens, min_new_tokens=kNewTokens,
@@ -64,7 +80,7 @@ def greedy(model: LlamaForCausalLM, promptIds: list[int]) -> list[int]:
     return ids
 
 
-def forward(model: LlamaForCausalLM, ids: list[int]) -> torch.Tensor:
+def forward(model, ids: list[int]) -> torch.Tensor:
     with torch.no_grad():
         return model(torch.tensor([ids], dtype=torch.long), use_cache=False).logits[0]
 
@@ -207,21 +223,27 @@ def writeJson(path: str, golden: dict) -> None:
         f.write(text + "\n")
 
 
-def goldensForModel(name, modelDir, modelDirField, goldenDir, withKilnRounding):
+def goldensForModel(name, modelDir, modelDirField, goldenDir, withKilnRounding, dtypeNames,
+                    attn):
     with open(os.path.join(goldenDir, f"{name}.json")) as f:
         fp32Golden = json.load(f)
     prompts = [c["prompt_ids"] for c in fp32Golden["cases"]]
-    fp32Model = loadModel(modelDir, torch.float32)
-    print(f"{name}: vocab {fp32Model.config.vocab_size}, {len(prompts)} prompts")
-    for dtypeName, dtype in kDtypes.items():
-        model = loadModel(modelDir, dtype)
+    fp32Model = loadModel(modelDir, torch.float32, attn)
+    if withKilnRounding:
+        assert isinstance(fp32Model, LlamaForCausalLM), "KilnRounding is Llama-specific"
+    print(f"{name}: {type(fp32Model).__name__}, vocab {fp32Model.config.vocab_size}, "
+          f"{len(prompts)} prompts")
+    for dtypeName in dtypeNames:
+        dtype = kDtypes[dtypeName]
+        model = loadModel(modelDir, dtype, attn)
         rounding = withKilnRounding and dtypeName == "bf16"
         cases = [makeCase(name, dtypeName, i, ids, model, fp32Model, modelDir, goldenDir, rounding)
                  for i, ids in enumerate(prompts)]
         golden = {
             "model": name, "model_dir": modelDirField, "dtype": dtypeName,
             "vocab_size": fp32Model.config.vocab_size,
-            "how": f"transformers LlamaForCausalLM.from_pretrained(dtype=torch.{str(dtype)[6:]}), "
+            "how": f"transformers {type(model).__name__}.from_pretrained("
+                   f"dtype=torch.{str(dtype)[6:]}), "
                    f"attn_implementation {model.config._attn_implementation}, CPU, 1 thread; "
                    "greedy ids from generate() (eos disabled), logits from one forward pass "
                    "without KV cache over prompt + greedy ids",
@@ -230,7 +252,7 @@ def goldensForModel(name, modelDir, modelDirField, goldenDir, withKilnRounding):
                       "top-1 minus top-2 logit of row len(prompt_ids)-1+k. "
                       "forward_argmax_matches_greedy: steps whose row argmax is the generate() id. "
                       "hf_half_vs_fp32_max_abs: max |these logits - the fp32 model's| over all "
-                      "rows. kiln_rounding_file (bf16 fixtures only): raw little-endian f32 logits "
+                      "rows. kiln_rounding_file (bf16 Llama fixtures only): raw little-endian f32 logits "
                       "of the same ids from the fp32 model rounding where plan.fbs says kiln does "
                       "(make_half_goldens.py KilnRounding)",
             "versions": versions(), "cases": cases}
@@ -242,19 +264,27 @@ def main() -> None:
     parser.add_argument("--repo", default=os.getcwd(), help="kiln repo root (default: cwd)")
     parser.add_argument("--assets", default=os.environ.get("KILN_ASSETS_DIR",
                                                            "/work/shared/assets"))
+    parser.add_argument("--only", nargs="+", metavar="NAME", choices=list(kModels),
+                        help="write only these models' goldens (default: all of "
+                             + ", ".join(kModels) + ")")
     args = parser.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(1)  # fixed reduction order: same bytes on every rerun
     goldenDir = os.path.join(args.repo, "tests/data/golden")
-    for name in kFixtures:
-        goldensForModel(name, os.path.join(args.repo, "tests/data/models", name),
-                        f"tests/data/models/{name}", goldenDir, True)
-    for name, relative in kAssetModels.items():
-        modelDir = os.path.join(args.assets, relative)
-        if not os.path.exists(os.path.join(modelDir, "config.json")):
-            print(f"{name}: {modelDir} is absent; skipped", file=sys.stderr)
+    for name, (where, dtypeNames, withKilnRounding, attn) in kModels.items():
+        if args.only and name not in args.only:
             continue
-        goldensForModel(name, modelDir, f"shared:{relative}", goldenDir, False)
+        if where == "fixture":
+            modelDir = os.path.join(args.repo, "tests/data/models", name)
+            modelDirField = f"tests/data/models/{name}"
+        else:
+            modelDir = os.path.join(args.assets, where)
+            modelDirField = f"shared:{where}"
+            if not os.path.exists(os.path.join(modelDir, "config.json")):
+                print(f"{name}: {modelDir} is absent; skipped", file=sys.stderr)
+                continue
+        goldensForModel(name, modelDir, modelDirField, goldenDir, withKilnRounding, dtypeNames,
+                        attn)
 
 
 if __name__ == "__main__":

@@ -52,12 +52,13 @@ std::string errorOf(const Json &json) {
 }
 
 TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
-  EXPECT_EQ(supportedModelTypes(), "llama, mistral, qwen2, qwen3, phi3");
+  EXPECT_EQ(supportedModelTypes(), "llama, mistral, qwen2, qwen3, phi3, gemma2");
   for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
                                     {"mistral", "MistralForCausalLM"},
                                     {"qwen2", "Qwen2ForCausalLM"},
                                     {"qwen3", "Qwen3ForCausalLM"},
-                                    {"phi3", "Phi3ForCausalLM"}}) {
+                                    {"phi3", "Phi3ForCausalLM"},
+                                    {"gemma2", "Gemma2ForCausalLM"}}) {
     Resolved r = resolve(configOf(type, architecture));
     ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
     EXPECT_EQ(std::string((*r.family)->name), type);
@@ -67,7 +68,7 @@ TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
 TEST(ModelFamilyTest, UnknownModelTypeListsTheSupportedOnes) {
   std::string message = errorOf(configOf("gpt_neox", "GPTNeoXForCausalLM"));
   EXPECT_NE(message.find("m/config.json: field 'model_type' is 'gpt_neox'; kiln compiles "
-                         "model_type: llama, mistral, qwen2, qwen3, phi3"),
+                         "model_type: llama, mistral, qwen2, qwen3, phi3, gemma2"),
             std::string::npos)
       << message;
 }
@@ -108,6 +109,43 @@ TEST(ModelFamilyTest, EveryFamilyRefusesOtherActivations) {
     std::string message = errorOf(json);
     EXPECT_NE(message.find("field 'hidden_act' is 'gelu'"), std::string::npos) << message;
   }
+}
+
+// Gemma 2's keys, with Gemma2Config's defaults where config.json leaves them out (soft-capping
+// 50 / 30, query_pre_attn_scalar 256, window 4096 on even layers, tied), null caps as none, and
+// another activation refused naming hidden_activation.
+TEST(ModelFamilyTest, Gemma2ReadsItsKeysAndDefaults) {
+  Resolved r = resolve(configOf("gemma2", "Gemma2ForCausalLM", 4));
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  const HfModelConfig &c = r.config;
+  EXPECT_TRUE(c.geluTanhMlp && c.normPlusOne && c.sandwichNorms && c.scaleEmbeddings);
+  EXPECT_TRUE(c.tieWordEmbeddings);
+  EXPECT_DOUBLE_EQ(c.attnLogitSoftcap, 50.0);
+  EXPECT_DOUBLE_EQ(c.finalLogitSoftcap, 30.0);
+  EXPECT_DOUBLE_EQ(c.attentionScale, 1.0 / 16.0);
+  EXPECT_EQ(c.slidingWindows, (std::vector<int64_t>{4096, 0, 4096, 0}));
+  Json json = configOf("gemma2", "Gemma2ForCausalLM", 3);
+  json["attn_logit_softcapping"] = nullptr;
+  json["final_logit_softcapping"] = 12.5;
+  json["query_pre_attn_scalar"] = 144;
+  json["sliding_window"] = 10;
+  json["layer_types"] = {"full_attention", "sliding_attention", "sliding_attention"};
+  json["tie_word_embeddings"] = false;
+  r = resolve(json);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_DOUBLE_EQ(r.config.attnLogitSoftcap, 0.0);
+  EXPECT_DOUBLE_EQ(r.config.finalLogitSoftcap, 12.5);
+  EXPECT_DOUBLE_EQ(r.config.attentionScale, 1.0 / 12.0);
+  EXPECT_EQ(r.config.slidingWindows, (std::vector<int64_t>{0, 10, 10}));
+  EXPECT_FALSE(r.config.tieWordEmbeddings);
+  json = configOf("gemma2", "Gemma2ForCausalLM");
+  json["hidden_activation"] = "gelu";
+  std::string message = errorOf(json);
+  EXPECT_NE(message.find("field 'hidden_activation' is 'gelu'"), std::string::npos) << message;
+  json = configOf("gemma2", "Gemma2ForCausalLM");
+  json["layer_types"] = {"full_attention"};
+  message = errorOf(json);
+  EXPECT_NE(message.find("layer_types"), std::string::npos) << message;
 }
 
 TEST(ModelFamilyTest, BiasesAndQkNormFollowTheFamily) {

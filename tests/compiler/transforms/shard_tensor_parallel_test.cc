@@ -27,6 +27,14 @@ TEST(SourceSliceTest, FormatsAndParsesRoundTrip) {
   EXPECT_EQ(parsed->rowEnd, 100);
   EXPECT_EQ(parsed->colEnd, 8);
   EXPECT_FALSE(parseSourceSlice("model.norm.weight")->sliced());
+  // Gemma's (1 + w) norm weights: a flag, not a slice, kept through composition.
+  auto plusOne = parseSourceSlice("model.norm.weight|plus_one");
+  ASSERT_TRUE(plusOne);
+  EXPECT_TRUE(plusOne->plusOne);
+  EXPECT_FALSE(plusOne->sliced());
+  EXPECT_EQ(formatSourceSlice(*plusOne), "model.norm.weight|plus_one");
+  SourceSlice rows{"q.weight", 4, 8};
+  EXPECT_TRUE(composeSourceSlices(*plusOne, rows)->plusOne);
   for (const char *bad : {"", "|rows=0:1", "t|rows=4:2", "t|rows=a:b", "t|depth=0:1", "t|rows=1"})
     EXPECT_FALSE(parseSourceSlice(bad)) << bad;
   std::string error;

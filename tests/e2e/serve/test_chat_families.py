@@ -1,17 +1,23 @@
-"""Qwen2.5, Mistral-7B-Instruct-v0.3 and Phi-3-mini served end to end with their real tokenizer and
-chat template: /v1/chat/completions reports the prompt ids transformers' apply_chat_template gives.
+"""Qwen2.5, Mistral-7B-Instruct-v0.3, Phi-3-mini and Gemma 2 served end to end with their real
+tokenizer and chat template: /v1/chat/completions reports the prompt ids transformers'
+apply_chat_template gives.
 
 For each tokenizer of tests/data/golden/chat_prompt_ids.json (written by
 tools/goldens/make_chat_prompt_goldens.py): tools/bench/make_random_model.py writes the golden's
 `tiny_model` (1 layer, hidden 16, the published vocab size, the family's real tensor names) into a
 temporary directory with tokenizer.json / tokenizer_config.json / special_tokens_map.json copied
-from $ASSETS/tokenizers/<name> (never into the repository), `kiln compile` builds it, `kiln serve`
-serves it, and each conversation goes through the openai client with return_token_ids. The
-server's `prompt_token_ids` must equal the golden ids exactly. Qwen2.5 and Mistral also get the
-golden's tool conversations (a get_weather function whose JSON schema keys are not in sorted order)
-sent with the client's `tools=`: their templates print the tools as JSON in the order given; and a
-call with its result rendered back (role "tool"), the call's arguments sent as JSON text as OpenAI
-clients send them.
+from $ASSETS/tokenizers/<name> (never into the repository), and, where the golden's entry names a
+`chat_template` file (Gemma 2: the assets' tokenizer_config.json has none, so google/gemma-2-2b-it's
+template from $ASSETS/chat_templates), that file as chat_template.jinja. `kiln compile` builds it,
+`kiln serve` serves it, and each conversation goes through the openai client with
+return_token_ids. The server's `prompt_token_ids` must equal the golden ids exactly. Where the
+template raised for a conversation in transformers (the golden stores it as `skipped`: Gemma 2's
+template rejects a system message with raise_exception('System role not supported')), the server
+must refuse it the same way: HTTP 400 (openai.BadRequestError) whose message carries the template's
+error text. Qwen2.5 and Mistral also get the golden's tool conversations (a get_weather function
+whose JSON schema keys are not in sorted order) sent with the client's `tools=`: their templates
+print the tools as JSON in the order given; and a call with its result rendered back (role
+"tool"), the call's arguments sent as JSON text as OpenAI clients send them.
 
 The API does not return the rendered prompt text, so the text is checked through the tokenizer:
 `kiln tokenize --no-special` of the golden text must give the same ids. Together the two say the
@@ -26,10 +32,15 @@ class's defaults, without the Prepend("\u2581") normalizer tokenizer.json declar
 after a special token loses its leading "\u2581" ("You" 3492 instead of "\u2581You" 887).
 tokenizer.json is what the checkpoint ships and what transformers 4.x (LlamaTokenizerFast), and so
 vLLM and TGI on it, run; the transformers 5 ids are a property of that transformers release, not of
-the model's tokenizer. For Qwen2.5 and Mistral the two agree and the golden stores one list.
+the model's tokenizer. For Qwen2.5, Mistral and Gemma 2 the two agree and the golden stores one
+list.
 
 The chat path encodes the rendered text without adding BOS (the templates write it themselves:
-Mistral's text starts with "<s>"), as apply_chat_template(tokenize=True) does.
+Mistral's text starts with "<s>", Gemma 2's with "<bos>", though both tokenizer_config.json files
+set add_bos_token), as apply_chat_template(tokenize=True) does.
+
+Gemma 2's 256000-row embedding makes its artifact about 16 MB (F32, hidden 16) besides the 17.5 MB
+tokenizer.json; it is compiled with the same --max-seq-len as the others.
 
 Labels cpu and model: it reads $ASSETS/tokenizers. Without them it skips, saying so, except where
 CI is set (CI=true, as CI services set it): there a missing tokenizer fails.
@@ -46,7 +57,7 @@ import openai
 
 import serve_harness as h
 
-kTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3", "phi3-mini")
+kTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3", "phi3-mini", "gemma2")
 
 
 def onCi():
@@ -75,6 +86,13 @@ def openAiMessages(messages):
             call["function"]["arguments"] = json.dumps(call["function"]["arguments"])
         out.append(m)
     return out
+
+
+def templateError(case):
+    """The error text of a skipped case: "TemplateError: System role not supported" -> "System role
+    not supported" (the exception's message, without transformers' exception class)."""
+    kind, sep, message = case["skipped"].partition(": ")
+    return message if sep else kind
 
 
 def expectedIds(case):
@@ -108,9 +126,19 @@ class ChatFamiliesTest(unittest.TestCase):
         cfg, gen, tensors = self.generator.chatGoldenModel(goldenPath(), name)
         plan = self.generator.buildPlan(cfg, gen, "fp32", self.generator.mrl.kDefaultMaxShardBytes)
         self.generator.checkAgainstGolden(plan, tensors)
+        # The template the golden was rendered with where the tokenizer has none of its own.
+        chatTemplate = self.generator.chatGoldenTemplate(goldenPath(), name, h.ARGS.assets)
+        if chatTemplate is not None and not os.path.isfile(chatTemplate):
+            message = f"{chatTemplate} is absent (the shared assets are not here)"
+            if onCi():
+                self.fail(message + "; CI is set, so a missing asset is a failure")
+            self.skipTest(message)
         modelDir = os.path.join(self.scratch.name, name)
-        copied = self.generator.writeModel(plan, modelDir, seed=7, tokenizerDir=tokenizerDir)
+        copied = self.generator.writeModel(plan, modelDir, seed=7, tokenizerDir=tokenizerDir,
+                                           chatTemplate=chatTemplate)
         self.assertIn("tokenizer_config.json", copied)
+        if chatTemplate is not None:
+            self.assertIn("chat_template.jinja", copied)
         artifact = modelDir + ".kiln"
         out = subprocess.run([h.ARGS.kiln, "compile", modelDir, "-o", artifact, "--max-batch", "4",
                               "--max-seq-len", "512", "--quiet"],
@@ -124,13 +152,18 @@ class ChatFamiliesTest(unittest.TestCase):
         self.assertEqual(out.returncode, 0, out.stderr.decode())
         return [int(i) for i in out.stdout.split()]
 
-    def checkTokenizer(self, name, toolCases=0):
+    def checkTokenizer(self, name, toolCases=0, skipped=()):
         """Every conversation of the golden for `name` through the server; `toolCases` is how many
-        tool conversations (tool_cases, sent with the client's tools=) the golden must hold."""
+        tool conversations (tool_cases, sent with the client's tools=) the golden must hold, and
+        `skipped` the conversations whose template raised in transformers: the server must answer
+        those 400 with the template's error."""
         entry = self.golden["tokenizers"][name]
         artifact = self.compileTinyModel(name, self.tokenizerDir(name))
         cases = [c for c in entry["cases"] if "ids" in c]
-        self.assertEqual(len(cases), 3, f"{name}: the golden skipped a conversation")
+        refused = [c for c in entry["cases"] if "ids" not in c]
+        self.assertEqual(sorted(c["conversation"] for c in refused), sorted(skipped),
+                         f"{name}: the conversations the golden skipped")
+        self.assertEqual(len(cases) + len(refused), len(self.golden["conversations"]))
         withTools = [c for c in entry.get("tool_cases", []) if "ids" in c]
         self.assertEqual(len(withTools), toolCases, f"{name}: the golden's tool conversations")
         requests = [(c, self.golden["conversations"][c["conversation"]], None) for c in cases]
@@ -157,6 +190,21 @@ class ChatFamiliesTest(unittest.TestCase):
                 with self.subTest(tokenizer=name, conversation=conversation, check="text"):
                     self.assertEqual(self.tokenizeText(artifact, case["text"]), want,
                                      "kiln tokenize of transformers' rendered text")
+            for case in refused:
+                conversation = case["conversation"]
+                with self.subTest(tokenizer=name, conversation=conversation, check="refused"):
+                    with self.assertRaises(openai.BadRequestError) as raised:
+                        client.chat.completions.create(
+                            model=model, messages=self.golden["conversations"][conversation],
+                            max_tokens=1, temperature=0, extra_body={"return_token_ids": True})
+                    self.assertEqual(raised.exception.status_code, 400)
+                    self.assertIn(templateError(case), raised.exception.message,
+                                  f"the template's error (transformers: {case['skipped']})")
+            if refused:  # and it goes on serving after refusing
+                r = client.chat.completions.create(
+                    model=model, messages=self.golden["conversations"][cases[0]["conversation"]],
+                    max_tokens=1, temperature=0, extra_body={"return_token_ids": True})
+                self.assertEqual(r.prompt_token_ids, expectedIds(cases[0]))
             self.assertEqual(server.stop(), 0)
 
     def test_qwen2_5(self):
@@ -170,6 +218,14 @@ class ChatFamiliesTest(unittest.TestCase):
         # The golden's own record of the difference the module docstring explains.
         self.assertFalse(entry["tokenizer_json_agrees"])
         self.checkTokenizer("phi3-mini")
+
+    def test_gemma2(self):
+        entry = self.golden["tokenizers"]["gemma2"]
+        # No template in the assets' tokenizer_config.json: the golden names gemma-2-2b-it's.
+        self.assertEqual(entry["chat_template"], "shared:chat_templates/google-gemma-2-2b-it.jinja")
+        self.assertTrue(entry["tokenizer_json_agrees"])
+        # Its template raises for a system message (raise_exception('System role not supported')).
+        self.checkTokenizer("gemma2", skipped=("system_user",))
 
     def test_every_golden_tokenizer_is_covered(self):
         self.assertEqual(sorted(self.golden["tokenizers"]), sorted(kTokenizers))

@@ -116,7 +116,8 @@ void poisonOutsideWindows(PagedBatch &b, int32_t window) {
   }
 }
 
-std::vector<float> runAttention(const PagedBatch &b, float scale, int32_t window = 0) {
+std::vector<float> runAttention(const PagedBatch &b, float scale, int32_t window = 0,
+                                float softcap = 0.0f) {
   std::vector<float> out(b.numTokens * b.qWidth(), -1.0f);
   AttentionArgs args{b.q.data(),
                      b.positions.data(),
@@ -135,6 +136,7 @@ std::vector<float> runAttention(const PagedBatch &b, float scale, int32_t window
                      b.shape.blockSize,
                      scale};
   args.slidingWindow = window;
+  args.logitSoftcap = softcap;
   attention(args);
   return out;
 }
@@ -142,7 +144,7 @@ std::vector<float> runAttention(const PagedBatch &b, float scale, int32_t window
 // Dense causal (sliding-window when window > 0) attention in double straight from the unpaged K/V,
 // compared with an absolute tolerance on outputs bounded by max |v| = 1.
 void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, float scale,
-                        double tolerance, int32_t window = 0) {
+                        double tolerance, int32_t window = 0, double softcap = 0.0) {
   const Shape &s = b.shape;
   const int32_t group = s.numHeads / s.numKvHeads;
   const int64_t kvWidth = static_cast<int64_t>(s.numKvHeads) * s.headDim;
@@ -158,6 +160,8 @@ void expectMatchesDense(const PagedBatch &b, const std::vector<float> &out, floa
           for (int32_t d = 0; d < s.headDim; ++d)
             dot += static_cast<double>(q[d]) * b.denseK[i][p * kvWidth + kvHead * s.headDim + d];
           scores[p] = dot * scale;
+          if (softcap > 0.0)
+            scores[p] = std::tanh(scores[p] / softcap) * softcap;
         }
         const double maxScore = *std::max_element(scores.begin(), scores.end());
         double sum = 0.0;
@@ -188,6 +192,23 @@ TEST_P(AttentionTest, PagedMatchesDenseCausalOverShapeGrid) {
         const float scale = 1.0f / std::sqrt(static_cast<float>(headDim));
         // fp32 dots, exp and online-softmax rescaling on scores of magnitude < 4.
         expectMatchesDense(b, runAttention(b, scale), scale, 2e-6);
+      }
+}
+
+// Gemma 2's soft-capped scores, tanh(s / c) * c, with caps that bite (scores reach ~4 x the
+// smallest), windowed and not, including head sizes the 16-lane and AMX paths would take; and a
+// cap that changes nothing measurable (c far above every score) equals no cap within tolerance.
+TEST_P(AttentionTest, SoftcappedScoresMatchDense) {
+  uint32_t seed = 3000;
+  for (float softcap : {1.0f, 2.5f, 50.0f})
+    for (int32_t window : {0, 6})
+      for (int32_t headDim : {16, 32, 256}) {
+        SCOPED_TRACE(::testing::Message()
+                     << "softcap=" << softcap << " window=" << window << " headDim=" << headDim);
+        const PagedBatch b = makeBatch({4, 2, headDim, 16}, kMixedBatch, ++seed);
+        const float scale = 4.0f / std::sqrt(static_cast<float>(headDim)); // scores up to ~16
+        expectMatchesDense(b, runAttention(b, scale, window, softcap), scale, 5e-6, window,
+                           softcap);
       }
 }
 

@@ -84,6 +84,51 @@ INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, SiluMulTest, ::testing::ValuesIn(a
                            return std::string(cpuIsaName(info.param));
                          });
 
+// GeGLU: gelu_tanh(g) * up against the double formula, fp32 and bf16 (a bf16 row is its widened
+// fp32 row rounded once). Relative 1e-6: a tanhf and a few float operations.
+TEST(GeluTanhMulTest, MatchesDoubleReference) {
+  uint32_t seed = 700;
+  for (int32_t rows : {1, 3, 17})
+    for (int32_t intermediate : {8, 37, 130}) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " intermediate=" << intermediate);
+      auto gateUp = randomFloats(static_cast<size_t>(rows) * 2 * intermediate, ++seed, -12, 12);
+      std::vector<float> out(static_cast<size_t>(rows) * intermediate);
+      geluTanhMul({gateUp.data(), out.data(), rows, intermediate});
+      for (int32_t r = 0; r < rows; ++r)
+        for (int32_t i = 0; i < intermediate; ++i) {
+          const double g = gateUp[r * 2 * intermediate + i];
+          const double u = gateUp[r * 2 * intermediate + intermediate + i];
+          const double inner = std::sqrt(2.0 / M_PI) * (g + 0.044715 * g * g * g);
+          const double expected = 0.5 * g * (1.0 + std::tanh(inner)) * u;
+          ASSERT_NEAR(out[r * intermediate + i], expected, 1e-6 * std::fabs(expected) + 1e-6);
+        }
+      std::vector<uint16_t> halves(gateUp.size()), outHalves(out.size());
+      for (size_t i = 0; i < gateUp.size(); ++i)
+        halves[i] = f32ToBf16(gateUp[i]), gateUp[i] = bf16ToF32(halves[i]);
+      geluTanhMul({gateUp.data(), out.data(), rows, intermediate});
+      geluTanhMul({halves.data(), outHalves.data(), rows, intermediate, ElemType::kBF16});
+      for (size_t i = 0; i < out.size(); ++i)
+        ASSERT_EQ(outHalves[i], f32ToBf16(out[i])) << "element " << i;
+    }
+}
+
+// tanh(x / cap) * cap, in place too; saturates at +-cap without NaN.
+TEST(SoftcapTest, MatchesDoubleReferenceInPlace) {
+  for (int64_t count : {int64_t{1}, int64_t{1025}, int64_t{70000}}) {
+    auto x = randomFloats(count, 800, -100, 100);
+    const std::vector<float> original = x;
+    softcap({x.data(), x.data(), count, 30.0f});
+    for (int64_t i = 0; i < count; ++i)
+      ASSERT_NEAR(x[i], std::tanh(double(original[i]) / 30.0) * 30.0, 4e-6)
+          << "count " << count << " index " << i;
+  }
+  std::vector<float> big = {1e30f, -1e30f, 0.0f};
+  softcap({big.data(), big.data(), 3, 5.0f});
+  EXPECT_EQ(big[0], 5.0f);
+  EXPECT_EQ(big[1], -5.0f);
+  EXPECT_EQ(big[2], 0.0f);
+}
+
 TEST(AddTest, AddsElementwiseExactly) {
   for (int64_t count : {int64_t{1}, int64_t{130}, int64_t{100000}}) {
     const auto a = randomFloats(count, 500), b = randomFloats(count, 501);

@@ -39,6 +39,34 @@ TEST(EmbeddingTest, CopiesRowsExactlyForEveryWeightType) {
     }
 }
 
+// Gemma: each row times the scale in fp32, rounded once to the output type; ids outside the shard
+// stay zero rows.
+TEST(EmbeddingTest, ScaledRowsAreTheProductRoundedOnce) {
+  const int32_t vocab = 20, hidden = 48;
+  const float scale = bf16ToF32(f32ToBf16(std::sqrt(2304.0f))); // Gemma 2 2B: 48, exact
+  for (WeightType type : {WeightType::kF32, WeightType::kBF16}) {
+    SCOPED_TRACE(testing::weightTypeName(type));
+    const auto table =
+        makeWeights(randomFloats(static_cast<size_t>(vocab) * hidden, 9, -2, 2), type);
+    const std::vector<int32_t> ids = {3, 19, 0, 25};
+    const int32_t n = static_cast<int32_t>(ids.size());
+    std::vector<float> out(static_cast<size_t>(n) * hidden, -1.0f);
+    std::vector<uint16_t> halves(out.size());
+    EmbeddingArgs args{ids.data(), n, table.data(), type, vocab, hidden, out.data()};
+    args.scale = scale;
+    embedding(args);
+    args.out = halves.data();
+    args.outType = ElemType::kBF16;
+    embedding(args);
+    for (int32_t t = 0; t < n; ++t)
+      for (int32_t i = 0; i < hidden; ++i) {
+        const float expected = ids[t] < vocab ? table.values[ids[t] * hidden + i] * scale : 0.0f;
+        ASSERT_EQ(out[t * hidden + i], expected) << "token " << t << " dim " << i;
+        ASSERT_EQ(halves[t * hidden + i], f32ToBf16(expected)) << "token " << t << " dim " << i;
+      }
+  }
+}
+
 // A vocab shard holds ids [vocabStart, vocabStart + vocabSize): those read their row exactly,
 // every other id (below, above, or far outside, where id - vocabStart would wrap in 32 bits)
 // gives a zero row, so summing the shards' outputs reproduces the whole-table lookup.

@@ -102,7 +102,8 @@ void poisonBeforeWindows(const Step &step, const HeadShape &s, int32_t window,
 // same values widened to fp32.
 void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                     const std::vector<Sequence> &seqs, bool decodePath, uint32_t seed,
-                    float sharpen = 1.0f, int32_t window = 0, const std::string &kvDt = "") {
+                    float sharpen = 1.0f, int32_t window = 0, const std::string &kvDt = "",
+                    float softcap = 0.0f) {
   const std::string cacheDt = kvDt.empty() ? dt : kvDt;
   const Kernels k = kernelsFor(dt, s, kvDt);
   const Step step = makeStep(seqs, seed);
@@ -139,6 +140,7 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                           kBlockSize,
                           scale};
   args.slidingWindow = window;
+  args.logitSoftcap = softcap;
   cpu::attention(args);
 
   const size_t states = static_cast<size_t>(numSeqs) * s.heads * kc::kMaxDecodeSplits;
@@ -159,7 +161,8 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                         numTokens,
                         1,
                         scale,
-                        window};
+                        window,
+                        softcap};
   const auto threads = static_cast<uint32_t>(kc::kAttentionThreads);
   if (decodePath) {
     p.numSplits =
@@ -255,6 +258,34 @@ TEST(CudaAttention, SlidingWindowMatchesTheCpuReference) {
         checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++, 1.0f, window);
         checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, 1.0f, window);
       }
+}
+
+// Gemma 2's soft-capped scores (tanh(s / c) * c) on every path: decode, SIMT prefill (fp32) and
+// tensor-core prefill (bf16 / f16), windowed and not, with scores sharpened so the cap bites.
+TEST(CudaAttention, SoftcappedScoresMatchTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  const HeadShape shapes[] = {{4, 2, 32}};
+  std::vector<KernelInstance> instances;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : shapes) {
+      Kernels k = kernelsFor(dt, s);
+      instances.insert(instances.end(), {k.prefill, k.decode, k.reduce});
+    }
+  ASSERT_TRUE(gpu->load(instances).isOk());
+  const std::vector<Sequence> decodeStep = {{0, 1}, {16, 1}, {299, 1}, {1099, 1}};
+  const std::vector<Sequence> prefillStep = {{0, 5}, {20, 1}, {3, 40}, {100, 33}};
+  uint32_t seed = 900;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : shapes)
+      for (int32_t window : {0, 6})
+        for (float softcap : {1.0f, 5.0f}) {
+          SCOPED_TRACE(std::string(dt) + " window " + std::to_string(window) + " softcap " +
+                       std::to_string(softcap));
+          checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++, 4.0f, window, "",
+                         softcap);
+          checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, 4.0f, window, "",
+                         softcap);
+        }
 }
 
 } // namespace

@@ -340,5 +340,68 @@ TEST(CudaKernels, RowKernelsSiluMulAndRopeMatchTheCpuReference) {
     }
 }
 
+// Gemma 2's row kernels: gelu_tanh_mul (GeGLU) and softcap against the CPU reference, and the
+// embedding with a scale (each row times it in fp32, rounded once to the activations' type).
+TEST(CudaKernels, GemmaRowKernelsMatchTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  const int32_t rows = 3, inter = 96, width = 520, vocab = 40, hidden = 64;
+  std::vector<KernelInstance> instances;
+  for (const char *dt : {"f32", "bf16", "f16"}) {
+    instances.push_back(rt::makeKernelInstance(
+        "gelu_tanh_mul",
+        {{"dtype", dt}, {"intermediate", std::to_string(inter)}, {"threads", "32"}}));
+    instances.push_back(rt::makeKernelInstance(
+        "softcap", {{"dtype", dt}, {"width", std::to_string(width)}, {"threads", "64"}}));
+    instances.push_back(rt::makeKernelInstance("embedding", {{"dtype", dt},
+                                                             {"weight_dtype", dt},
+                                                             {"hidden", std::to_string(hidden)},
+                                                             {"threads", "32"}}));
+  }
+  ASSERT_TRUE(gpu->load(instances).isOk());
+  for (size_t i = 0; i < instances.size(); i += 3) {
+    const std::string dt = i == 0 ? "f32" : i == 3 ? "bf16" : "f16";
+    SCOPED_TRACE(dt);
+    std::vector<float> gu = randomValues(size_t(rows) * 2 * inter, 11, dt, -6.0f, 6.0f);
+    void *dgu = gpu->upload(encode(gu, dt)), *dy = gpu->alloc(rows * inter * bytesOf(dt));
+    Launch gelu = shapeOf(instances[i]);
+    ASSERT_TRUE(gpu->launch(instances[i].symbol, rows, gelu.gridY, 1, gelu.threads,
+                            kc::GeluTanhMulParams{dgu, dy, rows})
+                    .isOk());
+    std::vector<float> ref(size_t(rows) * inter);
+    cpu::geluTanhMul({gu.data(), ref.data(), rows, inter});
+    expectClose(decode(gpu->download(dy, ref.size() * bytesOf(dt)), dt), ref, dt, "gelu_tanh_mul",
+                6.0f);
+
+    std::vector<float> x = randomValues(size_t(rows) * width, 12, dt, -40.0f, 40.0f);
+    void *dx = gpu->upload(encode(x, dt));
+    Launch cap = shapeOf(instances[i + 1]);
+    ASSERT_TRUE(gpu->launch(instances[i + 1].symbol, rows, cap.gridY, 1, cap.threads,
+                            kc::SoftcapParams{dx, dx, rows, 30.0f}) // in place
+                    .isOk());
+    std::vector<float> capped(x.size());
+    cpu::softcap({x.data(), capped.data(), int64_t(x.size()), 30.0f});
+    expectClose(decode(gpu->download(dx, x.size() * bytesOf(dt)), dt), capped, dt, "softcap",
+                30.0f);
+
+    std::vector<float> table = randomValues(size_t(vocab) * hidden, 13, dt);
+    const std::vector<int32_t> ids = {39, 0, 7, 45};
+    void *dtable = gpu->upload(encode(table, dt)), *dids = gpu->uploadPod(ids),
+         *dout = gpu->alloc(ids.size() * hidden * bytesOf(dt));
+    Launch embed = shapeOf(instances[i + 2]);
+    kc::EmbeddingParams params{static_cast<const int32_t *>(dids), dtable, dout, 4, 0, vocab};
+    params.scale = 48.0f;
+    ASSERT_TRUE(
+        gpu->launch(instances[i + 2].symbol, 4, embed.gridY, 1, embed.threads, params).isOk());
+    std::vector<float> scaled(ids.size() * hidden);
+    cpu::EmbeddingArgs args{ids.data(), 4,      table.data(), cpu::WeightType::kF32,
+                            vocab,      hidden, scaled.data()};
+    args.scale = 48.0f;
+    cpu::embedding(args);
+    EXPECT_EQ(decode(gpu->download(dout, scaled.size() * bytesOf(dt)), dt),
+              decode(encode(scaled, dt), dt))
+        << "each row times the scale, rounded once";
+  }
+}
+
 } // namespace
 } // namespace kiln::testing
