@@ -72,7 +72,8 @@ def Kiln_StepInputOp : Kiln_Op<"step_input", [Pure]> {
 }
 
 def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
-  let summary = "y[t] = table[ids[t] - vocab_start] * scale, zeros for ids outside the table's rows";
+  let summary = "y[t] = table[ids[t] - vocab_start] * scale, zeros for ids outside the table's "
+                "rows";
   let arguments = (ins Kiln_Index:$ids, Kiln_Activation:$table,
                    DefaultValuedAttr<I64Attr, "0">:$vocab_start,
                    DefaultValuedAttr<F32Attr, "1.0f">:$scale);

@@ -116,9 +116,12 @@ Status Compilation::import() {
     return notFound(configPath + ": not found (a Hugging Face model directory needs config.json; "
                                  "a GGUF model is a .gguf file)");
   KILN_ASSIGN_OR_RETURN(std::string configText, readFile(configPath));
+  KILN_ASSIGN_OR_RETURN(ConfigFields written, ConfigFields::parse(configText, configPath));
+  KILN_ASSIGN_OR_RETURN(family_, findModelFamily(written));
+  KILN_ASSIGN_OR_RETURN(configText, familyConfigJson(*family_, configText, configPath));
   KILN_ASSIGN_OR_RETURN(ConfigFields fields, ConfigFields::parse(configText, configPath));
-  KILN_ASSIGN_OR_RETURN(family_, findModelFamily(fields));
-  KILN_ASSIGN_OR_RETURN(config_, loadHfModelConfig(configDir_, family_->ropeTypeAliases));
+  KILN_ASSIGN_OR_RETURN(config_,
+                        loadHfModelConfig(configDir_, family_->ropeTypeAliases, &configText));
   KILN_RETURN_IF_ERROR(family_->parseConfig(fields, config_));
   KILN_ASSIGN_OR_RETURN(options_, resolveCompileOptions(options_, config_));
   if (!checkpoint_) {
@@ -164,6 +167,7 @@ Status Compilation::build() {
   buildOptions.weightType = options_.dtype == "fp16"   ? types.getF16Type()
                             : options_.dtype == "bf16" ? types.getBF16Type()
                                                        : types.getF32Type();
+  buildOptions.hasTensor = [this](const std::string &name) { return checkpoint_->contains(name); };
   auto module = family_->build(context_, config_, buildOptions);
   if (failed(module))
     return diagnostics_.status(StatusCode::kInvalidArgument,

@@ -147,11 +147,17 @@ Result<HfModelConfig> parseHfModelConfig(const std::string &configJson,
 }
 
 Result<HfModelConfig> loadHfModelConfig(const std::string &modelDir,
-                                        const RopeTypeAliases &ropeTypeAliases) {
+                                        const RopeTypeAliases &ropeTypeAliases,
+                                        const std::string *configJson) {
   std::string configPath = modelDir + "/config.json";
-  if (!fileExists(configPath))
+  if (!configJson && !fileExists(configPath))
     return notFound(configPath + ": not found (a Hugging Face model directory needs config.json)");
-  KILN_ASSIGN_OR_RETURN(std::string configText, readFile(configPath));
+  std::string configText;
+  if (configJson) {
+    configText = *configJson;
+  } else {
+    KILN_ASSIGN_OR_RETURN(configText, readFile(configPath));
+  }
   std::string generationPath = modelDir + "/generation_config.json";
   std::string generationText;
   if (fileExists(generationPath)) {

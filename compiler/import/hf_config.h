@@ -53,12 +53,18 @@ struct HfModelConfig {
   double attentionScale = 0;    // 0: 1 / sqrt(head_dim)
   double attnLogitSoftcap = 0;  // 0: none; else scores become tanh(s / c) * c
   double finalLogitSoftcap = 0; // 0: none; else logits become tanh(l / c) * c
+  // Gemma 3: sliding-window layers rotate with this base and no scaling (rope_local_base_freq);
+  // 0: every layer rotates alike.
+  double localRopeTheta = 0;
 };
 
 // Reads MODEL_DIR/config.json and, when present, MODEL_DIR/generation_config.json.
 // `ropeTypeAliases`: the model family's other names for scaling types (rope_scaling.h).
+// `configJson`, when given, is read instead of MODEL_DIR/config.json (a family's normalized
+// text, compiler/models/model_family.h).
 Result<HfModelConfig> loadHfModelConfig(const std::string &modelDir,
-                                        const RopeTypeAliases &ropeTypeAliases = {});
+                                        const RopeTypeAliases &ropeTypeAliases = {},
+                                        const std::string *configJson = nullptr);
 // Parses config.json text (generation_config optional, "" when absent). `source` names the file
 // in error messages.
 Result<HfModelConfig> parseHfModelConfig(const std::string &configJson,

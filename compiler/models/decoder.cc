@@ -80,12 +80,18 @@ void DecoderGraph::defineStepInputs() {
 
 // RoPE inverse frequencies, computed exactly as transformers does, stored as a constant: one
 // table, or for longrope the short then the long one (rope_kv_write picks per sequence).
-Value DecoderGraph::ropeFrequencies() {
-  std::vector<float> invFreq = rope_.invFreq;
-  invFreq.insert(invFreq.end(), rope_.longInvFreq.begin(), rope_.longInvFreq.end());
+Value DecoderGraph::ropeFrequencies(const RopeTables &rope, const std::string &name) {
+  std::vector<float> invFreq = rope.invFreq;
+  invFreq.insert(invFreq.end(), rope.longInvFreq.begin(), rope.longInvFreq.end());
   auto type = mlir::RankedTensorType::get({static_cast<int64_t>(invFreq.size())}, b_.getF32Type());
-  return b_.create<ConstantOp>(loc("rope.inv_freq"), type, b_.getStringAttr("rope.inv_freq"),
+  return b_.create<ConstantOp>(loc(name), type, b_.getStringAttr(name),
                                mlir::DenseElementsAttr::get(type, llvm::ArrayRef<float>(invFreq)));
+}
+
+// Gemma 3's sliding-window layers: rope_local_base_freq, unscaled.
+bool DecoderGraph::localRope(int64_t layer) const {
+  return config_.localRopeTheta > 0 && !config_.slidingWindows.empty() &&
+         config_.slidingWindows[layer] > 0;
 }
 
 std::string DecoderGraph::layerName(int64_t layer) const {
@@ -159,15 +165,17 @@ Value DecoderGraph::attentionBlock(int64_t layer, Value normed) {
   mlir::Type qType = activation(qRows);
   auto i64 = [&](int64_t v) { return b_.getI64IntegerAttr(v); };
   auto f32 = [&](double v) { return b_.getF32FloatAttr(static_cast<float>(v)); };
+  const bool local = localRope(layer);
+  const RopeTables &rope = local ? localRope_ : rope_;
   // Frequencies that follow the sequence's length need to know which sequence a token is in.
-  const bool byLength = rope_.mode != RopeMode::kStatic;
+  const bool byLength = rope.mode != RopeMode::kStatic;
   Value rotated = b_.create<RopeKvWriteOp>(
       loc(name + ".rope_kv_write"), qType, mlir::ValueRange{q, k, v}, positions_, slotMapping_,
-      invFreq_, byLength ? queryStartLoc_ : Value(), byLength ? sequenceLengths_ : Value(), qNorm,
-      kNorm, i64(layer), i64(c.numHeads), i64(c.numKvHeads), i64(c.headDim), i64(rotaryDim()),
-      i64(static_cast<int64_t>(rope_.mode)), i64(rope_.originalMaxPositions), f32(rope_.ropeTheta),
-      b_.getF64FloatAttr(rope_.dynamicFactor), f32(rope_.attentionScaling),
-      f32(c.qkNorm ? c.rmsNormEps : 0));
+      local ? localInvFreq_ : invFreq_, byLength ? queryStartLoc_ : Value(),
+      byLength ? sequenceLengths_ : Value(), qNorm, kNorm, i64(layer), i64(c.numHeads),
+      i64(c.numKvHeads), i64(c.headDim), i64(rotaryDim()), i64(static_cast<int64_t>(rope.mode)),
+      i64(rope.originalMaxPositions), f32(rope.ropeTheta), b_.getF64FloatAttr(rope.dynamicFactor),
+      f32(rope.attentionScaling), f32(c.qkNorm ? c.rmsNormEps : 0));
   const double scale =
       c.attentionScale > 0 ? c.attentionScale : 1.0 / std::sqrt(static_cast<double>(c.headDim));
   const int64_t window = c.slidingWindows.empty() ? 0 : c.slidingWindows[layer];
@@ -256,7 +264,17 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
   defineStepInputs();
   if (rope_.mode != RopeMode::kStatic)
     sequenceLengths_ = stepInput(StepInputKind::SequenceLengths);
-  invFreq_ = ropeFrequencies();
+  invFreq_ = ropeFrequencies(rope_, "rope.inv_freq");
+  bool anyLocal = false;
+  for (int64_t layer = 0; layer < c.numLayers; ++layer)
+    anyLocal = anyLocal || localRope(layer);
+  if (anyLocal) { // unscaled, so static: no sequence lengths needed
+    HfModelConfig local = c;
+    local.ropeTheta = c.localRopeTheta;
+    local.ropeScaling.reset();
+    localRope_ = ropeTables(local);
+    localInvFreq_ = ropeFrequencies(localRope_, "rope.local_inv_freq");
+  }
 
   // Tied checkpoints may store only one of the two names; the safetensors loader resolves the
   // alias, and the emitter falls back to lm_head.weight when only that one is stored.

@@ -57,7 +57,8 @@ private:
                      llvm::ArrayRef<int64_t> shape, mlir::Type dtype);
   mlir::Value stepInput(StepInputKind kind);
   void defineStepInputs();
-  mlir::Value ropeFrequencies();
+  mlir::Value ropeFrequencies(const RopeTables &rope, const std::string &name);
+  bool localRope(int64_t layer) const;
   // Checkpoint tensor `part` (q_proj, up_proj, ...) of layer `layer`'s `block` (self_attn, mlp):
   // its own tensor, or rows [begin, begin + rows) of the fused one.
   std::string partSource(int64_t layer, const std::string &block, const std::string &part,
@@ -71,8 +72,8 @@ private:
   DecoderLayout layout_;
   mlir::OpBuilder b_;
   mlir::Value tokenIds_, positions_, slotMapping_, queryStartLoc_, contextLens_, blockTables_,
-      logitsIndices_, sequenceLengths_, invFreq_;
-  RopeTables rope_;
+      logitsIndices_, sequenceLengths_, invFreq_, localInvFreq_;
+  RopeTables rope_, localRope_;
 };
 
 // buildDecoder(context, config, options, layout) = DecoderGraph(...).build().

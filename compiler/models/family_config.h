@@ -18,4 +18,18 @@ Status readQwenLayerWindows(const ConfigFields &fields, HfModelConfig &config);
 // `hidden_act` must be silu (SiLU-gated MLP): every family built by buildDecoder.
 Status requireSiluActivation(const ConfigFields &fields);
 
+// Gemma's attention kinds: `layer_types`, else every `pattern`th layer full and the others
+// sliding with `sliding_window` (transformers' Gemma2Config: pattern 2; Gemma3TextConfig:
+// `sliding_window_pattern`, default 6).
+Status readGemmaLayerWindows(const ConfigFields &fields, int64_t pattern, HfModelConfig &config);
+
+// A soft-capping field (attn_logit_softcapping, final_logit_softcapping): `fallback` when the key
+// is absent (the config class's default), none (0) when it is null.
+Status readSoftcap(const ConfigFields &fields, const std::string &key, double fallback,
+                   double &out);
+
+// What Gemma 2 and 3 share: GeGLU (hidden_activation gelu_pytorch_tanh), (1 + w) norms four a
+// layer, scaled embeddings, query_pre_attn_scalar (default 256), tied embeddings by default.
+Status readGemmaCommon(const ConfigFields &fields, HfModelConfig &config);
+
 } // namespace kiln::compiler

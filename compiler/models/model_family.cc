@@ -9,8 +9,8 @@ namespace kiln::compiler {
 
 std::span<const ModelFamily *const> modelFamilies() {
   static const ModelFamily *const families[] = {
-      &llamaFamily(), &mistralFamily(), &qwen2Family(),
-      &qwen3Family(), &phi3Family(),    &gemma2Family(),
+      &llamaFamily(), &mistralFamily(), &qwen2Family(),  &qwen3Family(),
+      &phi3Family(),  &gemma2Family(),  &gemma3Family(),
   };
   return families;
 }
@@ -60,6 +60,13 @@ Result<const ModelFamily *> findModelFamily(const ConfigFields &fields) {
                          "'; for model_type '" + modelType + "' kiln compiles " +
                          join(family->architectures));
   return family;
+}
+
+Result<std::string> familyConfigJson(const ModelFamily &family, const std::string &configJson,
+                                     const std::string &source) {
+  if (!family.normalizeConfig)
+    return configJson;
+  return family.normalizeConfig(configJson, source);
 }
 
 Result<const ModelFamily *> resolveModelFamily(const ConfigFields &fields, HfModelConfig &config) {

@@ -13,6 +13,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -23,6 +24,9 @@ struct BuildOptions {
   // Stored element type of linear and embedding weights (f32, f16 or bf16). Norm weights,
   // biases and constants are always f32: the kernels read them as fp32.
   mlir::Type weightType;
+  // Whether the checkpoint holds a tensor of this name, for families whose checkpoints name
+  // their tensors in more than one way (Gemma 3's text tower); null: not known.
+  std::function<bool(const std::string &)> hasTensor;
 };
 
 // Builders report errors as diagnostics on the context (naming the config field) and fail.
@@ -40,6 +44,11 @@ struct ModelFamily {
   ModelBuildFn build;
   // Scaling type names this family's configs use for others (compiler/import/rope_scaling.h).
   RopeTypeAliases ropeTypeAliases = {};
+  // Rewrites config.json text into the form the common reader (hf_config.h) and parseConfig
+  // read, before either does: a multimodal wrapper's text_config, the config class's defaults for
+  // absent keys (Gemma 3's configs leave most out). Null: read as written. Errors name the field.
+  Result<std::string> (*normalizeConfig)(const std::string &configJson,
+                                         const std::string &source) = nullptr;
 };
 
 // Every family, in registry order.
@@ -49,6 +58,9 @@ std::span<const ModelFamily *const> modelFamilies();
 Result<const ModelFamily *> findModelFamily(const ConfigFields &fields);
 // findModelFamily, then the family's own keys read into `config` (its common fields read).
 Result<const ModelFamily *> resolveModelFamily(const ConfigFields &fields, HfModelConfig &config);
+// config.json text as `family` reads it (its normalizeConfig, or the text itself).
+Result<std::string> familyConfigJson(const ModelFamily &family, const std::string &configJson,
+                                     const std::string &source);
 // "llama, mistral, ..." for messages and --help.
 std::string supportedModelTypes();
 
@@ -62,5 +74,6 @@ const ModelFamily &qwen2Family();
 const ModelFamily &qwen3Family();
 const ModelFamily &phi3Family();
 const ModelFamily &gemma2Family();
+const ModelFamily &gemma3Family();
 
 } // namespace kiln::compiler

@@ -54,6 +54,11 @@ TEST(CudaFamilies, Phi3LongRope) {
 TEST(CudaFamilies, Gemma2SoftcapsAlternatingWindows) {
   checkFamily("tiny-gemma2", 5, 4);
 }
+// q/k norms, local and global RoPE tables; the multimodal checkpoint's text tower.
+TEST(CudaFamilies, Gemma3LocalAndGlobalRope) {
+  checkFamily("tiny-gemma3", 5, 4);
+  checkFamily("tiny-gemma3-mm", 6, 16);
+}
 
 } // namespace
 } // namespace kiln::e2e

@@ -1,9 +1,9 @@
-// The Mistral, Qwen2/2.5, Qwen3, Phi-3 and Gemma 2 fixtures (tiny random weights in each family's
-// real checkpoint layout, tests/data/README.md) compiled by kiln and run on the cpu backend against
-// transformers (tools/goldens/make_family_goldens.py): logits within 1e-4 at every prompt position
-// and 16 greedy steps, greedy ids identical; the prompt in chunks and after a prefix-cache hit give
-// the same rows. Windows shorter than the prompt also run with KV blocks of 4 tokens, so a window
-// starts inside a block and spans several.
+// The Mistral, Qwen2/2.5, Qwen3, Phi-3, Gemma 2 and Gemma 3 fixtures (tiny random weights in each
+// family's real checkpoint layout, tests/data/README.md) compiled by kiln and run on the cpu
+// backend against transformers (tools/goldens/make_family_goldens.py): logits within 1e-4 at every
+// prompt position and 16 greedy steps, greedy ids identical; the prompt in chunks and after a
+// prefix-cache hit give the same rows. Windows shorter than the prompt also run with KV blocks of 4
+// tokens, so a window starts inside a block and spans several.
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
@@ -83,6 +83,20 @@ TEST(GoldenFamilies, Phi3LongRope) {
 TEST(GoldenFamilies, Gemma2SoftcapsAlternatingWindows) {
   checkGoldenLogits("tiny-gemma2");
   checkGoldenChunkedAndCached("tiny-gemma2", 5, smallBlocks());
+}
+
+// Gemma 3 text: (1 + w) q/k norms, five local layers (window 6, RoPE base 1e4 unscaled) to one
+// global (base 1e6, linear scaling 8), no soft-capping, every key written out.
+TEST(GoldenFamilies, Gemma3LocalAndGlobalRope) {
+  checkGoldenLogits("tiny-gemma3");
+  checkGoldenChunkedAndCached("tiny-gemma3", 5, smallBlocks());
+}
+
+// Gemma3ForConditionalGeneration's text tower: a sparse text_config (Gemma3TextConfig's defaults
+// fill the rest), weights under language_model.model., the vision tower's tensors unread.
+TEST(GoldenFamilies, Gemma3ConditionalGenerationTextTower) {
+  checkGoldenLogits("tiny-gemma3-mm");
+  checkGoldenChunkedAndCached("tiny-gemma3-mm", 6);
 }
 
 } // namespace

@@ -212,6 +212,11 @@ TEST(TpEquivalence, Phi3LongRopeTp1Tp2) {
 TEST(TpEquivalence, Gemma2Tp1Tp2) {
   checkTpEquivalence("tiny-gemma2", {1, 2});
 }
+// Per-head q/k norms and two RoPE tables on sharded heads; the text tower's prefixed weights.
+TEST(TpEquivalence, Gemma3Tp1Tp2) {
+  checkTpEquivalence("tiny-gemma3", {1, 2});
+  checkTpEquivalence("tiny-gemma3-mm", {1, 2});
+}
 
 // GGUF files (tests/data/gguf): the permuted-and-restored q/k rows and the fused phi3 parts are
 // sharded like the HF checkpoint's.

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 fixtures and their HF golden logits.
+"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 / Gemma 3 / Mixtral / Qwen3-MoE
+fixtures and their HF golden logits.
 
 Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_family_goldens.py
 (`--only NAME ...` writes only those fixtures and goldens; the others are left untouched.)
@@ -12,17 +13,29 @@ greedy ids, except for fixtures whose rope depends on the sequence length at run
 NTK, longrope): their rows come from a prefill forward plus one cached forward per greedy token,
 as generate computes them, and their JSON says "incremental": true.
 Gemma 2 fixtures also get checks that their soft-capping, (1 + weight) norms, embedding scale and
-query_pre_attn_scalar each change the golden (reportGemma2), summarised in the JSON's family_note.
+query_pre_attn_scalar each change the golden (reportGemma2), summarised in the JSON's family_note;
+Gemma 3 fixtures (tiny-gemma3, and tiny-gemma3-mm: the text-only logits of
+Gemma3ForConditionalGeneration) get the same for their per-layer-type ropes, linear scaling, q/k
+norms, (1 + weight) norms, embedding scale, query_pre_attn_scalar and window (reportGemma3).
+Mixture-of-experts fixtures (tiny-mixtral, tiny-qwen3-moe) run their experts with transformers'
+"eager" experts implementation (a loop over experts; the default "grouped_mm" is checked to agree)
+and get routing checks: transformers' router decisions equal an independent float64 rendering of
+the family's rule, every expert is chosen on the golden sequences, the k-th / (k+1)-th router logit
+gap stays above kMinRouterGap everywhere, and renormalisation, top-k and (Qwen3-MoE) the dense
+layer each change the golden (reportMoe).
 CPU only, one thread, fixed seeds: a rerun reproduces the same bytes with the same library versions.
 """
 
 import argparse
+import copy
 import hashlib
 import inspect
 import json
 import math
 import os
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 import torch
@@ -46,8 +59,10 @@ kSameComputation = 1e-5
 # Gemma 2 fixtures: their pre-cap logits reach ~13 (several x the final cap) and four layers of
 # post-norms scale sublayer outputs, so the fp32 rounding of a different reduction order alone
 # reaches ~2e-5 (with every op in float64 -- RMSNorm and softmax included, which transformers
-# runs in fp32 -- the two paths agree to the last bit of the fp32 output)
-kSameComputationByFamily = {"gemma2": 5e-5}
+# runs in fp32 -- the two paths agree to the last bit of the fp32 output). Gemma 3 likewise (logits
+# up to ~15, six layers): its fixtures' paths differ by up to 1.8e-5 in fp32 and by 2.8e-14 with
+# every op in float64 (the fp32 casts of the two agree bit for bit).
+kSameComputationByFamily = {"gemma2": 5e-5, "gemma3": 5e-5, "gemma3mm": 5e-5}
 # For the incremental fixtures the whole-sequence forward must be visibly different, or the
 # "incremental" marker would not matter.
 kMustDiffer = 1e-3
@@ -59,16 +74,34 @@ kIncrementalNote = ("rows are NOT one forward over prompt + greedy ids: row r < 
                     "computes, except where generate_note says otherwise")
 
 
+def modelTypeOf(modelDir: str) -> str:
+    with open(os.path.join(modelDir, "config.json")) as f:
+        return json.load(f)["model_type"]
+
+
 def loadModel(modelDir: str, **overrides):
     # A fresh model for every computation: dynamic NTK keeps state (its grown inv_freq) between
     # calls, and a golden must not depend on what ran before it.
+    if modelTypeOf(modelDir) in ff.kMoeFamilies:
+        # transformers 5.24 defaults to "grouped_mm" (torch._grouped_mm); the goldens use the plain
+        # per-expert loop (MixtralExperts.forward / Qwen3MoeExperts.forward as written)
+        overrides.setdefault("experts_implementation", "eager")
     model = AutoModelForCausalLM.from_pretrained(modelDir, dtype=torch.float32,
                                                  attn_implementation="eager", **overrides)
     return model.eval()
 
 
+def textModelOf(model):
+    """The decoder stack: model.model, or Gemma3ForConditionalGeneration's model.language_model."""
+    return getattr(model.model, "language_model", model.model)
+
+
 def ropeState(model) -> tuple[np.ndarray, float]:
-    rot = model.model.rotary_emb
+    rot = textModelOf(model).rotary_emb
+    if not hasattr(rot, "inv_freq"):
+        # Gemma 3: one rope per layer type (checked in checkGemma3Rope); record the global one
+        return (rot.full_attention_inv_freq.detach().double().numpy().copy(),
+                float(rot.full_attention_attention_scaling))
     return rot.inv_freq.detach().double().numpy().copy(), float(rot.attention_scaling)
 
 
@@ -213,6 +246,12 @@ def tensorNames(modelDir: str) -> list[str]:
 
 
 def checkLayout(spec, modelDir: str, model) -> None:
+    if spec.family in ff.kGemma3Families:
+        checkGemma3Layout(spec, modelDir, model)
+        return
+    if spec.family in ff.kMoeFamilies:
+        checkMoeLayout(spec, modelDir, model)
+        return
     names = tensorNames(modelDir)
     with safe_open(os.path.join(modelDir, "model.safetensors"), "pt") as f:
         dtypes = {f.get_slice(n).get_dtype() for n in names}
@@ -271,6 +310,17 @@ def checkLayout(spec, modelDir: str, model) -> None:
 
 
 def checkSlidingWindow(spec, modelDir: str, cfg: dict, model) -> None:
+    if spec.family in ff.kGemma3Families:
+        checkGemma3Window(spec, modelDir, model, mlg.kFixturePrompts[2] + [11] * 16)
+        return
+    if spec.family in ff.kMoeFamilies:
+        # Mixtral-8x7B and Qwen3-30B-A3B: sliding_window null (Qwen3-MoE also use_sliding_window
+        # false); every layer attends to the whole causal prefix
+        assert cfg["sliding_window"] is None and model.config.sliding_window is None
+        assert all(getattr(layer.self_attn, "sliding_window", None) is None
+                   for layer in model.model.layers)
+        print("  sliding_window null: no window on any layer")
+        return
     window = model.config.sliding_window
     if spec.family in ("qwen2", "qwen3"):
         # Qwen's sliding_window only applies when use_sliding_window is true (never in published
@@ -348,6 +398,9 @@ def yarnInvFreq(dim, base, factor, orig, betaFast=32.0, betaSlow=1.0) -> np.ndar
 
 
 def checkRope(spec, cfg: dict, model) -> None:
+    if spec.family in ff.kGemma3Families:
+        checkGemma3Rope(spec, cfg, model)
+        return
     rs = cfg.get("rope_scaling")
     headDim = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
     dim = int(headDim * cfg.get("partial_rotary_factor", 1.0))
@@ -544,13 +597,386 @@ def reportGemma2(spec, modelDir: str, goldenDir: str, cfg: dict, cases: list) ->
             + "; ".join(f"{k} {v:.3g}" for k, v in effects.items()))
 
 
+# ---- Gemma 3 -----------------------------------------------------------------------------------
+
+kGemma3PerLayer = sorted(f"{m}.weight" for m in (
+    "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+    "post_feedforward_layernorm", "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj",
+    "self_attn.o_proj", "self_attn.q_norm", "self_attn.k_norm", "mlp.gate_proj", "mlp.up_proj",
+    "mlp.down_proj"))
+
+
+def gemma3TextPrefix(spec) -> str:
+    """Where the text weights sit in the written file: Gemma3ForCausalLM "model.",
+    Gemma3ForConditionalGeneration "language_model.model." (transformers 5.24 saves the published
+    layout: it reverts its load-time renaming to model.language_model.* on save)."""
+    return "language_model.model." if spec.family == "gemma3mm" else "model."
+
+
+def checkGemma3Layout(spec, modelDir: str, model) -> None:
+    names = tensorNames(modelDir)
+    with safe_open(os.path.join(modelDir, "model.safetensors"), "pt") as f:
+        dtypes = {f.get_slice(n).get_dtype() for n in names}
+        shapes = {n: tuple(f.get_slice(n).get_shape()) for n in names}
+        norms = {n: f.get_tensor(n) for n in names if n.endswith("norm.weight")}
+    assert dtypes == {"F32"}, dtypes
+    prefix = gemma3TextPrefix(spec)
+    text = sorted(n for n in names if n.startswith(prefix))
+    want = sorted([f"{prefix}embed_tokens.weight", f"{prefix}norm.weight"]
+                  + [f"{prefix}layers.{i}.{n}" for i in range(spec.num_layers)
+                     for n in kGemma3PerLayer])
+    assert text == want, sorted(set(text) ^ set(want))
+    other = sorted(set(names) - set(text))
+    assert "lm_head.weight" not in names  # tied
+    if spec.family == "gemma3":
+        assert other == [], other
+    else:
+        assert all(n.startswith(("vision_tower.", "multi_modal_projector.")) for n in other), other
+        # the file holds exactly what the model has (vision tower included), under these names
+        assert {n for n, _ in model.named_parameters()} == (
+            {"model.language_model." + n[len("language_model.model."):]
+             if n.startswith("language_model.model.") else "model." + n for n in names}), \
+            "state dict names"
+    cfg = model.config.get_text_config()
+    hd, h = cfg.head_dim, cfg.hidden_size
+    assert shapes[f"{prefix}layers.0.self_attn.q_proj.weight"] == (cfg.num_attention_heads * hd, h)
+    assert shapes[f"{prefix}layers.0.self_attn.k_proj.weight"] == (cfg.num_key_value_heads * hd, h)
+    assert shapes[f"{prefix}layers.0.self_attn.o_proj.weight"] == (h, cfg.num_attention_heads * hd)
+    assert shapes[f"{prefix}layers.0.self_attn.q_norm.weight"] == (hd,)
+    assert shapes[f"{prefix}layers.0.self_attn.k_norm.weight"] == (hd,)
+    # stored text norm weights are the offset from 1 (Gemma's RMSNorm multiplies by 1 + weight)
+    byKey = {}
+    for n, w in norms.items():
+        if not n.startswith(prefix):
+            continue
+        key = ff.normKey("model." + n[len(prefix):])
+        byKey.setdefault(key, []).append(w)
+        bound = 4 * fx.kNormStd / math.sqrt(w.numel())  # 4 sigma of the mean
+        assert abs(float(w.mean()) - ff.normCenter(spec, "model." + n[len(prefix):])) < bound, \
+            (n, float(w.mean()))
+        assert 0.05 < float(w.std()) < 0.2, (n, float(w.std()))
+    print("  stored norm weights (multiplier 1 + w): " + ", ".join(
+        f"{k} mean {float(torch.cat(v).mean()):+.3f} std {float(torch.cat(v).std()):.3f}"
+        for k, v in sorted(byKey.items())))
+    print(f"  safetensors tensors (name shape), text weights under {prefix!r}:")
+    for n in text:
+        if not n.startswith(f"{prefix}layers.") or n.startswith(f"{prefix}layers.0."):
+            print(f"    {n} {list(shapes[n])}")
+    print(f"    ... and the same {len(kGemma3PerLayer)} for layers 1..{spec.num_layers - 1}")
+    if other:
+        print(f"  vision tower / projector tensors ({len(other)}, kiln ignores them):")
+        for n in other:
+            print(f"    {n} {list(shapes[n])}")
+    print(f"  tensors: {len(names)} ({len(text)} text)")
+
+
+def checkGemma3Config(spec, cfg: dict, model) -> None:
+    """The installed Gemma3TextConfig's defaults are the ones kGemma3TextDefaults assumes (so the
+    sparse text_config means what the fixture intends), and the model got tiny-gemma3's values."""
+    d = transformers.Gemma3TextConfig()
+    mismatches = []
+    for key, value in ff.kGemma3TextDefaults.items():
+        if key == "rope_theta":
+            got = d.rope_parameters["full_attention"]["rope_theta"]
+        elif key == "rope_local_base_freq":
+            got = d.rope_parameters["sliding_attention"]["rope_theta"]
+        elif key == "rope_scaling":
+            got = None if d.rope_parameters["full_attention"]["rope_type"] == "default" else "set"
+        elif key == "sliding_window_pattern":
+            got = d._sliding_window_pattern
+            assert list(d.layer_types) == ff.gemma3LayerTypes(d.num_hidden_layers, value)
+        elif key == "cache_implementation":
+            continue  # a generation setting, not a Gemma3TextConfig field in 5.24
+        else:
+            got = getattr(d, key)
+        if got != value:
+            mismatches.append((key, value, got))
+    assert not mismatches, mismatches
+    full = ff.gemma3TextConfigDict(spec, "")
+    t = model.config.get_text_config()
+    for key in ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                "num_attention_heads", "num_key_value_heads", "head_dim", "hidden_activation",
+                "max_position_embeddings", "rms_norm_eps", "pad_token_id", "bos_token_id",
+                "eos_token_id", "tie_word_embeddings", "query_pre_attn_scalar", "sliding_window",
+                "attn_logit_softcapping", "final_logit_softcapping", "attention_bias",
+                "layer_types"):
+        assert getattr(t, key) == full[key], (key, getattr(t, key), full[key])
+    if spec.family == "gemma3mm":
+        print(f"  text_config names {sorted(cfg['text_config'])}; every other key comes from "
+              "Gemma3TextConfig's defaults (kGemma3TextDefaults, checked against the installed "
+              "class; the resulting config equals tiny-gemma3's)")
+
+
+def checkGemma3Rope(spec, cfg: dict, model) -> None:
+    """transformers 5 turns the 4.x keys into rope_parameters per layer type: rope_theta and
+    rope_scaling -> full_attention, rope_local_base_freq -> sliding_attention (never scaled)."""
+    checkGemma3Config(spec, cfg, model)
+    t = model.config.get_text_config()
+    rp = t.rope_parameters
+    print(f"  rope_parameters (transformers' form of rope_theta / rope_scaling / "
+          f"rope_local_base_freq): {json.dumps(rp, sort_keys=True)}")
+    assert set(rp) == {"full_attention", "sliding_attention"}, rp
+    assert rp["full_attention"]["rope_type"] == "linear" and rp["full_attention"]["factor"] == 8.0
+    assert float(rp["full_attention"]["rope_theta"]) == 1e6
+    assert rp["sliding_attention"]["rope_type"] == "default", rp
+    assert set(rp["sliding_attention"]) == {"rope_type", "rope_theta"}, rp
+    assert float(rp["sliding_attention"]["rope_theta"]) == 1e4
+    rot = textModelOf(model).rotary_emb
+    hd = t.head_dim
+    i = np.arange(0, hd, 2, dtype=np.float64) / hd
+    want = {"full_attention": 1.0 / 1e6 ** i / 8.0, "sliding_attention": 1.0 / 1e4 ** i}
+    for kind, w in want.items():
+        inv = getattr(rot, f"{kind}_inv_freq").detach().double().numpy()
+        assert np.allclose(inv, w, rtol=1e-6), (kind, inv, w)
+        assert getattr(rot, f"{kind}_attention_scaling") == 1.0
+    print(f"  inv_freq: full_attention (layer 5) = theta 1e6 unscaled / 8 "
+          f"[{want['full_attention'][0]:.4g} .. {want['full_attention'][-1]:.3g}], "
+          f"sliding_attention (layers 0-4) = theta 1e4 "
+          f"[{want['sliding_attention'][0]:.4g} .. {want['sliding_attention'][-1]:.3g}]; "
+          f"attention scaling 1.0 for both")
+
+
+def gemma3MaskHook(kind: str, window: int, check: bool):
+    """Forward pre-hook on a decoder layer giving it the causal (full_attention) or windowed
+    (sliding_attention) additive mask; with check, asserts the mask it was given is that one."""
+    def hook(module, args, kwargs):
+        mask = kwargs["attention_mask"]
+        q, k = mask.shape[-2:]
+        i = torch.arange(q)[:, None] + (k - q)
+        j = torch.arange(k)[None, :]
+        visible = (j <= i) if kind == "full_attention" else ((j <= i) & (j > i - window))
+        built = torch.where(visible, 0.0, torch.finfo(mask.dtype).min).to(mask.dtype)
+        built = built.expand_as(mask)
+        if check:
+            assert torch.equal(built, mask), (module.layer_idx, kind)
+            return None
+        kwargs["attention_mask"] = built
+        return args, kwargs
+    return hook
+
+
+def gemma3ForwardWithMasks(model, ids: list[int], kinds: list[str], window: int,
+                           check: bool) -> np.ndarray:
+    hooks = [layer.register_forward_pre_hook(gemma3MaskHook(kind, window, check),
+                                             with_kwargs=True)
+             for layer, kind in zip(textModelOf(model).layers, kinds)]
+    try:
+        return mlg.forwardLogits(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+
+
+def checkGemma3Window(spec, modelDir: str, model, ids: list[int]) -> None:
+    """Gemma 3's 5 local : 1 global pattern. transformers 5 reads config.layer_types (tiny-gemma3
+    writes it; tiny-gemma3-mm's sparse text_config has neither it nor sliding_window_pattern, and
+    Gemma3TextConfig derives the same list from its default pattern 6). The window applies on the
+    sliding layers only: key j is visible to query i iff i - window < j <= i."""
+    t = model.config.get_text_config()
+    window, n = t.sliding_window, t.num_hidden_layers
+    pattern = ff.gemma3LayerTypes(n)
+    assert window == 6 and list(t.layer_types) == pattern, (window, t.layer_types)
+    full = ff.gemma3TextConfigDict(spec, "")
+    noKey = transformers.Gemma3TextConfig(**{k: v for k, v in full.items()
+                                             if k not in ("layer_types", "sliding_window_pattern")})
+    assert list(noKey.layer_types) == pattern, noKey.layer_types
+    got = [layer.self_attn.sliding_window for layer in textModelOf(model).layers]
+    assert got == [window if k == "sliding_attention" else None for k in pattern], got
+    # the masks transformers gives each layer are exactly the ones described above
+    windowed = gemma3ForwardWithMasks(model, ids, pattern, window, check=True)
+    assert np.array_equal(windowed, mlg.forwardLogits(model, ids))
+    print(f"  layer_types {pattern} (also Gemma3TextConfig's default without the key); "
+          f"per-layer window {got}")
+    first, worst = firstDiffRow(windowed, gemma3ForwardWithMasks(
+        model, ids, ["full_attention"] * n, window, check=False))
+    print(f"  sliding_window {window}: over {len(ids)} tokens the forward differs from one with "
+          f"full attention on every layer (ropes unchanged) from row {first} on "
+          f"(max {worst:.3f})")
+    assert first == window, (first, window)
+    for i in range(n):
+        flipped = list(pattern)
+        flipped[i] = "full_attention" if pattern[i] == "sliding_attention" else \
+            "sliding_attention"
+        first, worst = firstDiffRow(windowed, gemma3ForwardWithMasks(model, ids, flipped, window,
+                                                                     check=False))
+        print(f"    layer {i} given the {flipped[i]} mask (its rope kept): differs from row "
+              f"{first} on (max {worst:.3f})")
+        assert first == window, (i, first, window)
+
+
+def gemma3Mutations(modelDir: str, textCfg) -> dict:
+    """Each: a fresh copy of the model with one Gemma 3 feature dropped or swapped."""
+    hd = textCfg.head_dim
+    plain1e6 = torch.tensor(1.0 / 1e6 ** (np.arange(0, hd, 2, dtype=np.float64) / hd),
+                            dtype=torch.float32)
+
+    def mutated(change):
+        model = loadModel(modelDir)
+        text = textModelOf(model)
+        with torch.no_grad():
+            change(text, text.rotary_emb)
+        return model
+
+    def normsMinusOne(text, rot, which):
+        for name, param in text.named_parameters():
+            if name.endswith("norm.weight") and which(name):
+                param.add_(-1.0)  # 1 + (w - 1) = w: what a Llama-style x * w norm computes
+
+    def dropQkNorm(text, rot):
+        for layer in text.layers:
+            layer.self_attn.q_norm = torch.nn.Identity()
+            layer.self_attn.k_norm = torch.nn.Identity()
+
+    def setScaling(text, rot):
+        for layer in text.layers:
+            layer.self_attn.scaling = hd ** -0.5
+
+    def noWindow(text, rot):
+        text.config.sliding_window = 10 ** 6
+
+    scalar = textCfg.query_pre_attn_scalar
+    return {
+        "local layers with the global rope (theta 1e6, linear 8)": mutated(
+            lambda t, r: r.sliding_attention_inv_freq.copy_(r.full_attention_inv_freq)),
+        "global layer with the local rope (theta 1e4, unscaled)": mutated(
+            lambda t, r: r.full_attention_inv_freq.copy_(r.sliding_attention_inv_freq)),
+        "local layers with rope_theta 1e6 (rope_local_base_freq ignored)": mutated(
+            lambda t, r: r.sliding_attention_inv_freq.copy_(plain1e6)),
+        "no linear scaling (global layer theta 1e6 unscaled)": mutated(
+            lambda t, r: r.full_attention_inv_freq.copy_(plain1e6)),
+        "linear scaling on the local layers too": mutated(
+            lambda t, r: r.sliding_attention_inv_freq.div_(8.0)),
+        "q_norm / k_norm x w instead of x (1 + w)": mutated(
+            lambda t, r: normsMinusOne(t, r, lambda n: "q_norm" in n or "k_norm" in n)),
+        "no q_norm / k_norm": mutated(dropQkNorm),
+        "all norms x w instead of x (1 + w)": mutated(
+            lambda t, r: normsMinusOne(t, r, lambda n: True)),
+        "no sqrt(hidden) embedding scale": mutated(
+            lambda t, r: t.embed_tokens.embed_scale.fill_(1.0)),
+        f"scale head_dim^-0.5 instead of {scalar}^-0.5": mutated(setScaling),
+        "no sliding window (every layer full)": mutated(noWindow),
+    }
+
+
+def checkGemma3TextEquivalence(modelDir: str, seqs, goldens) -> float:
+    """tiny-gemma3-mm: Gemma3ForCausalLM built from text_config with the language model's weights
+    gives the same logits as Gemma3ForConditionalGeneration's text-only forward."""
+    mm = loadModel(modelDir)
+    textCfg = copy.deepcopy(mm.config.get_text_config())
+    textCfg.architectures = ["Gemma3ForCausalLM"]
+    lm = AutoModelForCausalLM.from_config(textCfg, dtype=torch.float32,
+                                          attn_implementation="eager").eval()
+    assert type(lm).__name__ == "Gemma3ForCausalLM", type(lm).__name__
+    missing = lm.model.load_state_dict(textModelOf(mm).state_dict(), strict=True)
+    assert not missing.missing_keys and not missing.unexpected_keys, missing
+    assert lm.lm_head.weight.data_ptr() == lm.model.embed_tokens.weight.data_ptr()  # tied
+    return max(float(np.abs(mlg.forwardLogits(lm, ids) - g).max())
+               for ids, g in zip(seqs, goldens))
+
+
+def checkGemma3PublishedLayout(modelDir: str, seqs, goldens) -> str:
+    """google/gemma-3-4b-it names its tensors language_model.model.*, vision_tower.vision_model.*
+    and multi_modal_projector.*; transformers 5.24 writes language_model.model.* too but drops
+    SigLIP's "vision_model." (its CLIPVisionModel PrefixChange is not reverted on save). A copy
+    with the published names loads into the same model (no missing / unexpected keys) and gives
+    the golden rows."""
+    from safetensors.torch import load_file, save_file
+    tensors = load_file(os.path.join(modelDir, "model.safetensors"))
+    renamed = {("vision_tower.vision_model." + n[len("vision_tower."):]
+                if n.startswith("vision_tower.") else n): v for n, v in tensors.items()}
+    with tempfile.TemporaryDirectory() as tmp:
+        shutil.copy(os.path.join(modelDir, "config.json"), tmp)
+        save_file(renamed, os.path.join(tmp, "model.safetensors"), metadata={"format": "pt"})
+        model, info = AutoModelForCausalLM.from_pretrained(
+            tmp, dtype=torch.float32, attn_implementation="eager", output_loading_info=True)
+        model.eval()
+        bad = {k: v for k, v in info.items() if v}
+        assert not bad, bad
+        diff = max(float(np.abs(mlg.forwardLogits(model, ids) - g).max())
+                   for ids, g in zip(seqs, goldens))
+    assert diff == 0.0, diff
+    vision = sorted(n for n in renamed if n.startswith("vision_tower."))
+    print(f"  published layout (vision_tower.vision_model.*, e.g. {vision[0]}): loads with no "
+          f"missing / unexpected keys, logits equal the golden rows")
+    return vision[0]
+
+
+def checkGemma3Vision(modelDir: str, outer: dict) -> None:
+    """The vision config is consistent: an image prompt runs through the tower and projector, and
+    the image features reach the image-token rows."""
+    model = loadModel(modelDir)
+    k = outer["mm_tokens_per_image"]
+    ids = [fx.kBos, outer["boi_token_index"]] + [outer["image_token_index"]] * k + \
+        [outer["eoi_token_index"], 17]
+    size = outer["vision_config"]["image_size"]
+    pixels = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        withImage = model(torch.tensor([ids]), pixel_values=pixels, use_cache=False).logits[0]
+    textOnly = torch.from_numpy(mlg.forwardLogits(model, ids))
+    diff = (withImage - textOnly).abs().max(dim=-1).values
+    assert torch.isfinite(withImage).all()
+    assert float(diff[:2].max()) == 0.0 and float(diff[2:].min()) > 1e-3, diff
+    print(f"  vision smoke test: {size} x {size} image -> {k} image tokens; rows from the first "
+          f"image token on differ from the text-only forward of the same ids (min "
+          f"{float(diff[2:].min()):.3f}), rows before it are equal")
+
+
+def reportGemma3(spec, modelDir: str, goldenDir: str, cases: list) -> str:
+    """Checks on the golden sequences (prompt + greedy ids) that each Gemma 3 feature bites:
+    swapping the local / global ropes, dropping the linear scaling, the +1 of the q/k norms, the
+    q/k norms, query_pre_attn_scalar etc. each move the golden rows far beyond the tolerance.
+    Returns the summary stored as the golden's family_note."""
+    seqs = [c["prompt_ids"] + c["greedy_ids"] for c in cases]
+    goldens = [np.fromfile(os.path.join(goldenDir, c["logits_file"]),
+                           dtype="<f4").reshape(-1, fx.kVocab) for c in cases]
+    model = loadModel(modelDir)
+    textCfg = model.config.get_text_config()
+    text = textModelOf(model)
+    scale = textCfg.query_pre_attn_scalar ** -0.5
+    for layer in text.layers:
+        assert abs(layer.self_attn.scaling - scale) < 1e-12, layer.self_attn.scaling
+    embedScale = text.embed_tokens.embed_scale
+    assert embedScale.dtype == torch.float32 and float(embedScale) == math.sqrt(64.0) == 8.0
+    for ids, g in zip(seqs, goldens):
+        assert np.array_equal(mlg.forwardLogits(model, ids), g), "reload differs from the golden"
+    for name, param in text.named_parameters():
+        if "q_norm" in name or "k_norm" in name:
+            w = param.detach()
+            assert float(w.abs().max()) > 0.1 and float(w.std()) > 0.05, name
+
+    effects = {}
+    for what, mutated in gemma3Mutations(modelDir, textCfg).items():
+        effects[what] = max(float(np.abs(mlg.forwardLogits(mutated, ids) - g).max())
+                            for ids, g in zip(seqs, goldens))
+        print(f"    {what}: max |logits - golden| {effects[what]:.3f}")
+        assert effects[what] > 100 * mlg.kTolerance, (what, effects[what])
+    note = ("Gemma 3 checks on the golden sequences (prompt + greedy ids, eager attention): "
+            f"attention scale {textCfg.query_pre_attn_scalar}^-0.5; embeddings x sqrt(64) = 8.0 "
+            "as a float32 tensor; layers 0-4 sliding (window 6, rope theta 1e4), layer 5 full "
+            "(rope theta 1e6, linear factor 8). Max |logits - golden| when one feature is dropped "
+            "or swapped: " + "; ".join(f"{k} {v:.3g}" for k, v in effects.items()))
+    if spec.family == "gemma3mm":
+        same = checkGemma3TextEquivalence(modelDir, seqs, goldens)
+        print(f"  Gemma3ForCausalLM from text_config with the language model's weights: max "
+              f"|logits - golden| {same:.3g}")
+        assert same == 0.0, same
+        visionName = checkGemma3PublishedLayout(modelDir, seqs, goldens)
+        checkGemma3Vision(modelDir, spec.outer)
+        note = ("Text-only forward of Gemma3ForConditionalGeneration (input_ids only, no "
+                "pixel_values); Gemma3ForCausalLM built from text_config with the "
+                "language_model.model.* weights gives these rows exactly (max |diff| 0). The "
+                f"same checkpoint with the published vision names ({visionName} etc.) loads "
+                "identically. " + note)
+    return note
+
+
 # ---- driver ------------------------------------------------------------------------------------
 
 def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
     modelDir = os.path.join(repo, "tests/data/models", spec.name)
     cfg = ff.writeFixture(spec, modelDir, tok, transformers.__version__)
     model = loadModel(modelDir)
-    assert model.config.vocab_size == fx.kVocab
+    assert model.config.get_text_config().vocab_size == fx.kVocab
     assert type(model).__name__ == ff.kArchitectures[spec.family], type(model).__name__
     # The tokenizer files are the Llama fixtures' (tokenizer.json is what kiln reads). Load them
     # as written: in transformers 5 AutoTokenizer maps model_type qwen2/qwen3 to Qwen2Tokenizer,
@@ -590,6 +1016,10 @@ def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
     familyNote = None
     if spec.family == "gemma2":
         familyNote = reportGemma2(spec, modelDir, goldenDir, cfg, cases)
+    if spec.family in ff.kGemma3Families:
+        familyNote = reportGemma3(spec, modelDir, goldenDir, cases)
+    if spec.family in ff.kMoeFamilies:
+        familyNote = reportMoe(spec, modelDir, goldenDir, cfg, cases)
 
     note = (f"weights stored {fx.kDtypeNames[spec.storage_dtype]}; golden computed in fp32 from "
             "those stored weights upcast exactly to fp32, eager attention, CPU")

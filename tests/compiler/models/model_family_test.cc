@@ -52,7 +52,8 @@ std::string errorOf(const Json &json) {
 }
 
 TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
-  EXPECT_EQ(supportedModelTypes(), "llama, mistral, qwen2, qwen3, phi3, gemma2");
+  EXPECT_EQ(supportedModelTypes(),
+            "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3");
   for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
                                     {"mistral", "MistralForCausalLM"},
                                     {"qwen2", "Qwen2ForCausalLM"},
@@ -67,9 +68,10 @@ TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
 
 TEST(ModelFamilyTest, UnknownModelTypeListsTheSupportedOnes) {
   std::string message = errorOf(configOf("gpt_neox", "GPTNeoXForCausalLM"));
-  EXPECT_NE(message.find("m/config.json: field 'model_type' is 'gpt_neox'; kiln compiles "
-                         "model_type: llama, mistral, qwen2, qwen3, phi3, gemma2"),
-            std::string::npos)
+  EXPECT_NE(
+      message.find("m/config.json: field 'model_type' is 'gpt_neox'; kiln compiles "
+                   "model_type: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3"),
+      std::string::npos)
       << message;
 }
 
@@ -146,6 +148,83 @@ TEST(ModelFamilyTest, Gemma2ReadsItsKeysAndDefaults) {
   json["layer_types"] = {"full_attention"};
   message = errorOf(json);
   EXPECT_NE(message.find("layer_types"), std::string::npos) << message;
+}
+
+// What compile.cc does: the family's normalized config.json, then both readers.
+Resolved resolveNormalized(const Json &json) {
+  Resolved out;
+  auto written = ConfigFields::parse(json.dump(), "m/config.json");
+  EXPECT_TRUE(written.isOk());
+  auto family = findModelFamily(*written);
+  EXPECT_TRUE(family.isOk()) << family.status().toString();
+  if (!family.isOk())
+    return out;
+  auto text = familyConfigJson(**family, json.dump(), "m/config.json");
+  if (!text.isOk()) {
+    out.family = text.status();
+    return out;
+  }
+  return resolve(Json::parse(*text));
+}
+
+// Gemma 3: a published text_config holds only what differs from Gemma3TextConfig's defaults; the
+// multimodal wrapper's text tower is read from text_config; transformers 5's rope_parameters per
+// layer kind read as the published spelling; five local layers to one global.
+TEST(ModelFamilyTest, Gemma3ReadsTextConfigDefaultsAndRopePerLayerKind) {
+  Json wrapper = {{"architectures", {"Gemma3ForConditionalGeneration"}},
+                  {"model_type", "gemma3"},
+                  {"eos_token_id", {1, 106}},
+                  {"text_config",
+                   {{"hidden_size", 2560},
+                    {"intermediate_size", 10240},
+                    {"model_type", "gemma3_text"},
+                    {"num_hidden_layers", 34},
+                    {"rope_scaling", {{"factor", 8.0}, {"rope_type", "linear"}}},
+                    {"sliding_window", 1024}}},
+                  {"vision_config", {{"model_type", "siglip_vision_model"}}}};
+  Resolved r = resolveNormalized(wrapper); // gemma-3-4b-it's config.json, vision_config cut
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  const HfModelConfig &c = r.config;
+  EXPECT_EQ(c.architecture, "Gemma3ForConditionalGeneration");
+  EXPECT_EQ(c.vocabSize, 262208);
+  EXPECT_EQ(c.hiddenSize, 2560);
+  EXPECT_EQ(c.numLayers, 34);
+  EXPECT_EQ(c.numHeads, 8);
+  EXPECT_EQ(c.numKvHeads, 4);
+  EXPECT_EQ(c.headDim, 256);
+  EXPECT_TRUE(c.qkNorm && c.normPlusOne && c.geluTanhMlp && c.tieWordEmbeddings);
+  EXPECT_DOUBLE_EQ(c.attentionScale, 1.0 / 16.0);
+  EXPECT_DOUBLE_EQ(c.attnLogitSoftcap, 0.0);
+  EXPECT_DOUBLE_EQ(c.finalLogitSoftcap, 0.0);
+  EXPECT_DOUBLE_EQ(c.ropeTheta, 1e6);
+  EXPECT_DOUBLE_EQ(c.localRopeTheta, 1e4);
+  ASSERT_TRUE(c.ropeScaling.has_value());
+  EXPECT_EQ(c.eosTokenIds, (std::vector<int32_t>{1, 106}));
+  ASSERT_EQ(c.slidingWindows.size(), 34u);
+  for (int64_t i = 0; i < 34; ++i)
+    EXPECT_EQ(c.slidingWindows[i], (i + 1) % 6 == 0 ? 0 : 1024) << "layer " << i;
+
+  Json text = configOf("gemma3_text", "Gemma3ForCausalLM", 4);
+  text["rope_parameters"] = {
+      {"full_attention", {{"rope_type", "linear"}, {"factor", 4.0}, {"rope_theta", 5e5}}},
+      {"sliding_attention", {{"rope_type", "default"}, {"rope_theta", 2e4}}}};
+  text["sliding_window_pattern"] = 2;
+  r = resolveNormalized(text);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_DOUBLE_EQ(r.config.ropeTheta, 5e5);
+  EXPECT_DOUBLE_EQ(r.config.localRopeTheta, 2e4);
+  ASSERT_TRUE(r.config.ropeScaling.has_value());
+  EXPECT_EQ(r.config.slidingWindows, (std::vector<int64_t>{4096, 0, 4096, 0}));
+  text["rope_parameters"]["sliding_attention"]["rope_type"] = "linear";
+  r = resolveNormalized(text);
+  ASSERT_FALSE(r.family.isOk());
+  EXPECT_NE(r.family.status().message().find("rope_parameters.sliding_attention.rope_type"),
+            std::string::npos)
+      << r.family.status().message();
+  wrapper.erase("text_config");
+  r = resolveNormalized(wrapper);
+  ASSERT_FALSE(r.family.isOk());
+  EXPECT_NE(r.family.status().message().find("text_config"), std::string::npos);
 }
 
 TEST(ModelFamilyTest, BiasesAndQkNormFollowTheFamily) {
