@@ -231,6 +231,24 @@ template <typename GatedOp> static LogicalResult verifyGated(GatedOp op) {
   return expectWidth(op, op.getResult(), *width / 2, "result", "half the gate_up width");
 }
 
+LogicalResult MoeExpertsOp::verify() {
+  const int64_t experts = getNumExperts(), k = getTopK(), inter = getIntermediate();
+  if (experts <= 0 || k <= 0 || k > experts || inter <= 0)
+    return emitOpError() << "needs num_experts > 0, 0 < top_k <= num_experts and intermediate > 0";
+  FailureOr<int64_t> hidden = activationWidth(*this, getX(), "x");
+  if (failed(hidden) ||
+      failed(expectWidth(*this, getRouterLogits(), experts, "router_logits", "num_experts")) ||
+      failed(expectWidth(*this, getResult(), *hidden, "result", "x's width")))
+    return failure();
+  RankedTensorType gateUp = tensorType(getGateUp()), down = tensorType(getDown());
+  if (gateUp.getShape() != llvm::ArrayRef<int64_t>{experts * 2 * inter, *hidden} ||
+      down.getShape() != llvm::ArrayRef<int64_t>{experts * *hidden, inter})
+    return emitOpError() << "gate_up must be [num_experts * 2 * intermediate, hidden] and down "
+                            "[num_experts * hidden, intermediate], got "
+                         << gateUp << " and " << down;
+  return success();
+}
+
 LogicalResult GeluTanhMulOp::verify() {
   return verifyGated(*this);
 }

@@ -141,6 +141,19 @@ def Kiln_GeluTanhMulOp : Kiln_Op<"gelu_tanh_mul", [Pure]> {
   let results = (outs Kiln_Activation:$result);
 }
 
+def Kiln_MoeExpertsOp : Kiln_Op<"moe_experts", [Pure]> {
+  let summary = "mixture-of-experts MLP: top_k experts by softmax(router_logits), weighted sum";
+  let description = [{
+    schema/plan.fbs MoeExperts: gate_up holds expert e's [gate | up] rows at e * 2 * intermediate,
+    down its rows at e * hidden; the top_k probabilities are renormalized to sum 1 when
+    `renormalize` is set (Mixtral; Qwen3-MoE's norm_topk_prob).
+  }];
+  let arguments = (ins Kiln_Activation:$x, Kiln_Activation:$router_logits,
+                   Kiln_Activation:$gate_up, Kiln_Activation:$down, I64Attr:$num_experts,
+                   I64Attr:$top_k, I64Attr:$intermediate, I64Attr:$renormalize);
+  let results = (outs Kiln_Activation:$result);
+}
+
 def Kiln_SoftcapOp : Kiln_Op<"softcap", [Pure]> {
   let summary = "y = tanh(x / cap) * cap (Gemma 2's final logit soft-capping)";
   let arguments = (ins Kiln_Activation:$x, F32Attr:$cap);

@@ -53,6 +53,13 @@ struct HfModelConfig {
   double attentionScale = 0;    // 0: 1 / sqrt(head_dim)
   double attnLogitSoftcap = 0;  // 0: none; else scores become tanh(s / c) * c
   double finalLogitSoftcap = 0; // 0: none; else logits become tanh(l / c) * c
+  // Mixture-of-experts (Mixtral, Qwen3-MoE): numExperts > 0 makes a layer's MLP the experts'.
+  int64_t numExperts = 0;
+  int64_t expertsPerToken = 0;    // num_experts_per_tok
+  int64_t expertIntermediate = 0; // each expert's width
+  bool renormalizeExperts = true; // the top-k probabilities divided by their sum
+  std::vector<bool>
+      denseMlpLayers; // per layer: a dense MLP (intermediateSize) instead; empty: none
   // Gemma 3: sliding-window layers rotate with this base and no scaling (rope_local_base_freq);
   // 0: every layer rotates alike.
   double localRopeTheta = 0;

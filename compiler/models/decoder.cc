@@ -55,8 +55,15 @@ mlir::RankedTensorType DecoderGraph::activation(int64_t width) {
 
 Value DecoderGraph::weight(const std::string &name, const std::string &source,
                            llvm::ArrayRef<int64_t> shape, mlir::Type dtype) {
+  return weight(name, std::vector<std::string>{source}, shape, dtype);
+}
+
+// A weight whose rows are the sources' rows in order (an MoE layer's experts stacked).
+Value DecoderGraph::weight(const std::string &name, const std::vector<std::string> &sources,
+                           llvm::ArrayRef<int64_t> shape, mlir::Type dtype) {
   auto type = mlir::RankedTensorType::get(shape, b_.getF32Type());
-  return b_.create<WeightOp>(loc(name), type, b_.getStringAttr(name), b_.getStrArrayAttr({source}),
+  llvm::SmallVector<llvm::StringRef> refs(sources.begin(), sources.end());
+  return b_.create<WeightOp>(loc(name), type, b_.getStringAttr(name), b_.getStrArrayAttr(refs),
                              mlir::TypeAttr::get(dtype));
 }
 
@@ -210,6 +217,37 @@ Value DecoderGraph::gatedMlp(int64_t layer, Value normed) {
                 c.mlpBias ? down + ".bias" : "");
 }
 
+bool DecoderGraph::moeLayer(int64_t layer) const {
+  return config_.numExperts > 0 &&
+         (config_.denseMlpLayers.empty() || !config_.denseMlpLayers[layer]);
+}
+
+Value DecoderGraph::moeMlp(int64_t layer, Value normed) {
+  const HfModelConfig &c = config_;
+  const std::string name = "layers." + std::to_string(layer) + ".moe";
+  const std::string block = layerName(layer) + "." + layout_.moeBlock + ".";
+  const int64_t experts = c.numExperts, inter = c.expertIntermediate, hidden = c.hiddenSize;
+  Value logits = linear(name + ".router", block + layout_.moeRouter, normed, experts, "");
+  auto expertTensor = [&](const std::string &pattern, int64_t e) {
+    std::string name = pattern;
+    name.replace(name.find("{e}"), 3, std::to_string(e));
+    return block + name;
+  };
+  std::vector<std::string> gateUp, down;
+  for (int64_t e = 0; e < experts; ++e) {
+    gateUp.push_back(expertTensor(layout_.expertGate, e));
+    gateUp.push_back(expertTensor(layout_.expertUp, e));
+    down.push_back(expertTensor(layout_.expertDown, e));
+  }
+  Value gateUpW =
+      weight(name + ".gate_up", gateUp, {experts * 2 * inter, hidden}, options_.weightType);
+  Value downW = weight(name + ".down", down, {experts * hidden, inter}, options_.weightType);
+  auto i64 = [&](int64_t v) { return b_.getI64IntegerAttr(v); };
+  return b_.create<MoeExpertsOp>(loc(name + ".experts"), normed.getType(), normed, logits, gateUpW,
+                                 downW, i64(experts), i64(c.expertsPerToken), i64(inter),
+                                 i64(c.renormalizeExperts ? 1 : 0));
+}
+
 // Pre-norm attention and MLP, each added to the residual stream.
 Value DecoderGraph::preNormLayer(int64_t layer, Value hidden) {
   const std::string prefix = "layers." + std::to_string(layer);
@@ -218,8 +256,8 @@ Value DecoderGraph::preNormLayer(int64_t layer, Value hidden) {
   hidden = b_.create<AddOp>(loc(prefix + ".attn_residual"), hidden.getType(), hidden,
                             attentionBlock(layer, normed));
   normed = rmsNorm(prefix + ".mlp_norm", hf + ".post_attention_layernorm.weight", hidden);
-  return b_.create<AddOp>(loc(prefix + ".mlp_residual"), hidden.getType(), hidden,
-                          gatedMlp(layer, normed));
+  Value mlp = moeLayer(layer) ? moeMlp(layer, normed) : gatedMlp(layer, normed);
+  return b_.create<AddOp>(loc(prefix + ".mlp_residual"), hidden.getType(), hidden, mlp);
 }
 
 // Gemma 2's layer: each block's output is normed again before it joins the residual stream

@@ -26,6 +26,13 @@ struct DecoderLayout {
   std::string lmHead = "lm_head.weight";
   bool fusedQkv = false;    // self_attn.qkv_proj holds the [q | k | v] rows (Phi-3)
   bool fusedGateUp = false; // mlp.gate_up_proj holds the [gate | up] rows (Phi-3)
+  // Mixture-of-experts layers: the block ("block_sparse_moe" in Mixtral, "mlp" in Qwen3-MoE),
+  // its router tensor, and each expert's tensors ("{e}" is the expert's index).
+  std::string moeBlock = "mlp";
+  std::string moeRouter = "gate.weight";
+  std::string expertGate = "experts.{e}.gate_proj.weight";
+  std::string expertUp = "experts.{e}.up_proj.weight";
+  std::string expertDown = "experts.{e}.down_proj.weight";
 };
 
 // The blocks, for families whose graph is not exactly buildDecoder's.
@@ -43,6 +50,8 @@ public:
   mlir::Value rmsNorm(const std::string &name, const std::string &source, mlir::Value x);
   mlir::Value attentionBlock(int64_t layer, mlir::Value normed);
   mlir::Value gatedMlp(int64_t layer, mlir::Value normed);
+  // The router linear and the experts (kiln.moe_experts) of a mixture-of-experts layer.
+  mlir::Value moeMlp(int64_t layer, mlir::Value normed);
   mlir::Value preNormLayer(int64_t layer, mlir::Value hidden);
   mlir::Value sandwichLayer(int64_t layer, mlir::Value hidden);
 
@@ -55,6 +64,9 @@ private:
   mlir::RankedTensorType activation(int64_t width);
   mlir::Value weight(const std::string &name, const std::string &source,
                      llvm::ArrayRef<int64_t> shape, mlir::Type dtype);
+  mlir::Value weight(const std::string &name, const std::vector<std::string> &sources,
+                     llvm::ArrayRef<int64_t> shape, mlir::Type dtype);
+  bool moeLayer(int64_t layer) const;
   mlir::Value stepInput(StepInputKind kind);
   void defineStepInputs();
   mlir::Value ropeFrequencies(const RopeTables &rope, const std::string &name);

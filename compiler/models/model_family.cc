@@ -9,8 +9,8 @@ namespace kiln::compiler {
 
 std::span<const ModelFamily *const> modelFamilies() {
   static const ModelFamily *const families[] = {
-      &llamaFamily(), &mistralFamily(), &qwen2Family(),  &qwen3Family(),
-      &phi3Family(),  &gemma2Family(),  &gemma3Family(),
+      &llamaFamily(),  &mistralFamily(), &qwen2Family(),   &qwen3Family(),    &phi3Family(),
+      &gemma2Family(), &gemma3Family(),  &mixtralFamily(), &qwen3MoeFamily(),
   };
   return families;
 }

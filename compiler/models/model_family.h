@@ -75,5 +75,7 @@ const ModelFamily &qwen3Family();
 const ModelFamily &phi3Family();
 const ModelFamily &gemma2Family();
 const ModelFamily &gemma3Family();
+const ModelFamily &mixtralFamily();
+const ModelFamily &qwen3MoeFamily();
 
 } // namespace kiln::compiler

@@ -4,7 +4,8 @@
 //     heads [r*KV/tp, ...), so rope_kv_write and attention run on whole local heads and the rank's
 //     KV cache holds only its KV heads;
 //   - gate/up linears are column-parallel over the intermediate dim (silu or gelu_tanh, and mul,
-//     stay local);
+//     stay local); a mixture-of-experts layer shards every expert's intermediate dim alike (its
+//     router replicated) and all_reduces its output;
 //   - o_proj and down_proj are row-parallel (the rank's slice of the input dim) and followed by an
 //     all_reduce, so the residual stream stays replicated on every rank; a bias is added once, by
 //     rank 0, before the sum;
@@ -49,6 +50,9 @@ public:
 private:
   LogicalResult shardAttention(AttentionOp attention);
   LogicalResult shardMlp(MulOp mul);
+  LogicalResult shardMoe(MoeExpertsOp moe);
+  mlir::FailureOr<Value> slicedExperts(MoeExpertsOp moe, Value weight, SourceSlice slice,
+                                       llvm::ArrayRef<int64_t> shape);
   LogicalResult shardLmHead(mlir::func::ReturnOp ret);
   LogicalResult shardEmbedding(EmbeddingOp embedding);
   int64_t vocabShard(int64_t vocab) const { return (vocab + tp_ - 1) / tp_; }
@@ -219,6 +223,56 @@ LogicalResult Sharder::shardMlp(MulOp mul) {
   return shardInputsAndReduce(down, rank_ * local, local);
 }
 
+// The same `slice` of each expert's tensor (the stacked weight's sources, one per expert part).
+mlir::FailureOr<Value> Sharder::slicedExperts(MoeExpertsOp moe, Value weight, SourceSlice slice,
+                                              llvm::ArrayRef<int64_t> shape) {
+  auto op = weight.getDefiningOp<WeightOp>();
+  if (!op || !op->hasOneUse() || weightQuant(op))
+    return moe.emitOpError() << "shard-tensor-parallel needs the experts' own unquantized "
+                                "kiln.weight operands";
+  llvm::SmallVector<std::string> sources;
+  for (mlir::Attribute attr : op.getSources()) {
+    std::optional<SourceSlice> source =
+        parseSourceSlice(mlir::cast<mlir::StringAttr>(attr).strref());
+    std::optional<SourceSlice> composed =
+        source ? composeSourceSlices(*source, slice) : std::optional<SourceSlice>();
+    if (!composed)
+      return moe.emitOpError() << "weight '" << op.getName() << "' cannot be sharded";
+    sources.push_back(formatSourceSlice(*composed));
+  }
+  b_.setInsertionPoint(op);
+  llvm::SmallVector<llvm::StringRef> refs(sources.begin(), sources.end());
+  auto sharded =
+      b_.create<WeightOp>(op.getLoc(), mlir::RankedTensorType::get(shape, b_.getF32Type()),
+                          op.getNameAttr(), b_.getStrArrayAttr(refs), op.getDtypeAttr());
+  replaceOperand(moe, weight, sharded.getResult());
+  return sharded.getResult();
+}
+
+// Mixture-of-experts: every expert's intermediate dim column-parallel in gate / up (rows of each
+// expert part) and row-parallel in down (its columns), the router replicated; the partial sums
+// all_reduce, as a dense MLP's down_proj does.
+LogicalResult Sharder::shardMoe(MoeExpertsOp moe) {
+  const int64_t inter = moe.getIntermediate(), experts = moe.getNumExperts();
+  if (failed(divisible(moe, inter, "the experts' intermediate size")))
+    return failure();
+  const int64_t local = inter / tp_, hidden = widthOf(moe.getX());
+  SourceSlice rows, cols;
+  rows.rowBegin = rank_ * local;
+  rows.rowEnd = rows.rowBegin + local;
+  cols.colBegin = rank_ * local;
+  cols.colEnd = cols.colBegin + local;
+  if (failed(slicedExperts(moe, moe.getGateUp(), rows, {experts * 2 * local, hidden})) ||
+      failed(slicedExperts(moe, moe.getDown(), cols, {experts * hidden, local})))
+    return failure();
+  moe.setIntermediate(local);
+  b_.setInsertionPointAfter(moe);
+  auto reduce = b_.create<AllReduceOp>(namedLoc(moe.getContext(), opName(moe) + ".all_reduce"),
+                                       moe.getResult().getType(), moe.getResult());
+  moe.getResult().replaceAllUsesExcept(reduce.getResult(), reduce);
+  return success();
+}
+
 LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
   // Soft-capped logits (Gemma 2) are capped after the gather, on full rows.
   Value logits = ret.getNumOperands() == 1 ? ret.getOperand(0) : Value();
@@ -277,6 +331,7 @@ LogicalResult Sharder::shardEmbedding(EmbeddingOp embedding) {
 LogicalResult Sharder::run() {
   llvm::SmallVector<AttentionOp> attentions;
   llvm::SmallVector<MulOp> muls;
+  llvm::SmallVector<MoeExpertsOp> moes;
   llvm::SmallVector<EmbeddingOp> embeddings;
   mlir::func::ReturnOp ret;
   for (mlir::Operation &op : step_.getBody().front()) {
@@ -284,6 +339,8 @@ LogicalResult Sharder::run() {
       attentions.push_back(attention);
     else if (auto mul = mlir::dyn_cast<MulOp>(op))
       muls.push_back(mul);
+    else if (auto moe = mlir::dyn_cast<MoeExpertsOp>(op))
+      moes.push_back(moe);
     else if (auto embedding = mlir::dyn_cast<EmbeddingOp>(op))
       embeddings.push_back(embedding);
     else if (auto r = mlir::dyn_cast<mlir::func::ReturnOp>(op))
@@ -296,6 +353,9 @@ LogicalResult Sharder::run() {
       return failure();
   for (MulOp mul : muls)
     if (failed(shardMlp(mul)))
+      return failure();
+  for (MoeExpertsOp moe : moes)
+    if (failed(shardMoe(moe)))
       return failure();
   if (embeddings.size() != 1)
     return step_.emitError() << "shard-tensor-parallel expects one kiln.embedding, found "

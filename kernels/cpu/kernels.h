@@ -207,6 +207,29 @@ void siluMul(const SiluMulArgs &args);
 // sqrt(2/pi) (x + 0.044715 x^3))) in fp32 as torch's gelu(approximate="tanh") (GeGLU; Gemma).
 void geluTanhMul(const SiluMulArgs &args);
 
+// A mixture-of-experts MLP (schema/plan.fbs MoeExperts): each row's top_k experts by
+// softmax(routerLogits), their probabilities renormalized to sum 1 when `renormalize`, and
+// out = sum over them in increasing expert index of p * down(silu(gate x) * up x). gateUp holds
+// expert e's [gate | up] rows at e * 2 * intermediate, down its rows at e * hidden. The experts'
+// products run through `linear` over the rows routed to them, so a row's result does not depend
+// on the others; half types round where separate Linear / SiluMul ops would.
+struct MoeExpertsArgs {
+  const void *x;            // [rows, hidden]
+  const void *routerLogits; // [rows, numExperts], in `type`
+  const void *gateUp;       // [numExperts * 2 * intermediate, hidden]
+  const void *down;         // [numExperts * hidden, intermediate]
+  WeightType weightType;
+  void *out; // [rows, hidden]
+  int32_t rows;
+  int32_t hidden;
+  int32_t intermediate;
+  int32_t numExperts;
+  int32_t topK;
+  bool renormalize;
+  ElemType type = ElemType::kF32; // of x and out
+};
+void moeExperts(const MoeExpertsArgs &args);
+
 // out = tanh(x / cap) * cap over count elements, in fp32 (Gemma 2's final logit soft-capping);
 // out may be x.
 struct SoftcapArgs {

@@ -19,6 +19,7 @@ const OpEntry &allReduceOp();
 const OpEntry &allGatherOp();
 const OpEntry &geluTanhMulOp();
 const OpEntry &softcapOp();
+const OpEntry &moeExpertsOp();
 
 // rms_norm / add_rms_norm: w is input `weightInput` (rms_norm_op.cc).
 KernelInstance normInstance(const char *op, const KernelPlanContext &k, size_t weightInput);

@@ -93,10 +93,12 @@ TEST(BatchInvariance, TinyStories656KFourSequencesInOneStep) {
 
 // Every other family: windows, biases, q/k norms, fused checkpoint tensors and the rope modes
 // that follow each sequence's length (the four sequences sit on both sides of tiny-qwen2-dynamic's
-// switch at 12 and tiny-phi3-longrope's at 16).
+// switch at 12 and tiny-phi3-longrope's at 16), Gemma's soft-caps and local / global rope, and
+// mixture-of-experts routing (a token's experts and sums never depend on the others).
 TEST(BatchInvariance, OtherFamiliesFourSequencesInOneStep) {
-  for (const char *fixture : {"tiny-mistral", "tiny-qwen2", "tiny-qwen2-dynamic", "tiny-qwen3",
-                              "tiny-phi3", "tiny-phi3-longrope"}) {
+  for (const char *fixture :
+       {"tiny-mistral", "tiny-qwen2", "tiny-qwen2-dynamic", "tiny-qwen3", "tiny-phi3",
+        "tiny-phi3-longrope", "tiny-gemma2", "tiny-gemma3", "tiny-mixtral", "tiny-qwen3-moe"}) {
     SCOPED_TRACE(fixture);
     checkBatchInvariance(std::string(KILN_TEST_DATA_DIR) + "/models/" + fixture);
   }

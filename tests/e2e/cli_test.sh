@@ -53,6 +53,15 @@ expect_eq "generate tiny-llama == transformers greedy" "$expected" "$got"
 "$kiln" generate "$art" --prompt-ids "$prompt" --max-tokens 4 --output "$work/out.jsonl"
 expect_eq "generate --output writes one line" "1" "$(wc -l <"$work/out.jsonl" | tr -d ' ')"
 
+# --- a mixture-of-experts plan: inspect counts its experts and the parameters a token reads
+# (2 MoE layers x 16 experts x (2 x 48 x 64 + 64 x 48) expert weights, 4 of 16 read per token)
+moe="$work/moe.kiln"
+"$kiln" compile "$root/tests/data/models/tiny-qwen3-moe" -o "$moe" --quiet
+moe_summary=$("$kiln" inspect "$moe" --summary)
+expect_eq "inspect moe experts" "16 4 294912 240272" "$(python3 -c 'import json,sys
+m = json.load(sys.stdin)["ranks"][0]["mixture_of_experts"]
+print(m["experts"], m["experts_per_token"], m["expert_parameters"], m["active_parameters_per_token"])' <<<"$moe_summary")"
+
 # --- --input: every golden prompt at once through the engine (continuous batching), in order,
 # each equal to transformers' greedy ids for that prompt alone
 python3 - "$root/tests/data/golden/tiny-llama.json" >"$work/in.jsonl" <<'PY'
@@ -91,7 +100,7 @@ expect_error "compile: unsupported model_type lists the supported ones" \
   "$kiln" compile "$work/gptneox" -o "$work/bad.kiln" --quiet
 [ ! -e "$work/bad.kiln" ] && pass "failed compiles leave no artifact" || fail "failed compile left $work/bad.kiln"
 expect_eq "compile --help lists the model types" \
-  "model_type (config.json): llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3 (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5, Gemma 2, Gemma 3 text)" \
+  "model_type (config.json): llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5, Gemma 2, Gemma 3 text, Mixtral, Qwen3-MoE)" \
   "$("$kiln" compile --help | grep '^model_type')"
 
 # --- corrupted artifacts are rejected with a clear message

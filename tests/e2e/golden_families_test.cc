@@ -1,9 +1,9 @@
-// The Mistral, Qwen2/2.5, Qwen3, Phi-3, Gemma 2 and Gemma 3 fixtures (tiny random weights in each
-// family's real checkpoint layout, tests/data/README.md) compiled by kiln and run on the cpu
-// backend against transformers (tools/goldens/make_family_goldens.py): logits within 1e-4 at every
-// prompt position and 16 greedy steps, greedy ids identical; the prompt in chunks and after a
-// prefix-cache hit give the same rows. Windows shorter than the prompt also run with KV blocks of 4
-// tokens, so a window starts inside a block and spans several.
+// The Mistral, Qwen2/2.5, Qwen3, Phi-3, Gemma 2, Gemma 3, Mixtral and Qwen3-MoE fixtures (tiny
+// random weights in each family's real checkpoint layout, tests/data/README.md) compiled by kiln
+// and run on the cpu backend against transformers (tools/goldens/make_family_goldens.py): logits
+// within 1e-4 at every prompt position and 16 greedy steps, greedy ids identical; the prompt in
+// chunks and after a prefix-cache hit give the same rows. Windows shorter than the prompt also run
+// with KV blocks of 4 tokens, so a window starts inside a block and spans several.
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
@@ -90,6 +90,18 @@ TEST(GoldenFamilies, Gemma2SoftcapsAlternatingWindows) {
 TEST(GoldenFamilies, Gemma3LocalAndGlobalRope) {
   checkGoldenLogits("tiny-gemma3");
   checkGoldenChunkedAndCached("tiny-gemma3", 5, smallBlocks());
+}
+
+// Mixtral: 8 experts, the top 2 by softmax probability renormalized; 16 experts top 4 with
+// norm_topk_prob and a dense layer between the sparse ones (Qwen3-MoE, q/k norms). The router's
+// k-th and (k+1)-th logits are at least 0.0144 / 0.0054 apart on every golden token.
+TEST(GoldenFamilies, MixtralTop2Of8) {
+  checkGoldenLogits("tiny-mixtral");
+  checkGoldenChunkedAndCached("tiny-mixtral", 5);
+}
+TEST(GoldenFamilies, Qwen3MoeTop4Of16WithADenseLayer) {
+  checkGoldenLogits("tiny-qwen3-moe");
+  checkGoldenChunkedAndCached("tiny-qwen3-moe", 6);
 }
 
 // Gemma3ForConditionalGeneration's text tower: a sparse text_config (Gemma3TextConfig's defaults

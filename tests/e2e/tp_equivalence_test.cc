@@ -212,6 +212,11 @@ TEST(TpEquivalence, Phi3LongRopeTp1Tp2) {
 TEST(TpEquivalence, Gemma2Tp1Tp2) {
   checkTpEquivalence("tiny-gemma2", {1, 2});
 }
+// Mixture-of-experts: each expert's intermediate dim sharded, one all_reduce per MoE layer.
+TEST(TpEquivalence, MoeTp1Tp2) {
+  checkTpEquivalence("tiny-mixtral", {1, 2});
+  checkTpEquivalence("tiny-qwen3-moe", {1, 2});
+}
 // Per-head q/k norms and two RoPE tables on sharded heads; the text tower's prefixed weights.
 TEST(TpEquivalence, Gemma3Tp1Tp2) {
   checkTpEquivalence("tiny-gemma3", {1, 2});

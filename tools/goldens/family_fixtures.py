@@ -267,7 +267,7 @@ kFixtures = [
                   "unused; the golden is the text-only forward (no pixel_values), which equals "
                   "Gemma3ForCausalLM's on the same text weights"),
     FamilySpec(
-        name="tiny-mixtral", family="mixtral", seed=2831, storage_dtype=torch.float32,
+        name="tiny-mixtral", family="mixtral", seed=2846, storage_dtype=torch.float32,
         rope_theta=1000000.0,
         extra={"intermediate_size": 96, "num_local_experts": 8, "num_experts_per_tok": 2},
         notes="mistralai/Mixtral-8x7B-Instruct-v0.1's key set; F32, untied, GQA 4q/2kv, head_dim "
@@ -279,7 +279,7 @@ kFixtures = [
                   "the 8 router logits, top-2, the two weights renormalised to sum 1; the "
                   "weighted sum of the two experts' SwiGLU outputs"),
     FamilySpec(
-        name="tiny-qwen3-moe", family="qwen3_moe", seed=2933,
+        name="tiny-qwen3-moe", family="qwen3_moe", seed=2940,
         storage_dtype=torch.float32, num_layers=3, head_dim=32, rope_theta=1000000.0,
         rope_scaling=None, extra=kQwen3MoeExtra,
         notes="Qwen/Qwen3-30B-A3B's key set; F32, untied, GQA 4q/2kv, explicit head_dim 32 "

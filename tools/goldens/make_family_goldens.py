@@ -970,6 +970,392 @@ def reportGemma3(spec, modelDir: str, goldenDir: str, cases: list) -> str:
     return note
 
 
+# ---- mixture of experts ------------------------------------------------------------------------
+
+# Every token of the golden sequences, on every sparse layer: its k-th largest router logit leads
+# the (k+1)-th by more than this, so an engine whose router logits are within fp32 rounding of
+# transformers' picks the same experts (a golden whose routing flips under a 1e-6 perturbation
+# would test nothing stable).
+kMinRouterGap = 1e-3
+
+
+def moeShape(cfg: dict) -> tuple[int, int, int]:
+    """(experts, top-k, expert width) of a mixtral / qwen3_moe config.json."""
+    if cfg["model_type"] == "mixtral":
+        return cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg["intermediate_size"]
+    return cfg["num_experts"], cfg["num_experts_per_tok"], cfg["moe_intermediate_size"]
+
+
+def renormalises(cfg: dict) -> bool:
+    """Mixtral always divides the top-k softmax weights by their sum; Qwen3-MoE iff
+    norm_topk_prob (Qwen3MoeConfig's default is false; Qwen3-30B-A3B and tiny-qwen3-moe say
+    true)."""
+    return cfg["model_type"] == "mixtral" or bool(cfg.get("norm_topk_prob", False))
+
+
+def sparseLayers(cfg: dict) -> list[int]:
+    """The layers with a sparse MoE block. Mixtral: all. Qwen3-MoE (Qwen3MoeDecoderLayer.__init__
+    in transformers 5.24): `layer_idx not in mlp_only_layers and num_experts > 0 and
+    (layer_idx + 1) % decoder_sparse_step == 0`; the others get a dense SwiGLU of
+    intermediate_size."""
+    n = cfg["num_hidden_layers"]
+    if cfg["model_type"] == "mixtral":
+        return list(range(n))
+    return [i for i in range(n) if i not in cfg.get("mlp_only_layers", [])
+            and cfg["num_experts"] > 0 and (i + 1) % cfg.get("decoder_sparse_step", 1) == 0]
+
+
+# Per-expert tensor names of the published checkpoints (mistralai/Mixtral-8x7B-*: w1 gate, w3 up,
+# w2 down under block_sparse_moe; Qwen/Qwen3-*-A*B: gate_proj / up_proj / down_proj under mlp)
+# -> (which fused tensor of transformers 5 holds it, which half of gate_up_proj: 0 gate, 1 up)
+kExpertNames = {
+    "mixtral": ("block_sparse_moe", {"w1": ("gate_up_proj", 0), "w3": ("gate_up_proj", 1),
+                                     "w2": ("down_proj", None)}),
+    "qwen3_moe": ("mlp", {"gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1),
+                          "down_proj": ("down_proj", None)}),
+}
+
+
+def publishedMoeTensors(spec, cfg: dict) -> dict[str, tuple]:
+    """Every tensor of the published per-expert layout, name -> shape."""
+    h, v = cfg["hidden_size"], cfg["vocab_size"]
+    heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
+    hd = cfg.get("head_dim", h // heads)
+    experts, _, width = moeShape(cfg)
+    block, names = kExpertNames[spec.family]
+    out = {"model.embed_tokens.weight": (v, h), "model.norm.weight": (h,)}
+    if not spec.tied:
+        out["lm_head.weight"] = (v, h)
+    sparse = sparseLayers(cfg)
+    for i in range(cfg["num_hidden_layers"]):
+        p = f"model.layers.{i}."
+        out.update({p + "input_layernorm.weight": (h,), p + "post_attention_layernorm.weight": (h,),
+                    p + "self_attn.q_proj.weight": (heads * hd, h),
+                    p + "self_attn.k_proj.weight": (kv * hd, h),
+                    p + "self_attn.v_proj.weight": (kv * hd, h),
+                    p + "self_attn.o_proj.weight": (h, heads * hd)})
+        if spec.family == "qwen3_moe":
+            out.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+        if i not in sparse:
+            inter = cfg["intermediate_size"]
+            out.update({p + "mlp.gate_proj.weight": (inter, h),
+                        p + "mlp.up_proj.weight": (inter, h),
+                        p + "mlp.down_proj.weight": (h, inter)})
+            continue
+        out[p + f"{block}.gate.weight"] = (experts, h)
+        for x in range(experts):
+            for name, (fused, _) in names.items():
+                out[p + f"{block}.experts.{x}.{name}.weight"] = \
+                    (h, width) if fused == "down_proj" else (width, h)
+    return out
+
+
+def fusedSourceOf(spec, name: str, params: dict, width: int) -> torch.Tensor:
+    """The value a published tensor must have, taken from transformers' in-memory (fused)
+    parameters: mlp.experts.gate_up_proj[x] = cat(gate, up) along rows, down_proj[x] = down."""
+    block, names = kExpertNames[spec.family]
+    parts = name.split(".")
+    if parts[:2] != ["model", "layers"]:
+        return params[name]
+    if parts[3] == block and parts[4] == "experts":
+        fused, half = names[parts[6]]
+        t = params[".".join(parts[:3] + ["mlp", "experts", fused])][int(parts[5])]
+        return t if half is None else t[half * width:(half + 1) * width]
+    if parts[3] == block and parts[4] == "gate":
+        return params[".".join(parts[:3] + ["mlp", "gate", "weight"])]
+    return params[name]
+
+
+def checkMoeLayout(spec, modelDir: str, model) -> None:
+    """model.safetensors holds exactly the published per-expert layout (what transformers 5.24's
+    save_pretrained writes: it reverts the load-time merge of the per-expert tensors), each tensor
+    equal to the slice of the fused parameter initWeights drew; transformers loads it with no
+    missing / unexpected keys into the same fused parameters."""
+    cfg = ff.configDict(spec, "")
+    experts, topK, width = moeShape(cfg)
+    want = publishedMoeTensors(spec, cfg)
+    names = tensorNames(modelDir)
+    with safe_open(os.path.join(modelDir, "model.safetensors"), "pt") as f:
+        dtypes = {f.get_slice(n).get_dtype() for n in names}
+        shapes = {n: tuple(f.get_slice(n).get_shape()) for n in names}
+        tensors = {n: f.get_tensor(n) for n in names}
+    assert dtypes == {"F32"}, dtypes
+    assert sorted(names) == sorted(want), sorted(set(names) ^ set(want))
+    assert all(shapes[n] == want[n] for n in names), [n for n in names if shapes[n] != want[n]]
+
+    drawnModel = AutoModelForCausalLM.from_config(model.config, dtype=torch.float32)
+    ff.initWeights(spec, drawnModel)
+    drawn = {n: p.detach() for n, p in drawnModel.named_parameters()}
+    for n in names:
+        assert torch.equal(tensors[n], fusedSourceOf(spec, n, drawn, width)), n
+    loaded, info = AutoModelForCausalLM.from_pretrained(modelDir, dtype=torch.float32,
+                                                        output_loading_info=True)
+    bad = {k: v for k, v in info.items() if v}
+    assert not bad, bad
+    got = dict(loaded.named_parameters())
+    assert sorted(got) == sorted(drawn) and all(torch.equal(got[n], drawn[n]) for n in drawn)
+
+    sparse = sparseLayers(cfg)
+    kinds = []
+    h = cfg["hidden_size"]
+    for i, layer in enumerate(model.model.layers):
+        isSparse = hasattr(layer.mlp, "experts")
+        assert isSparse == (i in sparse), (i, type(layer.mlp).__name__)
+        if isSparse:
+            assert layer.mlp.gate.top_k == topK and layer.mlp.experts.num_experts == experts
+            assert tuple(layer.mlp.experts.gate_up_proj.shape) == (experts, 2 * width, h)
+            assert tuple(layer.mlp.experts.down_proj.shape) == (experts, h, width)
+        kinds.append(f"{i} {type(layer.mlp).__name__}")
+    if spec.family == "qwen3_moe":
+        qn = model.model.layers[0].self_attn.q_norm.weight.detach()
+        assert qn.shape[0] == cfg["head_dim"] and float((qn - 1).abs().max()) > 0.05
+    print(f"  layers' MLPs: {', '.join(kinds)} (sparse layers {sparse})")
+    byRole = {v: k for k, v in kExpertNames[spec.family][1].items()}
+    print(f"  safetensors tensors (name shape), published per-expert layout "
+          f"({len(names)} tensors):")
+    for n in names:
+        if not n.startswith("model.layers."):
+            print(f"    {n} {list(shapes[n])}")
+    for i in range(cfg["num_hidden_layers"]):
+        kind = "sparse" if i in sparse else "dense"
+        like = next((j for j in range(i) if (j in sparse) == (i in sparse)), None)
+        if like is not None:
+            print(f"    model.layers.{i}.* ({kind}): the same names and shapes as layer {like}")
+            continue
+        for n in names:
+            parts = n.split(".")
+            if parts[:3] != ["model", "layers", str(i)] or (parts[4:5] == ["experts"]
+                                                            and parts[5] != "0"):
+                continue
+            more = f"   (and experts.1..{experts - 1})" if parts[4:5] == ["experts"] else ""
+            print(f"    {n} {list(shapes[n])}{more}")
+    print(f"  each expert tensor equals its slice of transformers' fused parameter as drawn "
+          f"(mlp.experts.gate_up_proj [{experts}, {2 * width}, {h}]: per expert rows "
+          f"0..{width - 1} {byRole[('gate_up_proj', 0)]} | rows {width}..{2 * width - 1} "
+          f"{byRole[('gate_up_proj', 1)]}; mlp.experts.down_proj [{experts}, {h}, {width}] = "
+          f"{byRole[('down_proj', None)]}); from_pretrained: no missing / unexpected keys, "
+          f"parameters equal those drawn")
+
+
+def routerCapture(model):
+    """Forward hooks on every sparse layer's router: {layer: [(logits, weights, indices), ...]}
+    (transformers' TopKRouter.forward returns exactly these)."""
+    store, hooks = {}, []
+    for i, layer in enumerate(model.model.layers):
+        if hasattr(layer.mlp, "experts"):
+            hooks.append(layer.mlp.gate.register_forward_hook(
+                lambda m, args, out, i=i: store.setdefault(i, []).append(
+                    tuple(t.detach().clone() for t in out))))
+    return store, hooks
+
+
+def routingStats(model, seqs: list[list[int]], cfg: dict) -> dict:
+    """Runs the golden sequences, checks transformers' routing against an independent float64
+    rendering of the rule (softmax over all router logits, top-k, renormalised when the family
+    does) and gathers the per-layer statistics of the decisions."""
+    experts, topK, _ = moeShape(cfg)
+    store, hooks = routerCapture(model)
+    try:
+        rows = [mlg.forwardLogits(model, ids) for ids in seqs]
+    finally:
+        for h in hooks:
+            h.remove()
+    stats = {}
+    for layer, calls in sorted(store.items()):
+        logits = torch.cat([c[0] for c in calls]).double()
+        weights = torch.cat([c[1] for c in calls]).double()
+        indices = torch.cat([c[2] for c in calls])
+        probs = torch.softmax(logits, dim=-1)
+        refW, refIdx = torch.topk(probs, topK, dim=-1)
+        if renormalises(cfg):
+            refW = refW / refW.sum(dim=-1, keepdim=True)
+        assert torch.equal(refIdx, indices), layer
+        wDiff = float((refW - weights).abs().max())
+        assert wDiff < 1e-6, (layer, wDiff)
+        sortedLogits = torch.sort(logits, dim=-1, descending=True).values
+        sortedProbs = torch.sort(probs, dim=-1, descending=True).values
+        gap = sortedLogits[:, topK - 1] - sortedLogits[:, topK]
+        probGap = sortedProbs[:, topK - 1] - sortedProbs[:, topK]
+        stats[layer] = {
+            "tokens": int(logits.shape[0]),
+            "uses": torch.bincount(indices.flatten(), minlength=experts).tolist(),
+            "min_gap": float(gap.min()), "median_gap": float(gap.median()),
+            "frac_gap_below_0.01": float((gap < 0.01).double().mean()),
+            "min_prob_gap": float(probGap.min()), "median_prob_gap": float(probGap.median()),
+            "top_weight": (float(weights[:, 0].min()), float(weights[:, 0].mean()),
+                           float(weights[:, 0].max())),
+            "logit_std": float(logits.std()), "weight_diff": wDiff}
+    return {"rows": rows, "layers": stats}
+
+
+def patchRouters(model, topK: int | None = None, renorm: bool = True,
+                 softmaxOfTopLogits: bool = False):
+    """Replaces every sparse layer's router with a re-implementation: softmax over all router
+    logits, top-k, divided by the sum when renorm -- or, with softmaxOfTopLogits, the top-k
+    logits first and a softmax over just those (Mistral's reference form; algebraically the same
+    as the renormalised one)."""
+    for layer in model.model.layers:
+        if not hasattr(layer.mlp, "experts"):
+            continue
+        gate = layer.mlp.gate
+        k = gate.top_k if topK is None else topK
+
+        def forward(hidden, gate=gate, k=k):
+            hidden = hidden.reshape(-1, gate.hidden_dim)
+            logits = torch.nn.functional.linear(hidden, gate.weight)
+            if softmaxOfTopLogits:
+                top, idx = torch.topk(logits, k, dim=-1)
+                w = torch.softmax(top.float(), dim=-1)
+            else:
+                w, idx = torch.topk(torch.softmax(logits.float(), dim=-1), k, dim=-1)
+                if renorm:
+                    w = w / w.sum(dim=-1, keepdim=True)
+            return logits, w.to(logits.dtype), idx
+
+        gate.forward = forward
+    return model
+
+
+class ZeroMlp(torch.nn.Module):
+    def forward(self, x):
+        return torch.zeros_like(x)
+
+
+def moeMutations(spec, modelDir: str, cfg: dict) -> tuple[dict, dict, str]:
+    """(same, changed, loadNote): models that must reproduce the golden (rule re-implemented,
+    Mistral's softmax-of-top-k form, the grouped_mm experts) and models with one MoE feature
+    dropped or swapped."""
+    experts, topK, _ = moeShape(cfg)
+    same = {
+        f"router re-implemented (softmax, top-{topK}, renormalised)" if renormalises(cfg) else
+        f"router re-implemented (softmax, top-{topK})": patchRouters(
+            loadModel(modelDir), renorm=renormalises(cfg)),
+        f"softmax over the top-{topK} logits (Mistral's reference form)": patchRouters(
+            loadModel(modelDir), softmaxOfTopLogits=True),
+        "experts_implementation grouped_mm (transformers' default)": loadModel(
+            modelDir, experts_implementation="grouped_mm"),
+    }
+    if not renormalises(cfg):
+        del same[f"softmax over the top-{topK} logits (Mistral's reference form)"]
+    changed, loadNote = {}, ""
+    if spec.family == "mixtral":
+        changed[f"no renormalisation (top-{topK} softmax probabilities as weights)"] = \
+            patchRouters(loadModel(modelDir), renorm=False)
+    else:
+        changed[f"norm_topk_prob false (top-{topK} softmax probabilities as weights)"] = loadModel(
+            modelDir, norm_topk_prob=False)
+    changed["top-1 instead of top-%d (one expert, weight 1)" % topK] = patchRouters(
+        loadModel(modelDir), topK=1)
+    changed["top-1 without renormalisation (weight = its softmax probability)"] = patchRouters(
+        loadModel(modelDir), topK=1, renorm=False)
+    changed[f"top-{topK + 1} instead of top-{topK} (renormalised)"] = patchRouters(
+        loadModel(modelDir), topK=topK + 1)
+    dense = [i for i in range(cfg["num_hidden_layers"]) if i not in sparseLayers(cfg)]
+    if dense:
+        # an importer that ignores mlp_only_layers builds a sparse block for the dense layer: the
+        # file has no router / experts for it (missing) and a dense MLP it does not expect
+        torch.manual_seed(0)  # transformers initialises the missing router / experts
+        asMoe, info = AutoModelForCausalLM.from_pretrained(
+            modelDir, dtype=torch.float32, attn_implementation="eager",
+            experts_implementation="eager", mlp_only_layers=[], output_loading_info=True)
+        missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
+        wantMissing = sorted(f"model.layers.{i}.mlp.{n}" for i in dense for n in (
+            "gate.weight", "experts.gate_up_proj", "experts.down_proj"))
+        wantUnexpected = sorted(f"model.layers.{i}.mlp.{n}_proj.weight" for i in dense
+                                for n in ("gate", "up", "down"))
+        assert missing == wantMissing and unexpected == wantUnexpected, (missing, unexpected)
+        loadNote = (f"loading with mlp_only_layers [] (layer {dense} built sparse) reports missing "
+                    f"{missing} and unexpected {unexpected}")
+        print(f"  {loadNote}")
+        changed[f"layer {dense[0]} treated as MoE (mlp_only_layers ignored; its router / experts "
+                "as transformers initialises the missing ones, seed 0)"] = asMoe.eval()
+        skipped = loadModel(modelDir)
+        for i in dense:
+            skipped.model.layers[i].mlp = ZeroMlp()
+        changed[f"layer {dense[0]}'s dense MLP skipped"] = skipped
+    if spec.family == "qwen3_moe":
+        noQk = loadModel(modelDir)
+        for layer in noQk.model.layers:
+            layer.self_attn.q_norm = torch.nn.Identity()
+            layer.self_attn.k_norm = torch.nn.Identity()
+        changed["no q_norm / k_norm"] = noQk
+    return same, changed, loadNote
+
+
+def reportMoe(spec, modelDir: str, goldenDir: str, cfg: dict, cases: list) -> str:
+    """Routing checks on the golden sequences (prompt + greedy ids): transformers' decisions equal
+    the family's rule computed independently in float64; every expert of every sparse layer is
+    chosen at least once; the k-th / (k+1)-th router logit gap exceeds kMinRouterGap for every
+    token and layer; dropping renormalisation, top-k or the dense layer moves the golden rows far
+    beyond the tolerance. Returns the summary stored as the golden's family_note."""
+    experts, topK, width = moeShape(cfg)
+    seqs = [c["prompt_ids"] + c["greedy_ids"] for c in cases]
+    goldens = [np.fromfile(os.path.join(goldenDir, c["logits_file"]),
+                           dtype="<f4").reshape(-1, fx.kVocab) for c in cases]
+    model = loadModel(modelDir)
+    assert model.config._experts_implementation == "eager"
+    stats = routingStats(model, seqs, cfg)
+    for r, g in zip(stats["rows"], goldens):
+        assert np.array_equal(r, g), "probed forward differs from the golden rows"
+    rule = (f"softmax over the {experts} router logits (fp32), top-{topK}, "
+            + ("the top-k weights divided by their sum" if renormalises(cfg) else
+               "the top-k softmax probabilities as weights"))
+    print(f"  routing: {rule}; transformers' choices equal a float64 re-computation on every "
+          f"token (weights within "
+          f"{max(s['weight_diff'] for s in stats['layers'].values()):.1e})")
+    minGap = min(s["min_gap"] for s in stats["layers"].values())
+    for layer, s in stats["layers"].items():
+        lo, mean, hi = s["top_weight"]
+        print(f"    layer {layer}: {s['tokens']} tokens, router logit std {s['logit_std']:.2f}; "
+              f"expert uses {s['uses']}; logit gap #{topK}-#{topK + 1} min {s['min_gap']:.4f} "
+              f"median {s['median_gap']:.3f} ({100 * s['frac_gap_below_0.01']:.1f}% < 0.01); "
+              f"prob gap min {s['min_prob_gap']:.2e} median {s['median_prob_gap']:.3f}; "
+              f"first weight min/mean/max {lo:.3f}/{mean:.3f}/{hi:.3f}")
+        unused = [x for x, n in enumerate(s["uses"]) if n == 0]
+        if unused:
+            raise SystemExit(f"{spec.name}: layer {layer} never routes to experts {unused} on the "
+                             "golden sequences; change the seed")
+    if minGap <= kMinRouterGap:
+        raise SystemExit(f"{spec.name}: router logit gap {minGap:.2e} <= {kMinRouterGap} (top-k "
+                         "choice fragile); change the seed")
+
+    def maxDiff(mutated) -> float:
+        return max(float(np.abs(mlg.forwardLogits(mutated, ids) - g).max())
+                   for ids, g in zip(seqs, goldens))
+
+    same, changed, loadNote = moeMutations(spec, modelDir, cfg)
+    sameEffects, effects = {}, {}
+    for what, m in same.items():
+        sameEffects[what] = maxDiff(m)
+        print(f"    {what}: max |logits - golden| {sameEffects[what]:.2e}")
+        assert sameEffects[what] < mlg.kTolerance / 10, (what, sameEffects[what])
+    for what, m in changed.items():
+        effects[what] = maxDiff(m)
+        print(f"    {what}: max |logits - golden| {effects[what]:.3f}")
+        assert effects[what] > 100 * mlg.kTolerance, (what, effects[what])
+    layers = stats["layers"]
+    note = (f"MoE checks on the golden sequences (prompt + greedy ids, {sum(len(s) for s in seqs)} "
+            f"tokens, whole-sequence forward, eager experts): routing = {rule} "
+            f"(transformers' choices equal a float64 re-computation on every token); sparse "
+            f"layers {sorted(layers)}")
+    dense = [i for i in range(cfg["num_hidden_layers"]) if i not in layers]
+    if dense:
+        note += f", dense layers {dense} (mlp_only_layers)"
+    note += ("; expert uses: " + "; ".join(f"layer {i} {s['uses']}"
+                                                   for i, s in layers.items())
+             + f" (every expert chosen); the #{topK} vs #{topK + 1} router logit gap is at least "
+             f"{minGap:.4f} over all tokens and layers (median "
+             + ", ".join(f"{s['median_gap']:.3f}" for s in layers.values())
+             + f" per layer), the probability gap at least "
+             f"{min(s['min_prob_gap'] for s in layers.values()):.2e}. Same rows (max |diff|): "
+             + "; ".join(f"{k} {v:.2g}" for k, v in sameEffects.items())
+             + ". Max |logits - golden| when one feature is dropped or swapped: "
+             + "; ".join(f"{k} {v:.3g}" for k, v in effects.items()))
+    if loadNote:
+        note += f". {loadNote[0].upper()}{loadNote[1:]}"
+    return note
+
+
 # ---- driver ------------------------------------------------------------------------------------
 
 def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
@@ -1023,6 +1409,8 @@ def goldenForFixture(spec, repo: str, goldenDir: str, tok) -> None:
 
     note = (f"weights stored {fx.kDtypeNames[spec.storage_dtype]}; golden computed in fp32 from "
             "those stored weights upcast exactly to fp32, eager attention, CPU")
+    if spec.family in ff.kMoeFamilies:
+        note += "; experts_implementation eager (a loop over the chosen experts)"
     golden = {"model": spec.name, "model_dir": f"tests/data/models/{spec.name}",
               "vocab_size": fx.kVocab, "dtype_note": note, "versions": mlg.versions(),
               "tolerance": {"logits_max_abs": mlg.kTolerance}}

@@ -160,6 +160,41 @@ json buffersJson(const schema::Rank &rank) {
   return buffers;
 }
 
+uint64_t elementsOf(const schema::Buffer &b) {
+  uint64_t n = 1;
+  for (uint64_t d : *b.shape())
+    n *= d;
+  return n;
+}
+
+// A mixture-of-experts plan: its experts and the parameters a token reads (the rank's share):
+// every weight but the experts', plus top_k / num_experts of each MoE layer's expert weights.
+// Null for a dense plan.
+json mixtureOfExpertsJson(const schema::Rank &rank) {
+  uint64_t all = 0, experts = 0, active = 0, layers = 0, count = 0, perToken = 0;
+  for (const schema::Buffer *b : *rank.buffers())
+    if (b->kind() == schema::BufferKind::Weight)
+      all += elementsOf(*b);
+  for (const schema::Op *op : *rank.program()) {
+    const schema::MoeExpertsParams *p = op->params_as_MoeExpertsParams();
+    if (!p)
+      continue;
+    uint64_t layer = 0;
+    for (uint32_t i : {2u, 3u})
+      layer += elementsOf(*rank.buffers()->Get(op->inputs()->Get(i)));
+    experts += layer;
+    active += layer / p->num_experts() * p->top_k();
+    ++layers;
+    count = p->num_experts();
+    perToken = p->top_k();
+  }
+  if (layers == 0)
+    return nullptr;
+  return {{"moe_layers", layers},          {"experts", count},
+          {"experts_per_token", perToken}, {"parameters", all},
+          {"expert_parameters", experts},  {"active_parameters_per_token", all - experts + active}};
+}
+
 json rankJson(const schema::Rank &rank, bool summary) {
   uint64_t weightBytes = 0;
   json weights = weightsJson(rank, weightBytes);
@@ -171,6 +206,8 @@ json rankJson(const schema::Rank &rank, bool summary) {
               {"weight_formats", weightFormatsJson(weights)},
               {"num_ops", rank.program()->size()},
               {"arena_bytes", rank.arena_bytes()}};
+  if (json moe = mixtureOfExpertsJson(rank); !moe.is_null())
+    out["mixture_of_experts"] = std::move(moe);
   if (!summary) {
     out["program"] = programJson(rank);
     out["buffers"] = buffersJson(rank);

@@ -53,7 +53,7 @@ std::string errorOf(const Json &json) {
 
 TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
   EXPECT_EQ(supportedModelTypes(),
-            "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3");
+            "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe");
   for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
                                     {"mistral", "MistralForCausalLM"},
                                     {"qwen2", "Qwen2ForCausalLM"},
@@ -69,8 +69,10 @@ TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
 TEST(ModelFamilyTest, UnknownModelTypeListsTheSupportedOnes) {
   std::string message = errorOf(configOf("gpt_neox", "GPTNeoXForCausalLM"));
   EXPECT_NE(
-      message.find("m/config.json: field 'model_type' is 'gpt_neox'; kiln compiles "
-                   "model_type: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3"),
+      message.find(
+          "m/config.json: field 'model_type' is 'gpt_neox'; kiln compiles "
+          "model_type: llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, "
+          "qwen3_moe"),
       std::string::npos)
       << message;
 }
@@ -225,6 +227,41 @@ TEST(ModelFamilyTest, Gemma3ReadsTextConfigDefaultsAndRopePerLayerKind) {
   r = resolveNormalized(wrapper);
   ASSERT_FALSE(r.family.isOk());
   EXPECT_NE(r.family.status().message().find("text_config"), std::string::npos);
+}
+
+// Mixture-of-experts keys: Mixtral's experts always renormalized; Qwen3-MoE's norm_topk_prob
+// (default false), moe_intermediate_size, and the dense layers of mlp_only_layers and
+// decoder_sparse_step; a missing expert count is named.
+TEST(ModelFamilyTest, MoeFamiliesReadTheirExperts) {
+  Json mixtral = configOf("mixtral", "MixtralForCausalLM");
+  mixtral["num_local_experts"] = 8;
+  mixtral["num_experts_per_tok"] = 2;
+  Resolved r = resolve(mixtral);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_EQ(r.config.numExperts, 8);
+  EXPECT_EQ(r.config.expertsPerToken, 2);
+  EXPECT_EQ(r.config.expertIntermediate, 128);
+  EXPECT_TRUE(r.config.renormalizeExperts);
+  EXPECT_TRUE(r.config.denseMlpLayers.empty());
+  Json qwen = configOf("qwen3_moe", "Qwen3MoeForCausalLM", 4);
+  qwen["num_experts"] = 16;
+  qwen["num_experts_per_tok"] = 4;
+  qwen["moe_intermediate_size"] = 48;
+  qwen["mlp_only_layers"] = {0};
+  qwen["decoder_sparse_step"] = 2;
+  r = resolve(qwen);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_EQ(r.config.expertIntermediate, 48);
+  EXPECT_FALSE(r.config.renormalizeExperts);
+  EXPECT_TRUE(r.config.qkNorm);
+  // Layer 0 listed; layers 0 and 2 also fail (i + 1) % 2 == 0.
+  EXPECT_EQ(r.config.denseMlpLayers, (std::vector<bool>{true, false, true, false}));
+  qwen["num_experts_per_tok"] = 17;
+  std::string message = errorOf(qwen);
+  EXPECT_NE(message.find("num_experts_per_tok"), std::string::npos) << message;
+  mixtral.erase("num_local_experts");
+  message = errorOf(mixtral);
+  EXPECT_NE(message.find("num_local_experts"), std::string::npos) << message;
 }
 
 TEST(ModelFamilyTest, BiasesAndQkNormFollowTheFamily) {
