@@ -44,9 +44,10 @@ SiluRowFn siluRowFunction() {
   return activeCpuIsa() >= CpuIsa::kAvx512 ? siluMulRowAvx512 : siluMulRow;
 }
 
-void siluMulHalf(const SiluMulArgs &args) {
+// Gated rows through fp32 scratch: each row widened, `row` run on it, the result rounded once to
+// the args' type (the same fp32 arithmetic whatever the type).
+void gatedRowsInScratch(const SiluMulArgs &args, SiluRowFn row) {
   const int64_t intermediate = args.intermediate;
-  const SiluRowFn row = siluRowFunction();
   parallelRun(args.rows * intermediate > kParallelElements, [&](int worker, int workers) {
     float *gateUp = threadScratch(3 * static_cast<size_t>(intermediate));
     float *out = gateUp + 2 * intermediate;
@@ -91,7 +92,7 @@ void siluMul(const SiluMulArgs &args) {
     return;
   }
   if (args.type != ElemType::kF32)
-    return siluMulHalf(args);
+    return gatedRowsInScratch(args, siluRowFunction());
   const int64_t intermediate = args.intermediate;
   const auto *gateUp = static_cast<const float *>(args.gateUp);
   auto *out = static_cast<float *>(args.out);
@@ -125,9 +126,6 @@ void gatherRows(const GatherRowsArgs &args) {
   });
 }
 
-} // namespace kiln::kernels::cpu
-
-namespace kiln::kernels::cpu {
 namespace {
 
 // torch's gelu(approximate="tanh") on one float, in its order of operations.
@@ -138,23 +136,16 @@ inline float geluTanh(float x) {
   return 0.5f * x * (1.0f + std::tanh(inner));
 }
 
+void geluTanhMulRow(const float *gate, const float *up, float *out, int64_t intermediate) {
+  for (int64_t i = 0; i < intermediate; ++i)
+    out[i] = geluTanh(gate[i]) * up[i];
+}
+
 } // namespace
 
-// Rows through fp32 scratch (one rounding to a half type at the end), the same arithmetic at every
-// ISA level.
+// The same arithmetic at every ISA level.
 void geluTanhMul(const SiluMulArgs &args) {
-  const int64_t intermediate = args.intermediate;
-  parallelRun(args.rows * intermediate > kParallelElements, [&](int worker, int workers) {
-    float *gateUp = threadScratch(3 * static_cast<size_t>(intermediate));
-    float *out = gateUp + 2 * intermediate;
-    const IndexRange rows = staticRange(args.rows, worker, workers);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-      loadRun(args.gateUp, args.type, r * 2 * intermediate, 2 * intermediate, gateUp);
-      for (int64_t i = 0; i < intermediate; ++i)
-        out[i] = geluTanh(gateUp[i]) * gateUp[intermediate + i];
-      storeRun(out, intermediate, args.out, args.type, r * intermediate);
-    }
-  });
+  gatedRowsInScratch(args, geluTanhMulRow);
 }
 
 void softcap(const SoftcapArgs &args) {

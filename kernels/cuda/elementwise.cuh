@@ -97,9 +97,9 @@ __device__ __forceinline__ void gatherRows(const GatherRowsParams &p) {
                                 i);
 }
 
-// y[r, i] = silu(gu[r, i]) * gu[r, INTERMEDIATE + i]
-template <typename T, int INTERMEDIATE, int THREADS>
-__device__ __forceinline__ void siluMul(const SiluMulParams &p) {
+// y[r, i] = act(gu[r, i]) * gu[r, INTERMEDIATE + i]: the gated MLP's activations.
+template <typename T, int INTERMEDIATE, int THREADS, typename Act>
+__device__ __forceinline__ void gatedMul(const SiluMulParams &p, Act act) {
   constexpr int kVec = rowVectorWidth<T, INTERMEDIATE>();
   const int r = blockIdx.x;
   const int index = rowVectorIndex<INTERMEDIATE / kVec, THREADS>();
@@ -110,32 +110,33 @@ __device__ __forceinline__ void siluMul(const SiluMulParams &p) {
   loadRow<T, kVec>(gate + index * kVec, g);
   loadRow<T, kVec>(gate + INTERMEDIATE + index * kVec, u);
 #pragma unroll
-  for (int e = 0; e < kVec; ++e) // expf(-g) -> inf for g < -88 gives -0, as torch does
-    y[e] = g[e] / (1.0f + expf(-g[e])) * u[e];
+  for (int e = 0; e < kVec; ++e)
+    y[e] = act(g[e]) * u[e];
   storeRow<T, kVec>(y, static_cast<T *>(p.out) + static_cast<int64_t>(r) * INTERMEDIATE +
                            index * kVec);
 }
 
-// y[r, i] = gelu_tanh(gu[r, i]) * gu[r, INTERMEDIATE + i] (GeGLU), torch's gelu(approximate=
-// "tanh") in its order of operations, as kernels/cpu/elementwise.cc.
-template <typename T, int INTERMEDIATE, int THREADS>
-__device__ __forceinline__ void geluTanhMul(const GeluTanhMulParams &p) {
-  constexpr int kVec = rowVectorWidth<T, INTERMEDIATE>();
-  const int r = blockIdx.x;
-  const int index = rowVectorIndex<INTERMEDIATE / kVec, THREADS>();
-  if (r >= p.rows || index < 0)
-    return;
-  const T *gate = static_cast<const T *>(p.gateUp) + static_cast<int64_t>(r) * 2 * INTERMEDIATE;
-  float g[kVec], u[kVec], y[kVec];
-  loadRow<T, kVec>(gate + index * kVec, g);
-  loadRow<T, kVec>(gate + INTERMEDIATE + index * kVec, u);
-#pragma unroll
-  for (int e = 0; e < kVec; ++e) {
-    const float inner = 0.7978845608028654f * (g[e] + 0.044715f * (g[e] * g[e] * g[e]));
-    y[e] = 0.5f * g[e] * (1.0f + tanhf(inner)) * u[e];
+// silu(g) = g / (1 + e^-g): expf(-g) -> inf for g < -88 gives -0, as torch does.
+struct SiluAct {
+  __device__ __forceinline__ float operator()(float g) const { return g / (1.0f + expf(-g)); }
+};
+// torch's gelu(approximate="tanh") in its order of operations, as kernels/cpu/elementwise.cc.
+struct GeluTanhAct {
+  __device__ __forceinline__ float operator()(float g) const {
+    const float inner = 0.7978845608028654f * (g + 0.044715f * (g * g * g));
+    return 0.5f * g * (1.0f + tanhf(inner));
   }
-  storeRow<T, kVec>(y, static_cast<T *>(p.out) + static_cast<int64_t>(r) * INTERMEDIATE +
-                           index * kVec);
+};
+
+template <typename T, int INTERMEDIATE, int THREADS>
+__device__ __forceinline__ void siluMul(const SiluMulParams &p) {
+  gatedMul<T, INTERMEDIATE, THREADS>(p, SiluAct{});
+}
+
+// GeGLU (Gemma).
+template <typename T, int INTERMEDIATE, int THREADS>
+__device__ __forceinline__ void geluTanhMul(const SiluMulParams &p) {
+  gatedMul<T, INTERMEDIATE, THREADS>(p, GeluTanhAct{});
 }
 
 // y = tanh(x / cap) * cap, row by row (Gemma 2's final logit soft-capping); y may be x.

@@ -199,17 +199,22 @@ struct AttentionParams {
 };
 
 // out[r, i] = silu(gu[r, i]) * gu[r, I + i]      grid (rows, ceil(I / chunk))
+// (GeluTanhMul's too: out = gelu_tanh(gateUp[:, :I]) * gateUp[:, I:], GeGLU)
 struct SiluMulParams {
   const void *gateUp;
   void *out;
   int32_t rows;
 };
 
-// out = gelu_tanh(gateUp[:, :I]) * gateUp[:, I:]  grid (rows, ceil(I / chunk))  (GeGLU)
-struct GeluTanhMulParams {
-  const void *gateUp;
-  void *out;
+// MoeExperts (kernels/cuda/moe.cuh)               grid (rows)
+struct MoeExpertsParams {
+  const void *x;            // [rows, H]
+  const void *routerLogits; // [rows, E]
+  const void *gateUp;       // [E * 2I, H]
+  const void *down;         // [E * H, I]
+  void *out;                // [rows, H]
   int32_t rows;
+  int32_t renormalize;
 };
 
 // out = tanh(x / cap) * cap over rows of `width`  grid (rows, ceil(width / chunk)); out may be x

@@ -1,10 +1,18 @@
 // MoeExperts (plan.fbs): a mixture-of-experts MLP over the router's logits (Mixtral, Qwen3-MoE).
-// cpu only for now: a GPU compile refuses it naming the op.
+// CUDA: kernels/cuda/moe.cuh, one CTA per row reading only its experts' weights (correctness
+// first: no grouped GEMM for prefill yet), for layers whose row, activations and sums fit the
+// CTA's static shared memory.
+#include "kernels/cuda/params.h"
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
 
 namespace kiln::rt::ops {
 namespace {
+
+namespace kc = kiln::kernels::cuda;
+
+// The CUDA kernel keeps 2 * hidden + intermediate floats in static shared memory.
+constexpr uint64_t kMaxSharedFloats = 40 * 1024 / 4;
 
 OpArity arity(const schema::Op &) {
   return {4, 1};
@@ -54,6 +62,33 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                             static_cast<int32_t>(p->top_k()), p->renormalize(), elemType(y)});
 }
 
+Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
+  const schema::MoeExpertsParamsT &p = *k.op.params.AsMoeExpertsParams();
+  const uint64_t hidden = widthOf(k.output(0));
+  if (2 * hidden + p.intermediate > kMaxSharedFloats)
+    return unimplemented("moe_experts on CUDA keeps 2 x hidden + intermediate floats in shared "
+                         "memory, at most " +
+                         std::to_string(kMaxSharedFloats) + "; this model's are " +
+                         std::to_string(2 * hidden + p.intermediate) + " (hidden " +
+                         std::to_string(hidden) + ", intermediate " +
+                         std::to_string(p.intermediate) + "); compile for --device cpu");
+  return std::vector<KernelInstance>{
+      makeKernelInstance("moe_experts", {{"dtype", kernelDType(k.output(0).dtype)},
+                                         {"weight_dtype", kernelDType(k.input(2).dtype)},
+                                         {"hidden", str(hidden)},
+                                         {"intermediate", str(p.intermediate)},
+                                         {"experts", str(p.num_experts)},
+                                         {"top_k", str(p.top_k)},
+                                         {"threads", "256"}})};
+}
+
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+  const auto *p = op.op->params_as_MoeExpertsParams();
+  return {launchWith(kc::MoeExpertsParams{op.inputs[0].data, op.inputs[1].data, op.inputs[2].data,
+                                          op.inputs[3].data, op.outputs[0].data,
+                                          rowsOf(op.outputs[0], c), p->renormalize() ? 1 : 0})};
+}
+
 } // namespace
 
 const OpEntry &moeExpertsOp() {
@@ -66,10 +101,15 @@ const OpEntry &moeExpertsOp() {
     e.checkShapes = &checkShapes;
     e.matrixWeightInputs = (1u << 2) | (1u << 3); // half experts; checkShapes refuses quantized
     e.runCpu = &runCpu;
-    e.cuda.instances = [](const KernelPlanContext &) -> Result<std::vector<KernelInstance>> {
-      return unimplemented("moe_experts (mixture-of-experts) has no CUDA kernel yet; compile "
-                           "for --device cpu");
-    };
+    e.cuda.templates = {
+        {"moe_experts",
+         "moe.cuh",
+         "MoeExpertsParams",
+         "MoeExpertsRow",
+         {"dtype", "weight_dtype", "hidden", "intermediate", "experts", "top_k", "threads"},
+         KernelGrid::kRowCta}};
+    e.cuda.instances = &instances;
+    e.cuda.launches = &launches;
     return e;
   }();
   return entry;

@@ -54,6 +54,11 @@ TEST(CudaFamilies, Phi3LongRope) {
 TEST(CudaFamilies, Gemma2SoftcapsAlternatingWindows) {
   checkFamily("tiny-gemma2", 5, 4);
 }
+// Mixture-of-experts through moe_experts' CUDA kernel (one CTA per row, its experts' weights).
+TEST(CudaFamilies, MoeMixtralAndQwen3Moe) {
+  checkFamily("tiny-mixtral", 5, 16);
+  checkFamily("tiny-qwen3-moe", 6, 16);
+}
 // q/k norms, local and global RoPE tables; the multimodal checkpoint's text tower.
 TEST(CudaFamilies, Gemma3LocalAndGlobalRope) {
   checkFamily("tiny-gemma3", 5, 4);

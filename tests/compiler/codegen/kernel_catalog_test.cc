@@ -17,9 +17,9 @@ KernelInstance rmsNorm(std::string hidden = "4096", std::string threads = "512")
 TEST(KernelCatalog, SymbolsAreStableAndReadable) {
   EXPECT_EQ(rmsNorm().symbol, "kiln_rms_norm_bf16_4096_512_bf16");
   // The ten of a decoder (tests/kernels/cuda/decoder_kernels.h), gemv (Linear), argmax_rows
-  // (greedy sampling), the three of quantized weights (kernels/cuda/quant.cuh) and Gemma 2's
-  // gelu_tanh_mul and softcap.
-  EXPECT_EQ(kernelOps().size(), 17u);
+  // (greedy sampling), the three of quantized weights (kernels/cuda/quant.cuh), Gemma 2's
+  // gelu_tanh_mul and softcap, and moe_experts.
+  EXPECT_EQ(kernelOps().size(), 18u);
 }
 
 TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {

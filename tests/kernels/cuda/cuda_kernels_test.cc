@@ -365,7 +365,7 @@ TEST(CudaKernels, GemmaRowKernelsMatchTheCpuReference) {
     void *dgu = gpu->upload(encode(gu, dt)), *dy = gpu->alloc(rows * inter * bytesOf(dt));
     Launch gelu = shapeOf(instances[i]);
     ASSERT_TRUE(gpu->launch(instances[i].symbol, rows, gelu.gridY, 1, gelu.threads,
-                            kc::GeluTanhMulParams{dgu, dy, rows})
+                            kc::SiluMulParams{dgu, dy, rows})
                     .isOk());
     std::vector<float> ref(size_t(rows) * inter);
     cpu::geluTanhMul({gu.data(), ref.data(), rows, inter});
@@ -401,6 +401,60 @@ TEST(CudaKernels, GemmaRowKernelsMatchTheCpuReference) {
               decode(encode(scaled, dt), dt))
         << "each row times the scale, rounded once";
   }
+}
+
+// moe_experts against the CPU kernel: 16 experts top 4 renormalized and 8 top 2 not, fp32 /
+// bf16 / f16 activations with weights of the same type.
+TEST(CudaKernels, MoeExpertsMatchTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  struct Case {
+    int32_t hidden, inter, experts, k;
+    bool renormalize;
+  };
+  const Case cases[] = {{64, 48, 16, 4, true}, {32, 40, 8, 2, false}};
+  std::vector<KernelInstance> instances;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const Case &c : cases)
+      instances.push_back(
+          rt::makeKernelInstance("moe_experts", {{"dtype", dt},
+                                                 {"weight_dtype", dt},
+                                                 {"hidden", std::to_string(c.hidden)},
+                                                 {"intermediate", std::to_string(c.inter)},
+                                                 {"experts", std::to_string(c.experts)},
+                                                 {"top_k", std::to_string(c.k)},
+                                                 {"threads", "256"}}));
+  ASSERT_TRUE(gpu->load(instances).isOk());
+  const int32_t rows = 6;
+  size_t i = 0;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const Case &c : cases) {
+      SCOPED_TRACE(std::string(dt) + " experts " + std::to_string(c.experts));
+      const KernelInstance &k = instances[i++];
+      std::vector<float> x = randomValues(size_t(rows) * c.hidden, 21, dt);
+      std::vector<float> logits = randomValues(size_t(rows) * c.experts, 22, dt, -3.0f, 3.0f);
+      std::vector<float> gateUp =
+          randomValues(size_t(c.experts) * 2 * c.inter * c.hidden, 23, dt, -0.3f, 0.3f);
+      std::vector<float> down =
+          randomValues(size_t(c.experts) * c.hidden * c.inter, 24, dt, -0.3f, 0.3f);
+      void *dout = gpu->alloc(x.size() * bytesOf(dt));
+      kc::MoeExpertsParams params{gpu->upload(encode(x, dt)),
+                                  gpu->upload(encode(logits, dt)),
+                                  gpu->upload(encode(gateUp, dt)),
+                                  gpu->upload(encode(down, dt)),
+                                  dout,
+                                  rows,
+                                  c.renormalize ? 1 : 0};
+      ASSERT_TRUE(gpu->launch(k.symbol, rows, 1, 1, 256, params).isOk());
+      // The CPU kernel on the same values (as fp32 weights, with its dtype's roundings).
+      const cpu::ElemType type = dt == std::string("f32")    ? cpu::ElemType::kF32
+                                 : dt == std::string("bf16") ? cpu::ElemType::kBF16
+                                                             : cpu::ElemType::kF16;
+      std::vector<uint8_t> xs = encode(x, dt), ls = encode(logits, dt);
+      std::vector<uint8_t> ref(x.size() * bytesOf(dt));
+      cpu::moeExperts({xs.data(), ls.data(), gateUp.data(), down.data(), cpu::WeightType::kF32,
+                       ref.data(), rows, c.hidden, c.inter, c.experts, c.k, c.renormalize, type});
+      expectClose(decode(gpu->download(dout, ref.size()), dt), decode(ref, dt), dt, "moe_experts");
+    }
 }
 
 } // namespace
