@@ -227,8 +227,16 @@ struct MoeExpertsArgs {
   int32_t topK;
   bool renormalize;
   ElemType type = ElemType::kF32; // of x and out
+  // packMoeWeights' form of gateUp and down, or null (read only at the level it was packed for).
+  const void *packed = nullptr;
 };
 void moeExperts(const MoeExpertsArgs &args);
+// The experts' matrices in the Linear kernel's own layout at the active level
+// (packLinearWeights), expert by expert at 64-byte aligned strides, gate_up's then down's: the
+// bytes that takes (0: the level reads them as stored), and the packing.
+size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden, int32_t intermediate);
+void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32_t experts,
+                    int32_t hidden, int32_t intermediate, void *packed);
 
 // out = tanh(x / cap) * cap over count elements, in fp32 (Gemma 2's final logit soft-capping);
 // out may be x.

@@ -42,6 +42,19 @@ void routeRow(const float *logits, int32_t experts, int32_t k, bool renormalize,
     out[i] = {order[i], renormalize ? p[order[i]] / total : p[order[i]]};
 }
 
+size_t alignedTo64(size_t bytes) {
+  return (bytes + 63) / 64 * 64;
+}
+
+// One expert's packed matrices: gate_up's and down's strides.
+struct PackedStrides {
+  size_t gateUp, down;
+};
+PackedStrides packedStrides(WeightType type, int32_t hidden, int32_t intermediate) {
+  return {alignedTo64(linearPackedWeightBytes(type, 2 * intermediate, hidden)),
+          alignedTo64(linearPackedWeightBytes(type, hidden, intermediate))};
+}
+
 // v rounded to `type` and back (what storing it in a `type` buffer does).
 void roundTo(ElemType type, float *v, int64_t n, std::vector<uint16_t> &scratch) {
   if (type == ElemType::kF32)
@@ -52,6 +65,27 @@ void roundTo(ElemType type, float *v, int64_t n, std::vector<uint16_t> &scratch)
 }
 
 } // namespace
+
+size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden,
+                            int32_t intermediate) {
+  const PackedStrides s = packedStrides(type, hidden, intermediate);
+  return (s.gateUp == 0 || s.down == 0) ? 0 : size_t(experts) * (s.gateUp + s.down);
+}
+
+void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32_t experts,
+                    int32_t hidden, int32_t intermediate, void *packed) {
+  const PackedStrides s = packedStrides(type, hidden, intermediate);
+  const size_t wBytes = type == WeightType::kF32 ? 4 : 2;
+  auto *out = static_cast<uint8_t *>(packed);
+  for (int32_t e = 0; e < experts; ++e) {
+    packLinearWeights(static_cast<const uint8_t *>(gateUp) +
+                          size_t(e) * 2 * intermediate * hidden * wBytes,
+                      type, 2 * intermediate, hidden, out + size_t(e) * s.gateUp);
+    packLinearWeights(
+        static_cast<const uint8_t *>(down) + size_t(e) * hidden * intermediate * wBytes, type,
+        hidden, intermediate, out + size_t(experts) * s.gateUp + size_t(e) * s.down);
+  }
+}
 
 void moeExperts(const MoeExpertsArgs &args) {
   const int32_t rows = args.rows, H = args.hidden, I = args.intermediate, K = args.topK;
@@ -70,6 +104,8 @@ void moeExperts(const MoeExpertsArgs &args) {
   std::vector<float> weights;
   std::vector<uint16_t> halves;
   const size_t wBytes = args.weightType == WeightType::kF32 ? 4 : 2;
+  const PackedStrides strides = packedStrides(args.weightType, H, I);
+  const auto *packed = static_cast<const uint8_t *>(args.packed);
   for (int32_t e = 0; e < args.numExperts; ++e) {
     members.clear();
     weights.clear();
@@ -88,14 +124,18 @@ void moeExperts(const MoeExpertsArgs &args) {
     gateUp.resize(size_t(n) * 2 * I);
     const auto *gateUpW =
         static_cast<const uint8_t *>(args.gateUp) + size_t(e) * 2 * I * H * wBytes;
-    linear({x.data(), gateUpW, args.weightType, nullptr, gateUp.data(), n, H, 2 * I});
+    linear({x.data(), gateUpW, args.weightType, nullptr, gateUp.data(), n, H, 2 * I, ElemType::kF32,
+            ElemType::kF32, packed ? packed + size_t(e) * strides.gateUp : nullptr});
     roundTo(args.type, gateUp.data(), int64_t(n) * 2 * I, halves);
     act.resize(size_t(n) * I);
     siluMul({gateUp.data(), act.data(), n, I});
     roundTo(args.type, act.data(), int64_t(n) * I, halves);
     expertOut.resize(size_t(n) * H);
     const auto *downW = static_cast<const uint8_t *>(args.down) + size_t(e) * H * I * wBytes;
-    linear({act.data(), downW, args.weightType, nullptr, expertOut.data(), n, I, H});
+    linear({act.data(), downW, args.weightType, nullptr, expertOut.data(), n, I, H, ElemType::kF32,
+            ElemType::kF32,
+            packed ? packed + size_t(args.numExperts) * strides.gateUp + size_t(e) * strides.down
+                   : nullptr});
     roundTo(args.type, expertOut.data(), int64_t(n) * H, halves);
     for (int32_t m = 0; m < n; ++m) {
       float *row = y.data() + size_t(members[m]) * H;

@@ -56,7 +56,8 @@ public:
     if (!packed_)
       return resourceExhausted("cpu: out of host memory packing the weights of " +
                                opLabel(*bound_.op) + " (" + std::to_string(bytes) + " bytes)");
-    releasePages(entry.packCpuWeights(bound_, packed_.get()));
+    for (std::span<const uint8_t> stored : entry.packCpuWeights(bound_, packed_.get()))
+      releasePages(stored);
     bound_.cpuPackedWeights = packed_.get();
     return okStatus();
   }

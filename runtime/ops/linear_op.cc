@@ -50,14 +50,14 @@ size_t cpuPackedBytes(const BoundOp &op) {
                                                static_cast<int32_t>(w.width), quantOf(w));
 }
 
-std::span<const uint8_t> packCpuWeights(const BoundOp &op, void *packed) {
+std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *packed) {
   const BoundBuffer &w = op.inputs[1];
   kernels::cpu::packLinearWeights(w.data, elemType(w), static_cast<int32_t>(w.fixedRows),
                                   static_cast<int32_t>(w.width), packed, quantOf(w));
   const uint64_t shape[2] = {static_cast<uint64_t>(w.fixedRows), static_cast<uint64_t>(w.width)};
   return {
-      static_cast<const uint8_t *>(w.data),
-      static_cast<size_t>(weightSize(w.dtype, shape, static_cast<uint64_t>(w.groupSize)).bytes)};
+      {static_cast<const uint8_t *>(w.data),
+       static_cast<size_t>(weightSize(w.dtype, shape, static_cast<uint64_t>(w.groupSize)).bytes)}};
 }
 
 // A quantized W: the GEMV on its packed bytes (decode rows) and the kernel that writes it in x's

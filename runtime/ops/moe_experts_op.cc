@@ -55,11 +55,31 @@ Status checkShapes(const PlanOpView &v) {
 void runCpu(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_MoeExpertsParams();
   const BoundBuffer &y = op.outputs[0];
-  kernels::cpu::moeExperts({op.inputs[0].data, op.inputs[1].data, op.inputs[2].data,
-                            op.inputs[3].data, elemType(op.inputs[2]), y.data, rowsOf(y, c),
-                            widthOf(y), static_cast<int32_t>(p->intermediate()),
-                            static_cast<int32_t>(p->num_experts()),
-                            static_cast<int32_t>(p->top_k()), p->renormalize(), elemType(y)});
+  kernels::cpu::moeExperts(
+      {op.inputs[0].data, op.inputs[1].data, op.inputs[2].data, op.inputs[3].data,
+       elemType(op.inputs[2]), y.data, rowsOf(y, c), widthOf(y),
+       static_cast<int32_t>(p->intermediate()), static_cast<int32_t>(p->num_experts()),
+       static_cast<int32_t>(p->top_k()), p->renormalize(), elemType(y), op.cpuPackedWeights});
+}
+
+size_t cpuPackedBytes(const BoundOp &op) {
+  const auto *p = op.op->params_as_MoeExpertsParams();
+  return kernels::cpu::moePackedWeightBytes(
+      elemType(op.inputs[2]), static_cast<int32_t>(p->num_experts()),
+      static_cast<int32_t>(widthOf(op.inputs[2])), static_cast<int32_t>(p->intermediate()));
+}
+
+// The stored experts are not read once packed: their pages go back.
+std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *packed) {
+  const auto *p = op.op->params_as_MoeExpertsParams();
+  const BoundBuffer &gateUp = op.inputs[2], &down = op.inputs[3];
+  kernels::cpu::packMoeWeights(
+      gateUp.data, down.data, elemType(gateUp), static_cast<int32_t>(p->num_experts()),
+      static_cast<int32_t>(widthOf(gateUp)), static_cast<int32_t>(p->intermediate()), packed);
+  const size_t bytes = gateUp.dtype == schema::DType::F32 ? 4 : 2;
+  return {
+      {static_cast<const uint8_t *>(gateUp.data), size_t(gateUp.fixedRows) * gateUp.width * bytes},
+      {static_cast<const uint8_t *>(down.data), size_t(down.fixedRows) * down.width * bytes}};
 }
 
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
@@ -101,6 +121,8 @@ const OpEntry &moeExpertsOp() {
     e.checkShapes = &checkShapes;
     e.matrixWeightInputs = (1u << 2) | (1u << 3); // half experts; checkShapes refuses quantized
     e.runCpu = &runCpu;
+    e.cpuPackedBytes = &cpuPackedBytes;
+    e.packCpuWeights = &packCpuWeights;
     e.cuda.templates = {
         {"moe_experts",
          "moe.cuh",

@@ -109,7 +109,8 @@ struct OpEntry {
   // which returns the stored weights the kernel no longer reads (the device hands their pages
   // back).
   size_t (*cpuPackedBytes)(const BoundOp &op) = nullptr;
-  std::span<const uint8_t> (*packCpuWeights)(const BoundOp &op, void *packed) = nullptr;
+  std::vector<std::span<const uint8_t>> (*packCpuWeights)(const BoundOp &op,
+                                                          void *packed) = nullptr;
   CudaOpSpec cuda;
   OpCost (*cost)(const OpCostInputs &in) = nullptr; // null: everyBufferCost
 };

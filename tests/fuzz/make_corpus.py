@@ -312,6 +312,17 @@ def serveRequestSeeds():
             "tool_choice": "auto", "max_completion_tokens": 16, "logprobs": True,
             "top_logprobs": 2, "add_generation_prompt": True,
             "chat_template_kwargs": {"enable_thinking": False}, "response_format": {"type": "text"}}),
+        "chat-tool-required": (1, {"messages": [{"role": "user", "content": "weather?"}],
+            "tools": [{"type": "function", "function": {"name": "w", "parameters": {
+                "type": "object", "properties": {"city": {"type": "string", "maxLength": 8}},
+                "required": ["city"], "additionalProperties": False}}},
+                {"type": "function", "function": {"name": "t", "parameters": {
+                    "$defs": {"z": {"enum": ["UTC", "CET"]}}, "type": "object",
+                    "properties": {"zone": {"$ref": "#/$defs/z"}}}}}],
+            "tool_choice": "required", "parallel_tool_calls": False, "max_tokens": 32}),
+        "chat-tool-named": (1, {"messages": [{"role": "user", "content": "weather?"}],
+            "tools": [{"type": "function", "function": {"name": "w"}}],
+            "tool_choice": {"type": "function", "function": {"name": "w"}}}),
         "generate": (2, {"inputs": "Hello", "parameters": {
             "max_new_tokens": 5, "do_sample": True, "temperature": 0.5, "top_k": 10, "top_p": 0.95,
             "typical_p": None, "repetition_penalty": 1.2, "stop": ["x"], "seed": 3,

@@ -100,6 +100,18 @@ TEST_P(MoeTest, MatchesDoubleReferenceAndIsBatchInvariant) {
       MoeExpertsArgs args{x.data(), logits.data(), gateUp.data(), down.data(), type, out.data(),
                           s.rows,   s.hidden,      s.inter,       s.experts,   s.k,  s.renormalize};
       moeExperts(args);
+      // Packed ahead (as the cpu device does at prepare): the same bits.
+      if (size_t bytes = moePackedWeightBytes(type, s.experts, s.hidden, s.inter)) {
+        std::vector<uint8_t> packed(bytes + 64);
+        void *aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+        packMoeWeights(gateUp.data(), down.data(), type, s.experts, s.hidden, s.inter, aligned);
+        std::vector<float> fromPacked(out.size());
+        MoeExpertsArgs withPacked = args;
+        withPacked.out = fromPacked.data();
+        withPacked.packed = aligned;
+        moeExperts(withPacked);
+        ASSERT_EQ(fromPacked, out) << "packed experts differ";
+      }
       for (int32_t r = 0; r < s.rows; ++r) {
         const std::vector<double> want =
             reference(s, x, logits, gateUp.values, down.values, r, roundAct);
