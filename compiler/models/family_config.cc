@@ -13,6 +13,26 @@ Status readWindow(const ConfigFields &fields, int64_t &window) {
   return fields.readPositiveInt("sliding_window", window);
 }
 
+// `layer_types` when given: one "full_attention" / "sliding_attention" per layer (an error naming
+// the field otherwise); empty when absent.
+Status readLayerTypes(const ConfigFields &fields, int64_t numLayers,
+                      std::vector<std::string> &types) {
+  types.clear();
+  if (!fields.has("layer_types"))
+    return okStatus();
+  KILN_RETURN_IF_ERROR(fields.readStrings("layer_types", types));
+  if (static_cast<int64_t>(types.size()) != numLayers)
+    return fields.error("layer_types", "lists " + std::to_string(types.size()) +
+                                           " attention kinds for num_hidden_layers " +
+                                           std::to_string(numLayers));
+  for (const std::string &type : types)
+    if (type != "full_attention" && type != "sliding_attention")
+      return fields.error("layer_types", "holds '" + type +
+                                             "'; kiln supports full_attention and "
+                                             "sliding_attention");
+  return okStatus();
+}
+
 } // namespace
 
 Status readSlidingWindowAllLayers(const ConfigFields &fields, HfModelConfig &config) {
@@ -31,21 +51,11 @@ Status readQwenLayerWindows(const ConfigFields &fields, HfModelConfig &config) {
   if (!useSlidingWindow)
     window = 0;
   config.slidingWindows.clear();
-  if (fields.has("layer_types")) {
-    std::vector<std::string> types;
-    KILN_RETURN_IF_ERROR(fields.readStrings("layer_types", types));
-    if (static_cast<int64_t>(types.size()) != config.numLayers)
-      return fields.error("layer_types", "lists " + std::to_string(types.size()) +
-                                             " attention kinds for num_hidden_layers " +
-                                             std::to_string(config.numLayers));
-    bool anySliding = false;
-    for (const std::string &type : types) {
-      if (type != "full_attention" && type != "sliding_attention")
-        return fields.error("layer_types", "holds '" + type +
-                                               "'; kiln supports full_attention and "
-                                               "sliding_attention");
-      anySliding = anySliding || type == "sliding_attention";
-    }
+  std::vector<std::string> types;
+  KILN_RETURN_IF_ERROR(readLayerTypes(fields, config.numLayers, types));
+  if (!types.empty()) {
+    const bool anySliding =
+        std::find(types.begin(), types.end(), "sliding_attention") != types.end();
     // transformers drops sliding_window unless use_sliding_window is set: then a
     // "sliding_attention" layer attends fully too.
     if (!anySliding || window == 0)
@@ -67,22 +77,13 @@ Status readGemmaLayerWindows(const ConfigFields &fields, int64_t pattern, HfMode
   int64_t window = 4096;
   KILN_RETURN_IF_ERROR(fields.readPositiveInt("sliding_window", window));
   std::vector<std::string> types;
-  KILN_RETURN_IF_ERROR(fields.readStrings("layer_types", types));
+  KILN_RETURN_IF_ERROR(readLayerTypes(fields, config.numLayers, types));
   if (types.empty())
     for (int64_t i = 0; i < config.numLayers; ++i)
       types.push_back((i + 1) % pattern != 0 ? "sliding_attention" : "full_attention");
-  if (static_cast<int64_t>(types.size()) != config.numLayers)
-    return fields.error("layer_types", "lists " + std::to_string(types.size()) +
-                                           " attention kinds for num_hidden_layers " +
-                                           std::to_string(config.numLayers));
   config.slidingWindows.clear();
-  for (const std::string &type : types) {
-    if (type != "full_attention" && type != "sliding_attention")
-      return fields.error("layer_types", "holds '" + type +
-                                             "'; kiln supports full_attention and "
-                                             "sliding_attention");
+  for (const std::string &type : types)
     config.slidingWindows.push_back(type == "sliding_attention" ? window : 0);
-  }
   return okStatus();
 }
 

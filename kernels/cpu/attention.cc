@@ -21,6 +21,7 @@
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/softcap.h"
 #include "kernels/cpu/worker_pool.h"
 
 #include <algorithm>
@@ -50,7 +51,7 @@ void foldChunk(const ChunkKernels &kernels, const float *q, const float *keys, c
   kernels.score(q, keys, n, headDim, scale, scores);
   if (softcap > 0.0f) // as transformers' eager Gemma 2: (s / c).tanh() * c
     for (int32_t j = 0; j < n; ++j)
-      scores[j] = std::tanh(scores[j] / softcap) * softcap;
+      scores[j] = softcapValue(scores[j], softcap);
   float chunkMax = -std::numeric_limits<float>::infinity();
   for (int32_t j = 0; j < n; ++j)
     chunkMax = std::max(chunkMax, scores[j]);

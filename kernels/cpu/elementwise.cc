@@ -2,6 +2,7 @@
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/silu_row.h"
+#include "kernels/cpu/softcap.h"
 #include "kernels/cpu/vector_exp.h"
 #include "kernels/cpu/worker_pool.h"
 
@@ -159,7 +160,7 @@ void softcap(const SoftcapArgs &args) {
       const int64_t n = std::min(kRun, args.count - begin);
       loadRun(args.x, args.type, begin, n, x);
       for (int64_t i = 0; i < n; ++i)
-        x[i] = std::tanh(x[i] / args.cap) * args.cap;
+        x[i] = softcapValue(x[i], args.cap);
       storeRun(x, n, args.out, args.type, begin);
     }
   });

@@ -20,20 +20,20 @@ struct Route {
 
 // softmax in fp32 (max-subtracted, as torch), the top k by probability (ties: the lower index,
 // torch.topk's order on CPU), renormalized by their sum in that order.
-void routeRow(const float *logits, int32_t experts, int32_t k, bool renormalize, Route *out) {
+// `p` and `order` are the caller's scratch, `experts` long.
+void routeRow(const float *logits, int32_t experts, int32_t k, bool renormalize, float *p,
+              int32_t *order, Route *out) {
   float maxLogit = logits[0];
   for (int32_t e = 1; e < experts; ++e)
     maxLogit = std::max(maxLogit, logits[e]);
-  std::vector<float> p(static_cast<size_t>(experts));
   float sum = 0.0f;
   for (int32_t e = 0; e < experts; ++e)
     sum += (p[e] = std::exp(logits[e] - maxLogit));
-  for (float &v : p)
-    v /= sum;
-  std::vector<int32_t> order(static_cast<size_t>(experts));
+  for (int32_t e = 0; e < experts; ++e)
+    p[e] /= sum;
   for (int32_t e = 0; e < experts; ++e)
     order[e] = e;
-  std::partial_sort(order.begin(), order.begin() + k, order.end(),
+  std::partial_sort(order, order + k, order + experts,
                     [&](int32_t a, int32_t b) { return p[a] > p[b] || (p[a] == p[b] && a < b); });
   float total = 0.0f;
   for (int32_t i = 0; i < k; ++i)
@@ -75,7 +75,7 @@ size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden,
 void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32_t experts,
                     int32_t hidden, int32_t intermediate, void *packed) {
   const PackedStrides s = packedStrides(type, hidden, intermediate);
-  const size_t wBytes = type == WeightType::kF32 ? 4 : 2;
+  const size_t wBytes = size_t(elemBytes(type));
   auto *out = static_cast<uint8_t *>(packed);
   for (int32_t e = 0; e < experts; ++e) {
     packLinearWeights(static_cast<const uint8_t *>(gateUp) +
@@ -87,64 +87,83 @@ void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32
   }
 }
 
+// The engine thread calls this once per MoE layer and step: its buffers are kept.
+struct MoeScratch {
+  std::vector<float> logits, p, y, x, gateUp, act, expertOut, weights;
+  std::vector<int32_t> order, starts, members;
+  std::vector<Route> routes;
+  std::vector<uint16_t> halves;
+};
+
 void moeExperts(const MoeExpertsArgs &args) {
   const int32_t rows = args.rows, H = args.hidden, I = args.intermediate, K = args.topK;
+  const int32_t E = args.numExperts;
   if (rows <= 0)
     return;
-  std::vector<float> logits(static_cast<size_t>(args.numExperts));
-  std::vector<Route> routes(static_cast<size_t>(rows) * K);
+  thread_local MoeScratch callerScratch;
+  MoeScratch &s = callerScratch;
+  s.logits.resize(size_t(E));
+  s.p.resize(size_t(E));
+  s.order.resize(size_t(E));
+  s.routes.resize(size_t(rows) * K);
   for (int32_t r = 0; r < rows; ++r) {
-    loadRun(args.routerLogits, args.type, int64_t(r) * args.numExperts, args.numExperts,
-            logits.data());
-    routeRow(logits.data(), args.numExperts, K, args.renormalize, &routes[size_t(r) * K]);
+    loadRun(args.routerLogits, args.type, int64_t(r) * E, E, s.logits.data());
+    routeRow(s.logits.data(), E, K, args.renormalize, s.p.data(), s.order.data(),
+             &s.routes[size_t(r) * K]);
   }
-  std::vector<float> y(static_cast<size_t>(rows) * H, 0.0f);
-  std::vector<float> x, gateUp, act, expertOut;
-  std::vector<int32_t> members;
-  std::vector<float> weights;
-  std::vector<uint16_t> halves;
-  const size_t wBytes = args.weightType == WeightType::kF32 ? 4 : 2;
+  // Each expert's rows (ascending) and weights, expert by expert: a counting sort of the routes.
+  s.starts.assign(size_t(E) + 1, 0);
+  for (const Route &route : s.routes)
+    ++s.starts[route.expert + 1];
+  for (int32_t e = 0; e < E; ++e)
+    s.starts[e + 1] += s.starts[e];
+  s.members.resize(s.routes.size());
+  s.weights.resize(s.routes.size());
+  s.order.assign(s.starts.begin(), s.starts.end() - 1); // each expert's next free slot
+  for (int32_t r = 0; r < rows; ++r)
+    for (int32_t i = 0; i < K; ++i) {
+      const Route &route = s.routes[size_t(r) * K + i];
+      const int32_t slot = s.order[route.expert]++;
+      s.members[slot] = r;
+      s.weights[slot] = route.weight;
+    }
+  s.y.assign(size_t(rows) * H, 0.0f);
+  const size_t wBytes = size_t(elemBytes(args.weightType));
   const PackedStrides strides = packedStrides(args.weightType, H, I);
   const auto *packed = static_cast<const uint8_t *>(args.packed);
-  for (int32_t e = 0; e < args.numExperts; ++e) {
-    members.clear();
-    weights.clear();
-    for (int32_t r = 0; r < rows; ++r)
-      for (int32_t i = 0; i < K; ++i)
-        if (routes[size_t(r) * K + i].expert == e) {
-          members.push_back(r);
-          weights.push_back(routes[size_t(r) * K + i].weight);
-        }
-    const auto n = static_cast<int32_t>(members.size());
+  for (int32_t e = 0; e < E; ++e) {
+    const int32_t first = s.starts[e], n = s.starts[e + 1] - first;
     if (n == 0)
       continue;
-    x.resize(size_t(n) * H);
+    const int32_t *members = s.members.data() + first;
+    s.x.resize(size_t(n) * H);
     for (int32_t m = 0; m < n; ++m)
-      loadRun(args.x, args.type, int64_t(members[m]) * H, H, x.data() + size_t(m) * H);
-    gateUp.resize(size_t(n) * 2 * I);
+      loadRun(args.x, args.type, int64_t(members[m]) * H, H, s.x.data() + size_t(m) * H);
+    s.gateUp.resize(size_t(n) * 2 * I);
     const auto *gateUpW =
         static_cast<const uint8_t *>(args.gateUp) + size_t(e) * 2 * I * H * wBytes;
-    linear({x.data(), gateUpW, args.weightType, nullptr, gateUp.data(), n, H, 2 * I, ElemType::kF32,
-            ElemType::kF32, packed ? packed + size_t(e) * strides.gateUp : nullptr});
-    roundTo(args.type, gateUp.data(), int64_t(n) * 2 * I, halves);
-    act.resize(size_t(n) * I);
-    siluMul({gateUp.data(), act.data(), n, I});
-    roundTo(args.type, act.data(), int64_t(n) * I, halves);
-    expertOut.resize(size_t(n) * H);
+    linear({s.x.data(), gateUpW, args.weightType, nullptr, s.gateUp.data(), n, H, 2 * I,
+            ElemType::kF32, ElemType::kF32,
+            packed ? packed + size_t(e) * strides.gateUp : nullptr});
+    roundTo(args.type, s.gateUp.data(), int64_t(n) * 2 * I, s.halves);
+    s.act.resize(size_t(n) * I);
+    siluMul({s.gateUp.data(), s.act.data(), n, I});
+    roundTo(args.type, s.act.data(), int64_t(n) * I, s.halves);
+    s.expertOut.resize(size_t(n) * H);
     const auto *downW = static_cast<const uint8_t *>(args.down) + size_t(e) * H * I * wBytes;
-    linear({act.data(), downW, args.weightType, nullptr, expertOut.data(), n, I, H, ElemType::kF32,
-            ElemType::kF32,
-            packed ? packed + size_t(args.numExperts) * strides.gateUp + size_t(e) * strides.down
-                   : nullptr});
-    roundTo(args.type, expertOut.data(), int64_t(n) * H, halves);
+    linear({s.act.data(), downW, args.weightType, nullptr, s.expertOut.data(), n, I, H,
+            ElemType::kF32, ElemType::kF32,
+            packed ? packed + size_t(E) * strides.gateUp + size_t(e) * strides.down : nullptr});
+    roundTo(args.type, s.expertOut.data(), int64_t(n) * H, s.halves);
     for (int32_t m = 0; m < n; ++m) {
-      float *row = y.data() + size_t(members[m]) * H;
-      const float *o = expertOut.data() + size_t(m) * H;
+      float *row = s.y.data() + size_t(members[m]) * H;
+      const float *o = s.expertOut.data() + size_t(m) * H;
+      const float w = s.weights[first + m];
       for (int32_t h = 0; h < H; ++h)
-        row[h] += weights[m] * o[h];
+        row[h] += w * o[h];
     }
   }
-  storeRun(y.data(), int64_t(rows) * H, args.out, args.type, 0);
+  storeRun(s.y.data(), int64_t(rows) * H, args.out, args.type, 0);
 }
 
 } // namespace kiln::kernels::cpu

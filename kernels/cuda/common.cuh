@@ -157,8 +157,8 @@ __device__ __forceinline__ float negativeInfinity() {
   return __int_as_float(0xff800000);
 }
 
-// s -> tanh(s / c) * c when c > 0 (Gemma 2's attention soft-capping), in the CPU reference's
-// order (kernels/cpu/attention.cc): the scaled score divided by c, tanh, times c.
+// s -> tanh(s / c) * c when c > 0 (Gemma 2's attention and final logit soft-capping), in the CPU
+// reference's order (kernels/cpu/softcap.h): divided by c, tanh, times c.
 __device__ __forceinline__ float softcapScore(float s, float c) {
   return c > 0.0f ? tanhf(s / c) * c : s;
 }

@@ -152,7 +152,7 @@ __device__ __forceinline__ void softcap(const SoftcapParams &p) {
   loadRow<T, kVec>(static_cast<const T *>(p.x) + offset, x);
 #pragma unroll
   for (int e = 0; e < kVec; ++e)
-    x[e] = tanhf(x[e] / p.cap) * p.cap;
+    x[e] = softcapScore(x[e], p.cap);
   storeRow<T, kVec>(x, static_cast<T *>(p.out) + offset);
 }
 

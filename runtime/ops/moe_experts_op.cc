@@ -76,10 +76,11 @@ std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *pa
   kernels::cpu::packMoeWeights(
       gateUp.data, down.data, elemType(gateUp), static_cast<int32_t>(p->num_experts()),
       static_cast<int32_t>(widthOf(gateUp)), static_cast<int32_t>(p->intermediate()), packed);
-  const size_t bytes = gateUp.dtype == schema::DType::F32 ? 4 : 2;
-  return {
-      {static_cast<const uint8_t *>(gateUp.data), size_t(gateUp.fixedRows) * gateUp.width * bytes},
-      {static_cast<const uint8_t *>(down.data), size_t(down.fixedRows) * down.width * bytes}};
+  auto stored = [](const BoundBuffer &w) {
+    return std::span<const uint8_t>(static_cast<const uint8_t *>(w.data),
+                                    size_t(w.fixedRows) * w.width * dtypeSize(w.dtype));
+  };
+  return {stored(gateUp), stored(down)};
 }
 
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {

@@ -91,12 +91,16 @@ Result<std::string> responseFormat(const OrderedJson &format, bool &none) {
 
 } // namespace
 
-bool hasStructuredOutput(const JsonFields &f) {
+const char *structuredOutputField(const JsonFields &f) {
   for (const char *name : {"response_format", "guided_json", "guided_regex", "guided_choice",
                            "guided_grammar", "structured_outputs"})
     if (f.has(name))
-      return true;
-  return false;
+      return name;
+  return nullptr;
+}
+
+bool hasStructuredOutput(const JsonFields &f) {
+  return structuredOutputField(f) != nullptr;
 }
 
 void readStructuredOutput(JsonFields &f, const nlohmann::ordered_json *ordered,

@@ -20,6 +20,8 @@ namespace kiln::rt::serve {
 // Whether `f` (a chat or completions body) has a structured-output field: callers parse the
 // client-ordered body only then.
 bool hasStructuredOutput(const JsonFields &f);
+// The first structured-output field `f` has ("response_format", "guided_json", ...), or null.
+const char *structuredOutputField(const JsonFields &f);
 // The OpenAI and vLLM fields of `f` (a chat or completions body). `ordered` is the body with the
 // client's key order (a schema's properties are generated in that order), or null.
 void readStructuredOutput(JsonFields &f, const nlohmann::ordered_json *ordered,

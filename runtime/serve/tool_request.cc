@@ -1,5 +1,6 @@
 #include "runtime/serve/tool_request.h"
 
+#include "runtime/serve/structured_request.h"
 #include "runtime/structured/grammar_cache.h"
 #include "runtime/structured/json_schema_grammar.h"
 
@@ -163,14 +164,6 @@ void compileForced(JsonFields &f, const OrderedJson &toolList, GenerationRequest
   out.grammar = *grammar;
 }
 
-const char *structuredFieldOf(const JsonFields &f) {
-  for (const char *name : {"response_format", "guided_json", "guided_regex", "guided_choice",
-                           "guided_grammar", "structured_outputs"})
-    if (f.has(name))
-      return name;
-  return nullptr;
-}
-
 } // namespace
 
 void readTools(JsonFields &f, const OrderedJson &ordered, GenerationRequest &out) {
@@ -189,7 +182,7 @@ void readTools(JsonFields &f, const OrderedJson &ordered, GenerationRequest &out
   if (!f.ok() || (out.tools.choice != ToolSettings::Choice::kRequired &&
                   out.tools.choice != ToolSettings::Choice::kNamed))
     return;
-  if (const char *other = structuredFieldOf(f); other && out.grammar)
+  if (const char *other = structuredOutputField(f); other && out.grammar)
     return f.fail("tool_choice", std::string("fields 'tool_choice' and '") + other +
                                      "' cannot be used together: a forced tool call constrains "
                                      "the output already");
