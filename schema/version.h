@@ -18,13 +18,15 @@
 //   7: Gemma 2: op kinds GeluTanhMul and Softcap, Attention.logit_softcap, Embedding.scale (an
 //      older runtime would drop the scale and the cap and compute wrong logits).
 //   8: mixture-of-experts: op kind MoeExperts.
+//   9: KV cache groups (KvCacheSpec.groups, Buffer.kv_group): an older runtime would give every
+//      layer the first group's block table.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 8;
+inline constexpr uint32_t kSchemaVersion = 9;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

@@ -66,7 +66,11 @@ def Kiln_ConstantOp : Kiln_Op<"constant", [Pure]> {
 
 def Kiln_StepInputOp : Kiln_Op<"step_input", [Pure]> {
   let summary = "one of the step descriptor's i32 inputs";
-  let arguments = (ins Kiln_StepInputKind:$kind);
+  let description = [{
+    block_tables and slot_mapping exist once per KV cache group (schema/plan.fbs "KV cache
+    groups"): `kv_group` names the group; it is 0 for every other kind.
+  }];
+  let arguments = (ins Kiln_StepInputKind:$kind, DefaultValuedAttr<I64Attr, "0">:$kv_group);
   let results = (outs Kiln_Index:$result);
   let assemblyFormat = "$kind attr-dict `:` type($result)";
 }

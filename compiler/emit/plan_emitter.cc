@@ -123,6 +123,9 @@ void StepEmitter::defineStepInput(StepInputOp input) {
   uint64_t blocksPerSeq = (options_.maxSeqLen + options_.kvBlockSize - 1) / options_.kvBlockSize;
   auto buffer = std::make_unique<schema::BufferT>();
   buffer->name = "step." + stringifyStepInputKind(input.getKind()).str();
+  if (input.getKvGroup() > 0)
+    buffer->name += "." + std::to_string(input.getKvGroup());
+  buffer->kv_group = static_cast<uint32_t>(input.getKvGroup());
   buffer->kind = schema::BufferKind::StepInput;
   buffer->dtype = schema::DType::I32;
   buffer->rows = toRowScale(stepInputRows(input.getKind()));

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <map>
+
 namespace kiln::compiler {
 namespace {
 
@@ -99,6 +101,36 @@ std::vector<std::string> extraModelFiles(const std::string &modelDir) {
   return files;
 }
 
+// KV cache groups (schema/plan.fbs "KV cache groups"), read off the attention ops: each layer's
+// group is its block-table input's kv_group and the group's window is its layers' sliding window.
+// One full-attention group is written as none (the layout plans had before groups).
+mlir::FailureOr<std::vector<std::unique_ptr<schema::KvCacheGroupT>>>
+kvCacheGroups(mlir::ModuleOp module) {
+  std::map<int64_t, std::map<int64_t, int64_t>> layersOfGroup; // group -> layer -> window
+  module.walk([&](AttentionOp attention) {
+    auto table = attention.getBlockTables().getDefiningOp<StepInputOp>();
+    layersOfGroup[table ? table.getKvGroup() : 0][attention.getLayer()] =
+        attention.getSlidingWindow();
+  });
+  std::vector<std::unique_ptr<schema::KvCacheGroupT>> groups;
+  for (const auto &[group, layers] : layersOfGroup) {
+    if (group != static_cast<int64_t>(groups.size()))
+      return module.emitError() << "KV cache group " << groups.size() << " has no attention layer";
+    auto entry = std::make_unique<schema::KvCacheGroupT>();
+    entry->sliding_window = static_cast<uint32_t>(layers.begin()->second);
+    for (const auto &[layer, window] : layers) {
+      if (window != layers.begin()->second)
+        return module.emitError() << "KV cache group " << group << " mixes sliding windows "
+                                  << layers.begin()->second << " and " << window;
+      entry->layers.push_back(static_cast<uint32_t>(layer));
+    }
+    groups.push_back(std::move(entry));
+  }
+  if (groups.size() == 1 && groups[0]->sliding_window == 0)
+    groups.clear();
+  return groups;
+}
+
 mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &config,
                                    const Checkpoint &checkpoint, const EmitOptions &options,
                                    schema::PlanT &plan) {
@@ -131,6 +163,11 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   // says (plan.fbs "Dtypes").
   schema::DType activations = storedDType(moduleActivationType(module));
   plan.kv_cache->dtype = options.kvDtype.empty() ? activations : kvCacheDType(options.kvDtype);
+  mlir::FailureOr<std::vector<std::unique_ptr<schema::KvCacheGroupT>>> groups =
+      kvCacheGroups(module);
+  if (mlir::failed(groups))
+    return mlir::failure();
+  plan.kv_cache->groups = std::move(*groups);
 
   plan.activation_dtype = activations;
   plan.tp = static_cast<uint32_t>(options.tp);

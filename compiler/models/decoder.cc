@@ -7,7 +7,9 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Verifier.h"
 
+#include <algorithm>
 #include <cmath>
+#include <map>
 
 namespace kiln::compiler {
 
@@ -67,21 +69,48 @@ Value DecoderGraph::weight(const std::string &name, const std::vector<std::strin
                              mlir::TypeAttr::get(dtype));
 }
 
-Value DecoderGraph::stepInput(StepInputKind kind) {
+Value DecoderGraph::stepInput(StepInputKind kind, int64_t kvGroup) {
   int64_t rank = kind == StepInputKind::BlockTables ? 2 : 1;
   llvm::SmallVector<int64_t> shape(rank, mlir::ShapedType::kDynamic);
   auto type = mlir::RankedTensorType::get(shape, b_.getI32Type());
   std::string name = "step." + stringifyStepInputKind(kind).str();
-  return b_.create<StepInputOp>(loc(name), type, kind);
+  if (kvGroup > 0)
+    name += "." + std::to_string(kvGroup);
+  return b_.create<StepInputOp>(loc(name), type, kind, static_cast<uint64_t>(kvGroup));
+}
+
+// KV cache groups (schema/plan.fbs "KV cache groups"): layers of one attention kind (full, or
+// one sliding window) in groups of equal size, the smallest kind's layer count, so one block of
+// the shared pool holds that many layers whichever group owns it: Gemma 2's alternating layers
+// make two groups of half the layers, Gemma 3's 5 local : 1 global pattern one global group and
+// five local ones. A model without sliding windows has one group.
+int64_t DecoderGraph::assignKvGroups() {
+  const HfModelConfig &c = config_;
+  std::map<int64_t, std::vector<int64_t>> layersOfWindow; // window 0 (full) first
+  for (int64_t layer = 0; layer < c.numLayers; ++layer)
+    layersOfWindow[c.slidingWindows.empty() ? 0 : c.slidingWindows[layer]].push_back(layer);
+  size_t groupSize = static_cast<size_t>(c.numLayers);
+  for (const auto &[window, layers] : layersOfWindow)
+    groupSize = std::min(groupSize, layers.size());
+  kvGroupOfLayer_.assign(c.numLayers, 0);
+  int64_t group = 0;
+  for (const auto &[window, layers] : layersOfWindow)
+    for (size_t i = 0; i < layers.size(); i += groupSize, ++group)
+      for (size_t j = i; j < std::min(layers.size(), i + groupSize); ++j)
+        kvGroupOfLayer_[layers[j]] = group;
+  return group;
 }
 
 void DecoderGraph::defineStepInputs() {
+  const int64_t numKvGroups = assignKvGroups();
   tokenIds_ = stepInput(StepInputKind::TokenIds);
   positions_ = stepInput(StepInputKind::Positions);
-  slotMapping_ = stepInput(StepInputKind::SlotMapping);
+  for (int64_t g = 0; g < numKvGroups; ++g)
+    slotMappings_.push_back(stepInput(StepInputKind::SlotMapping, g));
   queryStartLoc_ = stepInput(StepInputKind::QueryStartLoc);
   contextLens_ = stepInput(StepInputKind::ContextLens);
-  blockTables_ = stepInput(StepInputKind::BlockTables);
+  for (int64_t g = 0; g < numKvGroups; ++g)
+    blockTables_.push_back(stepInput(StepInputKind::BlockTables, g));
   logitsIndices_ = stepInput(StepInputKind::LogitsIndices);
 }
 
@@ -177,19 +206,21 @@ Value DecoderGraph::attentionBlock(int64_t layer, Value normed) {
   // Frequencies that follow the sequence's length need to know which sequence a token is in.
   const bool byLength = rope.mode != RopeMode::kStatic;
   Value rotated = b_.create<RopeKvWriteOp>(
-      loc(name + ".rope_kv_write"), qType, mlir::ValueRange{q, k, v}, positions_, slotMapping_,
-      local ? localInvFreq_ : invFreq_, byLength ? queryStartLoc_ : Value(),
-      byLength ? sequenceLengths_ : Value(), qNorm, kNorm, i64(layer), i64(c.numHeads),
-      i64(c.numKvHeads), i64(c.headDim), i64(rotaryDim()), i64(static_cast<int64_t>(rope.mode)),
-      i64(rope.originalMaxPositions), f32(rope.ropeTheta), b_.getF64FloatAttr(rope.dynamicFactor),
-      f32(rope.attentionScaling), f32(c.qkNorm ? c.rmsNormEps : 0));
+      loc(name + ".rope_kv_write"), qType, mlir::ValueRange{q, k, v}, positions_,
+      slotMappings_[kvGroupOfLayer_[layer]], local ? localInvFreq_ : invFreq_,
+      byLength ? queryStartLoc_ : Value(), byLength ? sequenceLengths_ : Value(), qNorm, kNorm,
+      i64(layer), i64(c.numHeads), i64(c.numKvHeads), i64(c.headDim), i64(rotaryDim()),
+      i64(static_cast<int64_t>(rope.mode)), i64(rope.originalMaxPositions), f32(rope.ropeTheta),
+      b_.getF64FloatAttr(rope.dynamicFactor), f32(rope.attentionScaling),
+      f32(c.qkNorm ? c.rmsNormEps : 0));
   const double scale =
       c.attentionScale > 0 ? c.attentionScale : 1.0 / std::sqrt(static_cast<double>(c.headDim));
   const int64_t window = c.slidingWindows.empty() ? 0 : c.slidingWindows[layer];
-  Value attended = b_.create<AttentionOp>(
-      loc("layers." + std::to_string(layer) + ".attention"), qType, rotated, positions_,
-      queryStartLoc_, contextLens_, blockTables_, i64(layer), i64(c.numHeads), i64(c.numKvHeads),
-      i64(c.headDim), f32(scale), i64(window), f32(c.attnLogitSoftcap));
+  Value attended = b_.create<AttentionOp>(loc("layers." + std::to_string(layer) + ".attention"),
+                                          qType, rotated, positions_, queryStartLoc_, contextLens_,
+                                          blockTables_[kvGroupOfLayer_[layer]], i64(layer),
+                                          i64(c.numHeads), i64(c.numKvHeads), i64(c.headDim),
+                                          f32(scale), i64(window), f32(c.attnLogitSoftcap));
   const std::string prefix = layerName(layer) + ".self_attn.o_proj";
   return linear(name + ".o", prefix + ".weight", attended, c.hiddenSize,
                 c.oBias ? prefix + ".bias" : "");

@@ -15,6 +15,7 @@
 #include "mlir/IR/Builders.h"
 
 #include <string>
+#include <vector>
 
 namespace kiln::compiler {
 
@@ -67,8 +68,10 @@ private:
   mlir::Value weight(const std::string &name, const std::vector<std::string> &sources,
                      llvm::ArrayRef<int64_t> shape, mlir::Type dtype);
   bool moeLayer(int64_t layer) const;
-  mlir::Value stepInput(StepInputKind kind);
+  mlir::Value stepInput(StepInputKind kind, int64_t kvGroup = 0);
   void defineStepInputs();
+  // Sets kvGroupOfLayer_; returns the number of KV cache groups.
+  int64_t assignKvGroups();
   mlir::Value ropeFrequencies(const RopeTables &rope, const std::string &name);
   bool localRope(int64_t layer) const;
   // Checkpoint tensor `part` (q_proj, up_proj, ...) of layer `layer`'s `block` (self_attn, mlp):
@@ -83,8 +86,11 @@ private:
   const BuildOptions &options_;
   DecoderLayout layout_;
   mlir::OpBuilder b_;
-  mlir::Value tokenIds_, positions_, slotMapping_, queryStartLoc_, contextLens_, blockTables_,
-      logitsIndices_, sequenceLengths_, invFreq_, localInvFreq_;
+  mlir::Value tokenIds_, positions_, queryStartLoc_, contextLens_, logitsIndices_, sequenceLengths_,
+      invFreq_, localInvFreq_;
+  // Per KV cache group (assignKvGroups), and each layer's group.
+  std::vector<mlir::Value> slotMappings_, blockTables_;
+  std::vector<int64_t> kvGroupOfLayer_;
   RopeTables rope_, localRope_;
 };
 

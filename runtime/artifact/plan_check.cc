@@ -3,6 +3,7 @@
 // trust is consistent with plan.fbs, so a bad plan fails at load with a message instead of
 // reading out of bounds at run time.
 #include "runtime/artifact/artifact.h"
+#include "runtime/artifact/kv_layout.h"
 
 #include "runtime/ops/op_table.h"
 #include "schema/version.h"
@@ -136,6 +137,8 @@ Status PlanChecker::checkHeader() {
   if (kv.num_layers() == 0 || kv.num_kv_heads() == 0 || kv.head_dim() == 0 ||
       kv.block_size() == 0 || dtypeSize(kv.dtype()) == 0)
     return error("kv_cache spec has a zero field or an unknown dtype");
+  if (Result<KvLayout> layout = kvLayoutOf(kv); !layout.isOk())
+    return error(layout.status().message());
   if (!isKvCacheDType(kv.dtype()))
     return error("kv_cache.dtype is " + dtypeName(kv.dtype()) +
                  "; it must be F32, F16, BF16 or F8E4M3");
@@ -300,6 +303,13 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
       return error(name + ": step input " + schema::EnumNameStepInputKind(b.step_input()) +
                    " must have rows rule " +
                    schema::EnumNameRowScale(expectedRows(b.step_input())));
+    if (b.kv_group() != 0 && b.step_input() != StepInputKind::BlockTables &&
+        b.step_input() != StepInputKind::SlotMapping)
+      return error(name + ": only BlockTables and SlotMapping step inputs have a kv_group");
+    if (const auto *groups = plan_.kv_cache()->groups();
+        b.kv_group() != 0 && (!groups || b.kv_group() >= groups->size()))
+      return error(name + ": kv_group " + std::to_string(b.kv_group()) +
+                   " is not a group of kv_cache.groups");
     if (b.step_input() == StepInputKind::BlockTables &&
         (b.shape()->size() != 2 || b.shape()->Get(1) != plan_.limits()->max_blocks_per_seq()))
       return error(name + ": block tables must be [max_batch, max_blocks_per_seq " +

@@ -63,6 +63,26 @@ Status pickLimit(int32_t asked, int32_t runnerLimit, const std::string &field, i
   return okStatus();
 }
 
+KvCacheConfig kvConfigOf(const EngineConfig &config, const EngineLimits &limits) {
+  const RunnerLimits &rl = config.runner->limits();
+  return {limits.numKvBlocks, rl.blockSize, rl.maxBlocksPerSeq, config.enablePrefixCaching,
+          rl.kvGroupWindows};
+}
+
+// The longest sequence (at most `limit` tokens) whose blocks, in every KV cache group, fit in the
+// pool at once (peakBlocksOfSequence grows with the length).
+int32_t longestSequenceInPool(const KvCacheConfig &kv, int32_t limit, int32_t maxChunk) {
+  int32_t lo = 0, hi = limit;
+  while (lo < hi) {
+    const int32_t mid = hi - (hi - lo) / 2;
+    if (peakBlocksOfSequence(kv, mid, maxChunk) <= kv.numBlocks)
+      lo = mid;
+    else
+      hi = mid - 1;
+  }
+  return lo;
+}
+
 Result<EngineLimits> computeLimits(const EngineConfig &config) {
   const RunnerLimits &rl = config.runner->limits();
   EngineLimits l;
@@ -78,8 +98,8 @@ Result<EngineLimits> computeLimits(const EngineConfig &config) {
   // Every running sequence must be able to decode in each step.
   l.maxBatch = std::min(l.maxBatch, l.maxTokensPerStep);
   // A sequence must fit in its block table and, alone, in the pool, or preemption cannot help.
-  l.maxSeqLen =
-      std::min({l.maxSeqLen, rl.maxBlocksPerSeq * rl.blockSize, l.numKvBlocks * rl.blockSize});
+  l.maxSeqLen = std::min(l.maxSeqLen, rl.maxBlocksPerSeq * rl.blockSize);
+  l.maxSeqLen = longestSequenceInPool(kvConfigOf(config, l), l.maxSeqLen, l.maxTokensPerStep);
   if (config.maxSamplesPerRequest < 0)
     return invalidArgument("EngineConfig.maxSamplesPerRequest must be >= 0");
   l.maxSamplesPerRequest = config.maxSamplesPerRequest ? config.maxSamplesPerRequest : l.maxBatch;
@@ -102,10 +122,7 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig &confi
   if (!config.runner)
     return invalidArgument("EngineConfig.runner is null");
   KILN_ASSIGN_OR_RETURN(EngineLimits limits, computeLimits(config));
-  KILN_ASSIGN_OR_RETURN(KvCacheManager kv,
-                        KvCacheManager::create({limits.numKvBlocks, limits.blockSize,
-                                                config.runner->limits().maxBlocksPerSeq,
-                                                config.enablePrefixCaching}));
+  KILN_ASSIGN_OR_RETURN(KvCacheManager kv, KvCacheManager::create(kvConfigOf(config, limits)));
   std::unique_ptr<EngineCore> core(new EngineCore(config, limits, std::move(kv)));
   SchedulerConfig sc{limits.maxBatch,
                      limits.maxTokensPerStep,

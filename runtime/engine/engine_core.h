@@ -50,7 +50,7 @@ struct EngineConfig {
 struct EngineLimits {
   int32_t maxBatch = 0;
   int32_t maxTokensPerStep = 0;
-  int32_t maxSeqLen = 0; // min(max_seq_len, maxBlocksPerSeq and pool capacity in tokens)
+  int32_t maxSeqLen = 0; // min(max_seq_len, maxBlocksPerSeq, the longest sequence the pool holds)
   int32_t numKvBlocks = 0;
   int32_t blockSize = 0;
   int32_t vocabSize = 0;

@@ -42,9 +42,30 @@ void FakeRunner::logitsFor(std::span<const int32_t> history, std::span<float> ou
       out[eos] += config_.eosLogitBoost;
 }
 
-int64_t FakeRunner::slotOf(const SequenceStep &seq, int32_t position) const {
+int64_t FakeRunner::slotOf(const SequenceStep &seq, int32_t group, int32_t position) const {
   const int32_t bs = config_.limits.blockSize;
-  return static_cast<int64_t>(seq.blockTable[position / bs]) * bs + position % bs;
+  return static_cast<int64_t>(seq.blockTables[group][position / bs]) * bs + position % bs;
+}
+
+Status FakeRunner::checkTables(const SequenceStep &s, size_t i) const {
+  const RunnerLimits &l = config_.limits;
+  const int64_t end = s.startPosition + static_cast<int64_t>(s.tokenIds.size());
+  if (static_cast<int32_t>(s.blockTables.size()) != kvGroupCount(l))
+    return invalidArgument("FakeRunner: " + seqName(i) + " has " +
+                           std::to_string(s.blockTables.size()) + " block tables, not " +
+                           std::to_string(kvGroupCount(l)));
+  for (int32_t g = 0; g < kvGroupCount(l); ++g) {
+    const std::vector<int32_t> &table = s.blockTables[g];
+    if (static_cast<int32_t>(table.size()) > l.maxBlocksPerSeq ||
+        static_cast<int64_t>(table.size()) * l.blockSize < end)
+      return outOfRange("FakeRunner: " + seqName(i) + " block table does not cover its tokens");
+    const int32_t firstRead = firstBlockInWindow(kvGroupWindow(l, g), s.startPosition, l.blockSize);
+    for (size_t k = 0; k < table.size(); ++k)
+      if ((table[k] < 0 || table[k] >= l.numKvBlocks) &&
+          !(table[k] == kNoKvBlock && static_cast<int32_t>(k) < firstRead))
+        return outOfRange("FakeRunner: " + seqName(i) + " block id " + std::to_string(table[k]));
+  }
+  return okStatus();
 }
 
 Status FakeRunner::checkBatch(const StepBatch &batch) const {
@@ -61,12 +82,7 @@ Status FakeRunner::checkBatch(const StepBatch &batch) const {
     const int64_t end = s.startPosition + static_cast<int64_t>(s.tokenIds.size());
     if (s.tokenIds.empty() || s.startPosition < 0 || end > l.maxSeqLen)
       return outOfRange("FakeRunner: " + seqName(i) + " positions outside [0, maxSeqLen)");
-    if (static_cast<int32_t>(s.blockTable.size()) > l.maxBlocksPerSeq ||
-        static_cast<int64_t>(s.blockTable.size()) * l.blockSize < end)
-      return outOfRange("FakeRunner: " + seqName(i) + " block table does not cover its tokens");
-    for (int32_t b : s.blockTable)
-      if (b < 0 || b >= l.numKvBlocks)
-        return outOfRange("FakeRunner: " + seqName(i) + " block id " + std::to_string(b));
+    KILN_RETURN_IF_ERROR(checkTables(s, i));
     for (int32_t t : s.tokenIds)
       if (t < 0 || t >= l.vocabSize)
         return outOfRange("FakeRunner: " + seqName(i) + " token id " + std::to_string(t));
@@ -80,14 +96,15 @@ Status FakeRunner::checkBatch(const StepBatch &batch) const {
 Status FakeRunner::writeTokens(const StepBatch &batch) {
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const SequenceStep &s = batch.sequences[i];
-    for (size_t k = 0; k < s.tokenIds.size(); ++k) {
-      const int64_t slot = slotOf(s, s.startPosition + static_cast<int32_t>(k));
-      if (writeStamp_[slot] == executeCalls_)
-        return internalError("FakeRunner: two sequences write KV slot " + std::to_string(slot) +
-                             " in one step");
-      writeStamp_[slot] = executeCalls_;
-      kvTokens_[slot] = s.tokenIds[k];
-    }
+    for (size_t k = 0; k < s.tokenIds.size(); ++k)
+      for (int32_t g = 0; g < kvGroupCount(config_.limits); ++g) {
+        const int64_t slot = slotOf(s, g, s.startPosition + static_cast<int32_t>(k));
+        if (writeStamp_[slot] == executeCalls_)
+          return internalError("FakeRunner: two sequences write KV slot " + std::to_string(slot) +
+                               " in one step (or two KV cache groups do)");
+        writeStamp_[slot] = executeCalls_;
+        kvTokens_[slot] = s.tokenIds[k];
+      }
   }
   return okStatus();
 }
@@ -96,12 +113,16 @@ Result<std::vector<int32_t>> FakeRunner::readHistory(const SequenceStep &seq,
                                                      int32_t lastPosition) const {
   std::vector<int32_t> history;
   history.reserve(lastPosition + 1);
-  for (int32_t p = 0; p <= lastPosition; ++p) {
-    const int32_t token = kvTokens_[slotOf(seq, p)];
-    if (token < 0)
-      return internalError("FakeRunner: position " + std::to_string(p) +
-                           " reads a KV slot never written");
-    history.push_back(token);
+  for (int32_t g = 0; g < kvGroupCount(config_.limits); ++g) {
+    const int32_t window = kvGroupWindow(config_.limits, g);
+    for (int32_t p = window > 0 ? std::max(0, lastPosition - window + 1) : 0; p <= lastPosition;
+         ++p) {
+      const int32_t token = kvTokens_[slotOf(seq, g, p)];
+      if (token < 0)
+        return internalError("FakeRunner: position " + std::to_string(p) +
+                             " reads a KV slot never written");
+      history.push_back(token);
+    }
   }
   return history;
 }

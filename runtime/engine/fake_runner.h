@@ -3,7 +3,9 @@
 // new tokens through the block tables, then reads every position back through them, and derives a
 // logits row from a hash of the token history read: so outputs depend only on a sequence's tokens
 // (never on batch composition), and any block-table bug (a wrong, stale or shared-and-overwritten
-// block) changes the logits and shows up as a different output.
+// block) changes the logits and shows up as a different output. With KV cache groups
+// (RunnerLimits::kvGroupWindows) every group's table is written, and the history is what each
+// group's layers see: all positions, or the last W of a sliding-window group.
 #pragma once
 
 #include "runtime/exec/step.h"
@@ -54,7 +56,8 @@ private:
   Status checkBatch(const StepBatch &batch) const;
   Status writeTokens(const StepBatch &batch);
   Result<std::vector<int32_t>> readHistory(const SequenceStep &seq, int32_t lastPosition) const;
-  int64_t slotOf(const SequenceStep &seq, int32_t position) const;
+  Status checkTables(const SequenceStep &seq, size_t index) const;
+  int64_t slotOf(const SequenceStep &seq, int32_t group, int32_t position) const;
 
   FakeRunnerConfig config_;
   std::vector<int32_t> kvTokens_;    // token id at each slot, -1 if never written

@@ -24,6 +24,9 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.maxBlocksPerSeq = static_cast<int32_t>(plan.limits()->max_blocks_per_seq());
   limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
   limits.vocabSize = static_cast<int32_t>(plan.model()->vocab_size());
+  if (const auto *groups = plan.kv_cache()->groups())
+    for (const schema::KvCacheGroup *group : *groups)
+      limits.kvGroupWindows.push_back(static_cast<int32_t>(group->sliding_window()));
   for (const schema::Op *op : *plan.ranks()->Get(0)->program())
     if (const auto *rope = op->params_as_RopeKvWriteParams();
         rope && rope->mode() != schema::RopeMode::Static) {
@@ -36,7 +39,7 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   return limits;
 }
 
-// Bytes per KV block over all layers (K and V), and the pool size the options ask for.
+// The pool size the options ask for, from the bytes of one KV block.
 Result<int32_t> kvBlockCount(const schema::KvCacheSpec &kv, const ExecutorOptions &options,
                              size_t blockBytes) {
   int64_t blocks = options.numKvBlocks;
@@ -46,9 +49,10 @@ Result<int32_t> kvBlockCount(const schema::KvCacheSpec &kv, const ExecutorOption
   if (blocks == 0)
     blocks = static_cast<int64_t>(options.kvCacheBytes / blockBytes);
   if (blocks == 0)
-    return resourceExhausted("KV cache of " + std::to_string(options.kvCacheBytes) +
-                             " bytes holds no block: one block (all layers, K and V) is " +
-                             std::to_string(blockBytes) + " bytes");
+    return resourceExhausted(
+        "KV cache of " + std::to_string(options.kvCacheBytes) +
+        " bytes holds no block: one block (K and V of every layer it holds) is " +
+        std::to_string(blockBytes) + " bytes");
   // Slots (block * block_size + offset) are int32 step inputs.
   int64_t maxBlocks = std::numeric_limits<int32_t>::max() / kv.block_size();
   return static_cast<int32_t>(std::min(blocks, maxBlocks));
@@ -129,7 +133,9 @@ Result<DeviceMemory> Executor::track(Result<DeviceMemory> memory) {
 
 Status Executor::allocate(const ExecutorOptions &options) {
   const schema::KvCacheSpec &kv = *artifact_.plan().kv_cache();
-  kvBlockBytes_ = 2 * size_t(kv.num_layers()) * kv.num_kv_heads() * kv.block_size() *
+  KILN_ASSIGN_OR_RETURN(kvLayout_, kvLayoutOf(kv));
+  // A block holds K and V of one layer per storage slot (plan.fbs "KV cache groups").
+  kvBlockBytes_ = 2 * size_t(kvLayout_.numSlots) * kv.num_kv_heads() * kv.block_size() *
                   kv.head_dim() * dtypeSize(kv.dtype());
   KILN_ASSIGN_OR_RETURN(DeviceMemory weights,
                         track(device_.importWeights(artifact_.weightsFile(options.rank))));
@@ -159,7 +165,7 @@ Status Executor::allocate(const ExecutorOptions &options) {
       KILN_ASSIGN_OR_RETURN(DeviceMemory input,
                             track(device_.allocate(b->size_bytes(), MemoryKind::kHostVisible)));
       bound.data = input.data;
-      stepInputs_.push_back({b->step_input(), input.data});
+      stepInputs_.push_back({b->step_input(), b->kv_group(), input.data});
     }
     buffers_.push_back(bound);
   }
@@ -192,7 +198,8 @@ Result<int32_t> Executor::kvBlocksForUtilization(double utilization) {
         std::to_string(artifact_.weightsFile(rank_.rank()).size()) +
         " bytes) and the activation arena (" + std::to_string(rank_.arena_bytes()) +
         " bytes), the limit is " + std::to_string(static_cast<size_t>(limit)) +
-        " bytes, and one KV block (all layers, K and V) needs " + std::to_string(kvBlockBytes_) +
+        " bytes, and one KV block (K and V of every layer it holds) needs " +
+        std::to_string(kvBlockBytes_) +
         " bytes; raise --gpu-memory-utilization or free device memory");
   return static_cast<int32_t>(
       std::min<double>(std::floor(budget / kvBlockBytes_), std::numeric_limits<int32_t>::max()));
@@ -212,10 +219,11 @@ Status Executor::allocateKvCache(const ExecutorOptions &options) {
                         track(device_.allocate(kvBlockBytes_ * blocks, MemoryKind::kDevice)));
   limits_.numKvBlocks = blocks;
   kvCache_.numBlocks = blocks;
-  const size_t layerBytes = kvBlockBytes_ / (2 * size_t(kv.num_layers())) * blocks;
+  const size_t slotBytes = kvBlockBytes_ / (2 * size_t(kvLayout_.numSlots)) * blocks;
   for (uint32_t l = 0; l < kv.num_layers(); ++l) {
-    kvCache_.keys[l] = static_cast<uint8_t *>(cache.data) + (2 * l) * layerBytes;
-    kvCache_.values[l] = static_cast<uint8_t *>(cache.data) + (2 * l + 1) * layerBytes;
+    const size_t slot = kvLayout_.slotOfLayer[l];
+    kvCache_.keys[l] = static_cast<uint8_t *>(cache.data) + (2 * slot) * slotBytes;
+    kvCache_.values[l] = static_cast<uint8_t *>(cache.data) + (2 * slot + 1) * slotBytes;
   }
   return okStatus();
 }
@@ -329,7 +337,7 @@ Result<StepCounts> Executor::stageInputs(const StepBatch &batch, StepOutput &out
 
 Status Executor::copyStepInputs(const StepCounts &run) {
   for (const StepInputBuffer &input : stepInputs_) {
-    std::span<const int32_t> values = hostInputs_.filled(input.kind, run);
+    std::span<const int32_t> values = hostInputs_.filled(input.kind, run, input.kvGroup);
     KILN_RETURN_IF_ERROR(device_.copyToDevice(input.data, values.data(), values.size_bytes()));
   }
   return okStatus();

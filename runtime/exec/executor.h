@@ -6,6 +6,7 @@
 #pragma once
 
 #include "runtime/artifact/artifact.h"
+#include "runtime/artifact/kv_layout.h"
 #include "runtime/exec/step.h"
 #include "runtime/exec/step_inputs.h"
 #include "runtime/hal/device.h"
@@ -74,7 +75,8 @@ public:
   const RunnerLimits &limits() const override { return limits_; }
   Result<StepOutput> execute(const StepBatch &batch) override;
 
-  // Bytes of one KV block over all layers, K and V (what numKvBlocks is derived from).
+  // Bytes of one KV block, K and V of one layer per storage slot (plan.fbs "KV cache groups";
+  // every layer without groups): what numKvBlocks is derived from.
   size_t kvBlockBytes() const { return kvBlockBytes_; }
   // The batch sizes decode steps are padded to; empty when they are not padded.
   const std::vector<int32_t> &decodeBuckets() const { return decodeBuckets_; }
@@ -96,6 +98,7 @@ public:
 private:
   struct StepInputBuffer {
     schema::StepInputKind kind;
+    uint32_t kvGroup; // BlockTables / SlotMapping: its KV cache group
     void *data;
   };
   // A device op, or a collective (AllReduce/AllGather) that the communicator runs.
@@ -128,6 +131,7 @@ private:
   Device &device_;
   const schema::Rank &rank_;
   RunnerLimits limits_;
+  KvLayout kvLayout_;
   size_t kvBlockBytes_ = 0;
   std::vector<DeviceMemory> memory_; // everything allocated or imported, freed in ~Executor
   void *weights_ = nullptr;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "runtime/base/status.h"
+#include "runtime/kv/kv_window.h"
 
 #include <cstdint>
 #include <vector>
@@ -23,9 +24,12 @@ enum class LogitsWanted : uint8_t {
 struct SequenceStep {
   std::vector<int32_t> tokenIds; // new tokens: a prefill chunk or one decode token
   int32_t startPosition = 0;     // position of tokenIds[0]
-  // KV blocks covering positions [0, startPosition + tokenIds.size()), in order. Blocks may be
-  // shared with other sequences (prefix cache, parallel samples) for positions already written.
-  std::vector<int32_t> blockTable;
+  // Per KV cache group (RunnerLimits::kvGroupWindows), the blocks covering positions
+  // [0, startPosition + tokenIds.size()), in order. Blocks may be shared with other sequences
+  // (prefix cache, parallel samples) for positions already written. In a sliding-window group
+  // the entries of blocks no new token sees (all their positions before startPosition - W + 1)
+  // may be kNoKvBlock.
+  std::vector<std::vector<int32_t>> blockTables;
   LogitsWanted logits = LogitsWanted::kLast;
   // The length of the sequence these tokens belong to, for RoPE whose rotation depends on it
   // (plan.fbs SequenceLengths): all its known tokens, e.g. the whole prompt while a chunk of it
@@ -92,6 +96,9 @@ struct RunnerLimits {
   int32_t maxBlocksPerSeq = 0;
   int32_t blockSize = 0;
   int32_t numKvBlocks = 0; // size of the KV block pool
+  // Per KV cache group (plan.fbs KvCacheSpec.groups): its sliding window, 0 for full attention.
+  // Every sequence of a step brings one block table per group. Empty: one full-attention group.
+  std::vector<int32_t> kvGroupWindows;
   int32_t vocabSize = 0;
   // > 0: a sequence longer than this rotates its keys by its length (plan.fbs RopeKvWrite modes
   // LongShort / DynamicNtk), so only KV written while a sequence is at most this long may be
@@ -102,6 +109,27 @@ struct RunnerLimits {
   // it grows past it, as transformers' Phi-3 generate() drops its cache there.
   bool recomputeAtRopeSwitch = false;
 };
+
+// The number of KV cache groups, and group g's sliding window (0: full attention).
+inline int32_t kvGroupCount(const RunnerLimits &limits) {
+  return limits.kvGroupWindows.empty() ? 1 : static_cast<int32_t>(limits.kvGroupWindows.size());
+}
+inline int32_t kvGroupWindow(const RunnerLimits &limits, int32_t group) {
+  return limits.kvGroupWindows.empty() ? 0 : limits.kvGroupWindows[group];
+}
+
+// The block tables of a sequence that owns `numBlocks` consecutive blocks in every KV cache group,
+// from block `first` on, the groups' runs one after another (kvGroupCount(limits) * numBlocks
+// blocks in all): for callers that place sequences in the cache themselves (kiln verify, profile,
+// tests) rather than through the KV cache manager.
+inline std::vector<std::vector<int32_t>> ownBlockTables(const RunnerLimits &limits, int32_t first,
+                                                        int32_t numBlocks) {
+  std::vector<std::vector<int32_t>> tables(kvGroupCount(limits));
+  for (auto &table : tables)
+    for (int32_t b = 0; b < numBlocks; ++b)
+      table.push_back(first++);
+  return tables;
+}
 
 // Runs steps of a model. The executor is the real one; tests use fakes.
 class ModelRunner {

@@ -1,5 +1,7 @@
 #include "runtime/exec/step_inputs.h"
 
+#include "runtime/kv/kv_window.h"
+
 #include <algorithm>
 #include <string>
 
@@ -8,6 +10,35 @@ namespace {
 
 std::string seqName(size_t s) {
   return "sequence " + std::to_string(s);
+}
+
+// Group g's table of sequence s covers `end` positions with valid blocks, except (sliding window)
+// blocks no new token reads, which may be kNoKvBlock.
+Status validateBlockTable(const SequenceStep &seq, size_t s, int32_t g, int64_t end,
+                          const RunnerLimits &limits) {
+  const std::vector<int32_t> &table = seq.blockTables[g];
+  const std::string name = seqName(s) + " block table " + std::to_string(g);
+  int64_t numBlocks = static_cast<int64_t>(table.size());
+  if (numBlocks > limits.maxBlocksPerSeq)
+    return outOfRange(name + " has " + std::to_string(numBlocks) + " blocks; the artifact allows " +
+                      std::to_string(limits.maxBlocksPerSeq) +
+                      " per sequence (--max-seq-len / --kv-block-size)");
+  if (numBlocks * limits.blockSize < end)
+    return invalidArgument(name + " has " + std::to_string(numBlocks) + " blocks of " +
+                           std::to_string(limits.blockSize) + " tokens, too few for its " +
+                           std::to_string(end) + " positions");
+  const int32_t firstRead =
+      firstBlockInWindow(kvGroupWindow(limits, g), seq.startPosition, limits.blockSize);
+  for (size_t i = 0; i < table.size(); ++i) {
+    int32_t block = table[i];
+    if (block == kNoKvBlock && static_cast<int32_t>(i) < firstRead)
+      continue;
+    if (block < 0 || block >= limits.numKvBlocks)
+      return invalidArgument(name + " entry " + std::to_string(i) + " is block " +
+                             std::to_string(block) + "; the KV cache has " +
+                             std::to_string(limits.numKvBlocks) + " blocks");
+  }
+  return okStatus();
 }
 
 Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &limits) {
@@ -35,22 +66,12 @@ Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &l
                              std::to_string(id) + "; the vocabulary has " +
                              std::to_string(limits.vocabSize) + " tokens");
   }
-  int64_t numBlocks = static_cast<int64_t>(seq.blockTable.size());
-  if (numBlocks > limits.maxBlocksPerSeq)
-    return outOfRange(seqName(s) + " block table has " + std::to_string(numBlocks) +
-                      " blocks; the artifact allows " + std::to_string(limits.maxBlocksPerSeq) +
-                      " per sequence (--max-seq-len / --kv-block-size)");
-  if (numBlocks * limits.blockSize < end)
-    return invalidArgument(seqName(s) + " block table has " + std::to_string(numBlocks) +
-                           " blocks of " + std::to_string(limits.blockSize) +
-                           " tokens, too few for its " + std::to_string(end) + " positions");
-  for (size_t i = 0; i < seq.blockTable.size(); ++i) {
-    int32_t block = seq.blockTable[i];
-    if (block < 0 || block >= limits.numKvBlocks)
-      return invalidArgument(seqName(s) + " block table entry " + std::to_string(i) + " is block " +
-                             std::to_string(block) + "; the KV cache has " +
-                             std::to_string(limits.numKvBlocks) + " blocks");
-  }
+  if (seq.blockTables.size() != static_cast<size_t>(kvGroupCount(limits)))
+    return invalidArgument(seqName(s) + " has " + std::to_string(seq.blockTables.size()) +
+                           " block tables; the artifact's KV cache has " +
+                           std::to_string(kvGroupCount(limits)) + " group(s), one table each");
+  for (int32_t g = 0; g < kvGroupCount(limits); ++g)
+    KILN_RETURN_IF_ERROR(validateBlockTable(seq, s, g, end, limits));
   return okStatus();
 }
 
@@ -78,13 +99,15 @@ Status validateStep(const StepBatch &batch, const RunnerLimits &limits) {
 
 HostStepInputs::HostStepInputs(const RunnerLimits &limits)
     : tokenIds(limits.maxTokensPerStep), positions(limits.maxTokensPerStep),
-      slotMapping(limits.maxTokensPerStep), queryStartLoc(limits.maxBatch + 1),
-      contextLens(limits.maxBatch), sequenceLengths(limits.maxBatch),
-      blockTables(static_cast<size_t>(limits.maxBatch) * limits.maxBlocksPerSeq),
+      slotMapping(kvGroupCount(limits), std::vector<int32_t>(limits.maxTokensPerStep)),
+      queryStartLoc(limits.maxBatch + 1), contextLens(limits.maxBatch),
+      sequenceLengths(limits.maxBatch),
+      blockTables(kvGroupCount(limits), std::vector<int32_t>(static_cast<size_t>(limits.maxBatch) *
+                                                             limits.maxBlocksPerSeq)),
       logitsIndices(limits.maxTokensPerStep), maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
 
 std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
-                                                const StepCounts &counts) const {
+                                                const StepCounts &counts, uint32_t group) const {
   using K = schema::StepInputKind;
   size_t tokens = counts.numTokens, seqs = counts.numSeqs;
   switch (kind) {
@@ -93,7 +116,7 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
   case K::Positions:
     return {positions.data(), tokens};
   case K::SlotMapping:
-    return {slotMapping.data(), tokens};
+    return {slotMapping[group].data(), tokens};
   case K::QueryStartLoc:
     return {queryStartLoc.data(), seqs + 1};
   case K::ContextLens:
@@ -101,7 +124,7 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
   case K::SequenceLengths:
     return {sequenceLengths.data(), seqs};
   case K::BlockTables:
-    return {blockTables.data(), seqs * maxBlocksPerSeq_};
+    return {blockTables[group].data(), seqs * maxBlocksPerSeq_};
   case K::LogitsIndices:
     return {logitsIndices.data(), static_cast<size_t>(counts.numLogits)};
   default:
@@ -125,16 +148,21 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
       int32_t position = seq.startPosition + i;
       inputs.tokenIds[t] = seq.tokenIds[i];
       inputs.positions[t] = position;
-      inputs.slotMapping[t] =
-          seq.blockTable[position / blockSize] * blockSize + position % blockSize;
+      for (size_t g = 0; g < seq.blockTables.size(); ++g)
+        inputs.slotMapping[g][t] =
+            seq.blockTables[g][position / blockSize] * blockSize + position % blockSize;
     }
     int32_t contextLen = seq.startPosition + numNew;
     inputs.contextLens[s] = contextLen;
     inputs.sequenceLengths[s] = std::max(seq.sequenceLength, contextLen);
     counts.maxContextLen = std::max(counts.maxContextLen, contextLen);
-    int32_t *row = inputs.blockTables.data() + static_cast<size_t>(s) * limits.maxBlocksPerSeq;
-    std::fill(std::copy(seq.blockTable.begin(), seq.blockTable.end(), row),
-              row + limits.maxBlocksPerSeq, 0);
+    for (size_t g = 0; g < seq.blockTables.size(); ++g) {
+      // Entries no new token reads (kNoKvBlock) become block 0, like the padding.
+      int32_t *row = inputs.blockTables[g].data() + static_cast<size_t>(s) * limits.maxBlocksPerSeq;
+      std::fill(std::transform(seq.blockTables[g].begin(), seq.blockTables[g].end(), row,
+                               [](int32_t block) { return std::max(block, 0); }),
+                row + limits.maxBlocksPerSeq, 0);
+    }
     const int32_t rows = logitsRowsOf(seq);
     out.firstRowOfSequence[s] = counts.numLogits;
     out.rowsPerSequence[s] = rows;
@@ -231,12 +259,14 @@ StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerL
   for (int32_t i = counts.numSeqs; i < bucket; ++i) {
     inputs.tokenIds[i] = 0;
     inputs.positions[i] = 0;
-    inputs.slotMapping[i] = -1;
     inputs.queryStartLoc[i + 1] = i + 1;
     inputs.contextLens[i] = 1;
     inputs.sequenceLengths[i] = 1;
-    int32_t *row = inputs.blockTables.data() + static_cast<size_t>(i) * limits.maxBlocksPerSeq;
-    std::fill(row, row + limits.maxBlocksPerSeq, 0);
+    for (size_t g = 0; g < inputs.blockTables.size(); ++g) {
+      inputs.slotMapping[g][i] = -1;
+      int32_t *row = inputs.blockTables[g].data() + static_cast<size_t>(i) * limits.maxBlocksPerSeq;
+      std::fill(row, row + limits.maxBlocksPerSeq, 0);
+    }
   }
   std::fill(inputs.logitsIndices.begin() + counts.numLogits, inputs.logitsIndices.begin() + bucket,
             0);

@@ -18,16 +18,20 @@ Status validateStep(const StepBatch &batch, const RunnerLimits &limits);
 struct HostStepInputs {
   std::vector<int32_t> tokenIds;        // [maxTokensPerStep]
   std::vector<int32_t> positions;       // [maxTokensPerStep]
-  std::vector<int32_t> slotMapping;     // [maxTokensPerStep]
+  std::vector<std::vector<int32_t>> slotMapping; // per KV cache group: [maxTokensPerStep]
   std::vector<int32_t> queryStartLoc;   // [maxBatch + 1]
   std::vector<int32_t> contextLens;     // [maxBatch]
   std::vector<int32_t> sequenceLengths; // [maxBatch]
-  std::vector<int32_t> blockTables;     // [maxBatch, maxBlocksPerSeq], rows padded with block 0
+  // Per KV cache group: [maxBatch, maxBlocksPerSeq], rows padded with block 0 (as are the entries
+  // a sliding window no longer reads).
+  std::vector<std::vector<int32_t>> blockTables;
   std::vector<int32_t> logitsIndices;   // [maxTokensPerStep]
 
   explicit HostStepInputs(const RunnerLimits &limits);
-  // The filled prefix of the input of `kind` for a step with `counts` (elements).
-  std::span<const int32_t> filled(schema::StepInputKind kind, const StepCounts &counts) const;
+  // The filled prefix of the input of `kind` (of KV cache group `group` for SlotMapping and
+  // BlockTables) for a step with `counts` (elements).
+  std::span<const int32_t> filled(schema::StepInputKind kind, const StepCounts &counts,
+                                  uint32_t group = 0) const;
 
 private:
   int32_t maxBlocksPerSeq_ = 0;
@@ -70,10 +74,11 @@ inline bool isDecodeOnly(const StepCounts &counts) {
 
 // Pads a decode-only step filled by fillStepInputs to `bucket` sequences (numSeqs <= bucket <=
 // the largest decodeBatchBuckets), in place. Padding sequence i (numSeqs <= i < bucket) is:
-//   token i: id 0, position 0, slot -1 (a negative slot writes nothing to the KV cache);
+//   token i: id 0, position 0, slot -1 in every group (a negative slot writes nothing to the KV
+//   cache);
 //   queryStartLoc[i + 1] = i + 1 (one token), contextLens[i] = sequenceLengths[i] = 1;
-//   block-table row i: all block 0, which always exists, so the attention of the padding row
-//   reads one valid cache position; its output is never used.
+//   block-table row i of every group: all block 0, which always exists, so the attention of the
+//   padding row reads one valid cache position; its output is never used.
 // Logits indices [numLogits, bucket) are 0 (the first real token): padding logits rows come after
 // the real ones and are dropped. Returns the counts the padded step runs with: bucket tokens,
 // sequences and logits, and maxContextLen = limits.maxSeqLen so no kernel grid depends on the

@@ -11,4 +11,8 @@ BlockHash hashBlock(BlockHash parent, std::span<const int32_t> tokenIds) {
   return h;
 }
 
+BlockHash groupBlockHash(BlockHash hash, int32_t group) {
+  return group == 0 ? hash : mix64(hash ^ (0xc2b2ae3d27d4eb4full * static_cast<uint32_t>(group)));
+}
+
 } // namespace kiln::rt

@@ -15,4 +15,8 @@ inline constexpr BlockHash kRootBlockHash = 0x6b696c6e5f6b7631ull; // "kiln_kv1"
 
 BlockHash hashBlock(BlockHash parent, std::span<const int32_t> tokenIds);
 
+// The prefix-cache key of KV cache group `group`'s block with chained hash `hash`: the hash
+// itself for group 0, so each group caches its own copy of a prefix (plan.fbs "KV cache groups").
+BlockHash groupBlockHash(BlockHash hash, int32_t group);
+
 } // namespace kiln::rt

@@ -47,7 +47,7 @@ Status checkShapes(const PlanOpView &v) {
       widthOf(y) != hd)
     return shapeError("needs [q(Tokens,H*D), positions, query_start_loc, context_lens, "
                       "block_tables] -> o(Tokens, H*D)");
-  return okStatus();
+  return checkKvGroup(v.plan, p->layer(), v.in[4], p->sliding_window());
 }
 
 uint32_t kvLayer(const schema::Op &op) {

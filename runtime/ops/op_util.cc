@@ -1,5 +1,6 @@
 #include "runtime/ops/op_util.h"
 
+#include <algorithm>
 #include <limits>
 
 namespace kiln::rt::ops {
@@ -36,6 +37,29 @@ Status shapeError(const std::string &what) {
 
 bool sameRowsAndWidth(const schema::Buffer *a, const schema::Buffer *b) {
   return a->rows() == b->rows() && widthOf(a) == widthOf(b);
+}
+
+Status checkKvGroup(const schema::Plan &plan, uint32_t layer, const schema::Buffer *input,
+                    int64_t window) {
+  const auto *groups = plan.kv_cache()->groups();
+  uint32_t group = 0, groupWindow = 0;
+  for (uint32_t g = 0; groups && g < groups->size(); ++g) {
+    const auto *layers = groups->Get(g)->layers();
+    if (layers && std::find(layers->begin(), layers->end(), layer) != layers->end()) {
+      group = g;
+      groupWindow = groups->Get(g)->sliding_window();
+    }
+  }
+  if (input->kv_group() != group)
+    return shapeError("layer " + std::to_string(layer) + " is in kv_cache group " +
+                      std::to_string(group) + " but its " +
+                      schema::EnumNameStepInputKind(input->step_input()) + " input is group " +
+                      std::to_string(input->kv_group()) + "'s");
+  if (window >= 0 && groupWindow > 0 && window != groupWindow)
+    return shapeError("sliding_window " + std::to_string(window) + " differs from kv_cache group " +
+                      std::to_string(group) + "'s " + std::to_string(groupWindow) +
+                      ": the group would free blocks the attention reads");
+  return okStatus();
 }
 
 Status checkHeads(const schema::Plan &plan, uint32_t layer, uint32_t heads, uint32_t kvHeads,

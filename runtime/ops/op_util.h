@@ -19,6 +19,11 @@ bool isStepInput(const schema::Buffer *b, schema::StepInputKind kind);
 // A shape error: plan_check prefixes where it happened.
 Status shapeError(const std::string &what);
 // Heads of an op on the KV cache against the plan's kv_cache spec.
+// `input` (a BlockTables or SlotMapping step input of `layer`'s op) belongs to the layer's KV cache
+// group (plan.fbs "KV cache groups"), and a sliding-window group frees no block the layer's
+// attention window (`window`, or -1 when the op has none) still reads.
+Status checkKvGroup(const schema::Plan &plan, uint32_t layer, const schema::Buffer *input,
+                    int64_t window);
 Status checkHeads(const schema::Plan &plan, uint32_t layer, uint32_t heads, uint32_t kvHeads,
                   uint32_t headDim);
 // An op that maps rows to rows: x and y have the same rows rule and width.

@@ -108,6 +108,7 @@ Status checkShapes(const PlanOpView &v) {
       widthOf(y) != h * d)
     return shapeError("needs [qkv(Tokens,(H+2KV)*D), positions, slot_mapping, inv_freq, ...] -> "
                       "q(Tokens, H*D)");
+  KILN_RETURN_IF_ERROR(checkKvGroup(v.plan, p->layer(), v.in[2], -1));
   return checkModeInputs(v, *p);
 }
 

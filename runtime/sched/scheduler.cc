@@ -141,6 +141,11 @@ void Scheduler::scheduleRunning(SchedulerOutput &out, int32_t &budget) {
 bool Scheduler::allocateOrPreempt(Sequence &seq, int32_t numNew, SchedulerOutput &out,
                                   int32_t &budget) {
   const SeqId id = seq.id;
+  // Blocks before a sliding window go back to the pool first: this step may reuse them.
+  if (Status dropped = kv_->dropBlocksBeforeWindow(id, seq.numComputed); !dropped.isOk()) {
+    failSequence(id, dropped, out, budget);
+    return false;
+  }
   for (;;) {
     Result<bool> allocated = kv_->allocateSlots(id, seq.numComputed + numNew);
     if (!allocated.isOk()) {
@@ -270,7 +275,7 @@ StepBatch Scheduler::makeStepBatch(const SchedulerOutput &out) const {
     step.tokenIds.assign(seq.tokenIds.begin() + chunk.startPosition,
                          seq.tokenIds.begin() + chunk.startPosition + chunk.numTokens);
     step.startPosition = chunk.startPosition;
-    step.blockTable = kv_->blockTable(chunk.id);
+    step.blockTables = kv_->blockTables(chunk.id);
     step.logits = chunk.wantsLogits ? LogitsWanted::kLast : LogitsWanted::kNone;
     // A prompt rotates alike in one prefill or in chunks (plan.fbs SequenceLengths).
     step.sequenceLength = seq.numTokens();

@@ -39,7 +39,8 @@ Status checkShape(const ProfileRequest &r, const RunnerLimits &limits) {
 }
 
 Status checkBlocks(const ProfileRequest &r, const RunnerLimits &limits, int32_t context) {
-  const int64_t needed = int64_t(r.batch) * ceilDiv(context, limits.blockSize);
+  const int64_t needed =
+      int64_t(r.batch) * ceilDiv(context, limits.blockSize) * kvGroupCount(limits);
   if (needed > limits.numKvBlocks)
     return resourceExhausted("--batch " + std::to_string(r.batch) + " sequences of " +
                              std::to_string(context) + " positions need " + std::to_string(needed) +
@@ -48,13 +49,15 @@ Status checkBlocks(const ProfileRequest &r, const RunnerLimits &limits, int32_t 
   return okStatus();
 }
 
-// Sequence s owns blocks [s * n, (s + 1) * n): no sharing, so every position is its own.
-std::vector<Ids> blockTables(int32_t batch, int32_t context, int32_t blockSize) {
-  const int32_t n = ceilDiv(context, blockSize);
-  std::vector<Ids> tables(batch);
+using Tables = std::vector<std::vector<int32_t>>; // one sequence's, per KV cache group
+
+// Sequence s owns n blocks per group from block s * n * groups on: no sharing, so every position
+// is its own.
+std::vector<Tables> blockTables(int32_t batch, int32_t context, const RunnerLimits &limits) {
+  const int32_t n = ceilDiv(context, limits.blockSize);
+  std::vector<Tables> tables;
   for (int32_t s = 0; s < batch; ++s)
-    for (int32_t b = 0; b < n; ++b)
-      tables[s].push_back(s * n + b);
+    tables.push_back(ownBlockTables(limits, s * n * kvGroupCount(limits), n));
   return tables;
 }
 
@@ -69,7 +72,7 @@ std::vector<Ids> randomIds(int32_t batch, int32_t len, int32_t vocab, uint64_t s
 }
 
 // Writes positions [0, upTo) of every sequence with prefill steps packed up to the step limits.
-Status fillCache(Executor &executor, const std::vector<Ids> &ids, const std::vector<Ids> &tables,
+Status fillCache(Executor &executor, const std::vector<Ids> &ids, const std::vector<Tables> &tables,
                  int32_t upTo, const ProfileRequest &r) {
   const RunnerLimits &limits = executor.limits();
   const int64_t total = int64_t(ids.size()) * upTo;
@@ -85,7 +88,7 @@ Status fillCache(Executor &executor, const std::vector<Ids> &ids, const std::vec
       SequenceStep seq;
       seq.startPosition = done[next];
       seq.tokenIds.assign(ids[next].begin() + done[next], ids[next].begin() + done[next] + chunk);
-      seq.blockTable = tables[next];
+      seq.blockTables = tables[next];
       seq.logits = LogitsWanted::kNone;
       step.sequences.push_back(std::move(seq));
       done[next] += chunk;
@@ -103,13 +106,13 @@ Status fillCache(Executor &executor, const std::vector<Ids> &ids, const std::vec
 }
 
 StepBatch profiledStep(const ProfileRequest &r, const std::vector<Ids> &ids,
-                       const std::vector<Ids> &tables, int32_t context) {
+                       const std::vector<Tables> &tables, int32_t context) {
   StepBatch batch;
   for (size_t s = 0; s < ids.size(); ++s) {
     SequenceStep seq;
     seq.startPosition = r.prefill > 0 ? 0 : context - 1;
     seq.tokenIds.assign(ids[s].begin() + seq.startPosition, ids[s].end());
-    seq.blockTable = tables[s];
+    seq.blockTables = tables[s];
     batch.sequences.push_back(std::move(seq));
   }
   return batch;
@@ -142,7 +145,7 @@ Result<ProfileReport> profileStep(Executor &executor, const schema::KvCacheSpec 
   const int32_t context = request.prefill > 0 ? request.prefill : request.context;
   KILN_RETURN_IF_ERROR(checkBlocks(request, limits, context));
   const std::vector<Ids> ids = randomIds(request.batch, context, limits.vocabSize, request.seed);
-  const std::vector<Ids> tables = blockTables(request.batch, context, limits.blockSize);
+  const std::vector<Tables> tables = blockTables(request.batch, context, limits);
   if (request.prefill == 0 && context > 1)
     KILN_RETURN_IF_ERROR(fillCache(executor, ids, tables, context - 1, request));
   const StepBatch batch = profiledStep(request, ids, tables, context);

@@ -42,7 +42,10 @@ Result<Loaded> load(const std::string &dir, const std::string &deviceName,
   KILN_ASSIGN_OR_RETURN(RankPlacement placement, placeRanks(request));
   int32_t blockSize = int32_t(loaded.artifact->plan().kv_cache()->block_size());
   ExecutorOptions options;
-  options.numKvBlocks = std::max(1, (longest + blockSize - 1) / blockSize);
+  // One sequence at a time, with blocks of its own in every KV cache group (ownBlockTables).
+  const auto *groups = loaded.artifact->plan().kv_cache()->groups();
+  const int32_t numGroups = groups && groups->size() > 0 ? int32_t(groups->size()) : 1;
+  options.numKvBlocks = std::max(1, (longest + blockSize - 1) / blockSize) * numGroups;
   if (request.tp == 1) {
     KILN_ASSIGN_OR_RETURN(loaded.device, createDevice(placement.deviceName(0)));
     KILN_ASSIGN_OR_RETURN(loaded.runner,
@@ -67,8 +70,8 @@ Result<std::vector<float>> teacherForced(ModelRunner &executor, const std::vecto
                                          size_t promptLength) {
   const RunnerLimits &limits = executor.limits();
   SequenceStep step;
-  for (int32_t b = 0; b * limits.blockSize < int32_t(tokens.size()); ++b)
-    step.blockTable.push_back(b);
+  step.blockTables =
+      ownBlockTables(limits, 0, (int32_t(tokens.size()) + limits.blockSize - 1) / limits.blockSize);
   std::vector<float> logits;
   size_t position = 0;
   while (position < tokens.size()) {
@@ -244,8 +247,7 @@ Result<GoldenCase> recordCase(ModelRunner &executor, const std::vector<int32_t> 
   c.promptIds = prompt;
   SequenceStep step;
   int32_t total = int32_t(prompt.size()) + options.maxTokens;
-  for (int32_t b = 0; b * limits.blockSize < total; ++b)
-    step.blockTable.push_back(b);
+  step.blockTables = ownBlockTables(limits, 0, (total + limits.blockSize - 1) / limits.blockSize);
   std::vector<float> last;
   for (size_t position = 0; position < prompt.size();) {
     size_t chunk = std::min(prompt.size() - position, size_t(limits.maxTokensPerStep));

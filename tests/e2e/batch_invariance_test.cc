@@ -15,10 +15,10 @@ namespace {
 struct Sequence {
   std::vector<int32_t> history;  // already in the cache before the batched step
   std::vector<int32_t> fresh;    // new tokens in the batched step
-  std::vector<int32_t> blocks;
+  std::vector<std::vector<int32_t>> blocks; // per KV cache group
 };
 
-std::vector<Sequence> makeSequences(int32_t vocab, int32_t blockSize) {
+std::vector<Sequence> makeSequences(int32_t vocab, int32_t blockSize, int32_t kvGroups) {
   std::mt19937 rng(1234);
   auto ids = [&](int n) {
     std::vector<int32_t> v(n);
@@ -37,8 +37,10 @@ std::vector<Sequence> makeSequences(int32_t vocab, int32_t blockSize) {
   size_t next = 0;
   for (Sequence &s : seqs) {
     size_t tokens = s.history.size() + s.fresh.size();
+    s.blocks.resize(kvGroups);
     for (size_t b = 0; b * blockSize < tokens; ++b)
-      s.blocks.push_back(pool[next++]);
+      for (std::vector<int32_t> &table : s.blocks)
+        table.push_back(pool[next++]);
   }
   return seqs;
 }
@@ -47,7 +49,7 @@ rt::SequenceStep stepOf(const Sequence &s, bool history) {
   rt::SequenceStep step;
   step.tokenIds = history ? s.history : s.fresh;
   step.startPosition = history ? 0 : static_cast<int32_t>(s.history.size());
-  step.blockTable = s.blocks;
+  step.blockTables = s.blocks;
   step.logits = history ? rt::LogitsWanted::kNone : rt::LogitsWanted::kAll;
   return step;
 }
@@ -57,7 +59,8 @@ void checkBatchInvariance(const std::string &modelDir) {
   ASSERT_NE(model.executor, nullptr);
   rt::Executor &executor = *model.executor;
   std::vector<Sequence> seqs =
-      makeSequences(executor.limits().vocabSize, executor.limits().blockSize);
+      makeSequences(executor.limits().vocabSize, executor.limits().blockSize,
+                    rt::kvGroupCount(executor.limits()));
   for (const Sequence &s : seqs)
     if (!s.history.empty())
       ASSERT_TRUE(executor.execute(rt::StepBatch{{stepOf(s, true)}}).isOk());

@@ -62,6 +62,20 @@ expect_eq "inspect moe experts" "16 4 294912 240272" "$(python3 -c 'import json,
 m = json.load(sys.stdin)["ranks"][0]["mixture_of_experts"]
 print(m["experts"], m["experts_per_token"], m["expert_parameters"], m["active_parameters_per_token"])' <<<"$moe_summary")"
 
+# --- KV cache groups: tiny-gemma2's sliding-window layers (0, 2; window 6) keep 3 blocks of 4
+# tokens per sequence while decoding, its full-attention layers (1, 3) all 16 of 64 tokens; a
+# layer's block is 2 x 2 KV heads x 4 x 32 x 4 bytes = 2048, the pool's block two layers' 4096
+gemma="$work/gemma2.kiln"
+"$kiln" compile "$root/tests/data/models/tiny-gemma2" -o "$gemma" --max-seq-len 64 --kv-block-size 4 --quiet
+gemma_summary=$("$kiln" inspect "$gemma" --summary)
+expect_eq "inspect kv groups" "[1, 3] 0 16 [0, 2] 6 3 4096 77824 131072 3 6144" "$(python3 -c 'import json,sys
+k = json.load(sys.stdin)["kv_cache"]
+g = k["groups"]
+print(g[0]["layers"], g[0]["sliding_window"], g[0]["kv_blocks_per_sequence"], g[1]["layers"],
+      g[1]["sliding_window"], g[1]["kv_blocks_per_sequence"], k["block_bytes"],
+      k["kv_bytes_per_sequence"], k["kv_bytes_per_sequence_without_windows"],
+      k["layers"][0]["kv_blocks_per_sequence"], k["layers"][0]["kv_bytes_per_sequence"])' <<<"$gemma_summary")"
+
 # --- --input: every golden prompt at once through the engine (continuous batching), in order,
 # each equal to transformers' greedy ids for that prompt alone
 python3 - "$root/tests/data/golden/tiny-llama.json" >"$work/in.jsonl" <<'PY'

@@ -7,6 +7,8 @@
 // a machine without a GPU, ctest's cudasim.cuda_families_test runs this on the simulator.
 #include "tests/e2e/e2e_util.h"
 
+#include "tests/e2e/sliding_window_util.h"
+
 #include <gtest/gtest.h>
 
 namespace kiln::e2e {
@@ -63,6 +65,26 @@ TEST(CudaFamilies, MoeMixtralAndQwen3Moe) {
 TEST(CudaFamilies, Gemma3LocalAndGlobalRope) {
   checkFamily("tiny-gemma3", 5, 4);
   checkFamily("tiny-gemma3-mm", 6, 16);
+}
+
+// Sliding-window KV cache groups through the engine (tests/e2e/sliding_window_util.h): blocks
+// before a window given back, the kernels never reading them.
+void checkSlidingWindowOnCuda(const char *name) {
+  std::string why;
+  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
+  if (!options)
+    GTEST_SKIP() << why;
+  checkSlidingWindowEngine(name, "cuda", *options);
+}
+
+TEST(CudaFamilies, SlidingWindowEngineGemma2) {
+  checkSlidingWindowOnCuda("tiny-gemma2");
+}
+TEST(CudaFamilies, SlidingWindowEngineGemma3) {
+  checkSlidingWindowOnCuda("tiny-gemma3");
+}
+TEST(CudaFamilies, SlidingWindowEngineMistral) {
+  checkSlidingWindowOnCuda("tiny-mistral");
 }
 
 } // namespace

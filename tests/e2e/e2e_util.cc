@@ -191,11 +191,11 @@ int32_t argmax(const float *row, int32_t size) {
 
 namespace {
 
-std::vector<int32_t> blocksFor(int32_t tokens, int32_t blockSize, int32_t first) {
-  std::vector<int32_t> table;
-  for (int32_t b = 0; b * blockSize < tokens; ++b)
-    table.push_back(first + b);
-  return table;
+using Tables = std::vector<std::vector<int32_t>>; // one sequence's, per KV cache group
+
+// Blocks for `tokens` positions in every KV cache group, from block `first` on.
+Tables blocksFor(int32_t tokens, const rt::RunnerLimits &limits, int32_t first) {
+  return rt::ownBlockTables(limits, first, (tokens + limits.blockSize - 1) / limits.blockSize);
 }
 
 void checkCase(rt::Executor &executor, const Golden &golden, const GoldenCase &gc, size_t index) {
@@ -205,7 +205,7 @@ void checkCase(rt::Executor &executor, const Golden &golden, const GoldenCase &g
   rt::SequenceStep step;
   step.tokenIds = gc.promptIds;
   step.startPosition = 0;
-  step.blockTable = blocksFor(gc.rows, executor.limits().blockSize, 0);
+  step.blockTables = blocksFor(gc.rows, executor.limits(), 0);
   step.logits = rt::LogitsWanted::kAll;
   auto output = executor.execute(rt::StepBatch{{step}});
   ASSERT_TRUE(output.isOk()) << output.status().toString();
@@ -241,7 +241,7 @@ void checkCaseAsOnePrefill(rt::Executor &executor, const Golden &golden, const G
   rt::SequenceStep step;
   step.tokenIds = gc.promptIds;
   step.tokenIds.insert(step.tokenIds.end(), gc.greedyIds.begin(), gc.greedyIds.end());
-  step.blockTable = blocksFor(gc.rows, executor.limits().blockSize, 0);
+  step.blockTables = blocksFor(gc.rows, executor.limits(), 0);
   step.logits = rt::LogitsWanted::kAll;
   auto output = executor.execute(rt::StepBatch{{step}});
   ASSERT_TRUE(output.isOk()) << output.status().toString();
@@ -278,8 +278,7 @@ namespace {
 // Runs tokens [begin, end) of case `gc`'s prompt + greedy ids as one step (the whole prompt known
 // while any of it is prefilled), checking every row against the golden.
 void runAndCheckRows(rt::Executor &executor, const Golden &golden, const GoldenCase &gc,
-                     const std::vector<int32_t> &blocks, int32_t begin, int32_t end,
-                     const std::string &what) {
+                     const Tables &blocks, int32_t begin, int32_t end, const std::string &what) {
   const int32_t vocab = golden.vocabSize;
   const int32_t prompt = static_cast<int32_t>(gc.promptIds.size());
   std::vector<int32_t> all = gc.promptIds;
@@ -287,7 +286,7 @@ void runAndCheckRows(rt::Executor &executor, const Golden &golden, const GoldenC
   rt::SequenceStep step;
   step.tokenIds.assign(all.begin() + begin, all.begin() + end);
   step.startPosition = begin;
-  step.blockTable = blocks;
+  step.blockTables = blocks;
   step.logits = rt::LogitsWanted::kAll;
   step.sequenceLength = std::max(end, prompt); // the whole prompt is known while prefilling
   auto output = executor.execute(rt::StepBatch{{step}});
@@ -306,8 +305,9 @@ void checkGoldenChunkedAndCached(const std::string &name, int32_t chunk,
   std::string skipReason;
   std::optional<Golden> golden = loadGolden(name, skipReason);
   ASSERT_TRUE(golden) << skipReason;
+  // Two sequences of blocks of their own in every KV cache group (Gemma 3's six at most).
   LoadedArtifact loaded =
-      loadForTest(compileForTest(golden->modelDir, golden->compileOptions(options)), 64, device);
+      loadForTest(compileForTest(golden->modelDir, golden->compileOptions(options)), 256, device);
   ASSERT_NE(loaded.executor, nullptr);
   rt::Executor &executor = *loaded.executor;
   const int32_t blockSize = executor.limits().blockSize;
@@ -316,18 +316,19 @@ void checkGoldenChunkedAndCached(const std::string &name, int32_t chunk,
     const int32_t prompt = static_cast<int32_t>(gc.promptIds.size());
     const std::string where = "case " + std::to_string(i);
     // Sequence A: blocks 0.., the prompt in chunks, then decode steps.
-    std::vector<int32_t> blocksA = blocksFor(gc.rows, blockSize, 0);
+    const Tables blocksA = blocksFor(gc.rows, executor.limits(), 0);
     for (int32_t begin = 0; begin < prompt; begin += chunk)
       runAndCheckRows(executor, *golden, gc, blocksA, begin, std::min(prompt, begin + chunk),
                       where + " chunked prefill");
     for (int32_t position = prompt; position < gc.rows; ++position)
       runAndCheckRows(executor, *golden, gc, blocksA, position, position + 1,
                       where + " decode after chunks");
-    // Sequence B: A's full prompt blocks as its prefix-cache hit, its own blocks after them.
+    // Sequence B: A's full prompt blocks as its prefix-cache hit, its own blocks after them (in
+    // every KV cache group).
     const int32_t cachedBlocks = (prompt - 1) / blockSize; // at least one token to compute
-    std::vector<int32_t> blocksB(blocksA.begin(), blocksA.begin() + cachedBlocks);
-    for (int32_t b = cachedBlocks; b * blockSize < gc.rows; ++b)
-      blocksB.push_back(32 + b);
+    Tables blocksB = blocksFor(gc.rows, executor.limits(), 128);
+    for (size_t g = 0; g < blocksB.size(); ++g)
+      std::copy(blocksA[g].begin(), blocksA[g].begin() + cachedBlocks, blocksB[g].begin());
     runAndCheckRows(executor, *golden, gc, blocksB, cachedBlocks * blockSize, prompt,
                     where + " prefill after a prefix-cache hit of " +
                         std::to_string(cachedBlocks * blockSize) + " tokens");
@@ -341,8 +342,9 @@ std::vector<int32_t> greedyIds(rt::Executor &executor, const std::vector<int32_t
                                int32_t newTokens) {
   rt::SequenceStep step;
   const int32_t total = static_cast<int32_t>(prompt.size()) + newTokens;
-  for (int32_t b = 0; b * executor.limits().blockSize < total; ++b)
-    step.blockTable.push_back(b);
+  const rt::RunnerLimits &limits = executor.limits();
+  step.blockTables =
+      rt::ownBlockTables(limits, 0, (total + limits.blockSize - 1) / limits.blockSize);
   step.tokenIds = prompt;
   std::vector<int32_t> out;
   while (static_cast<int32_t>(out.size()) < newTokens) {

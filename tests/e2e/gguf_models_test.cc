@@ -70,7 +70,7 @@ std::vector<float> promptLogits(const std::string &model, const std::vector<int3
     return {};
   rt::SequenceStep step;
   step.tokenIds = ids;
-  step.blockTable = {0, 1};
+  step.blockTables = {{0, 1}};
   step.logits = rt::LogitsWanted::kAll;
   auto output = loaded.executor->execute(rt::StepBatch{{step}});
   EXPECT_TRUE(output.isOk()) << output.status().toString();
@@ -165,7 +165,7 @@ TEST_F(GgufSmolLM2, LogitsAndGreedyIdsMatchTransformers) {
     std::vector<std::vector<float>> rows;
     rt::SequenceStep step;
     step.tokenIds = prompt;
-    step.blockTable = blocks;
+    step.blockTables = {blocks};
     step.logits = rt::LogitsWanted::kAll;
     step.sequenceLength = static_cast<int32_t>(prompt.size());
     auto output = executor.execute(rt::StepBatch{{step}});
@@ -176,7 +176,7 @@ TEST_F(GgufSmolLM2, LogitsAndGreedyIdsMatchTransformers) {
       rt::SequenceStep decode;
       decode.tokenIds = {greedy[k]};
       decode.startPosition = static_cast<int32_t>(prompt.size() + k);
-      decode.blockTable = blocks;
+      decode.blockTables = {blocks};
       decode.logits = rt::LogitsWanted::kAll;
       decode.sequenceLength = decode.startPosition + 1;
       auto out = executor.execute(rt::StepBatch{{decode}});

@@ -15,8 +15,9 @@ std::vector<float> promptLogits(const std::string &artifactDir, const GoldenCase
   rt::SequenceStep step;
   step.tokenIds = gc.promptIds;
   step.tokenIds.insert(step.tokenIds.end(), gc.greedyIds.begin(), gc.greedyIds.end());
-  for (int32_t b = 0; b * loaded.executor->limits().blockSize < gc.rows; ++b)
-    step.blockTable.push_back(b);
+  const rt::RunnerLimits &limits = loaded.executor->limits();
+  step.blockTables =
+      rt::ownBlockTables(limits, 0, (gc.rows + limits.blockSize - 1) / limits.blockSize);
   step.logits = rt::LogitsWanted::kAll;
   auto output = loaded.executor->execute(rt::StepBatch{{step}});
   EXPECT_TRUE(output.isOk()) << output.status().toString();

@@ -63,7 +63,7 @@ void checkBitIdenticalAloneAndBatched(const std::string &modelDir) {
     rt::SequenceStep step;
     step.tokenIds = history ? s.history : s.fresh;
     step.startPosition = history ? 0 : static_cast<int32_t>(s.history.size());
-    step.blockTable = s.blocks;
+    step.blockTables = {s.blocks};
     step.logits = history ? rt::LogitsWanted::kNone : rt::LogitsWanted::kAll;
     return step;
   };

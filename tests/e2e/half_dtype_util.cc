@@ -85,11 +85,13 @@ std::vector<std::vector<float>> runTeacherForced(rt::ModelRunner &runner,
   const int32_t blockSize = runner.limits().blockSize;
   const size_t n = golden.cases.size();
   std::vector<std::vector<float>> rows(n);
-  std::vector<std::vector<int32_t>> blocks(n);
+  std::vector<std::vector<std::vector<int32_t>>> blocks; // per case, per KV cache group
   int32_t nextBlock = 0;
-  for (size_t i = 0; i < n; ++i)
-    for (int32_t b = 0; b * blockSize < golden.cases[i].rows; ++b)
-      blocks[i].push_back(nextBlock++);
+  for (size_t i = 0; i < n; ++i) {
+    const int32_t count = (golden.cases[i].rows + blockSize - 1) / blockSize;
+    blocks.push_back(rt::ownBlockTables(runner.limits(), nextBlock, count));
+    nextBlock += count * rt::kvGroupCount(runner.limits());
+  }
   for (size_t step = 0;; ++step) {
     rt::StepBatch batch;
     std::vector<size_t> who;
@@ -102,7 +104,7 @@ std::vector<std::vector<float>> runTeacherForced(rt::ModelRunner &runner,
       const int32_t prompt = static_cast<int32_t>(gc.promptIds.size());
       seq.tokenIds = k == 0 ? gc.promptIds : std::vector<int32_t>{gc.greedyIds[k - 1]};
       seq.startPosition = k == 0 ? 0 : prompt + static_cast<int32_t>(k) - 1;
-      seq.blockTable = blocks[i];
+      seq.blockTables = blocks[i];
       seq.logits = k == 0 ? rt::LogitsWanted::kAll : rt::LogitsWanted::kLast;
       batch.sequences.push_back(std::move(seq));
       who.push_back(i);

@@ -57,8 +57,9 @@ RowDiffs compareRows(const Golden &golden, rt::Executor &executor, float idMargi
         rt::SequenceStep step;
         step.tokenIds.assign(all.begin() + begin, all.begin() + end);
         step.startPosition = begin;
-        for (int32_t b = 0; b * executor.limits().blockSize < gc.rows; ++b)
-          step.blockTable.push_back(b);
+        const rt::RunnerLimits &limits = executor.limits();
+        step.blockTables =
+            rt::ownBlockTables(limits, 0, (gc.rows + limits.blockSize - 1) / limits.blockSize);
         step.logits = rt::LogitsWanted::kAll;
         auto output = executor.execute(rt::StepBatch{{step}});
         EXPECT_TRUE(output.isOk()) << output.status().toString();

@@ -40,7 +40,7 @@ std::string compileForGpu(int64_t tp, std::string &why) {
 std::vector<float> promptThenDecode(rt::ModelRunner &runner) {
   rt::SequenceStep step;
   step.tokenIds = {1, 5, 9, 200, 13};
-  step.blockTable = {0};
+  step.blockTables = {{0}};
   step.logits = rt::LogitsWanted::kAll;
   std::vector<float> logits;
   for (int k = 0; k < 4; ++k) {

@@ -31,7 +31,7 @@ std::vector<float> runSteps(rt::ModelRunner &runner, const Golden &golden) {
       rt::SequenceStep seq;
       seq.tokenIds = k == 0 ? gc.promptIds : std::vector<int32_t>{gc.greedyIds[k - 1]};
       seq.startPosition = k == 0 ? 0 : int32_t(gc.promptIds.size() + k - 1);
-      seq.blockTable = blocks[i];
+      seq.blockTables = {blocks[i]};
       seq.logits = rt::LogitsWanted::kAll;
       batch.sequences.push_back(std::move(seq));
     }

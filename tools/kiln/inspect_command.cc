@@ -2,6 +2,7 @@
 // weights index, kernel modules) as JSON. `--summary` prints the headline numbers only; `--device
 // cpu` adds the cpu kernels' instruction-set level and threads (alone without an ARTIFACT).
 #include "runtime/artifact/artifact.h"
+#include "runtime/artifact/kv_layout.h"
 #include "runtime/hal/cpu_device.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -69,9 +70,56 @@ json modelJson(const schema::ModelInfo &m) {
           {"source_dtype", rt::dtypeName(m.source_dtype())}};
 }
 
+// The KV cache's groups and each layer's budget (plan.fbs "KV cache groups"): the blocks one
+// sequence of max_seq_len tokens holds per layer while it decodes (a sliding-window layer keeps
+// only the blocks of its last window) and their bytes, K and V, on one rank.
+json kvCacheJson(const schema::Plan &plan) {
+  const schema::KvCacheSpec &kv = *plan.kv_cache();
+  json out = {{"num_layers", kv.num_layers()},
+              {"num_kv_heads", kv.num_kv_heads()},
+              {"head_dim", kv.head_dim()},
+              {"block_size", kv.block_size()},
+              {"dtype", rt::dtypeName(kv.dtype())}};
+  Result<rt::KvLayout> layout = rt::kvLayoutOf(kv);
+  if (!layout.isOk())
+    return out;
+  const uint64_t layerBlockBytes =
+      2ull * kv.num_kv_heads() * kv.block_size() * kv.head_dim() * rt::dtypeSize(kv.dtype());
+  const auto maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
+  const auto blockSize = static_cast<int32_t>(kv.block_size());
+  const int32_t allBlocks = (maxSeqLen + blockSize - 1) / blockSize;
+  json groups = json::array(), layers = json::array();
+  uint64_t sequenceBytes = 0;
+  std::vector<int32_t> blocksOfGroup;
+  for (size_t g = 0; g < layout->groupWindows.size(); ++g) {
+    const int32_t window = layout->groupWindows[g];
+    // Decoding at position p reads blocks floor((p - W + 1) / bs) .. floor(p / bs).
+    const int32_t held = window > 0 ? std::min(allBlocks, (window - 1) / blockSize + 2) : allBlocks;
+    blocksOfGroup.push_back(held);
+    groups.push_back({{"sliding_window", window}, {"kv_blocks_per_sequence", held}});
+  }
+  for (uint32_t l = 0; l < kv.num_layers(); ++l) {
+    const uint32_t g = layout->groupOfLayer[l];
+    const uint64_t bytes = uint64_t(blocksOfGroup[g]) * layerBlockBytes;
+    sequenceBytes += bytes;
+    groups[g]["layers"].push_back(l);
+    layers.push_back({{"layer", l},
+                      {"group", g},
+                      {"sliding_window", layout->groupWindows[g]},
+                      {"kv_blocks_per_sequence", blocksOfGroup[g]},
+                      {"kv_bytes_per_sequence", bytes}});
+  }
+  out["block_bytes"] = uint64_t(layout->numSlots) * layerBlockBytes;
+  out["groups"] = std::move(groups);
+  out["layers"] = std::move(layers);
+  out["kv_bytes_per_sequence"] = sequenceBytes;
+  out["kv_bytes_per_sequence_without_windows"] =
+      uint64_t(allBlocks) * layerBlockBytes * kv.num_layers();
+  return out;
+}
+
 json headerJson(const schema::Plan &plan) {
   const schema::CompiledLimits &l = *plan.limits();
-  const schema::KvCacheSpec &kv = *plan.kv_cache();
   json targets = json::array();
   if (plan.targets())
     for (const auto *t : *plan.targets())
@@ -88,12 +136,7 @@ json headerJson(const schema::Plan &plan) {
             {"max_seq_len", l.max_seq_len()},
             {"max_tokens_per_step", l.max_tokens_per_step()},
             {"max_blocks_per_seq", l.max_blocks_per_seq()}}},
-          {"kv_cache",
-           {{"num_layers", kv.num_layers()},
-            {"num_kv_heads", kv.num_kv_heads()},
-            {"head_dim", kv.head_dim()},
-            {"block_size", kv.block_size()},
-            {"dtype", rt::dtypeName(kv.dtype())}}}};
+          {"kv_cache", kvCacheJson(plan)}};
 }
 
 json weightsJson(const schema::Rank &rank, uint64_t &totalBytes) {

@@ -423,6 +423,39 @@ TEST_F(ArtifactTest, KvAndActivationDtypesMustBeFloat) {
   EXPECT_EQ(loadError(dir), "plan.kiln: activation_dtype is F8E4M3; it must be F32, F16 or BF16");
 }
 
+// KV cache groups (plan.fbs "KV cache groups"): every layer in exactly one group, and a step
+// input's kv_group naming one of them.
+TEST_F(ArtifactTest, KvCacheGroupsAreChecked) {
+  auto group = [](uint32_t window, std::vector<uint32_t> layers) {
+    auto g = std::make_unique<schema::KvCacheGroupT>();
+    g->sliding_window = window;
+    g->layers = std::move(layers);
+    return g;
+  };
+  std::string dir = write([&](schema::PlanT &plan) {
+    plan.kv_cache->num_layers = 2;
+    plan.kv_cache->groups.push_back(group(0, {0}));
+    plan.kv_cache->groups.push_back(group(8, {0}));
+  });
+  EXPECT_EQ(loadError(dir),
+            "plan.kiln: kv_cache.groups[1] names layer 0, already in kv_cache.groups[0]");
+  dir = write([&](schema::PlanT &plan) {
+    plan.kv_cache->num_layers = 2;
+    plan.kv_cache->groups.push_back(group(8, {1}));
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: layer 0 is in no kv_cache group");
+  dir = write([&](schema::PlanT &plan) { plan.ranks[0]->buffers[0]->kv_group = 1; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: buffer 0 'token_ids': only BlockTables and "
+                            "SlotMapping step inputs have a kv_group");
+  dir = write([&](schema::PlanT &plan) {
+    plan.kv_cache->groups.push_back(group(0, {0}));
+    plan.ranks[0]->buffers[0]->kv_group = 1;
+    plan.ranks[0]->buffers[0]->step_input = StepInputKind::SlotMapping;
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: buffer 0 'token_ids': kv_group 1 is not a group "
+                            "of kv_cache.groups");
+}
+
 // A tp 1 plan's embedding holds the whole table, so a vocab_start (a shard's first id) is refused.
 TEST_F(ArtifactTest, EmbeddingVocabStartNeedsTensorParallelism) {
   std::string dir = write([](schema::PlanT &plan) {

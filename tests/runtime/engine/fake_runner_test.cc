@@ -14,7 +14,7 @@ SequenceStep stepOf(std::vector<int32_t> tokens, int32_t start, std::vector<int3
   SequenceStep s;
   s.tokenIds = std::move(tokens);
   s.startPosition = start;
-  s.blockTable = std::move(blocks);
+  s.blockTables = {std::move(blocks)};
   s.logits = logits;
   return s;
 }

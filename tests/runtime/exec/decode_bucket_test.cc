@@ -41,7 +41,7 @@ SequenceStep decodeToken(int32_t token, int32_t position, std::vector<int32_t> b
   SequenceStep seq;
   seq.tokenIds = {token};
   seq.startPosition = position;
-  seq.blockTable = std::move(blocks);
+  seq.blockTables = {std::move(blocks)};
   seq.logits = logits;
   return seq;
 }
@@ -58,7 +58,7 @@ TEST(PadDecodeStep, PaddingRowsAreExactlyAsDocumented) {
   ASSERT_TRUE(isDecodeOnly(real));
   ASSERT_EQ(real.numLogits, 2);
   // Stale values from an earlier, larger step must be overwritten.
-  std::fill(inputs.blockTables.begin() + 3 * 4, inputs.blockTables.end(), 77);
+  std::fill(inputs.blockTables[0].begin() + 3 * 4, inputs.blockTables[0].end(), 77);
   std::fill(inputs.logitsIndices.begin() + 2, inputs.logitsIndices.end(), 55);
 
   const StepCounts padded = padDecodeStep(real, 4, limits, inputs);
@@ -208,8 +208,9 @@ protected:
     std::vector<SequenceStep> seqs(numSeqs);
     std::vector<std::vector<float>> logits;
     for (int32_t s = 0; s < numSeqs; ++s) {
+      seqs[s].blockTables = {{}};
       for (int32_t b = 0; b < blocksPerSeq; ++b)
-        seqs[s].blockTable.push_back(s * blocksPerSeq + b);
+        seqs[s].blockTables[0].push_back(s * blocksPerSeq + b);
       seqs[s].tokenIds.resize(2 + s % 8);
       for (int32_t &t : seqs[s].tokenIds)
         t = static_cast<int32_t>(rng() % model_->config.vocab);

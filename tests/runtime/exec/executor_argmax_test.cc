@@ -22,8 +22,8 @@ protected:
     EXPECT_TRUE(made.isOk()) << made.status().message();
     if (!made.isOk())
       return {};
-    StepBatch prefill{{{{1, 2, 3, 4, 5, 6}, 0, {0, 1}, LogitsWanted::kNone},
-                       {{9, 8, 7, 6, 5, 4}, 0, {2, 3}, LogitsWanted::kNone}}};
+    StepBatch prefill{{{{1, 2, 3, 4, 5, 6}, 0, {{0, 1}}, LogitsWanted::kNone},
+                       {{9, 8, 7, 6, 5, 4}, 0, {{2, 3}}, LogitsWanted::kNone}}};
     EXPECT_TRUE((*made)->execute(prefill).isOk());
     auto out = (*made)->execute(batch);
     EXPECT_TRUE(out.isOk()) << out.status().message();
@@ -31,7 +31,7 @@ protected:
   }
 
   static StepBatch decode(LogitsWanted first, LogitsWanted second) {
-    return StepBatch{{{{11}, 6, {0, 1}, first}, {{12}, 6, {2, 3}, second}}};
+    return StepBatch{{{{11}, 6, {{0, 1}}, first}, {{12}, 6, {{2, 3}}, second}}};
   }
 };
 

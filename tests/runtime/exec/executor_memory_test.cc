@@ -71,7 +71,7 @@ TEST_F(ExecutorMemoryTest, TheCacheTakesWhatKeepsUsedMemoryUnderTheFraction) {
   StepBatch batch;
   SequenceStep seq;
   seq.tokenIds = {1, 2, 3};
-  seq.blockTable = {482};
+  seq.blockTables = {{482}};
   batch.sequences.push_back(seq);
   auto out = (*executor)->execute(batch);
   ASSERT_TRUE(out.isOk()) << out.status().toString();
@@ -92,12 +92,13 @@ TEST_F(ExecutorMemoryTest, NoRoomForABlockNamesTheFlagAndTheBytes) {
   EXPECT_EQ(executor.status().code(), StatusCode::kResourceExhausted);
   const std::string weights = std::to_string(artifact_->weightsFile(0).size());
   const std::string arena = std::to_string(artifact_->plan().ranks()->Get(0)->arena_bytes());
-  EXPECT_EQ(executor.status().message(),
-            "--gpu-memory-utilization 0.40 leaves no room for the KV cache on cpu: 448576 of "
-            "1048576 bytes are in use after loading the weights (" +
-                weights + " bytes) and the activation arena (" + arena +
-                " bytes), the limit is 419430 bytes, and one KV block (all layers, K and V) "
-                "needs 1024 bytes; raise --gpu-memory-utilization or free device memory");
+  EXPECT_EQ(
+      executor.status().message(),
+      "--gpu-memory-utilization 0.40 leaves no room for the KV cache on cpu: 448576 of "
+      "1048576 bytes are in use after loading the weights (" +
+          weights + " bytes) and the activation arena (" + arena +
+          " bytes), the limit is 419430 bytes, and one KV block (K and V of every layer it holds) "
+          "needs 1024 bytes; raise --gpu-memory-utilization or free device memory");
 
   device_.info = {kTotal - (524288 - 1023), kTotal}; // one byte short of a block
   EXPECT_EQ(create(0.5).status().code(), StatusCode::kResourceExhausted);

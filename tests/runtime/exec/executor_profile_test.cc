@@ -38,8 +38,8 @@ protected:
   // Sequence A prefills 3 tokens at 0; sequence B decodes one at position 9 (context 10).
   StepBatch raggedBatch() const {
     StepBatch batch;
-    batch.sequences.push_back({{1, 2, 3}, 0, {0}, LogitsWanted::kLast});
-    batch.sequences.push_back({{4}, 9, {1, 2, 3}, LogitsWanted::kLast});
+    batch.sequences.push_back({{1, 2, 3}, 0, {{0}}, LogitsWanted::kLast});
+    batch.sequences.push_back({{4}, 9, {{1, 2, 3}}, LogitsWanted::kLast});
     return batch;
   }
 
@@ -115,9 +115,9 @@ TEST_F(ExecutorProfileTest, OtherOpsReadEveryInputAndWriteEveryOutputAtTheStepRo
 TEST_F(ExecutorProfileTest, ProfileTimesEveryOpAndLeavesTheStepsResultUnchanged) {
   ASSERT_EQ(artifact_->plan().activation_dtype(), schema::DType::F32);
   StepBatch prefillA, prefillB;
-  prefillA.sequences.push_back({{5}, 0, {0}, LogitsWanted::kNone});
+  prefillA.sequences.push_back({{5}, 0, {{0}}, LogitsWanted::kNone});
   prefillB.sequences.push_back(
-      {{6, 7, 8, 9, 10, 11, 12, 13, 14}, 0, {1, 2, 3}, LogitsWanted::kNone});
+      {{6, 7, 8, 9, 10, 11, 12, 13, 14}, 0, {{1, 2, 3}}, LogitsWanted::kNone});
   // Positions 0 of A and 0..8 of B first, so the ragged step's contexts are real.
   ASSERT_TRUE(executor_->execute(prefillA).isOk());
   ASSERT_TRUE(executor_->execute(prefillB).isOk());
@@ -151,7 +151,7 @@ TEST_F(ExecutorProfileTest, ProfileRejectsNoRepeatsAndBadSteps) {
       << none.status().message();
   StepBatch tooMany;
   for (int i = 0; i <= model_->config.maxBatch; ++i)
-    tooMany.sequences.push_back({{1}, 0, {i}, LogitsWanted::kLast});
+    tooMany.sequences.push_back({{1}, 0, {{i}}, LogitsWanted::kLast});
   EXPECT_FALSE(executor_->profile(tooMany, 1).isOk());
 }
 

@@ -32,7 +32,7 @@ SequenceStep sequenceStep(const std::vector<int32_t> &tokens, int32_t start, int
   SequenceStep step;
   step.tokenIds.assign(tokens.begin() + start, tokens.begin() + start + count);
   step.startPosition = start;
-  step.blockTable = blocks;
+  step.blockTables = {blocks};
   step.logits = logits;
   return step;
 }
@@ -185,7 +185,7 @@ TEST_F(ExecutorTest, InvalidStepsAreRejectedWithTheLimit) {
     SequenceStep s;
     s.tokenIds = std::move(tokens);
     s.startPosition = start;
-    s.blockTable = std::move(blocks);
+    s.blockTables = {std::move(blocks)};
     return s;
   };
   SequenceStep ok = seq({1, 2, 3}, 0, {0});
@@ -225,20 +225,20 @@ TEST_F(ExecutorTest, InvalidStepsAreRejectedWithTheLimit) {
       {"short table",
        {{seq({1, 2, 3, 4, 5}, 0, {0})}},
        StatusCode::kInvalidArgument,
-       "sequence 0 block table has 1 blocks of 4 tokens, too few for its 5 positions"},
+       "sequence 0 block table 0 has 1 blocks of 4 tokens, too few for its 5 positions"},
       {"long table",
        {{seq({1}, 0, seventeenBlocks)}},
        StatusCode::kOutOfRange,
-       "sequence 0 block table has 17 blocks; the artifact allows 16 per sequence "
+       "sequence 0 block table 0 has 17 blocks; the artifact allows 16 per sequence "
        "(--max-seq-len / --kv-block-size)"},
       {"block id",
        {{seq({1, 2, 3, 4, 5}, 0, {3, 64})}},
        StatusCode::kInvalidArgument,
-       "sequence 0 block table entry 1 is block 64; the KV cache has 64 blocks"},
+       "sequence 0 block table 0 entry 1 is block 64; the KV cache has 64 blocks"},
       {"negative block",
        {{seq({1}, 0, {-1})}},
        StatusCode::kInvalidArgument,
-       "sequence 0 block table entry 0 is block -1; the KV cache has 64 blocks"},
+       "sequence 0 block table 0 entry 0 is block -1; the KV cache has 64 blocks"},
   };
   for (const InvalidStep &c : cases) {
     auto out = executor->execute(c.batch);
@@ -260,8 +260,8 @@ TEST_F(ExecutorTest, KvBlocksDerivedFromBytes) {
   options.kvCacheBytes = 100;
   auto tooSmall = Executor::create(*artifact_, *cpu_, options);
   ASSERT_FALSE(tooSmall.isOk());
-  EXPECT_EQ(tooSmall.status().message(),
-            "KV cache of 100 bytes holds no block: one block (all layers, K and V) is 1024 bytes");
+  EXPECT_EQ(tooSmall.status().message(), "KV cache of 100 bytes holds no block: one block (K and V "
+                                         "of every layer it holds) is 1024 bytes");
 }
 
 TEST_F(ExecutorTest, CreateRejectsBadRankAndForeignTarget) {

@@ -173,7 +173,7 @@ StepBatch toyBatch() {
   for (std::vector<int32_t> ids : {std::vector<int32_t>{3, 13, 5}, std::vector<int32_t>{11}}) {
     SequenceStep step;
     step.tokenIds = ids;
-    step.blockTable = {0};
+    step.blockTables = {{0}};
     step.logits = LogitsWanted::kAll;
     batch.sequences.push_back(step);
   }
@@ -302,7 +302,7 @@ TEST_F(MultiRankRunnerTest, ShardedStepEqualsTheDenseComputation) {
     expectReference(model_, (*runner)->execute(toyBatch()));
   // Limits are checked before any rank runs.
   StepBatch tooLong;
-  tooLong.sequences.push_back({std::vector<int32_t>(kMaxTokens + 1, 1), 0, {0, 1, 2, 3, 4}});
+  tooLong.sequences.push_back({std::vector<int32_t>(kMaxTokens + 1, 1), 0, {{0, 1, 2, 3, 4}}});
   EXPECT_FALSE((*runner)->execute(tooLong).isOk());
   expectReference(model_, (*runner)->execute(toyBatch()));
 }

@@ -86,7 +86,7 @@ void CudaArgmaxExecutorGpuTest::checkGreedySteps(DecodeBuckets buckets, int32_t 
     seqs[s].tokenIds.resize(3 + s % 5);
     for (int32_t &t : seqs[s].tokenIds)
       t = static_cast<int32_t>(rng() % vocab);
-    seqs[s].blockTable = {2 * s, 2 * s + 1};
+    seqs[s].blockTables = {{2 * s, 2 * s + 1}};
     const StepBatch prefill{{seqs[s]}};
     auto rows = executor.execute(withLogits(prefill, LogitsWanted::kLast, LogitsWanted::kLast));
     auto ids = executor.execute(withLogits(prefill, LogitsWanted::kArgmax, LogitsWanted::kArgmax));

@@ -95,8 +95,8 @@ ScheduleResult runSchedule(Executor &executor, const Fixture &fixture, int32_t n
   for (int32_t s = 0; s < numSeqs; ++s) {
     const int32_t promptLen = 2 + (s * 37 + 11 * numSeqs) % fixture.maxPrompt;
     const int32_t blocks = (promptLen + kDecodeSteps + limits.blockSize - 1) / limits.blockSize;
-    for (int32_t b = 0; b < blocks; ++b)
-      seqs[s].blockTable.push_back(nextBlock++);
+    seqs[s].blockTables = rt::ownBlockTables(limits, nextBlock, blocks);
+    nextBlock += blocks * rt::kvGroupCount(limits);
     seqs[s].tokenIds.resize(promptLen);
     for (int32_t &t : seqs[s].tokenIds)
       t = static_cast<int32_t>(rng() % limits.vocabSize);
@@ -319,8 +319,8 @@ TEST_F(CudaExecutorGpuTest, GemvLinearsMatchCublasLtAndCpu) {
     // W row per warp (the fixture's Linears are narrow: defaultGemvOutsPerWarp).
     std::unique_ptr<Executor> e = makeExecutor(*artifact, **gemvDevice, DecodeBuckets::kOff);
     ASSERT_NE(e, nullptr);
-    ASSERT_TRUE(e->execute(StepBatch{{{{1, 2, 3}, 0, {0}, LogitsWanted::kNone}}}).isOk());
-    auto profile = e->profile(StepBatch{{{{4}, 3, {0}, LogitsWanted::kLast}}}, 1);
+    ASSERT_TRUE(e->execute(StepBatch{{{{1, 2, 3}, 0, {{0}}, LogitsWanted::kNone}}}).isOk());
+    auto profile = e->profile(StepBatch{{{{4}, 3, {{0}}, LogitsWanted::kLast}}}, 1);
     ASSERT_TRUE(profile.isOk()) << profile.status().toString();
     const auto &program = *e->rank().program();
     for (uint32_t i = 0; i < program.size(); ++i)
@@ -339,9 +339,9 @@ TEST_F(CudaExecutorGpuTest, ProfileTimesEveryOpAndTheDecodeGraph) {
   ASSERT_NE(e, nullptr);
   StepBatch decode;
   for (int32_t s = 0; s < 3; ++s) {
-    SequenceStep prefill{{1 + s, 2, 3, 4, 5}, 0, {s}, LogitsWanted::kNone};
+    SequenceStep prefill{{1 + s, 2, 3, 4, 5}, 0, {{s}}, LogitsWanted::kNone};
     ASSERT_TRUE(e->execute(StepBatch{{prefill}}).isOk());
-    decode.sequences.push_back({{7 + s}, 5, {s}, LogitsWanted::kLast});
+    decode.sequences.push_back({{7 + s}, 5, {{s}}, LogitsWanted::kLast});
   }
   auto before = e->execute(decode);
   ASSERT_TRUE(before.isOk()) << before.status().toString();

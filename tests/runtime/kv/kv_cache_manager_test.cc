@@ -67,13 +67,13 @@ TEST(KvCacheManagerTest, PrefixHitNeverCoversTheLastToken) {
   // Same 8 tokens: the second block holds the last token, so only the first can hit.
   PrefixHit same = kv.findCachedPrefix(tokens);
   EXPECT_EQ(same.numTokens, 4);
-  EXPECT_EQ(same.blocks, (Ids{0}));
+  EXPECT_EQ(same.blocks[0], (Ids{0}));
   // One more token: both blocks hit.
   Ids longer = tokens;
   longer.push_back(7);
   PrefixHit hit = kv.findCachedPrefix(longer);
   EXPECT_EQ(hit.numTokens, 8);
-  EXPECT_EQ(hit.blocks, (Ids{0, 1}));
+  EXPECT_EQ(hit.blocks[0], (Ids{0, 1}));
 }
 
 TEST(KvCacheManagerTest, HashesAreChainedSoAMatchingLaterBlockAloneDoesNotHit) {

@@ -1,6 +1,9 @@
 // Randomized runs of scheduler + KV cache manager with a simulated model: random arrivals, prompt
 // and output lengths, shared prefixes, parallel-sample forks and cancellations over a tiny pool.
-// Every step is checked against the invariants; at the end no block may be left referenced.
+// Every step is checked against the invariants; at the end no block may be left referenced. With
+// KV cache groups a sequence's sliding-window table gives blocks back as it grows: 64 tokens then
+// fit in pools that its full tables (16 blocks each) would overflow: 30 blocks for a full and a
+// window-8 group, 10 for one window-8 group.
 #include "runtime/sched/scheduler.h"
 
 #include <gtest/gtest.h>
@@ -17,12 +20,13 @@ struct RandomRunParams {
   uint32_t seed;
   bool chunked;
   bool prefix;
+  std::vector<int32_t> windows = {}; // KvCacheConfig::groupWindows
+  int32_t blocks = 24;               // the pool
 };
 
 class SchedulerRandomTest : public ::testing::TestWithParam<RandomRunParams> {};
 
 constexpr int32_t kBlockSize = 4;
-constexpr int32_t kBlocks = 24;
 constexpr int32_t kMaxSeqLen = 64;
 
 struct Live {
@@ -43,14 +47,21 @@ void checkStep(const Scheduler &sched, const KvCacheManager &kv, const Scheduler
     EXPECT_EQ(chunk.startPosition, seq->numComputed);
     EXPECT_GE(chunk.numTokens, 1);
     EXPECT_EQ(chunk.wantsLogits, chunk.startPosition + chunk.numTokens == seq->numTokens());
-    const std::vector<int32_t> &table = kv.blockTable(chunk.id);
     const int32_t end = chunk.startPosition + chunk.numTokens;
-    EXPECT_EQ(static_cast<int32_t>(table.size()), (end + kBlockSize - 1) / kBlockSize);
-    // Blocks about to be written are private: nothing shared is ever overwritten.
-    for (int32_t b = chunk.startPosition / kBlockSize; b < static_cast<int32_t>(table.size());
-         ++b) {
-      EXPECT_EQ(kv.pool().refCount(table[b]), 1) << "seq " << chunk.id << " block " << table[b];
-      EXPECT_TRUE(written.insert(table[b]).second) << "two sequences write block " << table[b];
+    for (int32_t g = 0; g < kv.numGroups(); ++g) {
+      const std::vector<int32_t> &table = kv.blockTable(chunk.id, g);
+      EXPECT_EQ(static_cast<int32_t>(table.size()), (end + kBlockSize - 1) / kBlockSize);
+      // Every block the step reads is held; only those before a window may be given back.
+      const int32_t window = kv.config().groupWindows.empty() ? 0 : kv.config().groupWindows[g];
+      const int32_t firstRead = firstBlockInWindow(window, chunk.startPosition, kBlockSize);
+      for (int32_t b = firstRead; b < static_cast<int32_t>(table.size()); ++b)
+        EXPECT_NE(table[b], kNoKvBlock) << "seq " << chunk.id << " group " << g << " block " << b;
+      // Blocks about to be written are private: nothing shared is ever overwritten.
+      for (int32_t b = chunk.startPosition / kBlockSize; b < static_cast<int32_t>(table.size());
+           ++b) {
+        EXPECT_EQ(kv.pool().refCount(table[b]), 1) << "seq " << chunk.id << " block " << table[b];
+        EXPECT_TRUE(written.insert(table[b]).second) << "two sequences write block " << table[b];
+      }
     }
   }
   EXPECT_EQ(sum, out.numTokens);
@@ -64,10 +75,13 @@ void checkStep(const Scheduler &sched, const KvCacheManager &kv, const Scheduler
 void checkRefCounts(const Scheduler &sched, const KvCacheManager &kv) {
   std::map<int32_t, int32_t> holders;
   for (SeqId id : sched.runningQueue())
-    for (int32_t b : kv.blockTable(id))
-      holders[b]++;
+    for (const std::vector<int32_t> &table : kv.blockTables(id))
+      for (int32_t b : table)
+        if (b != kNoKvBlock)
+          holders[b]++;
   for (SeqId id : sched.waitingQueue())
-    EXPECT_TRUE(kv.blockTable(id).empty()) << "waiting seq " << id << " holds blocks";
+    EXPECT_TRUE(kv.blockTables(id).empty() || kv.blockTable(id).empty())
+        << "waiting seq " << id << " holds blocks";
   for (int32_t b = 0; b < kv.pool().numBlocks(); ++b) {
     const int32_t expected = holders.count(b) ? holders[b] : 0;
     ASSERT_EQ(kv.pool().refCount(b), expected) << "block " << b;
@@ -80,7 +94,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldAndEverythingFinishes) {
   std::mt19937 rng(p.seed);
   auto uniform = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   auto kv = std::make_unique<KvCacheManager>(
-      std::move(KvCacheManager::create({kBlocks, kBlockSize, 64, p.prefix})).value());
+      std::move(KvCacheManager::create({p.blocks, kBlockSize, 64, p.prefix, p.windows})).value());
   SchedulerConfig config{4, p.chunked ? 12 : kMaxSeqLen, kMaxSeqLen, p.chunked};
   Scheduler sched = std::move(Scheduler::create(config, kv.get())).value();
   const std::vector<std::vector<int32_t>> prefixes = {{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12},
@@ -172,7 +186,7 @@ TEST_P(SchedulerRandomTest, InvariantsHoldAndEverythingFinishes) {
   EXPECT_TRUE(live.empty());
   EXPECT_FALSE(sched.hasWork());
   EXPECT_EQ(kv->numSequences(), 0);
-  EXPECT_EQ(kv->pool().numFreeBlocks(), kBlocks) << "blocks leaked";
+  EXPECT_EQ(kv->pool().numFreeBlocks(), p.blocks) << "blocks leaked";
   EXPECT_GT(finished, 400);
   EXPECT_GT(cancelled, 20);
   EXPECT_GT(preemptions, 0) << "the pool should be tight enough to preempt";
@@ -183,12 +197,13 @@ TEST_P(SchedulerRandomTest, InvariantsHoldAndEverythingFinishes) {
   RecordProperty("preemptions", preemptions);
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, SchedulerRandomTest,
-                         ::testing::Values(RandomRunParams{1, true, true},
-                                           RandomRunParams{2, true, false},
-                                           RandomRunParams{3, false, true},
-                                           RandomRunParams{4, false, false},
-                                           RandomRunParams{5, true, true}));
+INSTANTIATE_TEST_SUITE_P(
+    Seeds, SchedulerRandomTest,
+    ::testing::Values(RandomRunParams{1, true, true}, RandomRunParams{2, true, false},
+                      RandomRunParams{3, false, true}, RandomRunParams{4, false, false},
+                      RandomRunParams{5, true, true}, RandomRunParams{6, true, true, {0, 8}, 30},
+                      RandomRunParams{7, true, false, {0, 8}, 30},
+                      RandomRunParams{8, true, true, {8}, 10}));
 
 } // namespace
 } // namespace kiln::rt

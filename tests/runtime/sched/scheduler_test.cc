@@ -262,7 +262,7 @@ TEST(SchedulerTest, ForkedSampleSharesFullPromptBlocksAndRecomputesTheTail) {
   EXPECT_EQ(next.chunks[1].startPosition, 8);
   StepBatch batch = h.sched->makeStepBatch(next);
   EXPECT_EQ(batch.sequences[1].tokenIds, (Ids{8, 9, 42}));
-  EXPECT_NE(batch.sequences[1].blockTable[2], batch.sequences[0].blockTable[2]);
+  EXPECT_NE(batch.sequences[1].blockTables[0][2], batch.sequences[0].blockTables[0][2]);
 }
 
 TEST(SchedulerTest, MakeStepBatchCarriesTokensPositionsAndTables) {
@@ -273,7 +273,7 @@ TEST(SchedulerTest, MakeStepBatchCarriesTokensPositionsAndTables) {
   ASSERT_EQ(batch.sequences.size(), 1u);
   EXPECT_EQ(batch.sequences[0].tokenIds, iota(6, 10));
   EXPECT_EQ(batch.sequences[0].startPosition, 0);
-  EXPECT_EQ(batch.sequences[0].blockTable, (Ids{0, 1}));
+  EXPECT_EQ(batch.sequences[0].blockTables, (std::vector<Ids>{{0, 1}}));
   EXPECT_EQ(batch.sequences[0].logits, LogitsWanted::kLast);
 }
 
