@@ -6,18 +6,11 @@
 #include "runtime/text/tokenizer_utf8.h"
 
 #include <algorithm>
-#include <cstdio>
-#include <functional>
 
 namespace kiln::rt {
 namespace {
 
 constexpr uint64_t kEmptyKey = ~uint64_t{0};
-
-
-size_t hashString(std::string_view s) {
-  return std::hash<std::string_view>{}(s);
-}
 
 size_t tableSizeFor(size_t n) {
   size_t size = 16;
@@ -43,36 +36,9 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
                                   BpeOptions options, const std::string &where) {
   BpeModel m;
   m.options_ = std::move(options);
-  int64_t maxId = -1;
-  size_t bytes = 0;
-  for (const auto &[token, id] : vocab) {
-    if (id < 0 || id >= kTokenIdLimit)
-      return invalidArgument(where + ": model.vocab['" + token + "'] has id " + std::to_string(id) +
-                             " outside [0, 2^24)");
-    maxId = std::max(maxId, id);
-    bytes += token.size();
-  }
-  m.offsets_.assign(static_cast<size_t>(maxId + 1), {0, -1});
-  m.arena_.reserve(bytes);
-  m.tableMask_ = tableSizeFor(vocab.size()) - 1;
-  m.table_.assign(m.tableMask_ + 1, 0);
-  for (auto &[token, id64] : vocab) {
-    auto id = static_cast<int32_t>(id64);
-    // JSON objects keep the last duplicate key; a later entry for the same id wins too.
-    int32_t existing = m.findInTable(token);
-    if (existing >= 0)
-      m.offsets_[existing].second = -1;
-    m.offsets_[id] = {static_cast<uint32_t>(m.arena_.size()), static_cast<int32_t>(token.size())};
-    m.arena_.append(token);
-    size_t h = hashString(token);
-    size_t slot = h & m.tableMask_;
-    while (m.table_[slot] != 0 && static_cast<int32_t>(m.table_[slot] & 0xFFFFFFFF) - 1 != existing)
-      slot = (slot + 1) & m.tableMask_;
-    m.table_[slot] = (static_cast<uint64_t>(h >> 32) << 32) | static_cast<uint32_t>(id + 1);
-  }
-  m.count_ = 0;
-  for (const auto &o : m.offsets_)
-    m.count_ += o.second >= 0 ? 1 : 0;
+  KILN_ASSIGN_OR_RETURN(m.vocab_,
+                        Vocab::create(std::move(vocab), Vocab::Duplicates::kForgetEarlierId,
+                                      where + ": model.vocab"));
 
   m.mergeMask_ = tableSizeFor(merges.size()) - 1;
   m.merges_.assign(m.mergeMask_ + 1, MergeEntry{kEmptyKey, 0, 0});
@@ -104,43 +70,8 @@ Result<BpeModel> BpeModel::create(std::vector<std::pair<std::string, int64_t>> v
       return invalidArgument(where + ": model.unk_token '" + m.options_.unkToken +
                              "' is not in model.vocab");
   }
-  for (int b = 0; b < 256; ++b) {
-    char name[8];
-    std::snprintf(name, sizeof(name), "<0x%02X>", b);
-    m.byteIds_[b] = m.tokenToId(name);
-  }
+  m.byteIds_ = m.vocab_.byteTokenIds();
   return m;
-}
-
-int32_t BpeModel::findInTable(std::string_view token) const {
-  size_t h = hashString(token);
-  size_t slot = h & tableMask_;
-  const auto tag = static_cast<uint32_t>(h >> 32);
-  while (true) {
-    uint64_t entry = table_[slot];
-    if (entry == 0)
-      return -1;
-    if (static_cast<uint32_t>(entry >> 32) != tag) {
-      slot = (slot + 1) & tableMask_;
-      continue;
-    }
-    auto id = static_cast<int32_t>(entry & 0xFFFFFFFF) - 1;
-    const auto &o = offsets_[id];
-    if (o.second == static_cast<int32_t>(token.size()) &&
-        std::string_view(arena_).substr(o.first, o.second) == token)
-      return id;
-    slot = (slot + 1) & tableMask_;
-  }
-}
-
-int32_t BpeModel::tokenToId(std::string_view token) const {
-  return findInTable(token);
-}
-
-std::string_view BpeModel::idToToken(int32_t id) const {
-  if (!hasId(id))
-    return {};
-  return std::string_view(arena_).substr(offsets_[id].first, offsets_[id].second);
 }
 
 const BpeModel::MergeEntry *BpeModel::findMerge(int32_t left, int32_t right) const {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/base/status.h"
+#include "runtime/text/vocab.h"
 
 #include <cstdint>
 #include <string>
@@ -12,11 +13,6 @@
 #include <vector>
 
 namespace kiln::rt {
-
-// Token ids index dense tables (BpeModel's offsets, the tokenizer's per-id flags), so the largest
-// id in a tokenizer.json sizes allocations: ids must stay below 2^24. The largest vocabularies
-// hold about 256K tokens.
-inline constexpr int64_t kTokenIdLimit = int64_t(1) << 24;
 
 struct BpeOptions {
   std::string unkToken; // empty: no unknown token (unmappable characters are dropped)
@@ -37,14 +33,7 @@ public:
   // Appends the ids of one pre-tokenized piece.
   void tokenize(std::string_view piece, std::vector<int32_t> &out) const;
 
-  int32_t tokenToId(std::string_view token) const; // -1 when absent
-  bool hasId(int32_t id) const {
-    return id >= 0 && static_cast<size_t>(id) < offsets_.size() && offsets_[id].second >= 0;
-  }
-  std::string_view idToToken(int32_t id) const; // empty when absent
-  // One past the largest id in the vocab.
-  int32_t idLimit() const { return static_cast<int32_t>(offsets_.size()); }
-  size_t size() const { return count_; }
+  const Vocab &vocab() const { return vocab_; }
 
 private:
   struct MergeEntry {
@@ -61,21 +50,14 @@ private:
   const MergeEntry *findMerge(int32_t left, int32_t right) const;
   void initialSymbols(std::string_view piece, std::vector<Symbol> &syms) const;
   void mergeWord(std::string_view piece, std::vector<int32_t> &out) const;
-  int32_t findInTable(std::string_view token) const;
+  int32_t tokenToId(std::string_view token) const { return vocab_.find(token); }
 
   BpeOptions options_;
-  std::string arena_;                                 // all token strings back to back
-  std::vector<std::pair<uint32_t, int32_t>> offsets_; // id -> (offset, length or -1)
-  // Open addressing: (32-bit hash << 32) | (id + 1); 0 marks an empty slot. The hash bits reject
-  // most probes without touching the token text (loading a 256k vocab is probe-bound).
-  std::vector<uint64_t> table_;
-  size_t tableMask_ = 0;
+  Vocab vocab_;
   std::vector<MergeEntry> merges_;
   size_t mergeMask_ = 0;
-  size_t count_ = 0;
   int32_t unkId_ = -1;
-  int32_t byteIds_[256];
-  std::string_view suffixView() const { return options_.endOfWordSuffix; }
+  std::array<int32_t, 256> byteIds_;
 };
 
 } // namespace kiln::rt

@@ -28,7 +28,31 @@ bool parseByteToken(std::string_view t, char &byte) {
   return true;
 }
 
+// HF decoders/wordpiece.rs cleanup (transformers' clean_up_tokenization plus " do not"), applied
+// to each token on its own.
+void wordPieceCleanup(std::string &token) {
+  static const std::pair<std::string_view, std::string_view> kRules[] = {
+      {" .", "."},   {" ?", "?"},     {" !", "!"},    {" ,", ","},
+      {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},  {" do not", " don't"},
+      {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
+  for (auto [from, to] : kRules)
+    replaceLiteral(from, to, token);
+}
+
 } // namespace
+
+// HF WordPiece decoder: every token but the first loses its continuation prefix or, lacking one,
+// gains a leading space.
+void Decoder::wordPieceToken(const Step &step, bool first, std::string &token) {
+  if (!first) {
+    if (token.compare(0, step.text.size(), step.text) == 0)
+      token.erase(0, step.text.size());
+    else
+      token.insert(0, " ");
+  }
+  if (step.cleanup)
+    wordPieceCleanup(token);
+}
 
 Status Decoder::addSteps(const nlohmann::json &spec, const std::string &where,
                          std::vector<Step> &steps) {
@@ -68,6 +92,10 @@ Status Decoder::addSteps(const nlohmann::json &spec, const std::string &where,
     } else {
       return invalidArgument(where + ".pattern must be {\"String\": ...} or {\"Regex\": ...}");
     }
+  } else if (type == "WordPiece") {
+    step.kind = Kind::kWordPiece;
+    step.text = jsonStringOr(spec, "prefix", "##");
+    step.cleanup = jsonBoolOr(spec, "cleanup", true);
   } else if (type == "ByteFallback") {
     step.kind = Kind::kByteFallback;
   } else if (type == "Fuse") {
@@ -145,6 +173,9 @@ std::string Decoder::tokenBytes(std::string_view token) const {
     case Kind::kJoinSpaces:
       bytes.insert(0, " ");
       break;
+    case Kind::kWordPiece:
+      wordPieceToken(step, false, bytes);
+      break;
     case Kind::kFuse:
       fused = true;
       break;
@@ -209,6 +240,9 @@ void Decoder::Stream::feed(size_t stage, std::string_view chunk, bool newToken, 
     return;
   case Kind::kStrip:
     feedStrip(stage, chunk, newToken, out);
+    return;
+  case Kind::kWordPiece:
+    feedWordPiece(stage, chunk, newToken, out);
     return;
   case Kind::kByteLevel: {
     std::string bytes;
@@ -280,7 +314,22 @@ void Decoder::Stream::feedStrip(size_t stage, std::string_view chunk, bool newTo
     feed(stage + 1, text, false, out);
 }
 
-// Closes the current token of `stage` (ByteFallback group, Strip trailing characters).
+// The WordPiece rewrite needs a whole token. The first stage gets whole tokens from push(), so it
+// rewrites at once; a later stage holds the token until the next one starts or the stream ends.
+void Decoder::Stream::feedWordPiece(size_t stage, std::string_view chunk, bool newToken,
+                                    std::string &out) {
+  State &st = states_[stage];
+  if (newToken) {
+    endToken(stage, out);
+    st.heldIndex = st.tokenIndex;
+  }
+  st.bytes.append(chunk);
+  if (stage == 0)
+    endToken(stage, out);
+}
+
+// Closes the current token of `stage` (ByteFallback group, Strip trailing characters, WordPiece
+// token).
 void Decoder::Stream::endToken(size_t stage, std::string &out) {
   const Step &step = decoder_->steps_[stage];
   State &st = states_[stage];
@@ -293,6 +342,12 @@ void Decoder::Stream::endToken(size_t stage, std::string &out) {
       for (size_t i = 0; i < group.size(); ++i)
         feed(stage + 1, utf8::kReplacement, true, out);
     }
+  } else if (step.kind == Kind::kWordPiece && st.heldIndex >= 0) {
+    std::string token = std::move(st.bytes);
+    st.bytes.clear();
+    wordPieceToken(step, st.heldIndex == 0, token);
+    st.heldIndex = -1;
+    feed(stage + 1, token, true, out);
   } else if (step.kind == Kind::kStrip && !st.bytes.empty()) {
     std::string held = std::move(st.bytes);
     st.bytes.clear();
@@ -308,7 +363,8 @@ void Decoder::Stream::end(size_t stage, std::string &out) {
     return;
   const Step &step = decoder_->steps_[stage];
   State &st = states_[stage];
-  if (step.kind == Kind::kByteFallback || step.kind == Kind::kStrip) {
+  if (step.kind == Kind::kByteFallback || step.kind == Kind::kStrip ||
+      step.kind == Kind::kWordPiece) {
     endToken(stage, out);
   } else if (step.kind == Kind::kByteLevel) {
     std::string text;

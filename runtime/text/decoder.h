@@ -1,5 +1,6 @@
 // tokenizer.json "decoder": turns token strings back into text (ByteLevel, Metaspace, Replace,
-// ByteFallback, Fuse, Strip, Sequence; no decoder joins tokens with spaces, as HF does).
+// ByteFallback, Fuse, Strip, WordPiece, Sequence; no decoder joins tokens with spaces, as HF
+// does).
 //
 // Every decoder step is implemented as a streaming stage, and batch decoding is the same stream
 // fed all tokens and finished. That makes incremental detokenization exact by construction: a
@@ -40,12 +41,14 @@ public:
       int64_t tokenIndex = -1; // index of the current token at this stage's input
       int64_t startLeft = 0;   // Strip: leading characters that may still be removed
       bool anyOutput = false;  // Fuse / ByteLevel: whether the single output token started
+      int64_t heldIndex = -1;  // WordPiece: index of the token held in `bytes`
     };
     void feed(size_t stage, std::string_view chunk, bool newToken, std::string &out);
     void end(size_t stage, std::string &out);
     void endToken(size_t stage, std::string &out);
     void feedMetaspace(size_t stage, std::string_view chunk, bool newToken, std::string &out);
     void feedStrip(size_t stage, std::string_view chunk, bool newToken, std::string &out);
+    void feedWordPiece(size_t stage, std::string_view chunk, bool newToken, std::string &out);
     const Decoder *decoder_ = nullptr;
     std::vector<State> states_;
   };
@@ -60,15 +63,27 @@ public:
   std::string tokenBytes(std::string_view token) const;
 
 private:
-  enum class Kind { kByteLevel, kMetaspace, kReplace, kByteFallback, kFuse, kStrip, kJoinSpaces };
+  enum class Kind {
+    kByteLevel,
+    kMetaspace,
+    kReplace,
+    kByteFallback,
+    kFuse,
+    kStrip,
+    kWordPiece,
+    kJoinSpaces
+  };
   struct Step {
     Kind kind;
     TextRegex pattern; // Replace
-    std::string text;  // Replace content / Metaspace replacement / Strip content
+    std::string text;  // Replace content / Metaspace replacement / Strip content / WordPiece
+                       // prefix
     bool literalOneChar = false;
     int64_t start = 0, stop = 0; // Strip
     bool stripFirst = true;      // Metaspace: prepend_scheme != never
+    bool cleanup = false;        // WordPiece
   };
+  static void wordPieceToken(const Step &step, bool first, std::string &token);
   static Status addSteps(const nlohmann::json &spec, const std::string &where,
                          std::vector<Step> &steps);
   std::vector<Step> steps_;

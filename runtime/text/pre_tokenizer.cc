@@ -1,8 +1,10 @@
 #include "runtime/text/pre_tokenizer.h"
 
 #include "runtime/text/byte_level.h"
+#include "runtime/text/char_classes.h"
 #include "runtime/text/scratch.h"
 #include "runtime/text/tokenizer_json.h"
+#include "runtime/text/tokenizer_utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -157,6 +159,8 @@ Status PreTokenizer::addSteps(const nlohmann::json &spec, const std::string &whe
     bool individual = jsonBoolOr(spec, "individual_digits", false);
     KILN_ASSIGN_OR_RETURN(step.regex, TextRegex::compile(individual ? "\\p{N}" : "\\p{N}+", where));
     step.behavior = Behavior::kIsolated;
+  } else if (type == "BertPreTokenizer") {
+    step.kind = Kind::kBert;
   } else if (type == "WhitespaceSplit") {
     KILN_ASSIGN_OR_RETURN(step.regex, TextRegex::compile("\\s+", where));
     step.behavior = Behavior::kRemoved;
@@ -189,6 +193,9 @@ void PreTokenizer::apply(PieceList &pieces, PieceList &scratch) const {
       break;
     case Kind::kMetaspace:
       applyMetaspace(step, pieces, scratch);
+      break;
+    case Kind::kBert:
+      applyBert(pieces, scratch);
       break;
     }
     std::swap(pieces, scratch);
@@ -273,6 +280,34 @@ void PreTokenizer::applyMetaspace(const Step &step, const PieceList &in, PieceLi
     auto base = static_cast<uint32_t>(out.buffer.size());
     out.buffer.append(text);
     emitRanges(text, base, span.atStart, ranges, out);
+  }
+}
+
+// HF pre_tokenizers/bert.rs: whitespace separates pieces and is dropped; every punctuation
+// character is a piece of its own.
+void PreTokenizer::applyBert(const PieceList &in, PieceList &out) {
+  out.buffer = in.buffer; // spans keep pointing into the same text
+  for (const auto &span : in.spans) {
+    std::string_view t = in.text(span);
+    size_t wordBegin = 0;
+    auto emit = [&](size_t begin, size_t end) {
+      if (end > begin)
+        out.spans.push_back({static_cast<uint32_t>(span.begin + begin),
+                             static_cast<uint32_t>(span.begin + end), span.atStart && begin == 0});
+    };
+    for (size_t pos = 0; pos < t.size();) {
+      size_t begin = pos;
+      char32_t c = utf8::next(t, pos);
+      if (utf8::isWhitespace(c)) {
+        emit(wordBegin, begin);
+        wordBegin = pos;
+      } else if (chars::isBertPunctuation(c)) {
+        emit(wordBegin, begin);
+        emit(begin, pos);
+        wordBegin = pos;
+      }
+    }
+    emit(wordBegin, t.size());
   }
 }
 

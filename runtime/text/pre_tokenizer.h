@@ -1,7 +1,7 @@
-// tokenizer.json "pre_tokenizer": splits normalized text into the pieces the BPE model sees
-// (Split with a regex or string, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit, and
-// Sequences of them), with HF's split-behavior semantics (Isolated, Removed, MergedWithPrevious,
-// MergedWithNext, Contiguous; optionally inverted).
+// tokenizer.json "pre_tokenizer": splits normalized text into the pieces the model sees (Split
+// with a regex or string, ByteLevel, Metaspace, Digits, Whitespace, WhitespaceSplit,
+// BertPreTokenizer, and Sequences of them), with HF's split-behavior semantics (Isolated, Removed,
+// MergedWithPrevious, MergedWithNext, Contiguous; optionally inverted).
 #pragma once
 
 #include "runtime/base/status.h"
@@ -45,7 +45,7 @@ public:
   bool empty() const { return steps_.empty(); }
 
 private:
-  enum class Kind { kSplit, kByteLevel, kMetaspace };
+  enum class Kind { kSplit, kByteLevel, kMetaspace, kBert };
   enum class Behavior { kRemoved, kIsolated, kMergedWithPrevious, kMergedWithNext, kContiguous };
   struct Step {
     Kind kind;
@@ -64,6 +64,7 @@ private:
   void applySplit(const Step &step, const PieceList &in, PieceList &out) const;
   void applyByteLevel(const Step &step, const PieceList &in, PieceList &out) const;
   void applyMetaspace(const Step &step, const PieceList &in, PieceList &out) const;
+  static void applyBert(const PieceList &in, PieceList &out);
 
   std::vector<Step> steps_;
 };

@@ -1,9 +1,9 @@
 #include "runtime/text/tokenizer.h"
 
 #include "runtime/base/file.h"
-#include "runtime/text/bpe.h"
 #include "runtime/text/normalizer.h"
 #include "runtime/text/pre_tokenizer.h"
+#include "runtime/text/token_model.h"
 #include "runtime/text/tokenizer_added.h"
 #include "runtime/text/tokenizer_json.h"
 #include "runtime/text/tokenizer_utf8.h"
@@ -18,7 +18,7 @@ namespace kiln::rt {
 using Json = nlohmann::json;
 
 struct Tokenizer::Impl {
-  BpeModel model;
+  TokenModel model;
   Normalizer normalizer;
   PreTokenizer preTokenizer;
   Decoder decoder;
@@ -42,30 +42,6 @@ struct Tokenizer::Impl {
 namespace {
 
 constexpr const char *kJsonName = "tokenizer.json";
-
-Result<BpeModel> loadModel(TokenizerJson &tj) {
-  const Json &model = tj.root.contains("model") ? tj.root["model"] : Json();
-  if (!model.is_object())
-    return invalidArgument(std::string(kJsonName) + ": field 'model' must be an object");
-  std::string type = jsonStringOr(model, "type", tj.hasMerges ? "BPE" : "");
-  if (type != "BPE")
-    return unimplemented(std::string(kJsonName) + ": model.type '" + type +
-                         "' is not supported (only BPE)");
-  if (!tj.hasVocab)
-    return invalidArgument(std::string(kJsonName) +
-                           ": model.vocab must be an object of token -> id");
-  if (model.contains("dropout") && model["dropout"].is_number() &&
-      model["dropout"].get<double>() > 0)
-    return unimplemented(std::string(kJsonName) + ": model.dropout > 0 is not supported");
-  BpeOptions o;
-  o.unkToken = jsonStringOr(model, "unk_token", "");
-  o.fuseUnk = jsonBoolOr(model, "fuse_unk", false);
-  o.byteFallback = jsonBoolOr(model, "byte_fallback", false);
-  o.ignoreMerges = jsonBoolOr(model, "ignore_merges", false);
-  o.continuingSubwordPrefix = jsonStringOr(model, "continuing_subword_prefix", "");
-  o.endOfWordSuffix = jsonStringOr(model, "end_of_word_suffix", "");
-  return BpeModel::create(std::move(tj.vocab), tj.merges, std::move(o), kJsonName);
-}
 
 Result<std::vector<AddedToken>> loadAddedTokens(const Json &root) {
   std::vector<AddedToken> out;
@@ -273,7 +249,7 @@ Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::strin
                                       std::string_view specialTokensMapJson) {
   KILN_ASSIGN_OR_RETURN(TokenizerJson tj, parseTokenizerJson(tokenizerJson, kJsonName));
   auto impl = std::make_shared<Impl>();
-  KILN_ASSIGN_OR_RETURN(impl->model, loadModel(tj));
+  KILN_ASSIGN_OR_RETURN(impl->model, TokenModel::fromJson(tj, kJsonName));
   const Json &root = tj.root;
   std::string j = kJsonName;
   KILN_ASSIGN_OR_RETURN(impl->normalizer,
@@ -450,17 +426,8 @@ std::string cleanUpTokenizationSpaces(std::string_view text) {
       {" .", "."},     {" ?", "?"},   {" !", "!"},   {" ,", ","},     {" ' ", "'"},
       {" n't", "n't"}, {" 'm", "'m"}, {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"}};
   std::string s(text);
-  for (auto [from, to] : kRules) {
-    std::string out;
-    size_t prev = 0;
-    for (size_t pos = s.find(from); pos != std::string::npos; pos = s.find(from, prev)) {
-      out.append(s, prev, pos - prev);
-      out.append(to);
-      prev = pos + from.size();
-    }
-    out.append(s, prev, std::string::npos);
-    s = std::move(out);
-  }
+  for (auto [from, to] : kRules)
+    replaceLiteral(from, to, s);
   return s;
 }
 

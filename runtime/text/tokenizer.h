@@ -1,8 +1,9 @@
-// Hugging Face tokenizer.json tokenizers (byte-level BPE and SentencePiece-style BPE) with the
-// exact behaviour of the `tokenizers` library (0.22) as transformers (4.57) uses it:
-// normalizer -> added/special-token splitting -> pre-tokenizer -> BPE -> post-processor for
-// encode, decoder chain for decode. tokenizer_config.json adds the special-token strings, the
-// chat template, and (for Llama/Gemma-class tokenizers) add_bos_token / add_eos_token.
+// Hugging Face tokenizer.json tokenizers (byte-level BPE, SentencePiece-style BPE and Unigram,
+// BERT-style WordPiece) with the exact behaviour of the `tokenizers` library (0.22) as
+// transformers (4.57) uses it: normalizer -> added/special-token splitting -> pre-tokenizer ->
+// model -> post-processor for encode, decoder chain for decode. tokenizer_config.json adds the
+// special-token strings, the chat template, and (for Llama/Gemma-class tokenizers) add_bos_token /
+// add_eos_token.
 //
 // A Tokenizer is immutable after loading; copies share the loaded data and every const method is
 // safe to call from many threads at once.

@@ -19,19 +19,33 @@ public:
   bool number_integer(Json::number_integer_t v) {
     if (capture_ == Capture::kVocab)
       return addVocab(v);
+    if (capture_ == Capture::kScorePair)
+      return addScore(static_cast<double>(v));
     return capture_ ? fail("unexpected number") : dom_.number_integer(v);
   }
   bool number_unsigned(Json::number_unsigned_t v) {
     if (capture_ == Capture::kVocab)
       return addVocab(static_cast<int64_t>(v));
+    if (capture_ == Capture::kScorePair)
+      return addScore(static_cast<double>(v));
     return capture_ ? fail("unexpected number") : dom_.number_unsigned(v);
   }
   bool number_float(Json::number_float_t v, const std::string &s) {
+    if (capture_ == Capture::kScorePair)
+      return addScore(v);
     return capture_ ? fail("unexpected number") : dom_.number_float(v, s);
   }
   bool string(std::string &v) {
     if (capture_ == Capture::kMerges)
       return addMergeString(v);
+    if (capture_ == Capture::kScorePair) {
+      if (pairSize_ != 0)
+        return fail("model.vocab[" + std::to_string(out_.scoredVocab.size()) +
+                    "] must be [token, score]");
+      out_.scoredVocab.emplace_back(std::move(v), 0.0);
+      ++pairSize_;
+      return true;
+    }
     if (capture_ == Capture::kMergePair) {
       if (pair_.size() >= 2)
         return fail("merge pair with more than 2 entries");
@@ -76,11 +90,21 @@ public:
       pair_.clear();
       return true;
     }
+    if (capture_ == Capture::kScoredVocab) {
+      capture_ = Capture::kScorePair;
+      pairSize_ = 0;
+      return true;
+    }
     if (capture_)
       return fail("unexpected array");
     if (isAt("merges")) {
       capture_ = Capture::kMerges;
       out_.hasMerges = true;
+      return true;
+    }
+    if (isAt("vocab")) {
+      capture_ = Capture::kScoredVocab;
+      out_.hasScoredVocab = true;
       return true;
     }
     frames_.push_back({false, {}});
@@ -94,7 +118,14 @@ public:
       capture_ = Capture::kMerges;
       return true;
     }
-    if (capture_ == Capture::kMerges) {
+    if (capture_ == Capture::kScorePair) {
+      if (pairSize_ != 2)
+        return fail("model.vocab[" + std::to_string(out_.scoredVocab.size() - (pairSize_ > 0)) +
+                    "] must be [token, score]");
+      capture_ = Capture::kScoredVocab;
+      return true;
+    }
+    if (capture_ == Capture::kMerges || capture_ == Capture::kScoredVocab) {
       capture_ = Capture::kNone;
       return true;
     }
@@ -109,7 +140,7 @@ public:
   const std::string &error() const { return error_; }
 
 private:
-  enum Capture { kNone = 0, kVocab, kMerges, kMergePair };
+  enum Capture { kNone = 0, kVocab, kMerges, kMergePair, kScoredVocab, kScorePair };
   struct Frame {
     bool isObject;
     std::string key;
@@ -122,6 +153,14 @@ private:
   }
   bool addVocab(int64_t id) {
     out_.vocab.emplace_back(std::move(pendingKey_), id);
+    return true;
+  }
+  bool addScore(double score) {
+    if (pairSize_ != 1)
+      return fail("model.vocab[" + std::to_string(out_.scoredVocab.size()) +
+                  "] must be [token, score]");
+    out_.scoredVocab.back().second = score;
+    ++pairSize_;
     return true;
   }
   bool addMergeString(const std::string &line) {
@@ -147,6 +186,7 @@ private:
   Capture capture_ = kNone;
   std::string pendingKey_;
   std::vector<std::string> pair_;
+  int pairSize_ = 0; // entries seen of the current [token, score]
   std::string error_;
 };
 

@@ -1,5 +1,6 @@
-// Fast reader for HF tokenizer.json: the two big members (model.vocab, model.merges) are streamed
-// straight into vectors with a SAX pass; everything else lands in a small nlohmann DOM.
+// Fast reader for HF tokenizer.json: the big members (model.vocab, model.merges) are streamed
+// straight into vectors with a SAX pass; everything else lands in a small nlohmann DOM. model.vocab
+// is an object of token -> id (BPE, WordPiece) or a list of [token, score] (Unigram).
 // Internal to runtime/text (keeps nlohmann out of the public tokenizer header).
 #pragma once
 
@@ -18,8 +19,10 @@ namespace kiln::rt {
 struct TokenizerJson {
   nlohmann::json root; // the file without model.vocab / model.merges
   std::vector<std::pair<std::string, int64_t>> vocab;
+  std::vector<std::pair<std::string, double>> scoredVocab; // Unigram
   std::vector<std::pair<std::string, std::string>> merges;
   bool hasVocab = false;
+  bool hasScoredVocab = false;
   bool hasMerges = false;
 };
 

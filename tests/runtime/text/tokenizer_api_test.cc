@@ -80,27 +80,25 @@ TEST(TokenizerApiTest, ConfigAddsEosAndSpecialStrings) {
 }
 
 TEST(TokenizerApiTest, UnsupportedComponentsFailNamingTheType) {
-  std::string unigram = R"({"model":{"type":"Unigram","vocab":[["a",0.0]]}})";
-  auto t = Tokenizer::fromJson(unigram);
+  std::string wordLevel = R"({"model":{"type":"WordLevel","vocab":{"a":0},"unk_token":"a"}})";
+  auto t = Tokenizer::fromJson(wordLevel);
   ASSERT_FALSE(t.isOk());
-  EXPECT_EQ(t.status().message(),
-            "tokenizer.json: model.type 'Unigram' is not supported (only BPE)");
+  EXPECT_EQ(t.status().message(), "tokenizer.json: model.type 'WordLevel' is not supported (BPE, "
+                                  "WordPiece and Unigram are)");
 
   std::string j = sentencePieceJson(kSpecials);
   std::string badNorm = j;
-  badNorm.replace(badNorm.find(R"({"type":"Prepend")"), 17, R"({"type":"Precompiled")");
+  badNorm.replace(badNorm.find(R"({"type":"Prepend")"), 17, R"({"type":"Nmt")");
   t = Tokenizer::fromJson(badNorm);
   ASSERT_FALSE(t.isOk());
-  EXPECT_NE(t.status().message().find("normalizer type 'Precompiled' is not supported"),
-            std::string::npos)
+  EXPECT_NE(t.status().message().find("normalizer type 'Nmt' is not supported"), std::string::npos)
       << t.status().message();
 
   std::string badDecoder = j;
-  badDecoder.replace(badDecoder.find(R"({"type":"Fuse"})"), 15, R"({"type":"WordPiece"})");
+  badDecoder.replace(badDecoder.find(R"({"type":"Fuse"})"), 15, R"({"type":"CTC"})");
   t = Tokenizer::fromJson(badDecoder);
   ASSERT_FALSE(t.isOk());
-  EXPECT_NE(t.status().message().find("decoder type 'WordPiece' is not supported"),
-            std::string::npos);
+  EXPECT_NE(t.status().message().find("decoder type 'CTC' is not supported"), std::string::npos);
 }
 
 TEST(TokenizerApiTest, BadFilesFailWithClearErrors) {
