@@ -19,7 +19,8 @@
 //      older runtime would drop the scale and the cap and compute wrong logits).
 //   8: mixture-of-experts: op kind MoeExperts.
 //   9: KV cache groups (KvCacheSpec.groups, Buffer.kv_group): an older runtime would give every
-//      layer the first group's block table.
+//      layer the first group's block table. Encoders: op kinds LayerNorm and Gelu, step input
+//      LastPositions, Plan.output HiddenStates, ModelInfo.pooling / normalize_embeddings.
 #pragma once
 
 #include <cstdint>

@@ -172,6 +172,16 @@ LogicalResult RmsNormOp::verify() {
   return verifyNormWeight(*this, getX(), getW(), getEps());
 }
 
+LogicalResult LayerNormOp::verify() {
+  if (getX().getType() != getResult().getType() || getW().getType() != getB().getType())
+    return emitOpError() << "x and the result, w and b must have one type each";
+  return verifyNormWeight(*this, getX(), getW(), getEps());
+}
+
+LogicalResult GeluOp::verify() {
+  return verifySameActivation(*this);
+}
+
 LogicalResult AddOp::verify() {
   return verifySameActivation(*this);
 }

@@ -31,7 +31,8 @@ def Kiln_StepInputKind : I32EnumAttr<"StepInputKind", "which step input a value 
   I32EnumAttrCase<"ContextLens", 5, "context_lens">,
   I32EnumAttrCase<"BlockTables", 6, "block_tables">,
   I32EnumAttrCase<"LogitsIndices", 7, "logits_indices">,
-  I32EnumAttrCase<"SequenceLengths", 8, "sequence_lengths">
+  I32EnumAttrCase<"SequenceLengths", 8, "sequence_lengths">,
+  I32EnumAttrCase<"LastPositions", 9, "last_positions">
 ]> {
   let cppNamespace = "::kiln::compiler";
 }
@@ -87,6 +88,18 @@ def Kiln_EmbeddingOp : Kiln_Op<"embedding", [Pure]> {
 def Kiln_RmsNormOp : Kiln_Op<"rms_norm", [Pure]> {
   let summary = "y = x / sqrt(mean(x^2) + eps) * w";
   let arguments = (ins Kiln_Activation:$x, Kiln_Activation:$w, F32Attr:$eps);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_LayerNormOp : Kiln_Op<"layer_norm", [Pure]> {
+  let summary = "y = (x - mean(x)) / sqrt(var(x) + eps) * w + b (encoders)";
+  let arguments = (ins Kiln_Activation:$x, Kiln_Activation:$w, Kiln_Activation:$b, F32Attr:$eps);
+  let results = (outs Kiln_Activation:$result);
+}
+
+def Kiln_GeluOp : Kiln_Op<"gelu", [Pure]> {
+  let summary = "y = 0.5 x (1 + erf(x / sqrt(2))) (transformers' exact \"gelu\")";
+  let arguments = (ins Kiln_Activation:$x);
   let results = (outs Kiln_Activation:$result);
 }
 

@@ -42,6 +42,22 @@ bool composeRange(int64_t outerBegin, int64_t outerEnd, int64_t innerBegin, int6
   return outerEnd == -1 || (begin <= outerEnd && end != -1 && end <= outerEnd);
 }
 
+// "TENSOR@ROW" of "|add_row=TENSOR@ROW".
+bool parseAddRow(std::string_view text, SourceSlice &slice) {
+  const size_t at = text.rfind('@');
+  if (at == std::string_view::npos || at == 0 || at + 1 == text.size())
+    return false;
+  int64_t row = 0;
+  for (char ch : text.substr(at + 1)) {
+    if (ch < '0' || ch > '9' || row > (int64_t(1) << 40))
+      return false;
+    row = row * 10 + (ch - '0');
+  }
+  slice.addRowTensor = std::string(text.substr(0, at));
+  slice.addRow = row;
+  return true;
+}
+
 } // namespace
 
 std::optional<SourceSlice> composeSourceSlices(const SourceSlice &outer, const SourceSlice &inner) {
@@ -53,6 +69,8 @@ std::optional<SourceSlice> composeSourceSlices(const SourceSlice &outer, const S
                     slice.colEnd))
     return std::nullopt;
   slice.plusOne = outer.plusOne || inner.plusOne;
+  slice.addRowTensor = outer.addRowTensor.empty() ? inner.addRowTensor : outer.addRowTensor;
+  slice.addRow = outer.addRowTensor.empty() ? inner.addRow : outer.addRow;
   return slice;
 }
 
@@ -64,6 +82,8 @@ std::string formatSourceSlice(const SourceSlice &slice) {
     spec += "|cols=" + range(slice.colBegin, slice.colEnd);
   if (slice.plusOne)
     spec += "|plus_one";
+  if (!slice.addRowTensor.empty())
+    spec += "|add_row=" + slice.addRowTensor + "@" + std::to_string(slice.addRow);
   return spec;
 }
 
@@ -84,6 +104,8 @@ std::optional<SourceSlice> parseSourceSlice(std::string_view spec) {
       ok = parseRange(part.substr(5), slice.colBegin, slice.colEnd);
     else if (part == "plus_one")
       ok = slice.plusOne = true;
+    else if (part.rfind("add_row=", 0) == 0)
+      ok = parseAddRow(part.substr(8), slice);
     if (!ok)
       return std::nullopt;
   }

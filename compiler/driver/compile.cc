@@ -11,6 +11,7 @@
 #include "compiler/import/hf_fp8_checkpoint.h"
 #include "compiler/import/hf_quantized_checkpoint.h"
 #include "compiler/import/safetensors.h"
+#include "compiler/import/sentence_transformers.h"
 #include "compiler/models/model_family.h"
 #include "compiler/transforms/passes.h"
 #include "compiler/transforms/quantize_weights.h"
@@ -123,6 +124,10 @@ Status Compilation::import() {
   KILN_ASSIGN_OR_RETURN(config_,
                         loadHfModelConfig(configDir_, family_->ropeTypeAliases, &configText));
   KILN_RETURN_IF_ERROR(family_->parseConfig(fields, config_));
+  // A checkpoint with sentence-transformers' Pooling is an embedding model whatever its
+  // architectures say (Qwen3-Embedding's config names Qwen3ForCausalLM).
+  KILN_ASSIGN_OR_RETURN(SentencePooling pooling, readSentencePooling(configDir_));
+  config_.embeds = config_.embeds || !pooling.mode.empty();
   KILN_ASSIGN_OR_RETURN(options_, resolveCompileOptions(options_, config_));
   if (!checkpoint_) {
     KILN_ASSIGN_OR_RETURN(SafetensorsCheckpoint checkpoint,

@@ -134,6 +134,10 @@ struct PositionLimit {
   bool extensible = false;
 };
 PositionLimit positionLimit(const HfModelConfig &config) {
+  if (config.positionOffset > 0) // XLM-R: position p reads row p + offset of its learned table
+    return {config.maxPositionEmbeddings - config.positionOffset,
+            "max_position_embeddings (" + std::to_string(config.maxPositionEmbeddings) +
+                ") - the position offset (" + std::to_string(config.positionOffset) + ")"};
   const int64_t declared = config.maxPositionEmbeddings;
   PositionLimit limit{declared, "max_position_embeddings (" + std::to_string(declared) + ")"};
   if (!config.ropeScaling)
@@ -178,6 +182,15 @@ Result<CompileOptions> resolveCompileOptions(const CompileOptions &options,
     return invalidArgument("--max-tokens-per-step (" + std::to_string(resolved.maxTokensPerStep) +
                            ") must be at least --max-batch (" + std::to_string(resolved.maxBatch) +
                            ")");
+  // An encoder returns every token's hidden state, and its bidirectional attention needs the whole
+  // sequence in one step: one step must hold every row.
+  if (config.embeds && resolved.maxLogitsPerStep == 0)
+    resolved.maxLogitsPerStep = resolved.maxTokensPerStep;
+  if (config.embeds && resolved.maxLogitsPerStep != resolved.maxTokensPerStep)
+    return invalidArgument("--max-logits-per-step (" + std::to_string(resolved.maxLogitsPerStep) +
+                           ") must equal --max-tokens-per-step (" +
+                           std::to_string(resolved.maxTokensPerStep) +
+                           ") for an encoder: a step returns every token's hidden state");
   // Sampling asks for one row per sequence, and a padded decode step for one per batch slot.
   if (resolved.maxLogitsPerStep == 0)
     resolved.maxLogitsPerStep =

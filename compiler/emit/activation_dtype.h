@@ -15,6 +15,10 @@ namespace kiln::compiler {
 
 // On the module: a TypeAttr (f32, f16 or bf16); absent means f32.
 inline constexpr const char *kActivationDtypeAttr = "kiln.activation_dtype";
+// On the module: what @step returns, kHiddenStatesOutput for an encoder (plan.fbs PlanOutput);
+// absent means logits.
+inline constexpr const char *kOutputAttr = "kiln.output";
+inline constexpr const char *kHiddenStatesOutput = "hidden_states";
 
 // The logits: the value @step returns and, at tp > 1, the lm_head shard its all_gather gathers;
 // under soft-capping (Gemma 2) the softcap's input too.

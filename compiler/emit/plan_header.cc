@@ -6,6 +6,7 @@
 #include "compiler/dialect/source_slice.h"
 #include "compiler/emit/activation_dtype.h"
 #include "compiler/emit/weight_sources.h"
+#include "compiler/import/sentence_transformers.h"
 #include "runtime/base/file.h"
 #include "schema/version.h"
 
@@ -139,6 +140,15 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   plan.cuda_version = "";
   plan.model = modelInfo(config);
   plan.model->source_dtype = sourceDType(module, checkpoint);
+  if (auto output = module->getAttrOfType<mlir::StringAttr>(kOutputAttr);
+      output && output.getValue() == kHiddenStatesOutput) {
+    plan.output = schema::PlanOutput::HiddenStates;
+    Result<SentencePooling> pooling = readSentencePooling(options.modelDir);
+    if (!pooling.isOk())
+      return module.emitError() << pooling.status().message();
+    plan.model->pooling = pooling->mode;
+    plan.model->normalize_embeddings = pooling->normalize;
+  }
   Result<std::string> chatTemplate = readChatTemplate(options.modelDir);
   if (!chatTemplate.isOk())
     return module.emitError() << chatTemplate.status().message();

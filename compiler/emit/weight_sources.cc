@@ -113,7 +113,7 @@ Status appendSlice(const std::vector<uint8_t> &whole, const std::vector<int64_t>
 Result<QuantizedMatrix> quantizedSource(const Checkpoint &checkpoint, const std::string &source,
                                         const WeightQuant &quant) {
   std::optional<SourceSlice> slice = parseSourceSlice(source);
-  if (!slice || slice->plusOne)
+  if (!slice || slice->transformed())
     return invalidArgument("weight source '" + source + "' cannot be stored quantized");
   KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
   const int64_t group =
@@ -202,6 +202,26 @@ mlir::LogicalResult bindWeightSources(mlir::ModuleOp module, const Checkpoint &c
   return mlir::failure(result.wasInterrupted());
 }
 
+namespace {
+
+// values (a tensor of `shape`) += row slice.addRow of slice.addRowTensor, on every row, in fp32.
+Status addRowOf(const Checkpoint &checkpoint, const SourceSlice &slice,
+                const std::vector<int64_t> &shape, std::vector<float> &values) {
+  KILN_ASSIGN_OR_RETURN(const TensorInfo *other, checkpoint.info(slice.addRowTensor));
+  if (shape.size() != 2 || other->shape.size() != 2 || other->shape[1] != shape[1] ||
+      slice.addRow >= other->shape[0])
+    return invalidArgument("weight source adds row " + std::to_string(slice.addRow) + " of '" +
+                           slice.addRowTensor + "' to '" + slice.tensor +
+                           "': both must be matrices of one width with that row");
+  KILN_ASSIGN_OR_RETURN(std::vector<float> rows, checkpoint.readF32(slice.addRowTensor));
+  const float *row = rows.data() + slice.addRow * shape[1];
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] += row[i % shape[1]];
+  return okStatus();
+}
+
+} // namespace
+
 Status produceWeightBytes(const Checkpoint &checkpoint, const std::vector<std::string> &sources,
                           schema::DType dtype, std::vector<uint8_t> &bytes) {
   if (dtype != schema::DType::F32 && dtype != schema::DType::F16 && dtype != schema::DType::BF16)
@@ -214,7 +234,7 @@ Status produceWeightBytes(const Checkpoint &checkpoint, const std::vector<std::s
     if (!slice)
       return invalidArgument("malformed weight source '" + source + "'");
     KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint.info(slice->tensor));
-    bool raw = !slice->plusOne && info->rawReadable && toSchemaDType(info->dtype) == dtype;
+    bool raw = !slice->transformed() && info->rawReadable && toSchemaDType(info->dtype) == dtype;
     std::vector<uint8_t> &target = slice->sliced() ? whole : bytes;
     if (slice->sliced())
       whole.clear();
@@ -226,6 +246,8 @@ Status produceWeightBytes(const Checkpoint &checkpoint, const std::vector<std::s
       if (slice->plusOne) // as transformers' Gemma RMSNorm: 1.0 + weight.float()
         for (float &v : values)
           v += 1.0f;
+      if (!slice->addRowTensor.empty())
+        KILN_RETURN_IF_ERROR(addRowOf(checkpoint, *slice, info->shape, values));
       appendConverted(values, dtype, target);
     }
     if (slice->sliced())

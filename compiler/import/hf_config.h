@@ -63,6 +63,11 @@ struct HfModelConfig {
   // Gemma 3: sliding-window layers rotate with this base and no scaling (rope_local_base_freq);
   // 0: every layer rotates alike.
   double localRopeTheta = 0;
+  // Encoders (compiler/models/encoder.h: BERT, XLM-RoBERTa).
+  bool embeds = false;         // an embedding model: the step returns every token's hidden state
+  double layerNormEps = 1e-12; // layer_norm_eps
+  int64_t typeVocabSize = 0;   // type_vocab_size: token type 0's row is added to every token
+  int64_t positionOffset = 0;  // position p reads row p + offset (XLM-R: pad_token_id + 1)
 };
 
 // Reads MODEL_DIR/config.json and, when present, MODEL_DIR/generation_config.json.

@@ -326,7 +326,9 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
   // for the whole step, as transformers runs a model loaded with that torch_dtype.
   module->getOperation()->setAttr(kActivationDtypeAttr, mlir::TypeAttr::get(options_.weightType));
   b_.setInsertionPointToEnd(module->getBody());
-  auto funcType = b_.getFunctionType({}, {activation(c.vocabSize)});
+  if (c.embeds)
+    module->getOperation()->setAttr(kOutputAttr, b_.getStringAttr(kHiddenStatesOutput));
+  auto funcType = b_.getFunctionType({}, {activation(c.embeds ? c.hiddenSize : c.vocabSize)});
   auto func = b_.create<mlir::func::FuncOp>(loc("step"), "step", funcType);
   b_.setInsertionPointToStart(func.addEntryBlock());
   rope_ = ropeTables(config_);
@@ -357,6 +359,12 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
   Value normed = rmsNorm("final_norm", layout_.finalNorm, hidden);
   Value rows =
       b_.create<GatherRowsOp>(loc("logits_rows"), normed.getType(), normed, logitsIndices_);
+  if (c.embeds) { // an embedding model: the final hidden states, no lm_head
+    b_.create<mlir::func::ReturnOp>(loc("return"), rows);
+    if (failed(mlir::verify(*module)))
+      return mlir::failure();
+    return module;
+  }
   Value head = c.tieWordEmbeddings ? table
                                    : weight("lm_head.weight", layout_.lmHead,
                                             {c.vocabSize, c.hiddenSize}, options_.weightType);
@@ -370,12 +378,28 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> DecoderGraph::build() {
   return module;
 }
 
+namespace {
+
+// `name` without a leading "model.".
+std::string bare(const std::string &name) {
+  return name.rfind("model.", 0) == 0 ? name.substr(6) : name;
+}
+
+} // namespace
+
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildDecoder(mlir::MLIRContext &context,
                                                                 const HfModelConfig &config,
                                                                 const BuildOptions &options,
                                                                 const DecoderLayout &layout) {
   loadKilnDialects(context);
-  return DecoderGraph(context, config, options, layout).build();
+  DecoderLayout used = layout;
+  if (config.embeds && options.hasTensor && !options.hasTensor(layout.embedTokens) &&
+      options.hasTensor(bare(layout.embedTokens))) {
+    used.embedTokens = bare(layout.embedTokens);
+    used.layerPrefix = bare(layout.layerPrefix);
+    used.finalNorm = bare(layout.finalNorm);
+  }
+  return DecoderGraph(context, config, options, used).build();
 }
 
 } // namespace kiln::compiler

@@ -56,7 +56,7 @@ public:
   mlir::Value preNormLayer(int64_t layer, mlir::Value hidden);
   mlir::Value sandwichLayer(int64_t layer, mlir::Value hidden);
 
-private:
+protected:
   mlir::LogicalResult checkConfig();
   int64_t rotaryDim() const;
   std::string normSource(const std::string &tensor) const;
@@ -94,7 +94,9 @@ private:
   RopeTables rope_, localRope_;
 };
 
-// buildDecoder(context, config, options, layout) = DecoderGraph(...).build().
+// buildDecoder(context, config, options, layout) = DecoderGraph(...).build(), where an embedding
+// model (HfModelConfig::embeds) saved as a bare <Family>Model names its tensors without the
+// "model." prefix of `layout`.
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildDecoder(mlir::MLIRContext &context,
                                                                 const HfModelConfig &config,
                                                                 const BuildOptions &options,

@@ -77,5 +77,7 @@ const ModelFamily &gemma2Family();
 const ModelFamily &gemma3Family();
 const ModelFamily &mixtralFamily();
 const ModelFamily &qwen3MoeFamily();
+const ModelFamily &bertFamily();
+const ModelFamily &xlmRobertaFamily();
 
 } // namespace kiln::compiler

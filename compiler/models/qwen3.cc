@@ -9,6 +9,9 @@ namespace {
 
 Status parseQwen3(const ConfigFields &fields, HfModelConfig &config) {
   KILN_RETURN_IF_ERROR(requireSiluActivation(fields));
+  // Qwen3Model: an embedding model (so are decoder checkpoints with sentence-transformers files,
+  // compiler/driver/compile.cc).
+  config.embeds = config.embeds || config.architecture == "Qwen3Model";
   config.qkvBias = config.oBias = config.attentionBias;
   config.qkNorm = true;
   return readQwenLayerWindows(fields, config);
@@ -23,7 +26,7 @@ buildQwen3(mlir::MLIRContext &context, const HfModelConfig &config, const BuildO
 
 const ModelFamily &qwen3Family() {
   static const ModelFamily family{
-      "qwen3", {"qwen3"}, {"Qwen3ForCausalLM"}, &parseQwen3, &buildQwen3};
+      "qwen3", {"qwen3"}, {"Qwen3ForCausalLM", "Qwen3Model"}, &parseQwen3, &buildQwen3};
   return family;
 }
 

@@ -142,6 +142,25 @@ void geluTanhMulRow(const float *gate, const float *up, float *out, int64_t inte
     out[i] = geluTanh(gate[i]) * up[i];
 }
 
+// out[i] = f(x[i]) in fp32 over `count` elements of `type`, in runs widened in scratch, each output
+// rounded once; out may be x.
+template <class F> void mapElements(const void *x, void *out, int64_t count, ElemType type, F f) {
+  constexpr int64_t kRun = 1024;
+  const int64_t runs = (count + kRun - 1) / kRun;
+  parallelRun(count > kParallelElements, [&](int worker, int workers) {
+    float *v = threadScratch(kRun);
+    const IndexRange range = staticRange(runs, worker, workers);
+    for (int64_t run = range.begin; run < range.end; ++run) {
+      const int64_t begin = run * kRun;
+      const int64_t n = std::min(kRun, count - begin);
+      loadRun(x, type, begin, n, v);
+      for (int64_t i = 0; i < n; ++i)
+        v[i] = f(v[i]);
+      storeRun(v, n, out, type, begin);
+    }
+  });
+}
+
 } // namespace
 
 // The same arithmetic at every ISA level.
@@ -149,21 +168,14 @@ void geluTanhMul(const SiluMulArgs &args) {
   gatedRowsInScratch(args, geluTanhMulRow);
 }
 
+void gelu(const GeluArgs &args) {
+  mapElements(args.x, args.out, args.count, args.type,
+              [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
+}
+
 void softcap(const SoftcapArgs &args) {
-  constexpr int64_t kRun = 1024;
-  const int64_t runs = (args.count + kRun - 1) / kRun;
-  parallelRun(args.count > kParallelElements, [&](int worker, int workers) {
-    float *x = threadScratch(kRun);
-    const IndexRange range = staticRange(runs, worker, workers);
-    for (int64_t run = range.begin; run < range.end; ++run) {
-      const int64_t begin = run * kRun;
-      const int64_t n = std::min(kRun, args.count - begin);
-      loadRun(args.x, args.type, begin, n, x);
-      for (int64_t i = 0; i < n; ++i)
-        x[i] = softcapValue(x[i], args.cap);
-      storeRun(x, n, args.out, args.type, begin);
-    }
-  });
+  mapElements(args.x, args.out, args.count, args.type,
+              [cap = args.cap](float x) { return softcapValue(x, cap); });
 }
 
 } // namespace kiln::kernels::cpu

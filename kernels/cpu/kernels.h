@@ -238,6 +238,30 @@ size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden, in
 void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32_t experts,
                     int32_t hidden, int32_t intermediate, void *packed);
 
+// out = (x - mean) / sqrt(var + eps) * weight + bias per row (biased variance), in fp32 as torch's
+// layer_norm (encoders: BERT, XLM-R); out may be x.
+struct LayerNormArgs {
+  const void *x;
+  const float *weight; // [hidden], fp32
+  const float *bias;   // [hidden], fp32
+  void *out;
+  int32_t rows;
+  int32_t hidden;
+  float eps;
+  ElemType type = ElemType::kF32; // of x and out
+};
+void layerNorm(const LayerNormArgs &args);
+
+// out = 0.5 x (1 + erf(x / sqrt(2))) over count elements, in fp32 (transformers' exact "gelu");
+// out may be x.
+struct GeluArgs {
+  const void *x;
+  void *out;
+  int64_t count;
+  ElemType type = ElemType::kF32;
+};
+void gelu(const GeluArgs &args);
+
 // out = tanh(x / cap) * cap over count elements, in fp32 (Gemma 2's final logit soft-capping);
 // out may be x.
 struct SoftcapArgs {

@@ -83,7 +83,38 @@ template <class Rows> void normRows(int64_t rows, int64_t elements, Rows &&run) 
   });
 }
 
+// torch's layer_norm in fp32: mean, then the biased variance of x - mean; (x - mean) * rstd * w +
+// b.
+void layerNormRow(const float *x, const float *weight, const float *bias, float *out,
+                  int32_t hidden, float eps) {
+  float sum = 0.0f;
+  for (int32_t i = 0; i < hidden; ++i)
+    sum += x[i];
+  const float mean = sum / static_cast<float>(hidden);
+  float squares = 0.0f;
+  for (int32_t i = 0; i < hidden; ++i)
+    squares += (x[i] - mean) * (x[i] - mean);
+  const float rstd = 1.0f / std::sqrt(squares / static_cast<float>(hidden) + eps);
+  for (int32_t i = 0; i < hidden; ++i)
+    out[i] = (x[i] - mean) * rstd * weight[i] + bias[i];
+}
+
 } // namespace
+
+// Rows widened to fp32 in scratch whatever their dtype, each output rounded once.
+void layerNorm(const LayerNormArgs &args) {
+  const int64_t hidden = args.hidden;
+  parallelRun(args.rows * hidden > kParallelElements, [&](int worker, int workers) {
+    float *x = threadScratch(2 * static_cast<size_t>(hidden));
+    float *y = x + hidden;
+    const IndexRange rows = staticRange(args.rows, worker, workers);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      loadRun(args.x, args.type, r * hidden, hidden, x);
+      layerNormRow(x, args.weight, args.bias, y, args.hidden, args.eps);
+      storeRun(y, hidden, args.out, args.type, r * hidden);
+    }
+  });
+}
 
 void rmsNorm(const RmsNormArgs &args) {
   if (normOnAvx512(args.type))

@@ -1,11 +1,12 @@
 // Row-wise elementwise kernels: Embedding (a gather from the weight table), GatherRows, SiluMul,
-// GeluTanhMul, Softcap, Add (plan.fbs). Memory bound: each thread moves one 16-byte vector when
-// the row width allows.
+// GeluTanhMul, Softcap, Gelu, Add (plan.fbs). Memory bound: each thread moves one 16-byte vector
+// when the row width allows.
 //
-// Grid rule (all six): grid.x = rows (Embedding, GatherRows: x_rows Tokens / Logits; SiluMul,
-// GeluTanhMul, Softcap, Add: the op's output rows), grid.y = ceil(WIDTH / (THREADS *
+// Grid rule (all seven): grid.x = rows (Embedding, GatherRows: x_rows Tokens / Logits; SiluMul,
+// GeluTanhMul, Softcap, Gelu, Add: the op's output rows), grid.y = ceil(WIDTH / (THREADS *
 // rowVectorWidth<T, WIDTH>())), block = THREADS, no shared memory. WIDTH is hidden for Embedding,
-// the row width for GatherRows, Softcap and Add, the intermediate size for SiluMul and GeluTanhMul.
+// the row width for GatherRows, Softcap, Gelu and Add, the intermediate size for SiluMul and
+// GeluTanhMul.
 //
 // Numerics (plan.fbs): fp32 compute, each output element rounded once to T, in the CPU
 // reference's operation order (kernels/cpu/elementwise.cc), so fp16/bf16 results match it.
@@ -139,21 +140,36 @@ __device__ __forceinline__ void geluTanhMul(const SiluMulParams &p) {
   gatedMul<T, INTERMEDIATE, THREADS>(p, GeluTanhAct{});
 }
 
-// y = tanh(x / cap) * cap, row by row (Gemma 2's final logit soft-capping); y may be x.
-template <typename T, int WIDTH, int THREADS>
-__device__ __forceinline__ void softcap(const SoftcapParams &p) {
+// y = f(x) elementwise, row by row, in fp32; y may be x.
+template <typename T, int WIDTH, int THREADS, class F>
+__device__ __forceinline__ void mapRow(const void *in, void *out, int rows, F f) {
   constexpr int kVec = rowVectorWidth<T, WIDTH>();
   const int r = blockIdx.x;
   const int index = rowVectorIndex<WIDTH / kVec, THREADS>();
-  if (r >= p.rows || index < 0)
+  if (r >= rows || index < 0)
     return;
   const int64_t offset = static_cast<int64_t>(r) * WIDTH + index * kVec;
   float x[kVec];
-  loadRow<T, kVec>(static_cast<const T *>(p.x) + offset, x);
+  loadRow<T, kVec>(static_cast<const T *>(in) + offset, x);
 #pragma unroll
   for (int e = 0; e < kVec; ++e)
-    x[e] = softcapScore(x[e], p.cap);
-  storeRow<T, kVec>(x, static_cast<T *>(p.out) + offset);
+    x[e] = f(x[e]);
+  storeRow<T, kVec>(x, static_cast<T *>(out) + offset);
+}
+
+// y = tanh(x / cap) * cap (Gemma 2's final logit soft-capping).
+template <typename T, int WIDTH, int THREADS>
+__device__ __forceinline__ void softcap(const SoftcapParams &p) {
+  const float cap = p.cap;
+  mapRow<T, WIDTH, THREADS>(p.x, p.out, p.rows, [cap](float x) { return softcapScore(x, cap); });
+}
+
+// y = 0.5 x (1 + erf(x / sqrt(2))) (encoders' exact GELU).
+template <typename T, int WIDTH, int THREADS>
+__device__ __forceinline__ void gelu(const GeluParams &p) {
+  mapRow<T, WIDTH, THREADS>(p.x, p.out, p.rows, [](float x) {
+    return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+  });
 }
 
 // y = a + b, row by row.

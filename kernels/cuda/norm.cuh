@@ -1,4 +1,4 @@
-// RmsNorm and fused residual-add + RmsNorm (plan.fbs RmsNorm / AddRmsNorm).
+// RmsNorm, fused residual-add + RmsNorm and LayerNorm (plan.fbs RmsNorm / AddRmsNorm / LayerNorm).
 //
 // Grid rule: grid.x = rows (x_rows = Tokens or Logits, x_per_block 1), block = THREADS, no dynamic
 // shared memory. One CTA per row: the row (HIDDEN elements) stays in registers between the sum of
@@ -114,6 +114,57 @@ __device__ __forceinline__ void addRmsNorm(const AddRmsNormParams &p) {
     }
   }
   Row::normalize(v, static_cast<const W *>(p.weight), static_cast<T *>(p.out) + base, p.eps);
+}
+
+// LayerNorm (encoders), the CPU reference's order (kernels/cpu/norm.cc): mean, then the biased
+// variance of x - mean, then (x - mean) * rstd * w + b in fp32, rounded once to T.
+template <typename T, typename W, int HIDDEN, int THREADS>
+__device__ __forceinline__ void layerNorm(const LayerNormParams &p) {
+  using Row = RmsNormRow<T, W, HIDDEN, THREADS>;
+  __shared__ float scratch[THREADS / 32];
+  const int row = blockIdx.x;
+  if (row >= p.rows)
+    return;
+  const int64_t base = static_cast<int64_t>(row) * HIDDEN;
+  float v[Row::kIters][Row::kVec];
+  float sum = 0.0f;
+#pragma unroll
+  for (int k = 0; k < Row::kIters; ++k) {
+    const int index = threadIdx.x + k * THREADS;
+#pragma unroll
+    for (int e = 0; e < Row::kVec; ++e)
+      v[k][e] = 0.0f;
+    if (index < Row::kVectors)
+      Row::template load<Row::kVec>(static_cast<const T *>(p.x) + base + index * Row::kVec, v[k]);
+#pragma unroll
+    for (int e = 0; e < Row::kVec; ++e)
+      sum += v[k][e];
+  }
+  const float mean = blockSum<THREADS>(sum, scratch) / static_cast<float>(HIDDEN);
+  float squares = 0.0f;
+#pragma unroll
+  for (int k = 0; k < Row::kIters; ++k)
+    if (threadIdx.x + k * THREADS < Row::kVectors)
+#pragma unroll
+      for (int e = 0; e < Row::kVec; ++e)
+        squares += (v[k][e] - mean) * (v[k][e] - mean);
+  const float rstd =
+      1.0f / sqrtf(blockSum<THREADS>(squares, scratch) / static_cast<float>(HIDDEN) + p.eps);
+  const W *weight = static_cast<const W *>(p.weight);
+  const W *bias = static_cast<const W *>(p.bias);
+#pragma unroll
+  for (int k = 0; k < Row::kIters; ++k) {
+    const int index = threadIdx.x + k * THREADS;
+    if (index >= Row::kVectors)
+      break;
+    float y[Row::kVec];
+#pragma unroll
+    for (int e = 0; e < Row::kVec; ++e) {
+      const int i = index * Row::kVec + e;
+      y[e] = (v[k][e] - mean) * rstd * toFloat<W>(weight[i]) + toFloat<W>(bias[i]);
+    }
+    Row::template store<Row::kVec>(y, static_cast<T *>(p.out) + base + index * Row::kVec);
+  }
 }
 
 } // namespace kiln::kernels::cuda

@@ -113,6 +113,23 @@ struct RmsNormParams {
   float eps;
 };
 
+// out = (x - mean) / sqrt(var + eps) * weight + bias   grid (rows)
+struct LayerNormParams {
+  const void *x;
+  const void *weight; // [hidden], fp32
+  const void *bias;   // [hidden], fp32
+  void *out;
+  int32_t rows;
+  float eps;
+};
+
+// out = 0.5 x (1 + erf(x / sqrt(2))) over rows of `width` elements   grid (rows, chunks)
+struct GeluParams {
+  const void *x;
+  void *out;
+  int32_t rows;
+};
+
 // residual += x; out = RmsNorm(residual) * weight  grid (rows)
 struct AddRmsNormParams {
   const void *x;

@@ -168,11 +168,13 @@ Status PlanChecker::checkRank(const schema::Rank &rank) {
     return error("logits buffer " + std::to_string(rank.logits()) + " is out of range (" +
                  std::to_string(rank.buffers()->size()) + " buffers)");
   const schema::Buffer &logits = *rank.buffers()->Get(rank.logits());
+  const bool hidden = plan_.output() == schema::PlanOutput::HiddenStates;
+  const uint64_t width = hidden ? plan_.model()->hidden_size() : plan_.model()->vocab_size();
   if (logits.kind() != BufferKind::Activation || logits.rows() != RowScale::Logits ||
-      checkedProduct(logits.shape(), 1, 1) != plan_.model()->vocab_size())
-    return error("logits buffer " + std::to_string(rank.logits()) + " '" + str(logits.name()) +
-                 "' must be an activation of [Logits rows, vocab_size " +
-                 std::to_string(plan_.model()->vocab_size()) + "]");
+      checkedProduct(logits.shape(), 1, 1) != width)
+    return error("output buffer " + std::to_string(rank.logits()) + " '" + str(logits.name()) +
+                 "' must be an activation of [Logits rows, " +
+                 (hidden ? "hidden_size " : "vocab_size ") + std::to_string(width) + "]");
   return checkActivationDtypes(rank);
 }
 

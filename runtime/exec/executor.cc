@@ -24,6 +24,9 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.maxBlocksPerSeq = static_cast<int32_t>(plan.limits()->max_blocks_per_seq());
   limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
   limits.vocabSize = static_cast<int32_t>(plan.model()->vocab_size());
+  limits.embeds = plan.output() == schema::PlanOutput::HiddenStates;
+  limits.outputWidth =
+      limits.embeds ? static_cast<int32_t>(plan.model()->hidden_size()) : limits.vocabSize;
   if (const auto *groups = plan.kv_cache()->groups())
     for (const schema::KvCacheGroup *group : *groups)
       limits.kvGroupWindows.push_back(static_cast<int32_t>(group->sliding_window()));
@@ -351,7 +354,7 @@ Result<StepOutput> Executor::execute(const StepBatch &batch) {
   KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
   const LogitsPieces split = splitByLogitsRows(batch, limits_.maxLogitsPerStep);
   StepOutput merged;
-  merged.vocabSize = limits_.vocabSize;
+  merged.vocabSize = limits_.outputWidth;
   merged.rowsPerSequence.assign(batch.sequences.size(), 0);
   merged.firstRowOfSequence.assign(batch.sequences.size(), 0);
   for (size_t p = 0; p < split.pieces.size(); ++p) {
@@ -371,7 +374,7 @@ Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch) {
   else
     KILN_RETURN_IF_ERROR(runProgram(run));
   // Real logits rows come first; a padded step's extra rows are dropped here.
-  out.vocabSize = limits_.vocabSize;
+  out.vocabSize = limits_.outputWidth;
   // One row per kArgmax sequence: 1..maxBatch rows (validateStep), what argmaxIds_ holds.
   if (argmaxIds_ && onlyArgmaxWanted(batch)) {
     KILN_RETURN_IF_ERROR(
@@ -383,7 +386,7 @@ Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch) {
     return out;
   }
   KILN_RETURN_IF_ERROR(device_.synchronize());
-  out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.vocabSize);
+  out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.outputWidth);
   KILN_RETURN_IF_ERROR(
       device_.copyToHost(out.logits.data(), logits_, out.logits.size() * sizeof(float)));
   return out;

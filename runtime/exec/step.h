@@ -100,6 +100,13 @@ struct RunnerLimits {
   // Every sequence of a step brings one block table per group. Empty: one full-attention group.
   std::vector<int32_t> kvGroupWindows;
   int32_t vocabSize = 0;
+  // Width of a StepOutput row: vocabSize for logits, the hidden size for a plan whose output is
+  // hidden states (plan.fbs PlanOutput); 0 (a hand-built runner): vocabSize.
+  int32_t outputWidth = 0;
+  // An embedding model (PlanOutput HiddenStates: an encoder, or a decoder returning its final
+  // hidden states): each sequence is computed whole in one step (startPosition 0; an encoder's
+  // attention is bidirectional) and never split over steps.
+  bool embeds = false;
   // > 0: a sequence longer than this rotates its keys by its length (plan.fbs RopeKvWrite modes
   // LongShort / DynamicNtk), so only KV written while a sequence is at most this long may be
   // shared through the prefix cache. 0: RoPE never depends on the length.

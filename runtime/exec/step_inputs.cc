@@ -48,6 +48,9 @@ Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &l
   if (seq.startPosition < 0)
     return invalidArgument(seqName(s) + " has startPosition " + std::to_string(seq.startPosition) +
                            "; it must be >= 0");
+  if (limits.embeds && seq.startPosition != 0)
+    return invalidArgument(seqName(s) + " starts at position " + std::to_string(seq.startPosition) +
+                           "; an embedding model computes each sequence whole in one step, from 0");
   int64_t end = seq.startPosition + numNew;
   if (end > limits.maxSeqLen)
     return outOfRange(seqName(s) + " reaches " + std::to_string(end) + " tokens (start " +
@@ -104,7 +107,8 @@ HostStepInputs::HostStepInputs(const RunnerLimits &limits)
       sequenceLengths(limits.maxBatch),
       blockTables(kvGroupCount(limits), std::vector<int32_t>(static_cast<size_t>(limits.maxBatch) *
                                                              limits.maxBlocksPerSeq)),
-      logitsIndices(limits.maxTokensPerStep), maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
+      logitsIndices(limits.maxTokensPerStep), lastPositions(limits.maxTokensPerStep),
+      maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
 
 std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
                                                 const StepCounts &counts, uint32_t group) const {
@@ -127,6 +131,8 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
     return {blockTables[group].data(), seqs * maxBlocksPerSeq_};
   case K::LogitsIndices:
     return {logitsIndices.data(), static_cast<size_t>(counts.numLogits)};
+  case K::LastPositions:
+    return {lastPositions.data(), tokens};
   default:
     return {};
   }
@@ -148,6 +154,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
       int32_t position = seq.startPosition + i;
       inputs.tokenIds[t] = seq.tokenIds[i];
       inputs.positions[t] = position;
+      inputs.lastPositions[t] = seq.startPosition + numNew - 1;
       for (size_t g = 0; g < seq.blockTables.size(); ++g)
         inputs.slotMapping[g][t] =
             seq.blockTables[g][position / blockSize] * blockSize + position % blockSize;
@@ -259,6 +266,7 @@ StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerL
   for (int32_t i = counts.numSeqs; i < bucket; ++i) {
     inputs.tokenIds[i] = 0;
     inputs.positions[i] = 0;
+    inputs.lastPositions[i] = 0;
     inputs.queryStartLoc[i + 1] = i + 1;
     inputs.contextLens[i] = 1;
     inputs.sequenceLengths[i] = 1;

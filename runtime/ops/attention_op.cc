@@ -40,7 +40,8 @@ Status checkShapes(const PlanOpView &v) {
   uint64_t hd = uint64_t(p->num_heads()) * p->head_dim();
   const schema::Buffer *y = v.out[0];
   if (v.in[0]->rows() != schema::RowScale::Tokens || widthOf(v.in[0]) != hd ||
-      !isStepInput(v.in[1], StepInputKind::Positions) ||
+      !(isStepInput(v.in[1], StepInputKind::Positions) ||
+        isStepInput(v.in[1], StepInputKind::LastPositions)) ||
       !isStepInput(v.in[2], StepInputKind::QueryStartLoc) ||
       !isStepInput(v.in[3], StepInputKind::ContextLens) ||
       !isStepInput(v.in[4], StepInputKind::BlockTables) || y->rows() != schema::RowScale::Tokens ||

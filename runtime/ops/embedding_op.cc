@@ -46,11 +46,20 @@ Status checkRange(const schema::Plan &plan, const schema::Op &op, uint64_t rows)
 
 Status checkShapes(const PlanOpView &v) {
   const schema::Buffer *table = v.in[1], *y = v.out[0];
-  if (!isStepInput(v.in[0], schema::StepInputKind::TokenIds) ||
+  // Token ids, or positions (an encoder's learned position embeddings).
+  if (!(isStepInput(v.in[0], schema::StepInputKind::TokenIds) ||
+        isStepInput(v.in[0], schema::StepInputKind::Positions)) ||
       table->kind() != schema::BufferKind::Weight || table->shape()->size() != 2 ||
       y->rows() != schema::RowScale::Tokens || widthOf(y) != table->shape()->Get(1))
-    return shapeError(
-        "needs [token_ids step input, table weight [vocab, hidden]] -> y(Tokens, hidden)");
+    return shapeError("needs [token_ids or positions step input, table weight [rows, hidden]] -> "
+                      "y(Tokens, hidden)");
+  if (isStepInput(v.in[0], schema::StepInputKind::Positions)) {
+    const uint64_t positions = v.plan.limits()->max_seq_len();
+    if (table->shape()->Get(0) < positions || v.op.params_as_EmbeddingParams()->vocab_start() != 0)
+      return shapeError("a position table needs a row for each of max_seq_len " +
+                        std::to_string(positions) + " positions and vocab_start 0");
+    return okStatus();
+  }
   return checkRange(v.plan, v.op, table->shape()->Get(0));
 }
 

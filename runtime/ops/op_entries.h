@@ -19,6 +19,8 @@ const OpEntry &allReduceOp();
 const OpEntry &allGatherOp();
 const OpEntry &geluTanhMulOp();
 const OpEntry &softcapOp();
+const OpEntry &layerNormOp();
+const OpEntry &geluOp();
 const OpEntry &moeExpertsOp();
 
 // silu_mul / gelu_tanh_mul: a gated activation's entry, y = act(gu[:, :I]) * gu[:, I:], with

@@ -12,7 +12,7 @@ std::span<const OpEntry *const> opTable() {
       &ops::embeddingOp(),   &ops::rmsNormOp(),    &ops::addRmsNormOp(), &ops::linearOp(),
       &ops::ropeKvWriteOp(), &ops::attentionOp(),  &ops::siluMulOp(),    &ops::addOp(),
       &ops::gatherRowsOp(),  &ops::allReduceOp(),  &ops::allGatherOp(),  &ops::geluTanhMulOp(),
-      &ops::softcapOp(),     &ops::moeExpertsOp(),
+      &ops::softcapOp(),     &ops::moeExpertsOp(), &ops::layerNormOp(),  &ops::geluOp(),
   };
   return table;
 }

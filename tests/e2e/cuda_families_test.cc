@@ -7,6 +7,7 @@
 // a machine without a GPU, ctest's cudasim.cuda_families_test runs this on the simulator.
 #include "tests/e2e/e2e_util.h"
 
+#include "tests/e2e/encoder_util.h"
 #include "tests/e2e/sliding_window_util.h"
 
 #include <gtest/gtest.h>
@@ -85,6 +86,30 @@ TEST(CudaFamilies, SlidingWindowEngineGemma3) {
 }
 TEST(CudaFamilies, SlidingWindowEngineMistral) {
   checkSlidingWindowOnCuda("tiny-mistral");
+}
+
+// Encoders (tests/e2e/encoder_util.h): layer_norm, gelu and bidirectional attention through the
+// CUDA kernels, hidden states within 1e-4 of transformers'.
+TEST(CudaFamilies, EncoderBert) {
+  std::string why;
+  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
+  if (!options)
+    GTEST_SKIP() << why;
+  checkEncoder("tiny-bert", 5, "cuda", *options);
+}
+TEST(CudaFamilies, EncoderXlmRoberta) {
+  std::string why;
+  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
+  if (!options)
+    GTEST_SKIP() << why;
+  checkEncoder("tiny-xlm-roberta", 6, "cuda", *options);
+}
+TEST(CudaFamilies, EmbeddingQwen3) {
+  std::string why;
+  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
+  if (!options)
+    GTEST_SKIP() << why;
+  checkEncoder("tiny-qwen3-embedding", 5, "cuda", *options);
 }
 
 } // namespace

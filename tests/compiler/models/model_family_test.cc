@@ -53,7 +53,8 @@ std::string errorOf(const Json &json) {
 
 TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
   EXPECT_EQ(supportedModelTypes(),
-            "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe");
+            "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, "
+            "bert, xlm-roberta");
   for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
                                     {"mistral", "MistralForCausalLM"},
                                     {"qwen2", "Qwen2ForCausalLM"},
@@ -113,6 +114,36 @@ TEST(ModelFamilyTest, EveryFamilyRefusesOtherActivations) {
     std::string message = errorOf(json);
     EXPECT_NE(message.find("field 'hidden_act' is 'gelu'"), std::string::npos) << message;
   }
+}
+
+// Encoders: BERT's keys (layer_norm_eps, type_vocab_size, erf gelu, absolute positions) and
+// XLM-R's position offset after its padding index; what they cannot compile is refused by name.
+TEST(ModelFamilyTest, EncodersReadTheirKeys) {
+  Json bert = configOf("bert", "BertModel");
+  bert["layer_norm_eps"] = 1e-12;
+  bert["hidden_act"] = "gelu";
+  Resolved r = resolve(bert);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_TRUE(r.config.embeds);
+  EXPECT_EQ(r.config.layerNormEps, 1e-12);
+  EXPECT_EQ(r.config.typeVocabSize, 2);
+  EXPECT_EQ(r.config.positionOffset, 0);
+  bert["position_embedding_type"] = "relative_key";
+  EXPECT_NE(errorOf(bert).find("field 'position_embedding_type' is 'relative_key'"),
+            std::string::npos);
+  bert["position_embedding_type"] = "absolute";
+  bert["hidden_act"] = "silu";
+  EXPECT_NE(errorOf(bert).find("field 'hidden_act' is 'silu'"), std::string::npos);
+
+  Json xlmr = configOf("xlm-roberta", "XLMRobertaModel");
+  xlmr["pad_token_id"] = 1;
+  xlmr["type_vocab_size"] = 1;
+  r = resolve(xlmr);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_EQ(r.config.positionOffset, 2);
+  EXPECT_EQ(r.config.typeVocabSize, 1);
+  xlmr.erase("pad_token_id");
+  EXPECT_NE(errorOf(xlmr).find("pad_token_id"), std::string::npos);
 }
 
 // Gemma 2's keys, with Gemma2Config's defaults where config.json leaves them out (soft-capping

@@ -129,6 +129,19 @@ TEST(SoftcapTest, MatchesDoubleReferenceInPlace) {
   EXPECT_EQ(big[2], 0.0f);
 }
 
+TEST(GeluTest, MatchesDoubleErfReferenceInPlace) {
+  for (int64_t count : {int64_t{1}, int64_t{1025}, int64_t{70000}}) {
+    auto x = randomFloats(count, 900, -12, 12);
+    const std::vector<float> original = x;
+    gelu({x.data(), x.data(), count});
+    for (int64_t i = 0; i < count; ++i) {
+      const double v = original[i];
+      ASSERT_NEAR(x[i], 0.5 * v * (1.0 + std::erf(v / std::sqrt(2.0))), 2e-6 * (1 + std::fabs(v)))
+          << "count " << count << " index " << i;
+    }
+  }
+}
+
 TEST(AddTest, AddsElementwiseExactly) {
   for (int64_t count : {int64_t{1}, int64_t{130}, int64_t{100000}}) {
     const auto a = randomFloats(count, 500), b = randomFloats(count, 501);

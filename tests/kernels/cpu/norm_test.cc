@@ -82,6 +82,38 @@ TEST_P(RmsNormTest, AddUpdatesResidualExactlyAndNormalisesIt) {
     }
 }
 
+// LayerNorm (encoders) against a double-precision reference, with a large mean so a one-pass
+// variance would lose digits; in place too.
+TEST(LayerNormTest, MatchesDoubleReference) {
+  uint32_t seed = 300;
+  for (int32_t rows : {1, 3, 17})
+    for (int32_t hidden : {1, 64, 384, 1000}) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " hidden=" << hidden);
+      auto x = randomFloats(static_cast<size_t>(rows) * hidden, ++seed, 97.0f, 103.0f);
+      const auto weight = randomFloats(hidden, ++seed, 0.5f, 1.5f);
+      const auto bias = randomFloats(hidden, ++seed, -1.0f, 1.0f);
+      std::vector<float> y(x.size());
+      layerNorm({x.data(), weight.data(), bias.data(), y.data(), rows, hidden, 1e-12f});
+      for (int32_t r = 0; r < rows; ++r) {
+        const float *row = x.data() + size_t(r) * hidden;
+        double mean = 0, var = 0;
+        for (int32_t i = 0; i < hidden; ++i)
+          mean += row[i];
+        mean /= hidden;
+        for (int32_t i = 0; i < hidden; ++i)
+          var += (row[i] - mean) * (row[i] - mean);
+        var /= hidden;
+        for (int32_t i = 0; i < hidden; ++i) {
+          const double expected = (row[i] - mean) / std::sqrt(var + 1e-12) * weight[i] + bias[i];
+          ASSERT_NEAR(y[size_t(r) * hidden + i], expected, 2e-4) << "row " << r << " i " << i;
+        }
+      }
+      std::vector<float> inPlace = x;
+      layerNorm({inPlace.data(), weight.data(), bias.data(), inPlace.data(), rows, hidden, 1e-12f});
+      EXPECT_TRUE(testing::bitwiseEqual(inPlace, y));
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, RmsNormTest, ::testing::ValuesIn(availableCpuIsas()),
                          [](const ::testing::TestParamInfo<CpuIsa> &info) {
                            return std::string(cpuIsaName(info.param));

@@ -340,6 +340,53 @@ TEST(CudaKernels, RowKernelsSiluMulAndRopeMatchTheCpuReference) {
     }
 }
 
+// Encoders' row kernels: layer_norm (fp32 weight and bias, rows of 96 and of 100 elements: 16-byte
+// vectors and single elements) and gelu (erf) against the CPU reference, in place for gelu.
+TEST(CudaKernels, EncoderRowKernelsMatchTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  const int32_t rows = 5, width = 520;
+  std::vector<KernelInstance> instances;
+  for (const char *dt : {"f32", "bf16", "f16"}) {
+    for (int hidden : {96, 100})
+      instances.push_back(rt::makeKernelInstance("layer_norm", {{"dtype", dt},
+                                                                {"weight_dtype", "f32"},
+                                                                {"hidden", std::to_string(hidden)},
+                                                                {"threads", "64"}}));
+    instances.push_back(rt::makeKernelInstance(
+        "gelu", {{"dtype", dt}, {"width", std::to_string(width)}, {"threads", "64"}}));
+  }
+  ASSERT_TRUE(gpu->load(instances).isOk());
+  for (size_t i = 0; i < instances.size(); i += 3) {
+    const std::string dt = i == 0 ? "f32" : i == 3 ? "bf16" : "f16";
+    SCOPED_TRACE(dt);
+    for (int j = 0; j < 2; ++j) {
+      const int32_t hidden = j == 0 ? 96 : 100;
+      const size_t n = size_t(rows) * hidden;
+      std::vector<float> x = randomValues(n, 21 + j, dt, 2.0f, 6.0f);
+      const std::vector<float> w = randomValues(hidden, 23, "f32", 0.5f, 1.5f),
+                               b = randomValues(hidden, 24, "f32", -1.0f, 1.0f);
+      void *dx = gpu->upload(encode(x, dt)), *dw = gpu->upload(encode(w, "f32")),
+           *db = gpu->upload(encode(b, "f32")), *dy = gpu->alloc(n * bytesOf(dt));
+      Launch norm = shapeOf(instances[i + j]);
+      ASSERT_TRUE(gpu->launch(instances[i + j].symbol, rows, norm.gridY, 1, norm.threads,
+                              kc::LayerNormParams{dx, dw, db, dy, rows, 1e-12f})
+                      .isOk());
+      std::vector<float> ref(n);
+      cpu::layerNorm({x.data(), w.data(), b.data(), ref.data(), rows, hidden, 1e-12f});
+      expectClose(decode(gpu->download(dy, n * bytesOf(dt)), dt), ref, dt, "layer_norm", 4.0f);
+    }
+    std::vector<float> x = randomValues(size_t(rows) * width, 25, dt, -8.0f, 8.0f);
+    void *dx = gpu->upload(encode(x, dt));
+    Launch shape = shapeOf(instances[i + 2]);
+    ASSERT_TRUE(gpu->launch(instances[i + 2].symbol, rows, shape.gridY, 1, shape.threads,
+                            kc::GeluParams{dx, dx, rows})
+                    .isOk());
+    std::vector<float> ref(x.size());
+    cpu::gelu({x.data(), ref.data(), int64_t(x.size())});
+    expectClose(decode(gpu->download(dx, x.size() * bytesOf(dt)), dt), ref, dt, "gelu", 8.0f);
+  }
+}
+
 // Gemma 2's row kernels: gelu_tanh_mul (GeGLU) and softcap against the CPU reference, and the
 // embedding with a scale (each row times it in fp32, rounded once to the activations' type).
 TEST(CudaKernels, GemmaRowKernelsMatchTheCpuReference) {

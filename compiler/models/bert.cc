@@ -1,0 +1,28 @@
+// BERT (BertModel): an encoder (compiler/models/encoder.h) whose tensors sit under "bert." when
+// the checkpoint was saved from a model with a head (BertForMaskedLM, ...). Its pooler is not
+// read: feature extraction returns the last hidden state, pooling follows sentence-transformers.
+#include "compiler/models/encoder.h"
+
+namespace kiln::compiler {
+namespace {
+
+Status parseBert(const ConfigFields &fields, HfModelConfig &config) {
+  return readEncoderConfig(fields, config);
+}
+
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
+buildBert(mlir::MLIRContext &context, const HfModelConfig &config, const BuildOptions &options) {
+  EncoderLayout layout;
+  if (options.hasTensor && options.hasTensor("bert.embeddings.word_embeddings.weight"))
+    layout.prefix = "bert.";
+  return buildEncoder(context, config, options, layout);
+}
+
+} // namespace
+
+const ModelFamily &bertFamily() {
+  static const ModelFamily family{"bert", {"bert"}, {"BertModel"}, &parseBert, &buildBert};
+  return family;
+}
+
+} // namespace kiln::compiler

@@ -1,0 +1,35 @@
+// XLM-RoBERTa (XLMRobertaModel): BERT's encoder (compiler/models/encoder.h) whose learned
+// positions start after the padding index (position p reads row p + pad_token_id + 1, as
+// transformers' create_position_ids_from_input_ids for a sequence without padding), one token
+// type, and tensors under "roberta." when saved from a model with a head.
+#include "compiler/models/encoder.h"
+
+namespace kiln::compiler {
+namespace {
+
+Status parseXlmRoberta(const ConfigFields &fields, HfModelConfig &config) {
+  KILN_RETURN_IF_ERROR(readEncoderConfig(fields, config));
+  if (config.padTokenId < 0)
+    return fields.error("pad_token_id", "is required: XLM-R's positions start after it");
+  config.positionOffset = config.padTokenId + 1;
+  return okStatus();
+}
+
+mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildXlmRoberta(mlir::MLIRContext &context,
+                                                                   const HfModelConfig &config,
+                                                                   const BuildOptions &options) {
+  EncoderLayout layout;
+  if (options.hasTensor && options.hasTensor("roberta.embeddings.word_embeddings.weight"))
+    layout.prefix = "roberta.";
+  return buildEncoder(context, config, options, layout);
+}
+
+} // namespace
+
+const ModelFamily &xlmRobertaFamily() {
+  static const ModelFamily family{
+      "xlm-roberta", {"xlm-roberta"}, {"XLMRobertaModel"}, &parseXlmRoberta, &buildXlmRoberta};
+  return family;
+}
+
+} // namespace kiln::compiler

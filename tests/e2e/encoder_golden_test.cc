@@ -1,0 +1,54 @@
+// Embedding models (encoders, and a decoder) on the cpu backend against transformers' goldens
+// (tests/e2e/encoder_util.h;
+// cuda_families_test runs the same checks on the CUDA backend).
+#include "runtime/embed/embedder.h"
+#include "tests/e2e/e2e_util.h"
+#include "tests/e2e/encoder_util.h"
+
+#include <gtest/gtest.h>
+
+namespace kiln::e2e {
+namespace {
+
+TEST(EncoderGolden, BertMeanPooling) {
+  checkEncoder("tiny-bert", 5, "cpu", {});
+}
+
+TEST(EncoderGolden, XlmRobertaClsPooling) {
+  checkEncoder("tiny-xlm-roberta", 6, "cpu", {});
+}
+
+// A decoder embedding model (Qwen3Model, tensors without "model.", sentence-transformers'
+// last-token pooling): causal attention, the final norm's rows instead of logits.
+TEST(EncoderGolden, Qwen3EmbeddingLastTokenPooling) {
+  checkEncoder("tiny-qwen3-embedding", 5, "cpu", {});
+}
+
+// Inputs the encoder cannot take are refused whole, naming the input and the limit.
+TEST(EncoderGolden, RefusesInputsBeyondTheLimits) {
+  compiler::CompileOptions options;
+  options.maxBatch = 2;
+  options.maxSeqLen = 16;
+  LoadedArtifact loaded = loadForTest(
+      compileForTest(std::string(KILN_TEST_DATA_DIR) + "/models/tiny-bert", options), 64);
+  ASSERT_NE(loaded.executor, nullptr);
+  Result<rt::Embedder> embedder =
+      rt::Embedder::create({loaded.executor.get(), rt::PoolingMode::kMean});
+  ASSERT_TRUE(embedder.isOk());
+  EXPECT_EQ(embedder->embed({{2, 5}, std::vector<int32_t>(17, 5)}).status().message(),
+            "input 1 has 17 tokens; this model embeds at most 16 (the compiled --max-seq-len / "
+            "--max-tokens-per-step)");
+  EXPECT_EQ(embedder->embed({{2, 5000}}).status().message(),
+            "input 0 holds token id 5000; the vocabulary has 1023 tokens");
+  EXPECT_EQ(embedder->embed({{}}).status().message(), "input 0 has no tokens");
+  // More inputs than one step holds run as several steps, in order.
+  std::vector<std::vector<int32_t>> five(5, std::vector<int32_t>{2, 40, 41, 3});
+  five[3] = {2, 50, 3};
+  Result<std::vector<rt::Embedding>> out = embedder->embed(five);
+  ASSERT_TRUE(out.isOk()) << out.status().toString();
+  EXPECT_EQ((*out)[3].numTokens, 3);
+  EXPECT_EQ((*out)[4].hidden, (*out)[0].hidden);
+}
+
+} // namespace
+} // namespace kiln::e2e
