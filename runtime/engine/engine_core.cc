@@ -139,6 +139,9 @@ Result<std::unique_ptr<EngineCore>> EngineCore::create(const EngineConfig &confi
 }
 
 Status EngineCore::validate(const Request &request) const {
+  if (config_.runner->limits().embeds)
+    return failedPrecondition("this model is an embedding model: it embeds text (/v1/embeddings, "
+                              "/embed) and cannot generate");
   const auto &prompt = request.promptIds;
   if (prompt.empty())
     return invalidArgument("request prompt is empty");

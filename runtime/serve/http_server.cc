@@ -46,6 +46,7 @@ HttpServer::HttpServer(HttpServerConfig config) : impl_(std::make_unique<Impl>()
   impl_->config = std::move(config);
   impl_->ctx.maxBodyBytes = impl_->config.maxBodyBytes;
   impl_->ctx.sageMakerStreamFormat = impl_->config.sageMakerStreamFormat;
+  impl_->ctx.invocationOutput = impl_->config.invocationOutput;
   impl_->ctx.admission = std::make_unique<Admission>(INT64_MAX);
   impl_->registerRoutes();
 }
@@ -137,6 +138,8 @@ void HttpServer::Impl::registerGeneration() {
   route("POST", "/", guard(ErrorStyle::kTgi, handleTgiCompat));
   route("GET", "/info", guard(ErrorStyle::kTgi, handleTgiInfo));
   route("POST", "/invocations", guard(ErrorStyle::kTgi, handleInvocations));
+  route("POST", "/v1/embeddings", guard(ErrorStyle::kOpenAi, handleEmbeddings));
+  route("POST", "/embed", guard(ErrorStyle::kTgi, handleTeiEmbed));
 }
 
 // "GET, HEAD" (httplib answers HEAD from the GET handler), "POST", ...; "" for an unknown path.

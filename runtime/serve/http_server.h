@@ -27,6 +27,10 @@ namespace kiln::rt::serve {
 // A connection holds a pool thread for its whole life, so this bounds concurrent connections.
 inline constexpr size_t kDefaultMaxHttpThreads = 2048;
 
+// What /invocations answers for an encoder (option.task): its hidden states (feature-extraction,
+// the default) or its pooled vectors (text-embedding).
+enum class InvocationOutput { kHiddenStates, kPooled };
+
 struct HttpServerConfig {
   std::string host = "127.0.0.1";
   int port = 0;                   // 0: any free port (bind() returns it)
@@ -45,6 +49,7 @@ struct HttpServerConfig {
   std::chrono::milliseconds bodyTimeout{60000};
   size_t maxHeaderBytes = 32u << 10; // request line plus headers; more gets 431
   Framing sageMakerStreamFormat = Framing::kJsonLines;
+  InvocationOutput invocationOutput = InvocationOutput::kHiddenStates; // an encoder's /invocations
   // Receives one line per request a handler failed on unexpectedly (an exception); the client
   // gets only a generic 500. Null: not logged.
   std::function<void(const std::string &)> log;

@@ -4,6 +4,7 @@
 
 #include "runtime/serve/api_error.h"
 #include "runtime/serve/generation.h"
+#include "runtime/serve/http_server.h"
 #include "runtime/serve/metrics_text.h"
 #include "runtime/serve/serve_model.h"
 #include "runtime/serve/sse.h"
@@ -30,6 +31,7 @@ struct RouteContext {
   size_t maxBodyBytes = 0;
   int retryAfterSeconds = 1;
   Framing sageMakerStreamFormat = Framing::kJsonLines;
+  InvocationOutput invocationOutput = InvocationOutput::kHiddenStates;
 };
 
 // Writes the error in the API's shape (503s get Retry-After).
@@ -94,6 +96,12 @@ void handleTgiCompat(RouteContext &ctx, const httplib::Request &req, httplib::Re
 // GET /info: TGI's Info object.
 void handleTgiInfo(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
 void handleInvocations(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
+// POST /v1/embeddings (OpenAI) and POST /embed (TEI): an encoder's pooled vectors.
+void handleEmbeddings(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
+void handleTeiEmbed(RouteContext &ctx, const httplib::Request &req, httplib::Response &res);
+// /invocations of an encoder: raw text or {"inputs": ...} -> hidden states or pooled vectors.
+void runFeatureExtraction(RouteContext &ctx, ServeModel &model, const httplib::Request &req,
+                          httplib::Response &res);
 
 // Shared by /v1/* and /invocations: run a parsed OpenAI request.
 void runCompletion(RouteContext &ctx, ServeModel &model,

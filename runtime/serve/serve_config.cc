@@ -101,6 +101,16 @@ Status applyOption(const std::string &key, const std::string &value, const std::
     config.chatTemplatePath = value;
     return okStatus();
   }
+  if (key == "task") {
+    const std::string task = lower(value) == "text_embedding" ? "text-embedding" : lower(value);
+    if (task != "text-generation" && task != "feature-extraction" && task != "text-embedding")
+      return invalidArgument(where + " is '" + value +
+                             "'; kiln serves text-generation, feature-extraction and "
+                             "text-embedding");
+    config.task = task;
+    config.sources["task"] = where;
+    return okStatus();
+  }
   if (key == "tool_call_parser") {
     config.toolCallParser = value;
     config.sources["tool_call_parser"] = where;
@@ -222,6 +232,12 @@ Status checkAgainstArtifact(const ServeConfig &config, const ArtifactFacts &fact
     auto it = config.sources.find(setting);
     return it == config.sources.end() ? fallback : it->second;
   };
+  if (!config.task.empty() && (config.task == "text-generation") == facts.embeds)
+    return invalidArgument(source("task", "task") + " is '" + config.task + "' but the artifact " +
+                           (facts.embeds
+                                ? "is an embedding model: it serves feature-extraction and "
+                                  "text-embedding"
+                                : "generates text: it serves text-generation"));
   if (config.tensorParallelDegree && config.tensorParallelDegree != facts.tensorParallelDegree)
     return invalidArgument(
         source("tensor_parallel_degree", "tensor parallel degree " +

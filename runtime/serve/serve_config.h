@@ -43,6 +43,9 @@ struct ServeConfig {
   double gpuMemoryUtilization = 0; // option.gpu_memory_utilization; 0: unset (the flag or default)
   std::string chatTemplatePath;
   std::string toolCallParser; // --tool-call-parser / option.tool_call_parser; "": the template's
+  // option.task (DJL's names): "" (what the artifact does), "text-generation", or for an encoder
+  // "feature-extraction" (/invocations returns hidden states) or "text-embedding" (pooled).
+  std::string task;
   std::string servedModelName;
   Framing sageMakerStreamFormat = Framing::kJsonLines;
   size_t maxBodyBytes = kDefaultMaxBodyBytes;
@@ -83,6 +86,7 @@ struct ArtifactFacts {
   std::string dtype; // "fp32", "fp16", "bf16"
   int32_t maxBatch = 0;
   int32_t maxSeqLen = 0;
+  bool embeds = false; // the artifact embeds (plan.fbs PlanOutput HiddenStates)
 };
 
 // Rejects settings that contradict the artifact (tp, dtype, a max batch or model length above the

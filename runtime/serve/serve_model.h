@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/base/status.h"
+#include "runtime/embed/embedding_service.h"
 #include "runtime/engine/engine.h"
 #include "runtime/serve/tool_call_parser.h"
 
@@ -42,6 +43,8 @@ public:
   // The format tool_choice "auto" reads calls in (runtime/serve/tool_call_parser.h):
   // --tool-call-parser, else the chat template's.
   virtual ToolCallFormat toolCallFormat() const { return ToolCallFormat::kNone; }
+  // An encoder's embeddings (its engine refuses to generate); null for a generating model.
+  virtual EmbeddingService *embeddings() { return nullptr; }
 };
 
 } // namespace kiln::rt::serve

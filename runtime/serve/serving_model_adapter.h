@@ -28,6 +28,7 @@ public:
   std::string decode(std::span<const int32_t> ids) const override;
   bool isSpecialToken(int32_t id) const override;
   ToolCallFormat toolCallFormat() const override { return toolCallFormat_; }
+  EmbeddingService *embeddings() override { return model_->embeddings(); }
 
   ServingModel &servingModel() { return *model_; }
 

@@ -161,7 +161,20 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
   config.enablePrefixCaching = options.enablePrefixCaching;
   config.seed = options.seed;
   KILN_ASSIGN_OR_RETURN(model->engine_, Engine::create(config));
+  KILN_RETURN_IF_ERROR(model->startEmbeddings());
   return model;
+}
+
+// An encoder artifact embeds (its engine refuses generation requests); pooling as compiled.
+Status ServingModel::startEmbeddings() {
+  if (!executor_->limits().embeds)
+    return okStatus();
+  const schema::ModelInfo &info = *artifact_->plan().model();
+  KILN_ASSIGN_OR_RETURN(PoolingMode pooling,
+                        parsePoolingMode(info.pooling() ? info.pooling()->str() : ""));
+  KILN_ASSIGN_OR_RETURN(embeddings_, EmbeddingService::start({executor_.get(), pooling},
+                                                             info.normalize_embeddings()));
+  return okStatus();
 }
 
 std::vector<int32_t> ServingModel::eosTokenIds() const {
@@ -200,6 +213,8 @@ Result<std::vector<int32_t>> ServingModel::encodeChat(const nlohmann::ordered_js
 void ServingModel::shutdown() {
   if (engine_)
     engine_->shutdown();
+  if (embeddings_)
+    embeddings_->shutdown();
 }
 
 } // namespace kiln::rt

@@ -4,6 +4,7 @@
 #pragma once
 
 #include "runtime/artifact/artifact.h"
+#include "runtime/embed/embedding_service.h"
 #include "runtime/engine/engine.h"
 #include "runtime/exec/executor.h"
 #include "runtime/hal/device.h"
@@ -54,6 +55,8 @@ public:
   ~ServingModel();
 
   Engine &engine() { return *engine_; }
+  // An encoder artifact's embeddings (its engine refuses to generate); null for a generating one.
+  EmbeddingService *embeddings() { return embeddings_.get(); }
   const Artifact &artifact() const { return *artifact_; }
   // The served model's name: the artifact directory's base name without ".kiln".
   const std::string &modelName() const { return modelName_; }
@@ -79,6 +82,7 @@ public:
 private:
   struct TextHooks;
   ServingModel() = default;
+  Status startEmbeddings();
 
   std::unique_ptr<Artifact> artifact_;
   std::unique_ptr<Device> device_;
@@ -88,6 +92,7 @@ private:
   ChatSpecialTokens specialTokens_;
   std::unique_ptr<TextHooks> textHooks_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<EmbeddingService> embeddings_;
   std::string modelName_;
 };
 

@@ -1,5 +1,7 @@
 #include "runtime/text/precompiled_charsmap.h"
 
+#include "runtime/base/base64.h"
+
 #include "runtime/text/scratch.h"
 #include "runtime/text/tokenizer_utf8.h"
 
@@ -9,38 +11,6 @@
 
 namespace kiln::rt {
 namespace {
-
-int base64Value(char c) {
-  if (c >= 'A' && c <= 'Z')
-    return c - 'A';
-  if (c >= 'a' && c <= 'z')
-    return c - 'a' + 26;
-  if (c >= '0' && c <= '9')
-    return c - '0' + 52;
-  return c == '+' ? 62 : c == '/' ? 63 : -1;
-}
-
-// Standard alphabet with '=' padding, as HF writes the charsmap.
-std::optional<std::string> decodeBase64(std::string_view text) {
-  while (!text.empty() && text.back() == '=')
-    text.remove_suffix(1);
-  std::string out;
-  out.reserve(text.size() * 3 / 4);
-  uint32_t buffer = 0;
-  int bits = 0;
-  for (char c : text) {
-    int v = base64Value(c);
-    if (v < 0)
-      return std::nullopt;
-    buffer = (buffer << 6) | static_cast<uint32_t>(v);
-    bits += 6;
-    if (bits >= 8) {
-      bits -= 8;
-      out.push_back(static_cast<char>((buffer >> bits) & 0xFF));
-    }
-  }
-  return out;
-}
 
 // darts-clone unit fields (HF spm_precompiled reads them the same way).
 bool hasLeaf(uint32_t unit) {

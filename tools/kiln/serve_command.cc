@@ -261,6 +261,7 @@ loadModel(const rt::serve::ServeConfig &config, const DeviceFlags &flags, bool v
   facts.dtype = dtypeName(plan.activation_dtype());
   facts.maxBatch = static_cast<int32_t>(plan.limits()->max_batch());
   facts.maxSeqLen = static_cast<int32_t>(plan.limits()->max_seq_len());
+  facts.embeds = plan.output() == schema::PlanOutput::HiddenStates;
   KILN_RETURN_IF_ERROR(rt::serve::checkAgainstArtifact(config, facts));
   KILN_ASSIGN_OR_RETURN(rt::serve::ToolCallFormat toolCalls, toolCallFormat(config, *model));
   return std::make_unique<rt::serve::ServingModelAdapter>(std::move(model), config.servedModelName,
@@ -280,6 +281,9 @@ rt::serve::HttpServerConfig httpConfig(const rt::serve::ServeConfig &config) {
   http.bodyTimeout = std::chrono::seconds(config.httpBodyTimeoutSeconds);
   http.maxHeaderBytes = config.maxHeaderBytes;
   http.sageMakerStreamFormat = config.sageMakerStreamFormat;
+  http.invocationOutput = config.task == "text-embedding"
+                              ? rt::serve::InvocationOutput::kPooled
+                              : rt::serve::InvocationOutput::kHiddenStates;
   http.log = [](const std::string &line) { std::cerr << "kiln serve: " << line << "\n"; };
   return http;
 }
@@ -352,7 +356,14 @@ int serve(const Args &args) {
     return reportError("serve", model.status().withContext("loading " + config->modelDir));
   }
   server.setModel(model->get());
-  if (!(*model)->hasChatTemplate())
+  if ((*model)->embeddings())
+    std::cerr
+        << "kiln serve: an embedding model: embeddings on /v1/embeddings, /embed and /invocations ("
+        << ((*model)->embeddings()->info().pooling == rt::PoolingMode::kNone
+                ? "hidden states only: the model has no pooling"
+                : "pooling " + rt::poolingModeName((*model)->embeddings()->info().pooling))
+        << ")\n";
+  else if (!(*model)->hasChatTemplate())
     std::cerr << "kiln serve: warning: the artifact has no chat template: /v1/chat/completions "
                  "and chat bodies sent to /invocations answer 400; start kiln serve with "
                  "--chat-template FILE to serve chat\n";

@@ -1,0 +1,61 @@
+// The serving side of an encoder: one worker thread owns the Embedder (as the engine thread owns a
+// generating model's state); callers on any thread hand it their inputs and block until theirs
+// are done. Requests waiting together are embedded together, packed by the Embedder into steps
+// of the compiled token budget, so concurrent requests share steps. A request's inputs are
+// checked on the caller's thread first: a bad one fails alone, before it is queued.
+#pragma once
+
+#include "runtime/embed/embedder.h"
+
+#include <condition_variable>
+#include <deque>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+namespace kiln::rt {
+
+struct EmbeddingModelInfo {
+  int32_t width = 0;          // the hidden size: each hidden state's and pooled vector's length
+  int32_t maxInputTokens = 0; // Embedder::maxInputTokens
+  PoolingMode pooling = PoolingMode::kNone;
+  bool normalize = false; // the model's own: a Normalize module follows its pooling
+};
+
+class EmbeddingService {
+public:
+  static Result<std::unique_ptr<EmbeddingService>> start(const EmbedderConfig &config,
+                                                         bool normalize);
+  ~EmbeddingService(); // shutdown()
+  EmbeddingService(const EmbeddingService &) = delete;
+  EmbeddingService &operator=(const EmbeddingService &) = delete;
+
+  const EmbeddingModelInfo &info() const { return info_; }
+  // Thread-safe. One Embedding per input, in order; an error names the bad input. After
+  // shutdown(): unavailable.
+  Result<std::vector<Embedding>> embed(std::vector<std::vector<int32_t>> inputs);
+  // Finishes the queued requests, refuses new ones, joins the worker. Idempotent.
+  void shutdown();
+
+private:
+  struct Pending {
+    std::vector<std::vector<int32_t>> inputs;
+    std::promise<Result<std::vector<Embedding>>> done;
+  };
+
+  explicit EmbeddingService(Embedder embedder) : embedder_(std::move(embedder)) {}
+  void run();
+  // Every waiting request, embedded in one call; each gets its own slice of the results.
+  void serve(std::deque<Pending> &batch);
+
+  Embedder embedder_;
+  EmbeddingModelInfo info_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::deque<Pending> queue_;
+  bool stopping_ = false;
+  std::thread worker_;
+};
+
+} // namespace kiln::rt

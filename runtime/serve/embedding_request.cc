@@ -1,0 +1,205 @@
+#include "runtime/serve/embedding_request.h"
+
+#include "runtime/base/base64.h"
+#include "runtime/embed/pooling.h"
+
+#include <cstring>
+#include <string>
+
+namespace kiln::rt::serve {
+namespace {
+
+using nlohmann::json;
+
+// One text through the tokenizer (special tokens as the model adds them), within the limit.
+std::optional<ApiError> encodeText(const json &text, const std::string &field,
+                                   const ServeModel &model, const EmbeddingModelInfo &info,
+                                   std::vector<int32_t> &out) {
+  if (!text.is_string())
+    return badRequest(field, "field '" + field + "' must be a string");
+  if (text.get_ref<const std::string &>().empty())
+    return badRequest(field, "field '" + field + "' is an empty string");
+  Result<std::vector<int32_t>> ids = model.encodePrompt(text.get<std::string>());
+  if (!ids.isOk())
+    return errorFromStatus(ids.status(), field);
+  out = std::move(*ids);
+  return std::nullopt;
+}
+
+std::optional<ApiError> checkLength(const std::vector<int32_t> &ids, const std::string &field,
+                                    const EmbeddingModelInfo &info) {
+  if (static_cast<int64_t>(ids.size()) <= info.maxInputTokens)
+    return std::nullopt;
+  return badRequest(field, "field '" + field + "' has " + std::to_string(ids.size()) +
+                               " tokens; this model embeds at most " +
+                               std::to_string(info.maxInputTokens) +
+                               " (the compiled --max-seq-len / --max-tokens-per-step)");
+}
+
+// A list of token ids, each a non-negative integer.
+bool tokenIds(const json &value, std::vector<int32_t> &out) {
+  if (!value.is_array() || value.empty())
+    return false;
+  for (const json &id : value) {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > INT32_MAX)
+      return false;
+    out.push_back(id.get<int32_t>());
+  }
+  return true;
+}
+
+// A string or a non-empty list of strings (TEI, SageMaker); OpenAI also takes token ids.
+std::optional<ApiError> parseInputs(const json &input, const std::string &field, bool idsAllowed,
+                                    const ServeModel &model, const EmbeddingModelInfo &info,
+                                    EmbeddingRequest &out) {
+  out.batched = input.is_array();
+  std::vector<int32_t> ids;
+  if (idsAllowed && tokenIds(input, ids)) {
+    out.inputs.push_back(std::move(ids));
+    out.batched = false;
+  } else if (input.is_string()) {
+    out.inputs.emplace_back();
+    if (auto error = encodeText(input, field, model, info, out.inputs.back()))
+      return error;
+  } else if (input.is_array() && !input.empty()) {
+    for (size_t i = 0; i < input.size(); ++i) {
+      const std::string item = field + "[" + std::to_string(i) + "]";
+      out.inputs.emplace_back();
+      if (idsAllowed && input[i].is_array()) {
+        if (!tokenIds(input[i], out.inputs.back()))
+          return badRequest(item, "field '" + item + "' must be a non-empty list of token ids");
+      } else if (auto error = encodeText(input[i], item, model, info, out.inputs.back())) {
+        return error;
+      }
+    }
+  } else {
+    return badRequest(field, "field '" + field + "' must be a string or a non-empty list" +
+                                 (idsAllowed ? " (of strings, token ids or id lists)" : ""));
+  }
+  for (size_t i = 0; i < out.inputs.size(); ++i)
+    if (auto error = checkLength(out.inputs[i],
+                                 out.batched ? field + "[" + std::to_string(i) + "]" : field, info))
+      return error;
+  return std::nullopt;
+}
+
+std::optional<ApiError> requirePooling(const EmbeddingModelInfo &info) {
+  if (info.pooling != PoolingMode::kNone)
+    return std::nullopt;
+  return badRequest("", "this model has no pooling (no sentence-transformers modules.json and "
+                        "1_Pooling/config.json beside the checkpoint), so it gives no sentence "
+                        "embedding; /invocations returns its hidden states");
+}
+
+std::vector<float> finished(const Embedding &e, int32_t dimensions, bool normalize) {
+  std::vector<float> v = e.pooled;
+  if (dimensions > 0 && dimensions < static_cast<int32_t>(v.size()))
+    v.resize(dimensions);
+  return normalize ? normalizedL2(v) : v;
+}
+
+int64_t tokensOf(const std::vector<Embedding> &results) {
+  int64_t tokens = 0;
+  for (const Embedding &e : results)
+    tokens += e.numTokens;
+  return tokens;
+}
+
+} // namespace
+
+std::optional<ApiError> parseOpenAiEmbeddingRequest(const json &body, const ServeModel &model,
+                                                    const EmbeddingModelInfo &info,
+                                                    EmbeddingRequest &out) {
+  if (auto error = requirePooling(info))
+    return error;
+  if (!body.contains("input"))
+    return badRequest("input", "field 'input' is required");
+  const std::string format = body.value("encoding_format", "float");
+  if (!body.value("encoding_format", json("float")).is_string() ||
+      (format != "float" && format != "base64"))
+    return badRequest("encoding_format", "field 'encoding_format' must be \"float\" or \"base64\"");
+  out.base64 = format == "base64";
+  if (body.contains("dimensions") && !body["dimensions"].is_null()) {
+    const json &d = body["dimensions"];
+    if (!d.is_number_integer() || d.get<int64_t>() < 1 || d.get<int64_t>() > info.width)
+      return badRequest("dimensions", "field 'dimensions' must be an integer in [1, " +
+                                          std::to_string(info.width) + "] (the model's width)");
+    out.dimensions = d.get<int32_t>();
+  }
+  return parseInputs(body["input"], "input", /*idsAllowed=*/true, model, info, out);
+}
+
+std::optional<ApiError> parseTeiEmbedRequest(const json &body, const ServeModel &model,
+                                             const EmbeddingModelInfo &info,
+                                             EmbeddingRequest &out) {
+  if (auto error = requirePooling(info))
+    return error;
+  if (!body.contains("inputs"))
+    return badRequest("inputs", "field 'inputs' is required");
+  if (body.contains("normalize")) {
+    if (!body["normalize"].is_boolean())
+      return badRequest("normalize", "field 'normalize' must be a boolean");
+    out.normalize = body["normalize"].get<bool>();
+  }
+  if (body.value("truncate", json(false)) != json(false))
+    return badRequest("truncate", "field 'truncate' must be false: kiln embeds whole inputs and "
+                                  "refuses longer ones, naming the limit");
+  return parseInputs(body["inputs"], "inputs", /*idsAllowed=*/false, model, info, out);
+}
+
+std::optional<ApiError> parseFeatureExtractionRequest(std::string_view body, bool isJson,
+                                                      const ServeModel &model,
+                                                      const EmbeddingModelInfo &info,
+                                                      EmbeddingRequest &out) {
+  if (!isJson)
+    return parseInputs(json(std::string(body)), "body", false, model, info, out);
+  json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("inputs"))
+    return badRequest("inputs", "a JSON body must be an object with field 'inputs' (a string or "
+                                "a list of strings); send raw text as text/plain");
+  return parseInputs(parsed["inputs"], "inputs", false, model, info, out);
+}
+
+json openAiEmbeddingsBody(const std::vector<Embedding> &results, const EmbeddingRequest &request,
+                          const EmbeddingModelInfo &info, const std::string &model) {
+  json data = json::array();
+  for (size_t i = 0; i < results.size(); ++i) {
+    const std::vector<float> v = finished(results[i], request.dimensions, info.normalize);
+    json embedding = v;
+    if (request.base64) // little-endian float32, as OpenAI's clients decode it
+      embedding = encodeBase64(
+          std::string_view(reinterpret_cast<const char *>(v.data()), v.size() * sizeof(float)));
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", std::move(embedding)}});
+  }
+  const int64_t tokens = tokensOf(results);
+  return {{"object", "list"},
+          {"data", std::move(data)},
+          {"model", model},
+          {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}};
+}
+
+json teiEmbedBody(const std::vector<Embedding> &results, const EmbeddingRequest &request) {
+  json out = json::array();
+  for (const Embedding &e : results)
+    out.push_back(finished(e, 0, request.normalize.value_or(true)));
+  return out;
+}
+
+json featureExtractionBody(const std::vector<Embedding> &results, const EmbeddingRequest &request,
+                           const EmbeddingModelInfo &info, bool pooled) {
+  json out = json::array();
+  for (const Embedding &e : results) {
+    if (pooled) {
+      out.push_back(finished(e, 0, info.normalize));
+      continue;
+    }
+    json rows = json::array();
+    for (int32_t t = 0; t < e.numTokens; ++t)
+      rows.push_back(std::vector<float>(e.hidden.begin() + size_t(t) * info.width,
+                                        e.hidden.begin() + size_t(t + 1) * info.width));
+    out.push_back(json::array({std::move(rows)})); // [1][tokens][hidden]
+  }
+  return request.batched ? out : out[0];
+}
+
+} // namespace kiln::rt::serve
