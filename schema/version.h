@@ -20,7 +20,8 @@
 //   8: mixture-of-experts: op kind MoeExperts.
 //   9: KV cache groups (KvCacheSpec.groups, Buffer.kv_group): an older runtime would give every
 //      layer the first group's block table. Encoders: op kinds LayerNorm and Gelu, step input
-//      LastPositions, Plan.output HiddenStates, ModelInfo.pooling / normalize_embeddings.
+//      LastPositions and ShiftedTokenIds, Plan.output HiddenStates, ModelInfo.pooling /
+//      normalize_embeddings / decoder_start_token_id.
 #pragma once
 
 #include <cstdint>

@@ -32,7 +32,8 @@ def Kiln_StepInputKind : I32EnumAttr<"StepInputKind", "which step input a value 
   I32EnumAttrCase<"BlockTables", 6, "block_tables">,
   I32EnumAttrCase<"LogitsIndices", 7, "logits_indices">,
   I32EnumAttrCase<"SequenceLengths", 8, "sequence_lengths">,
-  I32EnumAttrCase<"LastPositions", 9, "last_positions">
+  I32EnumAttrCase<"LastPositions", 9, "last_positions">,
+  I32EnumAttrCase<"ShiftedTokenIds", 10, "shifted_token_ids">
 ]> {
   let cppNamespace = "::kiln::compiler";
 }

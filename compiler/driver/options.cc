@@ -134,10 +134,10 @@ struct PositionLimit {
   bool extensible = false;
 };
 PositionLimit positionLimit(const HfModelConfig &config) {
-  if (config.positionOffset > 0) // XLM-R: position p reads row p + offset of its learned table
-    return {config.maxPositionEmbeddings - config.positionOffset,
-            "max_position_embeddings (" + std::to_string(config.maxPositionEmbeddings) +
-                ") - the position offset (" + std::to_string(config.positionOffset) + ")"};
+  if (config.positionOffset > 0) // position p reads row p + offset of a learned table
+    return {config.positionRows - config.positionOffset,
+            "the learned position table's " + std::to_string(config.positionRows) +
+                " rows - the position offset (" + std::to_string(config.positionOffset) + ")"};
   const int64_t declared = config.maxPositionEmbeddings;
   PositionLimit limit{declared, "max_position_embeddings (" + std::to_string(declared) + ")"};
   if (!config.ropeScaling)

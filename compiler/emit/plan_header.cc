@@ -53,6 +53,7 @@ std::unique_ptr<schema::ModelInfoT> modelInfo(const HfModelConfig &config) {
   info->bos_token_id = config.bosTokenId;
   info->eos_token_ids.assign(config.eosTokenIds.begin(), config.eosTokenIds.end());
   info->pad_token_id = config.padTokenId;
+  info->decoder_start_token_id = config.decoderStartTokenId;
   return info;
 }
 
@@ -164,7 +165,9 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
       static_cast<uint32_t>((options.maxSeqLen + options.kvBlockSize - 1) / options.kvBlockSize);
 
   plan.kv_cache = std::make_unique<schema::KvCacheSpecT>();
-  plan.kv_cache->num_layers = static_cast<uint32_t>(config.numLayers);
+  // An encoder-decoder's decoder layers hold their self-attention's and their cross-attention's
+  // keys and values after the encoder's (compiler/models/encoder.h).
+  plan.kv_cache->num_layers = static_cast<uint32_t>(config.numLayers + 2 * config.decoderLayers);
   // Per rank: the sharding pass gives each rank numKvHeads / tp whole KV heads.
   plan.kv_cache->num_kv_heads = static_cast<uint32_t>(config.numKvHeads / options.tp);
   plan.kv_cache->head_dim = static_cast<uint32_t>(config.headDim);

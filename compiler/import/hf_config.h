@@ -68,6 +68,15 @@ struct HfModelConfig {
   double layerNormEps = 1e-12; // layer_norm_eps
   int64_t typeVocabSize = 0;   // type_vocab_size: token type 0's row is added to every token
   int64_t positionOffset = 0;  // position p reads row p + offset (XLM-R: pad_token_id + 1)
+  // Rows of the learned position table: max_position_embeddings (XLM-R counts the offset in it),
+  // or that + the offset (BART's table has 2 more rows).
+  int64_t positionRows = 0;
+  // Encoder-decoders (BART): the decoder's layers after numLayers encoder layers, its input the
+  // tokens shifted right after decoder_start_token_id, embeddings times sqrt(hidden) when
+  // scale_embedding.
+  int64_t decoderLayers = 0;
+  int32_t decoderStartTokenId = -1;
+  bool scaleEmbeddingsExactly = false;
 };
 
 // Reads MODEL_DIR/config.json and, when present, MODEL_DIR/generation_config.json.

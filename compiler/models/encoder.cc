@@ -14,8 +14,54 @@ namespace {
 
 using mlir::Value;
 
+// Checkpoint names of one post-norm layer's parts (".weight" / ".bias" appended), "{l}" standing
+// for the layer index.
+struct LayerNames {
+  std::string q, k, v, o, attentionNorm, up, down, mlpNorm;
+  std::string crossQ, crossK, crossV, crossO, crossNorm; // a decoder layer's cross-attention
+};
+
+LayerNames bertNames() {
+  const std::string a = "encoder.layer.{l}.attention.";
+  return {a + "self.query",
+          a + "self.key",
+          a + "self.value",
+          a + "output.dense",
+          a + "output.LayerNorm",
+          "encoder.layer.{l}.intermediate.dense",
+          "encoder.layer.{l}.output.dense",
+          "encoder.layer.{l}.output.LayerNorm"};
+}
+
+LayerNames bartNames(const std::string &stack) {
+  const std::string l = stack + ".layers.{l}.";
+  return {l + "self_attn.q_proj",
+          l + "self_attn.k_proj",
+          l + "self_attn.v_proj",
+          l + "self_attn.out_proj",
+          l + "self_attn_layer_norm",
+          l + "fc1",
+          l + "fc2",
+          l + "final_layer_norm",
+          l + "encoder_attn.q_proj",
+          l + "encoder_attn.k_proj",
+          l + "encoder_attn.v_proj",
+          l + "encoder_attn.out_proj",
+          l + "encoder_attn_layer_norm"};
+}
+
+int64_t positionRows(const HfModelConfig &c) {
+  return c.positionRows > 0 ? c.positionRows : c.maxPositionEmbeddings;
+}
+
+std::string forLayer(std::string name, int64_t layer) {
+  const size_t at = name.find("{l}");
+  return at == std::string::npos ? name : name.replace(at, 3, std::to_string(layer));
+}
+
 // The encoder reuses the decoder's weight, linear and step-input builders; its own blocks are
-// the embeddings, the post-norm layer and the hidden-state output.
+// the embeddings, the post-norm layers (self-attention, for a decoder also cross-attention over
+// the encoder's output, then the MLP) and the hidden-state output.
 class EncoderGraph : public DecoderGraph {
 public:
   EncoderGraph(mlir::MLIRContext &context, const HfModelConfig &config, const BuildOptions &options,
@@ -27,12 +73,23 @@ public:
 private:
   std::string tensor(const std::string &name) const { return layout_.prefix + name; }
   Value layerNorm(const std::string &name, const std::string &hf, Value x);
-  Value embeddings();
-  Value selfAttention(int64_t layer, Value hidden);
-  Value layer(int64_t layer, Value hidden);
+  Value bertEmbeddings();
+  // BART: the shared table (times sqrt(hidden) with scale_embedding) at `ids`, + positions from
+  // row 2, then the stack's layernorm_embedding.
+  Value bartEmbeddings(const std::string &stack, Value ids);
+  // Keys and values of `from` written as KV layer `kvLayer`, queries from `x`; `positions`: the
+  // attention's (causal: Positions; bidirectional: LastPositions).
+  Value attend(const std::string &name, int64_t kvLayer, Value x, Value from, Value positions,
+               const std::string &q, const std::string &k, const std::string &v,
+               const std::string &o);
+  Value postNorm(const std::string &name, const std::string &norm, Value x, Value residual);
+  Value mlp(const std::string &name, const LayerNames &n, int64_t layer, Value x);
+  Value encoderLayer(const LayerNames &n, int64_t layer, Value hidden);
+  Value decoderLayer(const LayerNames &n, int64_t layer, Value hidden, Value encoded);
+  void defineInputs();
 
   EncoderLayout layout_;
-  Value positions_, lastPositions_, slotMapping_, blockTables_, zeroFrequencies_;
+  Value positions_, lastPositions_, shiftedTokenIds_, slotMapping_, blockTables_, zeroFrequencies_;
 };
 
 Value EncoderGraph::layerNorm(const std::string &name, const std::string &hf, Value x) {
@@ -45,7 +102,7 @@ Value EncoderGraph::layerNorm(const std::string &name, const std::string &hf, Va
 
 // word + token type 0 (one table: the type row added to every word row in fp32, as transformers'
 // inputs_embeds + token_type_embeddings), + position p's row (p + offset), then LayerNorm.
-Value EncoderGraph::embeddings() {
+Value EncoderGraph::bertEmbeddings() {
   const HfModelConfig &c = config_;
   SourceSlice word;
   word.tensor = tensor("embeddings.word_embeddings.weight");
@@ -58,8 +115,8 @@ Value EncoderGraph::embeddings() {
   SourceSlice position;
   position.tensor = tensor("embeddings.position_embeddings.weight");
   position.rowBegin = c.positionOffset;
-  position.rowEnd = c.maxPositionEmbeddings;
-  const int64_t rows = c.maxPositionEmbeddings - c.positionOffset;
+  position.rowEnd = positionRows(c);
+  const int64_t rows = positionRows(c) - c.positionOffset;
   Value table = weight("embed.position.weight", formatSourceSlice(position), {rows, c.hiddenSize},
                        options_.weightType);
   auto embed = [&](const std::string &name, Value ids, Value t) -> Value {
@@ -72,46 +129,111 @@ Value EncoderGraph::embeddings() {
   return layerNorm("embed.norm", "embeddings.LayerNorm", sum);
 }
 
-Value EncoderGraph::selfAttention(int64_t layer, Value hidden) {
+Value EncoderGraph::bartEmbeddings(const std::string &stack, Value ids) {
   const HfModelConfig &c = config_;
-  const std::string name = "layers." + std::to_string(layer) + ".attn";
-  const std::string hf = "encoder.layer." + std::to_string(layer) + ".attention.";
+  Value words = weight(stack + ".embed.weight", tensor("shared.weight"),
+                       {c.vocabSize, c.hiddenSize}, options_.weightType);
+  SourceSlice position;
+  position.tensor = tensor(stack + ".embed_positions.weight");
+  position.rowBegin = c.positionOffset;
+  position.rowEnd = positionRows(c);
+  Value table = weight(stack + ".embed.position.weight", formatSourceSlice(position),
+                       {positionRows(c) - c.positionOffset, c.hiddenSize}, options_.weightType);
+  const float scale = c.scaleEmbeddingsExactly
+                          ? static_cast<float>(std::sqrt(static_cast<double>(c.hiddenSize)))
+                          : 1.0f;
+  Value tokens = b_.create<EmbeddingOp>(loc(stack + ".embed"), activation(c.hiddenSize), ids, words,
+                                        b_.getI64IntegerAttr(0), b_.getF32FloatAttr(scale));
+  Value positions =
+      b_.create<EmbeddingOp>(loc(stack + ".embed.position"), activation(c.hiddenSize), positions_,
+                             table, b_.getI64IntegerAttr(0), b_.getF32FloatAttr(1));
+  Value sum =
+      b_.create<AddOp>(loc(stack + ".embed.sum"), activation(c.hiddenSize), tokens, positions);
+  return layerNorm(stack + ".embed.norm", stack + ".layernorm_embedding", sum);
+}
+
+Value EncoderGraph::attend(const std::string &name, int64_t kvLayer, Value x, Value from,
+                           Value positions, const std::string &q, const std::string &k,
+                           const std::string &v, const std::string &o) {
+  const HfModelConfig &c = config_;
   const int64_t width = c.numHeads * c.headDim;
-  auto project = [&](const char *part) {
-    const std::string source = tensor(hf + "self." + part);
-    return linear(name + "." + part, source + ".weight", hidden, width, source + ".bias");
+  auto project = [&](const char *part, const std::string &source, Value in) {
+    return linear(name + "." + part, tensor(source) + ".weight", in, width,
+                  tensor(source) + ".bias");
   };
-  Value q = project("query"), k = project("key"), v = project("value");
   auto i64 = [&](int64_t value) { return b_.getI64IntegerAttr(value); };
   auto f32 = [&](double value) { return b_.getF32FloatAttr(static_cast<float>(value)); };
+  // rope_kv_write takes q, k and v of one input (fuse-qkv makes them one linear): cross-attention
+  // writes `from`'s keys and values with `from`'s own query projection beside them, unused, and
+  // attends with `x`'s queries (rotation by angle 0 is the identity, so they need no rotating).
   Value stored = b_.create<RopeKvWriteOp>(
-      loc(name + ".kv_write"), activation(width), mlir::ValueRange{q, k, v}, positions_,
-      slotMapping_, zeroFrequencies_, Value(), Value(), Value(), Value(), i64(layer),
+      loc(name + ".kv_write"), activation(width),
+      mlir::ValueRange{project("q", q, from), project("k", k, from), project("v", v, from)},
+      positions_, slotMapping_, zeroFrequencies_, Value(), Value(), Value(), Value(), i64(kvLayer),
       i64(c.numHeads), i64(c.numHeads), i64(c.headDim), i64(c.headDim),
       i64(static_cast<int64_t>(RopeMode::kStatic)), i64(0), f32(0), b_.getF64FloatAttr(1.0), f32(1),
       f32(0));
+  Value queries = x == from ? stored : project("cross_q", q, x);
   Value attended = b_.create<AttentionOp>(
-      loc(name + ".attention"), activation(width), stored, lastPositions_, queryStartLoc_,
-      contextLens_, blockTables_, i64(layer), i64(c.numHeads), i64(c.numHeads), i64(c.headDim),
+      loc(name + ".attention"), activation(width), queries, positions, queryStartLoc_, contextLens_,
+      blockTables_, i64(kvLayer), i64(c.numHeads), i64(c.numHeads), i64(c.headDim),
       f32(1.0 / std::sqrt(static_cast<double>(c.headDim))), i64(0), f32(0));
-  const std::string out = tensor(hf + "output.dense");
-  Value o = linear(name + ".o", out + ".weight", attended, c.hiddenSize, out + ".bias");
-  Value sum = b_.create<AddOp>(loc(name + ".residual"), hidden.getType(), o, hidden);
-  return layerNorm(name + ".norm", hf + "output.LayerNorm", sum);
+  return linear(name + ".o", tensor(o) + ".weight", attended, c.hiddenSize, tensor(o) + ".bias");
 }
 
-Value EncoderGraph::layer(int64_t layer, Value hidden) {
+Value EncoderGraph::postNorm(const std::string &name, const std::string &norm, Value x,
+                             Value residual) {
+  Value sum = b_.create<AddOp>(loc(name + ".residual"), x.getType(), x, residual);
+  return layerNorm(name + ".norm", norm, sum);
+}
+
+Value EncoderGraph::mlp(const std::string &name, const LayerNames &n, int64_t layer, Value x) {
   const HfModelConfig &c = config_;
-  hidden = selfAttention(layer, hidden);
-  const std::string name = "layers." + std::to_string(layer) + ".mlp";
-  const std::string hf = "encoder.layer." + std::to_string(layer) + ".";
-  const std::string up = tensor(hf + "intermediate.dense");
-  Value inner = linear(name + ".up", up + ".weight", hidden, c.intermediateSize, up + ".bias");
+  const std::string up = tensor(forLayer(n.up, layer)), down = tensor(forLayer(n.down, layer));
+  Value inner = linear(name + ".up", up + ".weight", x, c.intermediateSize, up + ".bias");
   inner = b_.create<GeluOp>(loc(name + ".gelu"), inner.getType(), inner);
-  const std::string down = tensor(hf + "output.dense");
-  Value out = linear(name + ".down", down + ".weight", inner, c.hiddenSize, down + ".bias");
-  Value sum = b_.create<AddOp>(loc(name + ".residual"), hidden.getType(), out, hidden);
-  return layerNorm(name + ".norm", hf + "output.LayerNorm", sum);
+  return linear(name + ".down", down + ".weight", inner, c.hiddenSize, down + ".bias");
+}
+
+// Bidirectional self-attention and the MLP, each followed by LayerNorm(x + residual).
+Value EncoderGraph::encoderLayer(const LayerNames &n, int64_t layer, Value hidden) {
+  const std::string name = "layers." + std::to_string(layer);
+  auto at = [&](const std::string &s) { return forLayer(s, layer); };
+  Value a = attend(name + ".attn", layer, hidden, hidden, lastPositions_, at(n.q), at(n.k), at(n.v),
+                   at(n.o));
+  hidden = postNorm(name + ".attn", at(n.attentionNorm), a, hidden);
+  return postNorm(name + ".mlp", at(n.mlpNorm), mlp(name + ".mlp", n, layer, hidden), hidden);
+}
+
+// Causal self-attention, bidirectional cross-attention over the encoder's output, the MLP; KV
+// layers after the encoder's: the self-attention's, then the cross-attention's.
+Value EncoderGraph::decoderLayer(const LayerNames &n, int64_t layer, Value hidden, Value encoded) {
+  const HfModelConfig &c = config_;
+  const std::string name = "decoder.layers." + std::to_string(layer);
+  auto at = [&](const std::string &s) { return forLayer(s, layer); };
+  Value a = attend(name + ".attn", c.numLayers + layer, hidden, hidden, positions_, at(n.q),
+                   at(n.k), at(n.v), at(n.o));
+  hidden = postNorm(name + ".attn", at(n.attentionNorm), a, hidden);
+  Value x = attend(name + ".cross", c.numLayers + c.decoderLayers + layer, hidden, encoded,
+                   lastPositions_, at(n.crossQ), at(n.crossK), at(n.crossV), at(n.crossO));
+  hidden = postNorm(name + ".cross", at(n.crossNorm), x, hidden);
+  return postNorm(name + ".mlp", at(n.mlpNorm), mlp(name + ".mlp", n, layer, hidden), hidden);
+}
+
+void EncoderGraph::defineInputs() {
+  tokenIds_ = stepInput(StepInputKind::TokenIds);
+  positions_ = stepInput(StepInputKind::Positions);
+  slotMapping_ = stepInput(StepInputKind::SlotMapping);
+  queryStartLoc_ = stepInput(StepInputKind::QueryStartLoc);
+  contextLens_ = stepInput(StepInputKind::ContextLens);
+  blockTables_ = stepInput(StepInputKind::BlockTables);
+  lastPositions_ = stepInput(StepInputKind::LastPositions);
+  if (config_.decoderLayers > 0)
+    shiftedTokenIds_ = stepInput(StepInputKind::ShiftedTokenIds);
+  logitsIndices_ = stepInput(StepInputKind::LogitsIndices);
+  RopeTables none;
+  none.invFreq.assign(config_.headDim / 2, 0.0f);
+  zeroFrequencies_ = ropeFrequencies(none, "rope.inv_freq");
 }
 
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> EncoderGraph::build() {
@@ -124,21 +246,18 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> EncoderGraph::build() {
   auto funcType = b_.getFunctionType({}, {activation(c.hiddenSize)});
   auto func = b_.create<mlir::func::FuncOp>(loc("step"), "step", funcType);
   b_.setInsertionPointToStart(func.addEntryBlock());
-  tokenIds_ = stepInput(StepInputKind::TokenIds);
-  positions_ = stepInput(StepInputKind::Positions);
-  slotMapping_ = stepInput(StepInputKind::SlotMapping);
-  queryStartLoc_ = stepInput(StepInputKind::QueryStartLoc);
-  contextLens_ = stepInput(StepInputKind::ContextLens);
-  blockTables_ = stepInput(StepInputKind::BlockTables);
-  lastPositions_ = stepInput(StepInputKind::LastPositions);
-  logitsIndices_ = stepInput(StepInputKind::LogitsIndices);
-  RopeTables none;
-  none.invFreq.assign(c.headDim / 2, 0.0f);
-  zeroFrequencies_ = ropeFrequencies(none, "rope.inv_freq");
-
-  Value hidden = embeddings();
+  defineInputs();
+  const bool bart = c.decoderLayers > 0;
+  const LayerNames encoderNames = bart ? bartNames("encoder") : bertNames();
+  Value hidden = bart ? bartEmbeddings("encoder", tokenIds_) : bertEmbeddings();
   for (int64_t l = 0; l < c.numLayers; ++l)
-    hidden = layer(l, hidden);
+    hidden = encoderLayer(encoderNames, l, hidden);
+  if (bart) { // the decoder's last hidden state is BartModel's output
+    const Value encoded = hidden;
+    hidden = bartEmbeddings("decoder", shiftedTokenIds_);
+    for (int64_t l = 0; l < c.decoderLayers; ++l)
+      hidden = decoderLayer(bartNames("decoder"), l, hidden, encoded);
+  }
   Value rows =
       b_.create<GatherRowsOp>(loc("output_rows"), hidden.getType(), hidden, logitsIndices_);
   b_.create<mlir::func::ReturnOp>(loc("return"), rows);

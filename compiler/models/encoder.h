@@ -1,4 +1,7 @@
-// Encoder-only models (BERT, XLM-RoBERTa): the kiln graph of one step that returns every wanted
+// Encoder-only models (BERT, XLM-RoBERTa) and BART's encoder-decoder (compiler/models/bart.cc: a
+// decoder layer adds causal self-attention and cross-attention over the encoder's output, its
+// input the tokens shifted right, plan.fbs ShiftedTokenIds): the kiln graph of one step that
+// returns every wanted
 // token's final hidden state (plan.fbs PlanOutput HiddenStates) instead of logits. Embeddings:
 // word (+ token type 0's row, folded into the word table at compile time: transformers adds it
 // first) + learned absolute positions, LayerNorm; each layer post-norm: bidirectional

@@ -11,7 +11,7 @@ std::span<const ModelFamily *const> modelFamilies() {
   static const ModelFamily *const families[] = {
       &llamaFamily(),    &mistralFamily(), &qwen2Family(),      &qwen3Family(),
       &phi3Family(),     &gemma2Family(),  &gemma3Family(),     &mixtralFamily(),
-      &qwen3MoeFamily(), &bertFamily(),    &xlmRobertaFamily(),
+      &qwen3MoeFamily(), &bertFamily(),    &xlmRobertaFamily(), &bartFamily(),
   };
   return families;
 }

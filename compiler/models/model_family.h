@@ -79,5 +79,6 @@ const ModelFamily &mixtralFamily();
 const ModelFamily &qwen3MoeFamily();
 const ModelFamily &bertFamily();
 const ModelFamily &xlmRobertaFamily();
+const ModelFamily &bartFamily();
 
 } // namespace kiln::compiler

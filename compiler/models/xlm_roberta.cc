@@ -12,6 +12,7 @@ Status parseXlmRoberta(const ConfigFields &fields, HfModelConfig &config) {
   if (config.padTokenId < 0)
     return fields.error("pad_token_id", "is required: XLM-R's positions start after it");
   config.positionOffset = config.padTokenId + 1;
+  config.positionRows = config.maxPositionEmbeddings;
   return okStatus();
 }
 

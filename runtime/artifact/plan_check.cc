@@ -312,6 +312,11 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
         b.kv_group() != 0 && (!groups || b.kv_group() >= groups->size()))
       return error(name + ": kv_group " + std::to_string(b.kv_group()) +
                    " is not a group of kv_cache.groups");
+    if (b.step_input() == StepInputKind::ShiftedTokenIds &&
+        (plan_.model()->decoder_start_token_id() < 0 ||
+         uint32_t(plan_.model()->decoder_start_token_id()) >= plan_.model()->vocab_size()))
+      return error(name + ": shifted token ids need model.decoder_start_token_id in [0, "
+                          "vocab_size)");
     if (b.step_input() == StepInputKind::BlockTables &&
         (b.shape()->size() != 2 || b.shape()->Get(1) != plan_.limits()->max_blocks_per_seq()))
       return error(name + ": block tables must be [max_batch, max_blocks_per_seq " +

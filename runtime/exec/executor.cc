@@ -25,6 +25,7 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.blockSize = static_cast<int32_t>(plan.kv_cache()->block_size());
   limits.vocabSize = static_cast<int32_t>(plan.model()->vocab_size());
   limits.embeds = plan.output() == schema::PlanOutput::HiddenStates;
+  limits.decoderStartTokenId = plan.model()->decoder_start_token_id();
   limits.outputWidth =
       limits.embeds ? static_cast<int32_t>(plan.model()->hidden_size()) : limits.vocabSize;
   if (const auto *groups = plan.kv_cache()->groups())

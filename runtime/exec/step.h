@@ -107,6 +107,9 @@ struct RunnerLimits {
   // hidden states): each sequence is computed whole in one step (startPosition 0; an encoder's
   // attention is bidirectional) and never split over steps.
   bool embeds = false;
+  // ModelInfo.decoder_start_token_id: the first id of each sequence's ShiftedTokenIds (an
+  // encoder-decoder's decoder input); -1 when the plan has no such input.
+  int32_t decoderStartTokenId = -1;
   // > 0: a sequence longer than this rotates its keys by its length (plan.fbs RopeKvWrite modes
   // LongShort / DynamicNtk), so only KV written while a sequence is at most this long may be
   // shared through the prefix cache. 0: RoPE never depends on the length.

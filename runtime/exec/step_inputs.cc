@@ -108,7 +108,7 @@ HostStepInputs::HostStepInputs(const RunnerLimits &limits)
       blockTables(kvGroupCount(limits), std::vector<int32_t>(static_cast<size_t>(limits.maxBatch) *
                                                              limits.maxBlocksPerSeq)),
       logitsIndices(limits.maxTokensPerStep), lastPositions(limits.maxTokensPerStep),
-      maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
+      shiftedTokenIds(limits.maxTokensPerStep), maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
 
 std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
                                                 const StepCounts &counts, uint32_t group) const {
@@ -133,6 +133,8 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
     return {logitsIndices.data(), static_cast<size_t>(counts.numLogits)};
   case K::LastPositions:
     return {lastPositions.data(), tokens};
+  case K::ShiftedTokenIds:
+    return {shiftedTokenIds.data(), tokens};
   default:
     return {};
   }
@@ -155,6 +157,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
       inputs.tokenIds[t] = seq.tokenIds[i];
       inputs.positions[t] = position;
       inputs.lastPositions[t] = seq.startPosition + numNew - 1;
+      inputs.shiftedTokenIds[t] = i > 0 ? seq.tokenIds[i - 1] : limits.decoderStartTokenId;
       for (size_t g = 0; g < seq.blockTables.size(); ++g)
         inputs.slotMapping[g][t] =
             seq.blockTables[g][position / blockSize] * blockSize + position % blockSize;
@@ -267,6 +270,7 @@ StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerL
     inputs.tokenIds[i] = 0;
     inputs.positions[i] = 0;
     inputs.lastPositions[i] = 0;
+    inputs.shiftedTokenIds[i] = 0;
     inputs.queryStartLoc[i + 1] = i + 1;
     inputs.contextLens[i] = 1;
     inputs.sequenceLengths[i] = 1;

@@ -27,6 +27,7 @@ struct HostStepInputs {
   std::vector<std::vector<int32_t>> blockTables;
   std::vector<int32_t> logitsIndices;   // [maxTokensPerStep]
   std::vector<int32_t> lastPositions;   // [maxTokensPerStep]: its sequence's last position
+  std::vector<int32_t> shiftedTokenIds; // [maxTokensPerStep]: the token before it (plan.fbs)
 
   explicit HostStepInputs(const RunnerLimits &limits);
   // The filled prefix of the input of `kind` (of KV cache group `group` for SlotMapping and
@@ -75,10 +76,10 @@ inline bool isDecodeOnly(const StepCounts &counts) {
 
 // Pads a decode-only step filled by fillStepInputs to `bucket` sequences (numSeqs <= bucket <=
 // the largest decodeBatchBuckets), in place. Padding sequence i (numSeqs <= i < bucket) is:
-//   token i: id 0, position and last position 0, slot -1 in every group (a negative slot writes
-//   nothing to the KV cache); queryStartLoc[i + 1] = i + 1 (one token), contextLens[i] =
-//   sequenceLengths[i] = 1; block-table row i of every group: all block 0, which always exists, so
-//   the attention of the padding row reads one valid cache position; its output is never used.
+//   token i: id and shifted id 0, position and last position 0, slot -1 in every group (a negative
+//   slot writes nothing to the KV cache); queryStartLoc[i + 1] = i + 1 (one token), contextLens[i]
+//   = sequenceLengths[i] = 1; block-table row i of every group: all block 0, which always exists,
+//   so the attention of the padding row reads one valid cache position; its output is never used.
 // Logits indices [numLogits, bucket) are 0 (the first real token): padding logits rows come after
 // the real ones and are dropped. Returns the counts the padded step runs with: bucket tokens,
 // sequences and logits, and maxContextLen = limits.maxSeqLen so no kernel grid depends on the

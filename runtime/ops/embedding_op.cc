@@ -46,8 +46,10 @@ Status checkRange(const schema::Plan &plan, const schema::Op &op, uint64_t rows)
 
 Status checkShapes(const PlanOpView &v) {
   const schema::Buffer *table = v.in[1], *y = v.out[0];
-  // Token ids, or positions (an encoder's learned position embeddings).
+  // Token ids (or shifted ones: an encoder-decoder's decoder input), or positions (learned
+  // position embeddings).
   if (!(isStepInput(v.in[0], schema::StepInputKind::TokenIds) ||
+        isStepInput(v.in[0], schema::StepInputKind::ShiftedTokenIds) ||
         isStepInput(v.in[0], schema::StepInputKind::Positions)) ||
       table->kind() != schema::BufferKind::Weight || table->shape()->size() != 2 ||
       y->rows() != schema::RowScale::Tokens || widthOf(y) != table->shape()->Get(1))

@@ -104,6 +104,13 @@ TEST(CudaFamilies, EncoderXlmRoberta) {
     GTEST_SKIP() << why;
   checkEncoder("tiny-xlm-roberta", 6, "cuda", *options);
 }
+TEST(CudaFamilies, EncoderDecoderBart) {
+  std::string why;
+  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
+  if (!options)
+    GTEST_SKIP() << why;
+  checkEncoder("tiny-bart", 6, "cuda", *options);
+}
 TEST(CudaFamilies, EmbeddingQwen3) {
   std::string why;
   std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);

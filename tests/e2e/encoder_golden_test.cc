@@ -18,6 +18,12 @@ TEST(EncoderGolden, XlmRobertaClsPooling) {
   checkEncoder("tiny-xlm-roberta", 6, "cpu", {});
 }
 
+// BART feature extraction: the decoder's last hidden state, its input shifted right, with
+// cross-attention over the encoder's output (no pooling: hidden states only).
+TEST(EncoderGolden, BartDecoderHiddenStates) {
+  checkEncoder("tiny-bart", 6, "cpu", {});
+}
+
 // A decoder embedding model (Qwen3Model, tensors without "model.", sentence-transformers'
 // last-token pooling): causal attention, the final norm's rows instead of logits.
 TEST(EncoderGolden, Qwen3EmbeddingLastTokenPooling) {

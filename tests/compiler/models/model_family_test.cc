@@ -54,7 +54,7 @@ std::string errorOf(const Json &json) {
 TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
   EXPECT_EQ(supportedModelTypes(),
             "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, "
-            "bert, xlm-roberta");
+            "bert, xlm-roberta, bart");
   for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
                                     {"mistral", "MistralForCausalLM"},
                                     {"qwen2", "Qwen2ForCausalLM"},

@@ -4,7 +4,8 @@ string, a list, token ids; float and base64; `dimensions`) returns sentence-tran
 vectors of transformers' hidden states within 1e-4; TEI's /embed likewise (normalize true and
 false); SageMaker /invocations of an encoder: raw text/plain gives [1][tokens][hidden], the
 last_hidden_state of the HF model, and OPTION_TASK=text-embedding the pooled vectors; generation
-routes and bad inputs answer 400 naming the field; concurrent clients get their own vectors."""
+routes and bad inputs answer 400 naming the field; concurrent clients get their own vectors; and
+tiny-bart's raw-text /invocations gives BartModel's last_hidden_state (the seed deployment)."""
 import base64
 import concurrent.futures
 import json
@@ -116,6 +117,26 @@ class EmbeddingsTest(unittest.TestCase):
                                           {"Content-Type": "text/plain"})
             self.assertEqual(status, 200, body)
             np.testing.assert_allclose(json.loads(body), cases[0]["pooled"], atol=TOL, rtol=0)
+
+    def test_bart_feature_extraction_as_the_seed_deployment(self):
+        """facebook/bart-large served as DJL's option.task=feature-extraction, in miniature: raw
+        text in, BartModel's last_hidden_state out; no pooling, so /v1/embeddings says so."""
+        g = golden("tiny-bart")
+        artifact = compile_encoder("tiny-bart")
+        with h.Server(artifact, "--sagemaker",
+                      env={"OPTION_TASK": "feature-extraction"}) as server:
+            for c in g["cases"]:
+                if "text_pair" in c:
+                    continue
+                status, _, body = server.post("/invocations", c["text"].encode(),
+                                              {"Content-Type": "text/plain"})
+                self.assertEqual(status, 200, body)
+                hidden = np.asarray(json.loads(body))
+                self.assertEqual(hidden.shape, (1,) + c["hidden"].shape)
+                np.testing.assert_allclose(hidden[0], c["hidden"], atol=TOL, rtol=0)
+            status, _, body = server.post("/v1/embeddings", {"input": "hello"})
+            self.assertEqual(status, 400, body)
+            self.assertIn("no pooling", json.loads(body)["error"]["message"])
 
     def test_errors_name_the_field(self):
         with h.Server(self.bert_artifact) as server:
