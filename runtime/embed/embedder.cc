@@ -27,6 +27,12 @@ Status Embedder::validate(const std::vector<std::vector<int32_t>> &inputs) const
       return outOfRange(name + " has " + std::to_string(inputs[i].size()) +
                         " tokens; this model embeds at most " + std::to_string(maxInputTokens()) +
                         " (the compiled --max-seq-len / --max-tokens-per-step)");
+    const int32_t blocks = (static_cast<int32_t>(inputs[i].size()) + limits().blockSize - 1) /
+                           limits().blockSize * kvGroupCount(limits());
+    if (blocks > limits().numKvBlocks)
+      return outOfRange(name + " needs " + std::to_string(blocks) +
+                        " KV blocks for one step; the cache holds " +
+                        std::to_string(limits().numKvBlocks) + " (raise --kv-cache-mb)");
     for (int32_t id : inputs[i])
       if (id < 0 || id >= limits().vocabSize)
         return invalidArgument(name + " holds token id " + std::to_string(id) +

@@ -1,6 +1,6 @@
-// POST /v1/embeddings (OpenAI), POST /embed (TEI) and /invocations of an encoder (SageMaker
-// feature extraction): requests parsed and tokenized (embedding_request.h), admitted like
-// generation requests, and embedded by the model's EmbeddingService, which batches concurrent
+// POST /v1/embeddings (OpenAI), POST /embed (TEI) and /invocations of an embedding model
+// (SageMaker feature extraction): requests parsed and tokenized (embedding_request.h), admitted
+// like generation requests, and embedded by the model's EmbeddingService, which batches concurrent
 // requests together.
 #include "runtime/serve/embedding_request.h"
 #include "runtime/serve/routes.h"
@@ -19,7 +19,8 @@ EmbeddingService *embeddingsOrError(RouteContext &ctx, httplib::Response &res, E
     sendError(res,
               badRequest("", "model '" + model->name() +
                                  "' generates text; embeddings need an embedding model "
-                                 "(compiled from BertModel or XLMRobertaModel)"),
+                                 "(compiled from BertModel, XLMRobertaModel, BartModel or "
+                                 "Qwen3Model)"),
               style);
   return embeddings;
 }
@@ -85,13 +86,8 @@ void handleTeiEmbed(RouteContext &ctx, const httplib::Request &req, httplib::Res
 void runFeatureExtraction(RouteContext &ctx, ServeModel &model, const httplib::Request &req,
                           httplib::Response &res) {
   EmbeddingService *embeddings = model.embeddings();
-  if (req.body.size() > ctx.maxBodyBytes) {
-    ApiError error = badRequest("", "the request body has " + std::to_string(req.body.size()) +
-                                        " bytes; the limit is " + std::to_string(ctx.maxBodyBytes) +
-                                        " (--max-body-bytes)");
-    error.httpStatus = 413;
-    return sendError(res, error, ErrorStyle::kTgi);
-  }
+  if (auto error = bodyOverLimit(ctx, req))
+    return sendError(res, *error, ErrorStyle::kTgi);
   EmbeddingRequest request;
   if (auto error = parseFeatureExtractionRequest(req.body, isJsonBody(req), model,
                                                  embeddings->info(), request))

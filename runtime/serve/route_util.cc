@@ -29,14 +29,20 @@ ServeModel *modelOrError(RouteContext &ctx, httplib::Response &res, ErrorStyle s
   return model;
 }
 
+std::optional<ApiError> bodyOverLimit(const RouteContext &ctx, const httplib::Request &req) {
+  if (req.body.size() <= ctx.maxBodyBytes)
+    return std::nullopt;
+  ApiError error = badRequest("", "the request body has " + std::to_string(req.body.size()) +
+                                      " bytes; the limit is " + std::to_string(ctx.maxBodyBytes) +
+                                      " (--max-body-bytes)");
+  error.httpStatus = 413;
+  return error;
+}
+
 bool readJsonBody(RouteContext &ctx, const httplib::Request &req, httplib::Response &res,
                   ErrorStyle style, nlohmann::json &body) {
-  if (req.body.size() > ctx.maxBodyBytes) {
-    ApiError error = badRequest("", "the request body has " + std::to_string(req.body.size()) +
-                                        " bytes; the limit is " +
-                                        std::to_string(ctx.maxBodyBytes) + " (--max-body-bytes)");
-    error.httpStatus = 413;
-    sendError(res, error, style);
+  if (auto error = bodyOverLimit(ctx, req)) {
+    sendError(res, *error, style);
     return false;
   }
   if (auto error = parseJsonObject(req.body, body)) {

@@ -38,6 +38,8 @@ struct RouteContext {
 void sendError(httplib::Response &res, const ApiError &error, ErrorStyle style);
 // The loaded model, or a 503 (loading, draining) already written.
 ServeModel *modelOrError(RouteContext &ctx, httplib::Response &res, ErrorStyle style);
+// A 413 for a body over --max-body-bytes; nullopt when it fits.
+std::optional<ApiError> bodyOverLimit(const RouteContext &ctx, const httplib::Request &req);
 // Parses the JSON body (size, UTF-8, syntax, object) or writes the 4xx.
 bool readJsonBody(RouteContext &ctx, const httplib::Request &req, httplib::Response &res,
                   ErrorStyle style, nlohmann::json &body);

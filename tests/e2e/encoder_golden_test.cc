@@ -54,6 +54,16 @@ TEST(EncoderGolden, RefusesInputsBeyondTheLimits) {
   ASSERT_TRUE(out.isOk()) << out.status().toString();
   EXPECT_EQ((*out)[3].numTokens, 3);
   EXPECT_EQ((*out)[4].hidden, (*out)[0].hidden);
+
+  // A pool of 2 blocks of 4 tokens cannot hold a 9-token input's step.
+  options.kvBlockSize = 4;
+  LoadedArtifact small = loadForTest(
+      compileForTest(std::string(KILN_TEST_DATA_DIR) + "/models/tiny-bert", options), 2);
+  ASSERT_NE(small.executor, nullptr);
+  Result<rt::Embedder> tight = rt::Embedder::create({small.executor.get(), rt::PoolingMode::kMean});
+  ASSERT_TRUE(tight.isOk());
+  EXPECT_EQ(tight->embed({std::vector<int32_t>(9, 5)}).status().message(),
+            "input 0 needs 3 KV blocks for one step; the cache holds 2 (raise --kv-cache-mb)");
 }
 
 } // namespace
