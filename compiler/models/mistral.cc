@@ -9,6 +9,7 @@ namespace {
 
 Status parseMistral(const ConfigFields &fields, HfModelConfig &config) {
   KILN_RETURN_IF_ERROR(requireSiluActivation(fields));
+  config.embeds = config.embeds || config.architecture == "MistralModel"; // e5-mistral, ...
   return readSlidingWindowAllLayers(fields, config);
 }
 
@@ -21,7 +22,7 @@ buildMistral(mlir::MLIRContext &context, const HfModelConfig &config, const Buil
 
 const ModelFamily &mistralFamily() {
   static const ModelFamily family{
-      "mistral", {"mistral"}, {"MistralForCausalLM"}, &parseMistral, &buildMistral};
+      "mistral", {"mistral"}, {"MistralForCausalLM", "MistralModel"}, &parseMistral, &buildMistral};
   return family;
 }
 

@@ -9,6 +9,7 @@ namespace {
 
 Status parseQwen2(const ConfigFields &fields, HfModelConfig &config) {
   KILN_RETURN_IF_ERROR(requireSiluActivation(fields));
+  config.embeds = config.embeds || config.architecture == "Qwen2Model"; // gte-Qwen2, ...
   config.qkvBias = true;
   config.oBias = false;
   return readQwenLayerWindows(fields, config);
@@ -23,7 +24,7 @@ buildQwen2(mlir::MLIRContext &context, const HfModelConfig &config, const BuildO
 
 const ModelFamily &qwen2Family() {
   static const ModelFamily family{
-      "qwen2", {"qwen2"}, {"Qwen2ForCausalLM"}, &parseQwen2, &buildQwen2};
+      "qwen2", {"qwen2"}, {"Qwen2ForCausalLM", "Qwen2Model"}, &parseQwen2, &buildQwen2};
   return family;
 }
 

@@ -146,6 +146,19 @@ TEST(ModelFamilyTest, EncodersReadTheirKeys) {
   EXPECT_NE(errorOf(xlmr).find("pad_token_id"), std::string::npos);
 }
 
+// A decoder saved as a bare <Family>Model is an embedding model (its final hidden states).
+TEST(ModelFamilyTest, BareDecoderModelsEmbed) {
+  for (auto [type, architecture] :
+       {std::pair{"qwen3", "Qwen3Model"}, {"qwen2", "Qwen2Model"}, {"mistral", "MistralModel"}}) {
+    Resolved r = resolve(configOf(type, architecture));
+    ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+    EXPECT_TRUE(r.config.embeds) << architecture;
+  }
+  Resolved causal = resolve(configOf("qwen3", "Qwen3ForCausalLM"));
+  ASSERT_TRUE(causal.family.isOk());
+  EXPECT_FALSE(causal.config.embeds);
+}
+
 // Gemma 2's keys, with Gemma2Config's defaults where config.json leaves them out (soft-capping
 // 50 / 30, query_pre_attn_scalar 256, window 4096 on even layers, tied), null caps as none, and
 // another activation refused naming hidden_activation.
