@@ -2,12 +2,22 @@
 """Writes tests/data/golden/chat_prompt_ids.json: chat prompt ids of real tokenizers, for serving.
 
 Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_chat_prompt_goldens.py
+(/opt/vllm-venv/bin/python has the same versions). --only NAME (repeatable) regenerates only those
+tokenizers' entries and keeps the others byte for byte; it refuses unless the file's other fields
+(versions included) are what this run would write.
 
 For the Qwen2.5, Mistral-7B-Instruct-v0.3, Phi-3-mini and Gemma 2 tokenizers in
 $KILN_ASSETS_DIR/tokenizers (read in place, never copied), three conversations each: the text and
 the ids of AutoTokenizer.from_pretrained(dir).apply_chat_template(messages,
 add_generation_prompt=True), plus the tokenizer's size and bos/eos ids. A conversation whose
 template raises (Gemma 2's rejects a system message) is recorded as `skipped` with the exception.
+Gemma (v1): the assets hold only its tokenizer_config.json (with the Gemma instruct template) and
+special_tokens_map.json, no tokenizer.json. Gemma and Gemma 2 share one 256000-piece vocabulary, so
+its entry takes tokenizer.json from tokenizers/gemma2 (`tokenizer_json_from`), the two config files
+from tokenizers/gemma; the script checks the substitution first (gemma2's tokenizer.json encodes
+swift-transformers' Gemma expectations to their ids; the ids Gemma's added_tokens_decoder declares
+are the same tokens in it) and records what it checked (`tokenizer_json_evidence`). kiln has no
+Gemma (v1) architecture, so its tiny model is Gemma 2's.
 The Gemma 2 tokenizer_config.json of the assets has no chat_template: the tokenizer gets google/
 gemma-2-2b-it's template from $KILN_ASSETS_DIR/chat_templates/google-gemma-2-2b-it.jinja, and its
 entry names that file (`chat_template`), which a test copies into the model directory as
@@ -188,6 +198,28 @@ kTokenizers = {
                   "scaled down with it) and generation_config (eos <eos> 1 and <end_of_turn> 107)",
     },
 }
+# Gemma (v1): tokenizer_config.json (its own chat_template) and special_tokens_map.json from
+# tokenizers/gemma, tokenizer.json from tokenizers/gemma2 (the assets have no Gemma v1 one; the
+# vocabulary is the same, which gemmaTokenizerEvidence() checks). The tiny model is Gemma 2's: kiln
+# compiles no GemmaForCausalLM, and the ids do not depend on the architecture.
+kTokenizers["gemma"] = {
+    **{k: kTokenizers["gemma2"][k] for k in ("architecture", "vocab_size", "config",
+                                             "generation_config")},
+    "dir": "tokenizers/gemma",
+    "tokenizer_json_from": "tokenizers/gemma2",
+    "vocab_note": "len(tokenizer) 256000 = the published Gemma (2b/7b) and Gemma 2 vocab_size, no "
+                  "padding",
+    "source": "Gemma 2's tiny model (the gemma2 entry's config and generation_config): kiln has no "
+              "Gemma (v1) GemmaForCausalLM family; the prompt ids depend only on the tokenizer "
+              "and the template",
+}
+# The Gemma (v1) expectations of the assets: the Gemma tokenizer of swift-transformers' tests
+# (pcuenq/gemma-tokenizer).
+kGemmaEncoded = "expected/swift-transformers/gemma_encoded.json"
+kGemmaTokenizerTests = ("expected/swift-transformers/tokenizer_tests.json",
+                        "pcuenq/gemma-tokenizer")
+# The tokens Gemma's chat template writes (bos_token, the turn markers).
+kGemmaTemplateTokens = ("<bos>", "<start_of_turn>", "<end_of_turn>")
 
 
 def versions() -> dict:
@@ -213,6 +245,67 @@ def tinyConfig(info: dict, assets: str) -> tuple[dict, dict]:
     cfg = dict(sorted(cfg.items()))
     assert cfg["architectures"] == [info["architecture"]], cfg["architectures"]
     return cfg, gen
+
+
+def gemmaTokenizerEvidence(assets: str, info: dict, raw: tokenizers.Tokenizer) -> dict:
+    """Checks that tokenizer.json of info["tokenizer_json_from"] (`raw`) is the vocabulary of the
+    tokenizer in info["dir"], which has none, and returns what was checked."""
+    with open(os.path.join(assets, kGemmaEncoded)) as f:
+        encoded = json.load(f)
+    got = raw.encode(encoded["text"])  # add_special_tokens: the expectation starts with <bos> 2
+    assert got.ids == encoded["token_ids"], f"{kGemmaEncoded}: token_ids differ"
+    assert got.tokens[1:] == encoded["bpe_tokens"], f"{kGemmaEncoded}: bpe_tokens differ"
+    assert raw.decode(got.ids, skip_special_tokens=False) == encoded["decoded_text"]
+    testsPath, model = kGemmaTokenizerTests
+    with open(os.path.join(assets, testsPath)) as f:
+        tests = json.load(f)[model]
+    for case in tests:
+        caseIds = raw.encode(case["input"]).ids
+        assert caseIds == case["encoded"]["input_ids"], f"{testsPath} {model}: {case['input']!r}"
+        assert raw.decode(caseIds, skip_special_tokens=False) == case["decoded_with_special"]
+        assert raw.decode(caseIds, skip_special_tokens=True) == case["decoded_without_special"]
+    with open(os.path.join(assets, info["dir"], "tokenizer_config.json")) as f:
+        declared = json.load(f)["added_tokens_decoder"]
+    with open(os.path.join(assets, info["tokenizer_json_from"], "tokenizer.json")) as f:
+        added = {str(t["id"]): t for t in json.load(f)["added_tokens"]}
+    flags = ("content", "special", "lstrip", "rstrip", "normalized", "single_word")
+    for i, token in declared.items():
+        assert i in added and all(token[k] == added[i][k] for k in flags), (i, token, added.get(i))
+    templateTokens = {t: raw.token_to_id(t) for t in kGemmaTemplateTokens}
+    for t, i in templateTokens.items():
+        assert declared[str(i)]["content"] == t, (t, i)
+    assert raw.get_vocab_size(with_added_tokens=True) == info["vocab_size"]
+    print(f"  {info['tokenizer_json_from']}/tokenizer.json: {kGemmaEncoded} "
+          f"({len(encoded['token_ids'])} ids) and {len(tests)} {model} cases match; "
+          f"added_tokens_decoder {sorted(map(int, declared))} the same tokens")
+    return {
+        kGemmaEncoded: f"text encoded (add_special_tokens=True) to its {len(encoded['token_ids'])}"
+                       f" token_ids, its bpe_tokens and decoded_text exactly",
+        f"{testsPath} [{model}]": f"all {len(tests)} cases: input_ids, decoded_with_special and "
+                                  f"decoded_without_special exactly",
+        "added_tokens_decoder": f"the ids {sorted(map(int, declared))} of {info['dir']}/"
+                                f"tokenizer_config.json are the same tokens (content, special, "
+                                f"lstrip, rstrip, normalized, single_word) in the "
+                                f"{len(added)} added_tokens of tokenizer.json",
+        "template_tokens": templateTokens,
+        "vocab_size": raw.get_vocab_size(with_added_tokens=True),
+    }
+
+
+def tokenizerDirOf(name: str, info: dict, assets: str, scratch: str) -> str:
+    """The directory AutoTokenizer loads: the assets' own, or for an entry with
+    tokenizer_json_from a scratch one with that tokenizer.json and the config files of `dir`."""
+    tokDir = os.path.join(assets, info["dir"])
+    if "tokenizer_json_from" not in info:
+        return tokDir
+    assert not os.path.exists(os.path.join(tokDir, "tokenizer.json")), f"{tokDir} has one"
+    out = os.path.join(scratch, f"{name}-tokenizer")
+    os.makedirs(out)
+    shutil.copyfile(os.path.join(assets, info["tokenizer_json_from"], "tokenizer.json"),
+                    os.path.join(out, "tokenizer.json"))
+    for fileName in ("tokenizer_config.json", "special_tokens_map.json"):
+        shutil.copyfile(os.path.join(tokDir, fileName), os.path.join(out, fileName))
+    return out
 
 
 def ids(result) -> list[int]:
@@ -300,7 +393,11 @@ def main() -> None:
                                                            "/work/shared/assets"))
     parser.add_argument("--write-models", metavar="DIR",
                         help="keep the tiny models under DIR/<tokenizer> (never in the repo)")
+    parser.add_argument("--only", action="append", choices=sorted(kTokenizers), metavar="NAME",
+                        help="regenerate only this tokenizer's entry (repeatable); the others "
+                             "are kept as the file has them")
     args = parser.parse_args()
+    path = os.path.join(args.repo, "tests/data/golden/chat_prompt_ids.json")
     torch.manual_seed(0)
     torch.set_num_threads(1)
     scratch = tempfile.mkdtemp(prefix="kiln-chat-tiny-")
@@ -327,9 +424,22 @@ def main() -> None:
             "directory and ran every prompt of its tokenizer through it."),
         "tokenizers": {},
     }
+    kept = {}
+    if args.only:
+        with open(path) as f:
+            existing = json.load(f)
+        for key, value in out.items():
+            if key != "tokenizers" and existing.get(key) != value:
+                sys.exit(f"--only: {path}'s {key!r} is not what this run writes; "
+                         f"run without --only")
+        kept = existing["tokenizers"]
     try:
         for name, info in kTokenizers.items():
-            tokDir = os.path.join(args.assets, info["dir"])
+            if args.only and name not in args.only:
+                if name in kept:
+                    out["tokenizers"][name] = kept[name]
+                continue
+            tokDir = tokenizerDirOf(name, info, args.assets, scratch)
             tok = AutoTokenizer.from_pretrained(tokDir)
             if "chat_template" in info:
                 assert not tok.chat_template, f"{name}: {tokDir} has its own chat_template"
@@ -338,6 +448,8 @@ def main() -> None:
             raw = tokenizers.Tokenizer.from_file(os.path.join(tokDir, "tokenizer.json"))
             print(f"{name}: {type(tok).__name__}, len {len(tok)}, bos {tok.bos_token_id}, "
                   f"eos {tok.eos_token_id}")
+            evidence = (gemmaTokenizerEvidence(args.assets, info, raw)
+                        if "tokenizer_json_from" in info else None)
             cases, toolCases, anyDiff = renderCases(name, tok, raw)
             assert info["vocab_size"] >= len(tok), (info["vocab_size"], len(tok))
             cfg, gen = tinyConfig(info, args.assets)
@@ -345,6 +457,14 @@ def main() -> None:
             tiny = checkTinyModel(name, cfg, gen, cases + toolCases, os.path.join(base, name))
             out["tokenizers"][name] = {
                 "dir": f"shared:{info['dir']}",
+                **({"tokenizer_json_from": f"shared:{info['tokenizer_json_from']}",
+                    "tokenizer_json_note": (
+                        f"{info['dir']} has no tokenizer.json: the tokenizer loaded is "
+                        f"{info['tokenizer_json_from']}/tokenizer.json with {info['dir']}'s "
+                        f"tokenizer_config.json (its chat_template) and special_tokens_map.json; "
+                        f"a test assembles the same directory"),
+                    "tokenizer_json_evidence": evidence}
+                   if "tokenizer_json_from" in info else {}),
                 **({"chat_template": f"shared:{info['chat_template']}"}
                    if "chat_template" in info else {}),
                 "tokenizer_class": type(tok).__name__,
@@ -359,7 +479,6 @@ def main() -> None:
             }
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
-    path = os.path.join(args.repo, "tests/data/golden/chat_prompt_ids.json")
     mlg.writeGoldenJson(path, out)
     print(f"wrote {path} ({os.path.getsize(path)} bytes)")
 

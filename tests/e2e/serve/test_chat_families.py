@@ -1,5 +1,5 @@
-"""Qwen2.5, Mistral-7B-Instruct-v0.3, Phi-3-mini and Gemma 2 served end to end with their real
-tokenizer and chat template: /v1/chat/completions reports the prompt ids transformers'
+"""Qwen2.5, Mistral-7B-Instruct-v0.3, Phi-3-mini, Gemma 2 and Gemma (v1) served end to end with
+their real tokenizer and chat template: /v1/chat/completions reports the prompt ids transformers'
 apply_chat_template gives.
 
 For each tokenizer of tests/data/golden/chat_prompt_ids.json (written by
@@ -8,7 +8,12 @@ tools/goldens/make_chat_prompt_goldens.py): tools/bench/make_random_model.py wri
 temporary directory with tokenizer.json / tokenizer_config.json / special_tokens_map.json copied
 from $ASSETS/tokenizers/<name> (never into the repository), and, where the golden's entry names a
 `chat_template` file (Gemma 2: the assets' tokenizer_config.json has none, so google/gemma-2-2b-it's
-template from $ASSETS/chat_templates), that file as chat_template.jinja. `kiln compile` builds it,
+template from $ASSETS/chat_templates), that file as chat_template.jinja. Where the entry names
+`tokenizer_json_from` (Gemma v1: the assets hold only its tokenizer_config.json, with the
+Gemma instruct template, and special_tokens_map.json), tokenizer.json comes from that directory
+(tokenizers/gemma2: the same 256000-piece vocabulary, checked by the generator and recorded in the
+entry's `tokenizer_json_evidence`) and the two config files from the entry's own; the template is
+then tokenizer_config.json's, with no chat_template.jinja. `kiln compile` builds it,
 `kiln serve` serves it, and each conversation goes through the openai client with
 return_token_ids. The server's `prompt_token_ids` must equal the golden ids exactly. Where the
 template raised for a conversation in transformers (the golden stores it as `skipped`: Gemma 2's
@@ -40,7 +45,9 @@ Mistral's text starts with "<s>", Gemma 2's with "<bos>", though both tokenizer_
 set add_bos_token), as apply_chat_template(tokenize=True) does.
 
 Gemma 2's 256000-row embedding makes its artifact about 16 MB (F32, hidden 16) besides the 17.5 MB
-tokenizer.json; it is compiled with the same --max-seq-len as the others.
+tokenizer.json; it is compiled with the same --max-seq-len as the others. Gemma (v1)'s tiny model is
+Gemma 2's (kiln compiles no GemmaForCausalLM; the prompt ids do not depend on the architecture), so
+its artifact is the same size.
 
 Labels cpu and model: it reads $ASSETS/tokenizers. Without them it skips, saying so, except where
 CI is set (CI=true, as CI services set it): there a missing tokenizer fails.
@@ -48,6 +55,7 @@ CI is set (CI=true, as CI services set it): there a missing tokenizer fails.
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -57,7 +65,7 @@ import openai
 
 import serve_harness as h
 
-kTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3", "phi3-mini", "gemma2")
+kTokenizers = ("qwen2.5", "mistral-7b-instruct-v0.3", "phi3-mini", "gemma2", "gemma")
 
 
 def onCi():
@@ -113,13 +121,35 @@ class ChatFamiliesTest(unittest.TestCase):
         cls.scratch.cleanup()
 
     def tokenizerDir(self, name):
-        path = os.path.join(h.ARGS.assets, "tokenizers", name)
-        if os.path.isfile(os.path.join(path, "tokenizer.json")):
+        """The directory whose tokenizer files go into the model: the golden entry's `dir` under
+        the assets, or for an entry with `tokenizer_json_from` a scratch directory with that
+        directory's tokenizer.json and `dir`'s tokenizer_config.json and special_tokens_map.json,
+        as the generator assembled it."""
+        entry = self.golden["tokenizers"][name]
+        path = os.path.join(h.ARGS.assets, entry["dir"].removeprefix("shared:"))
+        source = entry.get("tokenizer_json_from")
+        if source is None:
+            needed = [os.path.join(path, "tokenizer.json")]
+        else:
+            needed = [os.path.join(h.ARGS.assets, source.removeprefix("shared:"), "tokenizer.json"),
+                      os.path.join(path, "tokenizer_config.json"),
+                      os.path.join(path, "special_tokens_map.json")]
+        missing = [p for p in needed if not os.path.isfile(p)]
+        if missing:
+            message = f"{', '.join(missing)} absent (the shared assets are not here)"
+            if onCi():
+                self.fail(message + "; CI is set, so a missing asset is a failure")
+            self.skipTest(message)
+        if source is None:
             return path
-        message = f"{path}/tokenizer.json is absent (the shared assets are not here)"
-        if onCi():
-            self.fail(message + "; CI is set, so a missing asset is a failure")
-        self.skipTest(message)
+        # The substitution is for a tokenizer that has none of its own.
+        self.assertFalse(os.path.exists(os.path.join(path, "tokenizer.json")),
+                         f"{path} has a tokenizer.json; the golden's tokenizer_json_from is stale")
+        out = os.path.join(self.scratch.name, f"{name}-tokenizer")
+        os.makedirs(out, exist_ok=True)
+        for src in needed:  # copyfile, not copy: the assets are read-only
+            shutil.copyfile(src, os.path.join(out, os.path.basename(src)))
+        return out
 
     def compileTinyModel(self, name, tokenizerDir):
         """The golden's tiny_model with the real tokenizer, compiled; returns the artifact."""
@@ -226,6 +256,22 @@ class ChatFamiliesTest(unittest.TestCase):
         self.assertTrue(entry["tokenizer_json_agrees"])
         # Its template raises for a system message (raise_exception('System role not supported')).
         self.checkTokenizer("gemma2", skipped=("system_user",))
+
+    def test_gemma(self):
+        entry = self.golden["tokenizers"]["gemma"]
+        # The assets' Gemma (v1) has no tokenizer.json: Gemma 2's (the same vocabulary, checked by
+        # the generator), with Gemma's own tokenizer_config.json and special_tokens_map.json.
+        self.assertEqual(entry["dir"], "shared:tokenizers/gemma")
+        self.assertEqual(entry["tokenizer_json_from"], "shared:tokenizers/gemma2")
+        self.assertEqual(entry["tokenizer_json_evidence"]["template_tokens"],
+                         {"<bos>": 2, "<start_of_turn>": 106, "<end_of_turn>": 107})
+        # The template is tokenizer_config.json's own (no chat_template file, no
+        # chat_template.jinja): the path Gemma 2's test does not take.
+        self.assertNotIn("chat_template", entry)
+        self.assertTrue(entry["tokenizer_json_agrees"])
+        # Its template (the same text as gemma-2-2b-it's, read from tokenizer_config.json here)
+        # raises for a system message.
+        self.checkTokenizer("gemma", skipped=("system_user",))
 
     def test_every_golden_tokenizer_is_covered(self):
         self.assertEqual(sorted(self.golden["tokenizers"]), sorted(kTokenizers))
