@@ -6,8 +6,15 @@
 
 namespace kiln::rt {
 
+// More layers than any model has: a corrupt plan, refused before anything is sized from it.
+constexpr uint32_t kMaxKvLayers = 1u << 16;
+
 Result<KvLayout> kvLayoutOf(const schema::KvCacheSpec &kv) {
   const uint32_t numLayers = kv.num_layers();
+  if (numLayers > kMaxKvLayers)
+    return invalidArgument("kv_cache.num_layers " + std::to_string(numLayers) +
+                           " is more than any model has (at most " + std::to_string(kMaxKvLayers) +
+                           ")");
   KvLayout layout;
   if (!kv.groups() || kv.groups()->size() == 0) {
     layout.groupWindows = {0};

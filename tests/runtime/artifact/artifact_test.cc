@@ -444,6 +444,9 @@ TEST_F(ArtifactTest, KvCacheGroupsAreChecked) {
     plan.kv_cache->groups.push_back(group(8, {1}));
   });
   EXPECT_EQ(loadError(dir), "plan.kiln: layer 0 is in no kv_cache group");
+  dir = write([&](schema::PlanT &plan) { plan.kv_cache->num_layers = 3000000000u; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: kv_cache.num_layers 3000000000 is more than any model "
+                            "has (at most 65536)");
   dir = write([&](schema::PlanT &plan) { plan.ranks[0]->buffers[0]->kv_group = 1; });
   EXPECT_EQ(loadError(dir), "plan.kiln: rank 0: buffer 0 'token_ids': only BlockTables and "
                             "SlotMapping step inputs have a kv_group");
