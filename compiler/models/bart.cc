@@ -71,10 +71,8 @@ Status parseBart(const ConfigFields &fields, HfModelConfig &config) {
 
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 buildBart(mlir::MLIRContext &context, const HfModelConfig &config, const BuildOptions &options) {
-  EncoderLayout layout;
-  if (options.hasTensor && options.hasTensor("model.shared.weight"))
-    layout.prefix = "model.";
-  return buildEncoder(context, config, options, layout);
+  return buildEncoder(context, config, options,
+                      headPrefixLayout(options, "model.", "shared.weight"));
 }
 
 } // namespace

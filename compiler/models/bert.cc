@@ -12,10 +12,8 @@ Status parseBert(const ConfigFields &fields, HfModelConfig &config) {
 
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>>
 buildBert(mlir::MLIRContext &context, const HfModelConfig &config, const BuildOptions &options) {
-  EncoderLayout layout;
-  if (options.hasTensor && options.hasTensor("bert.embeddings.word_embeddings.weight"))
-    layout.prefix = "bert.";
-  return buildEncoder(context, config, options, layout);
+  return buildEncoder(context, config, options,
+                      headPrefixLayout(options, "bert.", "embeddings.word_embeddings.weight"));
 }
 
 } // namespace

@@ -268,6 +268,14 @@ mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> EncoderGraph::build() {
 
 } // namespace
 
+EncoderLayout headPrefixLayout(const BuildOptions &options, const std::string &prefix,
+                               const std::string &probe) {
+  EncoderLayout layout;
+  if (options.hasTensor && options.hasTensor(prefix + probe))
+    layout.prefix = prefix;
+  return layout;
+}
+
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildEncoder(mlir::MLIRContext &context,
                                                                 const HfModelConfig &config,
                                                                 const BuildOptions &options,

@@ -23,6 +23,10 @@ struct EncoderLayout {
   std::string prefix;
 };
 
+// `prefix` when the checkpoint holds `probe` under it (saved from a model with a head), else "".
+EncoderLayout headPrefixLayout(const BuildOptions &options, const std::string &prefix,
+                               const std::string &probe);
+
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildEncoder(mlir::MLIRContext &context,
                                                                 const HfModelConfig &config,
                                                                 const BuildOptions &options,

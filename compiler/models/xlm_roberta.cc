@@ -19,10 +19,8 @@ Status parseXlmRoberta(const ConfigFields &fields, HfModelConfig &config) {
 mlir::FailureOr<mlir::OwningOpRef<mlir::ModuleOp>> buildXlmRoberta(mlir::MLIRContext &context,
                                                                    const HfModelConfig &config,
                                                                    const BuildOptions &options) {
-  EncoderLayout layout;
-  if (options.hasTensor && options.hasTensor("roberta.embeddings.word_embeddings.weight"))
-    layout.prefix = "roberta.";
-  return buildEncoder(context, config, options, layout);
+  return buildEncoder(context, config, options,
+                      headPrefixLayout(options, "roberta.", "embeddings.word_embeddings.weight"));
 }
 
 } // namespace

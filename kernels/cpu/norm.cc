@@ -32,18 +32,25 @@ void normalizeRow(const float *x, const float *weight, float *out, int32_t hidde
   rmsNormRow(x, weight, out, hidden, eps);
 }
 
-// Half rows: widen x, normalise in fp32 exactly as an fp32 row, round each output once.
-void rmsNormHalf(const RmsNormArgs &args) {
-  const int64_t hidden = args.hidden;
-  parallelRun(args.rows * hidden > kParallelElements, [&](int worker, int workers) {
-    float *x = threadScratch(2 * static_cast<size_t>(hidden));
-    float *y = x + hidden;
-    const IndexRange rows = staticRange(args.rows, worker, workers);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-      loadRun(args.x, args.type, r * hidden, hidden, x);
-      normalizeRow(x, args.weight, y, args.hidden, args.eps);
-      storeRun(y, hidden, args.out, args.type, r * hidden);
+// Each row of `x` widened to fp32 in scratch, `row(x, y)` computed, y rounded once into `out`.
+template <class Row>
+void widenedRows(const void *x, void *out, int64_t rows, int64_t hidden, ElemType type, Row row) {
+  parallelRun(rows * hidden > kParallelElements, [&](int worker, int workers) {
+    float *in = threadScratch(2 * static_cast<size_t>(hidden));
+    float *y = in + hidden;
+    const IndexRange range = staticRange(rows, worker, workers);
+    for (int64_t r = range.begin; r < range.end; ++r) {
+      loadRun(x, type, r * hidden, hidden, in);
+      row(in, y);
+      storeRun(y, hidden, out, type, r * hidden);
     }
+  });
+}
+
+// Half rows: normalised in fp32 exactly as an fp32 row.
+void rmsNormHalf(const RmsNormArgs &args) {
+  widenedRows(args.x, args.out, args.rows, args.hidden, args.type, [&](const float *x, float *y) {
+    normalizeRow(x, args.weight, y, args.hidden, args.eps);
   });
 }
 
@@ -103,16 +110,8 @@ void layerNormRow(const float *x, const float *weight, const float *bias, float 
 
 // Rows widened to fp32 in scratch whatever their dtype, each output rounded once.
 void layerNorm(const LayerNormArgs &args) {
-  const int64_t hidden = args.hidden;
-  parallelRun(args.rows * hidden > kParallelElements, [&](int worker, int workers) {
-    float *x = threadScratch(2 * static_cast<size_t>(hidden));
-    float *y = x + hidden;
-    const IndexRange rows = staticRange(args.rows, worker, workers);
-    for (int64_t r = rows.begin; r < rows.end; ++r) {
-      loadRun(args.x, args.type, r * hidden, hidden, x);
-      layerNormRow(x, args.weight, args.bias, y, args.hidden, args.eps);
-      storeRun(y, hidden, args.out, args.type, r * hidden);
-    }
+  widenedRows(args.x, args.out, args.rows, args.hidden, args.type, [&](const float *x, float *y) {
+    layerNormRow(x, args.weight, args.bias, y, args.hidden, args.eps);
   });
 }
 
