@@ -555,6 +555,12 @@ run_profiles() {
 # KILN_GEMV_OVERLAP=0), the first workload and every KILN_BENCH_PROFILES step run again under
 # those variables, as ab-kiln-<workload>.json (outside compare.py's kiln-*.json) and
 # ab-profile-<mode>-<batch>-<length>.txt.
+# Prompts a workload of batch b runs: b, at least 4 (the first workload also measures batch-1
+# decode and TTFT; with 4 prompts a batch-64 workload would measure 4 sequences' throughput).
+prompts() {
+  echo $(($1 > 4 ? $1 : 4))
+}
+
 run_ab() {
   local flags=$1 w=$2 b i o spec mode len shape name
   [ -n "${KILN_BENCH_AB_ENV:-}" ] || return 0
@@ -562,7 +568,8 @@ run_ab() {
   # shellcheck disable=SC2086 # word lists
   bench_json "kiln bench b$b $i/$o, $KILN_BENCH_AB_ENV" 300 "$results/ab-kiln-$w.json" \
     env $KILN_BENCH_AB_ENV "$kx" "$kit_root/bin/kiln" bench "$bench_art" --device "$bench_device" \
-    --json --batch "$b" --input-len "$i" --output-len "$o" $flags --num-prompts 4 || return 0
+    --json --batch "$b" --input-len "$i" --output-len "$o" $flags --num-prompts "$(prompts "$b")" ||
+    return 0
   for spec in ${KILN_BENCH_PROFILES:-decode:1:128 decode:64:1000 prefill:1:4096}; do
     IFS=: read -r mode b len <<<"$spec"
     shape=(--batch "$b" --context "$len")
@@ -615,7 +622,7 @@ run_bench() {
     fi
   fi
   local workloads=${KILN_BENCH_WORKLOADS:-1x128x128 64x128x128 256x128x128 1x1000x1000 64x1000x1000 256x1000x1000}
-  local w b i o flags once="--num-prompts 4 --ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
+  local w b i o flags once="--ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
   local results=$work/results
   if [ -n "$simulated" ]; then
     record SKIP "roofline" "simulated GPU: its bandwidth and peak mean nothing"
@@ -630,21 +637,23 @@ run_bench() {
       # shellcheck disable=SC2086 # word lists
       bench_json "kiln bench b$b $i/$o" 300 "$results/kiln-$w.json" \
         "$kx" "$kit_root/bin/kiln" bench "$bench_art" --device "$bench_device" --json --batch "$b" \
-        --input-len "$i" --output-len "$o" $flags ${once:---no-batch1 --num-prompts $b}
+        --input-len "$i" --output-len "$o" $flags --num-prompts "$(prompts "$b")" \
+        ${once:---no-batch1}
       once=""
     done
     run_profiles "$flags"
     run_ab "$flags" "${workloads%% *}"
     run_ncu "$flags"
   fi
-  once="--num-prompts 4 --ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
+  once="--ttft-len ${KILN_BENCH_TTFT_LEN:-4096}"
   if [ "${KILN_BENCH_PEER:-1}" = 1 ] && have_tool "$repo/tools/bench/hf_peer.py"; then
     for w in $workloads; do
       IFS=x read -r b i o <<<"$w"
       # shellcheck disable=SC2086 # word lists
       bench_json "transformers peer b$b $i/$o" 300 "$results/hf-$w.json" \
         "$bench_python" "$repo/tools/bench/hf_peer.py" "$model_dir" --device "$bench_device" \
-        --batch "$b" --input-len "$i" --output-len "$o" ${once:---no-batch1 --num-prompts $b}
+        --batch "$b" --input-len "$i" --output-len "$o" --num-prompts "$(prompts "$b")" \
+        ${once:---no-batch1}
       once=""
     done
   fi

@@ -53,27 +53,46 @@ struct PagedDecode {
   static_assert(NUM_HEADS % NUM_KV_HEADS == 0, "query heads must be a multiple of kv heads");
   static_assert(HEAD_DIM % (16 / sizeof(T)) == 0 && HEAD_DIM % (16 / sizeof(KV)) == 0,
                 "head dim must be a whole number of 16 bytes");
-  static_assert((kTokenLanes * kGroup * HEAD_DIM + kGroup * (kDecodeTile + 3)) * 4 <= 48 * 1024,
-                "decode attention: shared memory over 48 KiB for this head dim / group size");
+
+  // Tokens each thread handles per tile (token lanes stride through the tile).
+  static constexpr int kTileIters = ceilDiv(kDecodeTile, kTokenLanes);
+
+  struct alignas(16) RowSlice { // this thread's kVec cache elements of one row
+    KV v[kVec];
+  };
+  static constexpr int kSliceBytes = static_cast<int>(kVec * sizeof(KV));
+
+  // Staging (AttentionParams::kvStaging): each thread copies its slices of a tile's K and V rows
+  // into its own shared-memory slots with asynchronous copies: the tile's V is requested with its
+  // K, the next tile's K while this tile's softmax and V run, and no register holds them in
+  // flight (loading them into registers instead cost 32 more registers a thread and a CTA per
+  // SM, docs/benchmarks.md). A thread reads back only its own slots, so landing needs no barrier.
+  struct Staged {
+    RowSlice k[kTileIters][kThreads];
+    RowSlice v[kTileIters][kThreads];
+  };
+  struct NotStaged {};
+  static constexpr bool kCanStage = (kSliceBytes == 4 || kSliceBytes == 8 || kSliceBytes == 16) &&
+                                    sizeof(Staged) + kGroup * (kDecodeTile + 3) * 4 <= 48 * 1024;
+  using StageSlots = typename Select<kCanStage, Staged, NotStaged>::type;
 
   struct Shared {
     float scores[kGroup][kDecodeTile];
     float runningMax[kGroup];
     float runningSum[kGroup];
     float correction[kGroup];
-    float partial[kTokenLanes][kGroup][HEAD_DIM];
+    union { // the token lanes' partial sums are written after the last tile's V is read
+      float partial[kTokenLanes][kGroup][HEAD_DIM];
+      StageSlots stage;
+    };
   };
-
-  // Tokens each thread handles per tile (token lanes stride through the tile).
-  static constexpr int kTileIters = ceilDiv(kDecodeTile, kTokenLanes);
+  static_assert(sizeof(Shared) <= 48 * 1024,
+                "decode attention: shared memory over 48 KiB for this head dim / group size");
 
   // This thread's kVec elements of rows tileStart + tokenLane + i * kTokenLanes (i < kTileIters)
   // of `cache`, all loads issued before any is used: a decode step is bound by how many bytes
   // are in flight, and one row at a time left the loads waiting on each other. Rows past `n`
   // read as zeros.
-  struct alignas(16) RowSlice { // this thread's kVec cache elements of one row
-    KV v[kVec];
-  };
   static __device__ __forceinline__ void loadTileRows(const KV *cache, const int32_t *table,
                                                       int tileStart, int n,
                                                       RowSlice (&rows)[kTileIters]) {
@@ -92,23 +111,39 @@ struct PagedDecode {
     }
   }
 
+  // The same rows copied asynchronously into this thread's slots (not committed); rows past `n`
+  // are not copied: their slots keep old bytes, whose scores are never stored nor used.
+  static __device__ __forceinline__ void stageTileRows(const KV *cache, const int32_t *table,
+                                                       int tileStart, int n,
+                                                       RowSlice (&slots)[kTileIters][kThreads]) {
+    const int tokenLane = threadIdx.x / kDimLanes;
+    const int dimLane = threadIdx.x % kDimLanes;
+#pragma unroll
+    for (int i = 0; i < kTileIters; ++i) {
+      const int j = tokenLane + i * kTokenLanes;
+      if (j < n)
+        asyncCopy<kSliceBytes>(slots[i][threadIdx.x].v,
+                               cache + cacheOffset(table, tileStart + j) + dimLane * kVec);
+    }
+  }
+
   static __device__ __forceinline__ void toFloats(const RowSlice &row, float (&out)[kVec]) {
     loadFloats<KV, kVec>(row.v, out);
   }
 
-  // Scores of tile positions [tileStart, tileStart + n) into shared.scores (scaled).
-  static __device__ __forceinline__ void scoreTile(const AttentionParams &p, const int32_t *table,
-                                                   const float (&q)[kGroup][kVec], int tileStart,
-                                                   int n, Shared &sh) {
+  // Scores of tile positions [tileStart, tileStart + n) into shared.scores (scaled); rowAt(i) is
+  // this thread's slice of row tokenLane + i * kTokenLanes.
+  template <typename RowAt>
+  static __device__ __forceinline__ void scoreRows(const AttentionParams &p, RowAt rowAt,
+                                                   const float (&q)[kGroup][kVec], int n,
+                                                   Shared &sh) {
     const int tokenLane = threadIdx.x / kDimLanes;
     const int dimLane = threadIdx.x % kDimLanes;
-    RowSlice rows[kTileIters];
-    loadTileRows(static_cast<const KV *>(p.kCache), table, tileStart, n, rows);
 #pragma unroll
     for (int i = 0; i < kTileIters; ++i) { // uniform trip count: shuffles below
       const int j = tokenLane + i * kTokenLanes;
       float k[kVec];
-      toFloats(rows[i], k);
+      toFloats(rowAt(i), k);
       float dots[kGroup];
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
@@ -129,21 +164,18 @@ struct PagedDecode {
     }
   }
 
-  // acc += probabilities (shared.scores) x the tile's v rows.
-  static __device__ __forceinline__ void accumulateTile(const AttentionParams &p,
-                                                        const int32_t *table, int tileStart, int n,
-                                                        const Shared &sh,
+  // acc += probabilities (shared.scores) x the tile's v rows (rowAt as in scoreRows).
+  template <typename RowAt>
+  static __device__ __forceinline__ void accumulateRows(RowAt rowAt, int n, const Shared &sh,
                                                         float (&acc)[kGroup][kVec]) {
     const int tokenLane = threadIdx.x / kDimLanes;
-    RowSlice rows[kTileIters];
-    loadTileRows(static_cast<const KV *>(p.vCache), table, tileStart, n, rows);
 #pragma unroll
     for (int i = 0; i < kTileIters; ++i) {
       const int j = tokenLane + i * kTokenLanes;
       if (j >= n)
         break;
       float v[kVec];
-      toFloats(rows[i], v);
+      toFloats(rowAt(i), v);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
 #pragma unroll
@@ -185,6 +217,70 @@ struct PagedDecode {
     }
   }
 
+  static __device__ __forceinline__ void rescale(const Shared &sh, float (&acc)[kGroup][kVec]) {
+#pragma unroll
+    for (int g = 0; g < kGroup; ++g)
+#pragma unroll
+      for (int e = 0; e < kVec; ++e)
+        acc[g][e] *= sh.correction[g];
+  }
+
+  // The tiles of [start, end) with K and V loaded into registers, tile by tile.
+  static __device__ __forceinline__ void
+  attendLoaded(const AttentionParams &p, const int32_t *table, const float (&q)[kGroup][kVec],
+               int start, int end, Shared &sh, float (&acc)[kGroup][kVec]) {
+    for (int tileStart = start; tileStart < end; tileStart += kDecodeTile) {
+      const int n = min(kDecodeTile, end - tileStart);
+      RowSlice rows[kTileIters];
+      __syncthreads(); // the previous tile's probabilities are consumed
+      loadTileRows(static_cast<const KV *>(p.kCache), table, tileStart, n, rows);
+      scoreRows(
+          p, [&](int i) -> const RowSlice & { return rows[i]; }, q, n, sh);
+      __syncthreads();
+      softmaxTile(n, sh);
+      __syncthreads();
+      rescale(sh, acc);
+      loadTileRows(static_cast<const KV *>(p.vCache), table, tileStart, n, rows);
+      accumulateRows([&](int i) -> const RowSlice & { return rows[i]; }, n, sh, acc);
+    }
+  }
+
+  // The same with K and V staged (Staged). Per tile, in this order: V(t) requested, K(t) awaited,
+  // scores, K(t + 1) requested, softmax, V(t) awaited and summed. Each slot is overwritten only
+  // after a __syncthreads that follows its last read.
+  static __device__ __forceinline__ void
+  attendStaged(const AttentionParams &p, const int32_t *table, const float (&q)[kGroup][kVec],
+               int start, int end, Shared &sh, float (&acc)[kGroup][kVec]) {
+    if constexpr (kCanStage) {
+      const KV *kCache = static_cast<const KV *>(p.kCache);
+      const KV *vCache = static_cast<const KV *>(p.vCache);
+      const int threadSlot = threadIdx.x;
+      stageTileRows(kCache, table, start, min(kDecodeTile, end - start), sh.stage.k);
+      asyncCopyCommit();
+      for (int tileStart = start; tileStart < end; tileStart += kDecodeTile) {
+        const int n = min(kDecodeTile, end - tileStart);
+        const int nextN = min(kDecodeTile, end - tileStart - kDecodeTile);
+        __syncthreads(); // the previous tile's probabilities and V slots are consumed
+        stageTileRows(vCache, table, tileStart, n, sh.stage.v);
+        asyncCopyCommit();
+        asyncCopyWait<1>(); // K(t)
+        scoreRows(
+            p, [&](int i) -> const RowSlice & { return sh.stage.k[i][threadSlot]; }, q, n, sh);
+        __syncthreads();
+        if (nextN > 0)
+          stageTileRows(kCache, table, tileStart + kDecodeTile, nextN, sh.stage.k);
+        asyncCopyCommit(); // empty after the last tile
+        softmaxTile(n, sh);
+        __syncthreads();
+        rescale(sh, acc);
+        asyncCopyWait<1>(); // V(t)
+        accumulateRows([&](int i) -> const RowSlice & { return sh.stage.v[i][threadSlot]; }, n, sh,
+                       acc);
+      }
+      asyncCopyWait<0>();
+    }
+  }
+
   static __device__ __forceinline__ void run(const AttentionParams &p) {
     __shared__ Shared sh;
     const int seq = blockIdx.x;
@@ -218,20 +314,11 @@ struct PagedDecode {
       sh.runningSum[g] = 0.0f;
     }
     float acc[kGroup][kVec] = {};
-    for (int tileStart = start; tileStart < end; tileStart += kDecodeTile) {
-      const int n = min(kDecodeTile, end - tileStart);
-      __syncthreads(); // the previous tile's probabilities are consumed
-      scoreTile(p, table, q, tileStart, n, sh);
-      __syncthreads();
-      softmaxTile(n, sh);
-      __syncthreads();
-#pragma unroll
-      for (int g = 0; g < kGroup; ++g)
-#pragma unroll
-        for (int e = 0; e < kVec; ++e)
-          acc[g][e] *= sh.correction[g];
-      accumulateTile(p, table, tileStart, n, sh, acc);
-    }
+    if (kCanStage && p.kvStaging)
+      attendStaged(p, table, q, start, end, sh, acc);
+    else
+      attendLoaded(p, table, q, start, end, sh, acc);
+    __syncthreads(); // every V slot is read: partial shares their memory
 #pragma unroll
     for (int g = 0; g < kGroup; ++g)
 #pragma unroll

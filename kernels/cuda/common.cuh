@@ -146,6 +146,10 @@ template <typename E, int N> __device__ __forceinline__ void copyElements(const 
 template <typename A, typename B> struct IsSame { static constexpr bool value = false; };
 template <typename A> struct IsSame<A, A> { static constexpr bool value = true; };
 
+// Select<c, A, B>::type: A when c, else B (NVRTC has no <type_traits>).
+template <bool C, typename A, typename B> struct Select { using type = A; };
+template <typename A, typename B> struct Select<false, A, B> { using type = B; };
+
 // The larger of two element types (the activations' and the KV cache's).
 template <typename A, typename B, bool = (sizeof(B) > sizeof(A))> struct WiderOf {
   using type = A;
@@ -186,6 +190,41 @@ __device__ __forceinline__ void prefetchToL2(const void *address) {
   asm volatile("prefetch.global.L2 [%0];" ::"l"(address));
 #else
   (void)address;
+#endif
+}
+
+// Asynchronous copies from global to shared memory (sm_80 and later: cp.async, no register holds
+// the bytes on their way). A thread's copies are committed in groups (asyncCopyCommit, an empty
+// group is allowed) and asyncCopyWait<N>() returns once all but its newest N groups have landed;
+// after that the issuing thread may read them, other threads only after a __syncthreads. Elsewhere
+// (cudasim, older targets) the copy is a plain one, done on return, and commit/wait are no-ops.
+template <int kBytes>
+__device__ __forceinline__ void asyncCopy(void *sharedDst, const void *globalSrc) {
+  static_assert(kBytes == 4 || kBytes == 8 || kBytes == 16, "cp.async moves 4, 8 or 16 bytes");
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const auto dst = static_cast<unsigned>(__cvta_generic_to_shared(sharedDst));
+  if constexpr (kBytes == 16) // .cg: through L2 only, the bytes are read once
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(dst), "l"(globalSrc) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;" ::"r"(dst), "l"(globalSrc), "n"(kBytes)
+                 : "memory");
+#else
+  if constexpr (kBytes == 16)
+    *static_cast<uint4 *>(sharedDst) = *static_cast<const uint4 *>(globalSrc);
+  else if constexpr (kBytes == 8)
+    *static_cast<uint2 *>(sharedDst) = *static_cast<const uint2 *>(globalSrc);
+  else
+    *static_cast<unsigned int *>(sharedDst) = *static_cast<const unsigned int *>(globalSrc);
+#endif
+}
+__device__ __forceinline__ void asyncCopyCommit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N> __device__ __forceinline__ void asyncCopyWait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
 #endif
 }
 

@@ -213,6 +213,10 @@ struct AttentionParams {
   int32_t slidingWindow = 0;
   // c > 0: each scaled score s becomes tanh(s / c) * c before the softmax (Gemma 2); 0: none.
   float logitSoftcap = 0.0f;
+  // Decode only: 1 streams K and V through shared memory with asynchronous copies where they fit
+  // (PagedDecode::kCanStage, kernels/cuda/attention_decode.cuh), 0 loads them into registers.
+  // The host chooses per step (runtime/ops/attention_op.cc: kvStagingFor).
+  int32_t kvStaging = 1;
 };
 
 // out[r, i] = silu(gu[r, i]) * gu[r, I + i]      grid (rows, ceil(I / chunk))

@@ -5,6 +5,8 @@
 #include "runtime/ops/op_util.h"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 namespace kiln::rt::ops {
 namespace {
@@ -97,6 +99,23 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
           {{"dtype", dtype}, {"num_heads", str(p.num_heads)}, {"head_dim", str(p.head_dim)}})};
 }
 
+// Decode attention stages K and V in shared memory (AttentionParams::kvStaging) for steps of up
+// to kStagedDecodeMaxSeqs sequences: on an H200 (docs/benchmarks.md) staging made batch-1 and
+// 4-sequence decode ~5% faster end to end, but the batch-64 attention 8% slower, where enough
+// CTAs already keep the loads in flight. KILN_DECODE_KV_STAGING=1 / 0 stages or loads at every
+// batch size, to measure one against the other.
+constexpr int32_t kStagedDecodeMaxSeqs = 16;
+int32_t kvStagingFor(int32_t numSeqs) {
+  static const int forced = [] {
+    const char *value = std::getenv("KILN_DECODE_KV_STAGING");
+    const std::string mode = value ? value : "";
+    return mode == "0" ? 0 : mode == "1" ? 1 : -1;
+  }();
+  if (forced >= 0)
+    return forced;
+  return numSeqs <= kStagedDecodeMaxSeqs ? 1 : 0;
+}
+
 uint32_t ceilDiv(int64_t a, int64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
@@ -138,6 +157,7 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c,
     return {prefill};
   }
   params.numSplits = kc::decodeSplitsFor(std::max(c.maxContextLen, 1));
+  params.kvStaging = kvStagingFor(c.numSeqs);
   CudaLaunch decode = launchWith(params, 1);
   decode.gridFromPlan = false;
   decode.grid[0] = static_cast<uint32_t>(c.numSeqs);

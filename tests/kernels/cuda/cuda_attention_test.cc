@@ -103,7 +103,8 @@ void poisonBeforeWindows(const Step &step, const HeadShape &s, int32_t window,
 void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                     const std::vector<Sequence> &seqs, bool decodePath, uint32_t seed,
                     float sharpen = 1.0f, int32_t window = 0, const std::string &kvDt = "",
-                    float softcap = 0.0f) {
+                    float softcap = 0.0f, int32_t kvStaging = 1,
+                    std::vector<uint8_t> *gpuOut = nullptr) {
   const std::string cacheDt = kvDt.empty() ? dt : kvDt;
   const Kernels k = kernelsFor(dt, s, kvDt);
   const Step step = makeStep(seqs, seed);
@@ -163,6 +164,7 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                         scale,
                         window,
                         softcap};
+  p.kvStaging = kvStaging;
   const auto threads = static_cast<uint32_t>(kc::kAttentionThreads);
   if (decodePath) {
     p.numSplits =
@@ -175,8 +177,10 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
     const auto tiles = static_cast<uint32_t>((numTokens + rows - 1) / rows + numSeqs);
     ASSERT_TRUE(gpu.launch(k.prefill.symbol, tiles, s.heads, 1, threads, p).isOk());
   }
-  expectClose(decode(gpu.download(dout, ref.size() * bytes), dt), ref, dt,
-              decodePath ? "decode attention" : "prefill attention");
+  std::vector<uint8_t> out = gpu.download(dout, ref.size() * bytes);
+  expectClose(decode(out, dt), ref, dt, decodePath ? "decode attention" : "prefill attention");
+  if (gpuOut)
+    *gpuOut = std::move(out);
 }
 
 // A cache of its own dtype under the activations' (`--kv-dtype`): fp8 under fp32 (the SIMT
@@ -229,6 +233,38 @@ TEST(CudaAttention, DecodeAndPrefillMatchTheCpuReference) {
       checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++, 1.0f, 0, kv);
       checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, 1.0f, 0, kv);
     }
+}
+
+// Decode with K and V staged in shared memory (the default where they fit) and loaded into
+// registers (KILN_DECODE_KV_STAGING=0) sums the same products in the same order: equal bytes, over
+// one- and two-tile splits, a window and every cache dtype (shapes that cannot stage load both
+// ways).
+TEST(CudaAttention, DecodeStagedEqualsDecodeLoadedBitForBit) {
+  KILN_GPU_OR_SKIP(gpu);
+  ASSERT_TRUE(gpu->load(allInstances()).isOk());
+  // 1100 keys: 16 splits of two tiles each.
+  const std::vector<Sequence> decodeStep = {{0, 1}, {63, 1}, {64, 1}, {299, 1}, {1099, 1}};
+  uint32_t seed = 300;
+  auto compare = [&](const std::string &dt, const HeadShape &s, int32_t window,
+                     const std::string &kv) {
+    SCOPED_TRACE(dt + " over a " + (kv.empty() ? dt : kv) + " cache, heads " +
+                 std::to_string(s.heads) + "/" + std::to_string(s.kvHeads) + " dim " +
+                 std::to_string(s.headDim) + " window " + std::to_string(window));
+    std::vector<uint8_t> staged, loaded;
+    checkAttention(*gpu, dt, s, decodeStep, true, seed, 1.0f, window, kv, 0.0f, 1, &staged);
+    checkAttention(*gpu, dt, s, decodeStep, true, seed, 1.0f, window, kv, 0.0f, 0, &loaded);
+    ++seed;
+    EXPECT_EQ(staged, loaded);
+    gpu->freeAll();
+  };
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (const HeadShape &s : kShapes)
+      compare(dt, s, 0, "");
+  for (const HeadShape &s : kShapes)
+    compare("bf16", s, 100, "");
+  for (const auto &[dt, kv] : kKvDtypes)
+    for (const HeadShape &s : kKvShapes)
+      compare(dt, s, 0, kv);
 }
 
 // Sliding windows of 1, below, at and above the block size (16) and the tiles (64 decode, 32

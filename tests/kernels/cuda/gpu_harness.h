@@ -148,6 +148,12 @@ public:
     allocations_.push_back(p);
     return reinterpret_cast<void *>(p);
   }
+  // Frees every allocation so far (a test that checks many cases keeps the device small).
+  void freeAll() {
+    for (CUdeviceptr p : allocations_)
+      driver_->memFree(p);
+    allocations_.clear();
+  }
   std::vector<uint8_t> download(const void *p, size_t bytes) {
     std::vector<uint8_t> out(bytes);
     EXPECT_EQ(driver_->memcpyDtoH(out.data(), reinterpret_cast<CUdeviceptr>(p), bytes),

@@ -241,6 +241,19 @@ TEST_F(LaunchTest, PaddedDecodeStepsLaunchTheSplitsOfTheCompiledMaximum) {
     }
 }
 
+// Decode steps of up to 16 sequences stage K and V in shared memory, larger ones load them into
+// registers (runtime/ops/attention_op.cc kvStagingFor: measured on an H200, docs/benchmarks.md).
+// Run without KILN_DECODE_KV_STAGING set (ctest does not set it).
+TEST_F(LaunchTest, SmallDecodeStepsStageKvLargeOnesLoadIt) {
+  bindAttention(DType::BF16, 128);
+  for (int32_t seqs : {1, 4, 16, 17, 64, 256}) {
+    std::vector<CudaLaunch> launches =
+        planLaunches(op_, {seqs, seqs, seqs, 1000}, AttentionScratch{});
+    ASSERT_EQ(launches.size(), 2u);
+    EXPECT_EQ(paramsOf<kc::AttentionParams>(launches[0]).kvStaging, seqs <= 16 ? 1 : 0) << seqs;
+  }
+}
+
 TEST_F(LaunchTest, PrefillTilesCoverEveryRowTileOfEverySequence) {
   bindAttention(DType::BF16, 128);
   std::vector<CudaLaunch> launches = planLaunches(op_, {100, 3, 3, 90}, {});
