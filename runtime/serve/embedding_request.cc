@@ -11,15 +11,19 @@ namespace {
 
 using nlohmann::json;
 
-// One text through the tokenizer (special tokens as the model adds them), within the limit.
+// One text through the tokenizer (special tokens as the model adds them); with `truncation`
+// (TEI's truncate) cut to it as HF's tokenizer would.
 std::optional<ApiError> encodeText(const json &text, const std::string &field,
-                                   const ServeModel &model, const EmbeddingModelInfo &info,
+                                   const ServeModel &model,
+                                   const std::optional<Truncation> &truncation,
                                    std::vector<int32_t> &out) {
   if (!text.is_string())
     return badRequest(field, "field '" + field + "' must be a string");
   if (text.get_ref<const std::string &>().empty())
     return badRequest(field, "field '" + field + "' is an empty string");
-  Result<std::vector<int32_t>> ids = model.encodePrompt(text.get<std::string>());
+  const std::string &value = text.get_ref<const std::string &>();
+  Result<std::vector<int32_t>> ids =
+      truncation ? model.encodePrompt(value, *truncation) : model.encodePrompt(value);
   if (!ids.isOk())
     return errorFromStatus(ids.status(), field);
   out = std::move(*ids);
@@ -51,7 +55,8 @@ bool tokenIds(const json &value, std::vector<int32_t> &out) {
 // A string or a non-empty list of strings (TEI, SageMaker); OpenAI also takes token ids.
 std::optional<ApiError> parseInputs(const json &input, const std::string &field, bool idsAllowed,
                                     const ServeModel &model, const EmbeddingModelInfo &info,
-                                    EmbeddingRequest &out) {
+                                    EmbeddingRequest &out,
+                                    const std::optional<Truncation> &truncation = std::nullopt) {
   out.batched = input.is_array();
   std::vector<int32_t> ids;
   if (idsAllowed && tokenIds(input, ids)) {
@@ -59,7 +64,7 @@ std::optional<ApiError> parseInputs(const json &input, const std::string &field,
     out.batched = false;
   } else if (input.is_string()) {
     out.inputs.emplace_back();
-    if (auto error = encodeText(input, field, model, info, out.inputs.back()))
+    if (auto error = encodeText(input, field, model, truncation, out.inputs.back()))
       return error;
   } else if (input.is_array() && !input.empty()) {
     for (size_t i = 0; i < input.size(); ++i) {
@@ -68,7 +73,7 @@ std::optional<ApiError> parseInputs(const json &input, const std::string &field,
       if (idsAllowed && input[i].is_array()) {
         if (!tokenIds(input[i], out.inputs.back()))
           return badRequest(item, "field '" + item + "' must be a non-empty list of token ids");
-      } else if (auto error = encodeText(input[i], item, model, info, out.inputs.back())) {
+      } else if (auto error = encodeText(input[i], item, model, truncation, out.inputs.back())) {
         return error;
       }
     }
@@ -89,6 +94,26 @@ std::optional<ApiError> requirePooling(const EmbeddingModelInfo &info) {
   return badRequest("", "this model has no pooling (no sentence-transformers modules.json and "
                         "1_Pooling/config.json beside the checkpoint), so it gives no sentence "
                         "embedding; /invocations returns its hidden states");
+}
+
+// TEI's "truncate" (default false: a longer input is refused, naming the limit) and
+// "truncation_direction" ("Right", the default, keeps an input's first tokens; "Left" its last).
+std::optional<ApiError> parseTeiTruncation(const json &body, const EmbeddingModelInfo &info,
+                                           std::optional<Truncation> &out) {
+  const json truncate = body.value("truncate", json(false));
+  if (!truncate.is_boolean() && !truncate.is_null())
+    return badRequest("truncate", "field 'truncate' must be a boolean");
+  const json direction = body.value("truncation_direction", json("Right"));
+  const std::string side = direction.is_string() ? direction.get<std::string>() : "";
+  if (side != "Right" && side != "right" && side != "Left" && side != "left")
+    return badRequest("truncation_direction",
+                      "field 'truncation_direction' must be \"Right\" or \"Left\"");
+  if (truncate != json(true))
+    return std::nullopt;
+  out = Truncation{static_cast<size_t>(info.maxInputTokens), side == "Right" || side == "right"
+                                                                 ? Truncation::Side::kRight
+                                                                 : Truncation::Side::kLeft};
+  return std::nullopt;
 }
 
 std::vector<float> finished(const Embedding &e, int32_t dimensions, bool normalize) {
@@ -141,10 +166,10 @@ std::optional<ApiError> parseTeiEmbedRequest(const json &body, const ServeModel 
       return badRequest("normalize", "field 'normalize' must be a boolean");
     out.normalize = body["normalize"].get<bool>();
   }
-  if (body.value("truncate", json(false)) != json(false))
-    return badRequest("truncate", "field 'truncate' must be false: kiln embeds whole inputs and "
-                                  "refuses longer ones, naming the limit");
-  return parseInputs(body["inputs"], "inputs", /*idsAllowed=*/false, model, info, out);
+  std::optional<Truncation> truncation;
+  if (auto error = parseTeiTruncation(body, info, truncation))
+    return error;
+  return parseInputs(body["inputs"], "inputs", /*idsAllowed=*/false, model, info, out, truncation);
 }
 
 std::optional<ApiError> parseFeatureExtractionRequest(std::string_view body, bool isJson,

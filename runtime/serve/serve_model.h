@@ -7,6 +7,7 @@
 #include "runtime/embed/embedding_service.h"
 #include "runtime/engine/engine.h"
 #include "runtime/serve/tool_call_parser.h"
+#include "runtime/text/tokenizer.h"
 
 #include <nlohmann/json.hpp>
 
@@ -30,6 +31,9 @@ public:
 
   // Text -> prompt ids with the model's special-token rules (BOS as the model expects).
   virtual Result<std::vector<int32_t>> encodePrompt(std::string_view text) const = 0;
+  // The same cut as HF's truncation does (runtime/text/tokenizer.h Truncation).
+  virtual Result<std::vector<int32_t>> encodePrompt(std::string_view text,
+                                                    const Truncation &truncation) const = 0;
   // False when the model has no chat template: chat requests are then refused with a 400.
   virtual bool hasChatTemplate() const = 0;
   // Renders the chat template and encodes it. `extra` holds further template variables.

@@ -12,6 +12,11 @@ Result<std::vector<int32_t>> ServingModelAdapter::encodePrompt(std::string_view 
   return model_->encodePrompt(text);
 }
 
+Result<std::vector<int32_t>> ServingModelAdapter::encodePrompt(std::string_view text,
+                                                               const Truncation &truncation) const {
+  return model_->encodePrompt(text, truncation);
+}
+
 Result<std::vector<int32_t>>
 ServingModelAdapter::encodeChat(const nlohmann::ordered_json &messages, bool addGenerationPrompt,
                                 const nlohmann::ordered_json &extra) const {

@@ -190,6 +190,13 @@ Result<std::vector<int32_t>> ServingModel::encodePrompt(std::string_view text) c
   return tokenizer_->encode(text, /*addSpecialTokens=*/true);
 }
 
+Result<std::vector<int32_t>> ServingModel::encodePrompt(std::string_view text,
+                                                        const Truncation &truncation) const {
+  if (!tokenizer_)
+    return invalidArgument("the artifact has no tokenizer.json: give the prompt as token ids");
+  return tokenizer_->encode(text, /*addSpecialTokens=*/true, truncation);
+}
+
 Result<std::string> ServingModel::renderChat(const nlohmann::ordered_json &messages,
                                              bool addGenerationPrompt,
                                              const nlohmann::ordered_json &extra) const {

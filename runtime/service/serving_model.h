@@ -68,6 +68,8 @@ public:
 
   // Text -> ids with the tokenizer's special-token rules (BOS as the model expects).
   Result<std::vector<int32_t>> encodePrompt(std::string_view text) const;
+  Result<std::vector<int32_t>> encodePrompt(std::string_view text,
+                                            const Truncation &truncation) const;
   // Renders the chat template (as transformers.apply_chat_template) and encodes the result
   // without adding special tokens again (the template writes them).
   Result<std::string> renderChat(const nlohmann::ordered_json &messages, bool addGenerationPrompt,

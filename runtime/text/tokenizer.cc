@@ -349,6 +349,30 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool addSpecialTok
   return ids;
 }
 
+Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool addSpecialTokens,
+                                               const Truncation &truncation) const {
+  const Impl &impl = *impl_;
+  const size_t specials = addSpecialTokens ? impl.prefixIds.size() + impl.suffixIds.size() : 0;
+  if (truncation.maxLength <= specials)
+    return invalidArgument("truncation to " + std::to_string(truncation.maxLength) +
+                           " tokens leaves no room for text beside the " +
+                           std::to_string(specials) + " special tokens this tokenizer adds");
+  std::vector<int32_t> textIds = encode(text, /*addSpecialTokens=*/false);
+  const size_t room = truncation.maxLength - specials;
+  if (textIds.size() > room) {
+    if (truncation.side == Truncation::Side::kRight)
+      textIds.resize(room);
+    else
+      textIds.erase(textIds.begin(), textIds.end() - static_cast<std::ptrdiff_t>(room));
+  }
+  if (!addSpecialTokens)
+    return textIds;
+  std::vector<int32_t> ids(impl.prefixIds);
+  ids.insert(ids.end(), textIds.begin(), textIds.end());
+  ids.insert(ids.end(), impl.suffixIds.begin(), impl.suffixIds.end());
+  return ids;
+}
+
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skipSpecialTokens) const {
   Decoder::Stream stream = impl_->decoder.stream();
   std::string out;

@@ -32,6 +32,15 @@ struct SpecialTokenStrings {
   std::vector<std::string> additional;
 };
 
+// HF's truncation (`truncation=True, max_length=...`, `truncation_side`): a prompt of more than
+// maxLength ids keeps the first (kRight cuts the end) or the last (kLeft) of its text's tokens,
+// and the special tokens the tokenizer adds stay.
+struct Truncation {
+  enum class Side { kRight, kLeft };
+  size_t maxLength = 0;
+  Side side = Side::kRight;
+};
+
 class Tokenizer {
 public:
   // tokenizerConfigPath / specialTokensMapPath may be "" (not used).
@@ -49,6 +58,11 @@ public:
   // HF `encode(text, add_special_tokens=...)`. Special tokens written in the text are always
   // recognized. Invalid UTF-8 in `text` is first replaced by U+FFFD (per maximal subpart).
   std::vector<int32_t> encode(std::string_view text, bool addSpecialTokens) const;
+  // The same with HF's truncation: the text's tokens are cut to truncation.maxLength less the
+  // special tokens added (HF `num_special_tokens_to_add`). A maxLength that leaves no room for a
+  // text token is an error (HF raises one too).
+  Result<std::vector<int32_t>> encode(std::string_view text, bool addSpecialTokens,
+                                      const Truncation &truncation) const;
   // HF `decode(ids, skip_special_tokens=...)` without clean_up_tokenization_spaces. Ids that are
   // not in the vocabulary are skipped, as HF does.
   std::string decode(std::span<const int32_t> ids, bool skipSpecialTokens) const;

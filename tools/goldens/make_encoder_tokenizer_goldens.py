@@ -13,6 +13,9 @@ model the way XLM-R's tokenizer.json was made):
   decode_plain         decode(ids, skip_special_tokens=False)
   decode_special       decode(ids_special, skip_special_tokens=False)
   decode_skip          decode(ids_special, skip_special_tokens=True)
+  ids_special_right_N / ids_special_left_N
+                       encode(text, add_special_tokens=True).ids with enable_truncation(
+                       max_length=N, direction="right" / "left"), N in TRUNCATE_TO
 
 It also writes encoders/unicode_sweep.json: for every code point, what HF's BertNormalizer,
 BertPreTokenizer and the xlmr Precompiled normalizer do with it (HF takes its character classes
@@ -238,6 +241,18 @@ def roberta():
     return tok
 
 
+# Truncation lengths (TEI's truncate): one special token of room and more.
+TRUNCATE_TO = (3, 6)
+
+
+def truncated(tok, text, length, direction):
+    tok.enable_truncation(max_length=length, direction=direction)
+    try:
+        return tok.encode(text, add_special_tokens=True).ids
+    finally:
+        tok.no_truncation()
+
+
 def goldens(tok, name, cases):
     import tokenizers
 
@@ -245,12 +260,17 @@ def goldens(tok, name, cases):
     for text in cases:
         ids = tok.encode(text, add_special_tokens=False).ids
         ids_special = tok.encode(text, add_special_tokens=True).ids
-        entries.append({
+        entry = {
             "text": text, "ids": ids, "ids_special": ids_special,
             "decode_plain": tok.decode(ids, skip_special_tokens=False),
             "decode_special": tok.decode(ids_special, skip_special_tokens=False),
             "decode_skip": tok.decode(ids_special, skip_special_tokens=True),
-        })
+        }
+        for length in TRUNCATE_TO:
+            for direction in ("right", "left"):
+                entry[f"ids_special_{direction}_{length}"] = truncated(tok, text, length,
+                                                                        direction)
+        entries.append(entry)
     return {"family": name, "tokenizers_version": tokenizers.__version__,
             "vocab_size": tok.get_vocab_size(with_added_tokens=True), "cases": entries}
 

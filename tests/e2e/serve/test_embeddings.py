@@ -2,7 +2,7 @@
 (tools/goldens/make_encoder_goldens.py): the official openai client's `embeddings.create` (a
 string, a list, token ids; float and base64; `dimensions`) returns sentence-transformers' pooled
 vectors of transformers' hidden states within 1e-4; TEI's /embed likewise (normalize true and
-false); SageMaker /invocations of an encoder: raw text/plain gives [1][tokens][hidden], the
+false; truncate cutting as HF's tokenizer does); SageMaker /invocations of an encoder: raw text/plain gives [1][tokens][hidden], the
 last_hidden_state of the HF model, and OPTION_TASK=text-embedding the pooled vectors; generation
 routes and bad inputs answer 400 naming the field; concurrent clients get their own vectors; and
 tiny-bart's raw-text /invocations gives BartModel's last_hidden_state (the seed deployment)."""
@@ -27,7 +27,8 @@ def golden(name):
     with open(path) as f:
         g = json.load(f)
     for c in g["cases"]:
-        raw = open(os.path.join(os.path.dirname(path), c["hidden_file"]), "rb").read()
+        with open(os.path.join(os.path.dirname(path), c["hidden_file"]), "rb") as f:
+            raw = f.read()
         c["hidden"] = np.frombuffer(raw, dtype="<f4").reshape(-1, g["hidden_size"])
     return g
 
@@ -138,6 +139,35 @@ class EmbeddingsTest(unittest.TestCase):
             self.assertEqual(status, 400, body)
             self.assertIn("no pooling", json.loads(body)["error"]["message"])
 
+    def test_tei_truncate_cuts_the_text_tokens_as_hf_does(self):
+        """TEI's truncate: a text longer than the limit is cut to it, its first tokens kept
+        ("Right") or its last ("Left"), [CLS] and [SEP] kept; the vector equals that of the ids
+        HF's truncation gives, built here from the golden's HF input_ids (BERT tokenizes words
+        alone, so a text repeated with spaces is its ids repeated)."""
+        case = self.single_texts(self.bert)[0]
+        cls, inner, sep = case["input_ids"][0], case["input_ids"][1:-1], case["input_ids"][-1]
+        reps = 200 // len(inner) + 1
+        text, words = " ".join([case["text"]] * reps), inner * reps
+        with h.Server(self.bert_artifact) as server:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+            status, _, reply = server.post("/embed", {"inputs": text})
+            self.assertEqual(status, 400, reply)
+            message = json.loads(reply)["error"]
+            self.assertIn("has %d tokens" % (len(words) + 2), message)
+            limit = int(message.split("embeds at most ")[1].split()[0])
+            self.assertLess(limit, len(words) + 2)
+            for direction, kept in (("Right", words[:limit - 2]), ("Left", words[2 - limit:])):
+                status, _, body = server.post("/embed", {
+                    "inputs": [text, case["text"]], "truncate": True,
+                    "truncation_direction": direction})
+                self.assertEqual(status, 200, body)
+                vectors = json.loads(body)
+                want = client.embeddings.create(model=self.bert["model"],
+                                                input=[cls] + kept + [sep])
+                np.testing.assert_allclose(vectors[0], want.data[0].embedding, atol=1e-6, rtol=0)
+                # A text within the limit is not touched.
+                np.testing.assert_allclose(vectors[1], case["pooled"], atol=TOL, rtol=0)
+
     def test_errors_name_the_field(self):
         with h.Server(self.bert_artifact) as server:
             for path, body, field in (
@@ -153,9 +183,12 @@ class EmbeddingsTest(unittest.TestCase):
                 self.assertEqual(status, 400, (path, body, reply))
                 error = json.loads(reply)["error"]
                 self.assertEqual(error["param"], field, error)
-            status, _, reply = server.post("/embed", {"inputs": "a", "truncate": True})
-            self.assertEqual(status, 400, reply)
-            self.assertIn("truncate", json.loads(reply)["error"])
+            for body, field in (({"inputs": "a", "truncate": "yes"}, "truncate"),
+                                ({"inputs": "a", "truncation_direction": "Up"},
+                                 "truncation_direction")):
+                status, _, reply = server.post("/embed", body)
+                self.assertEqual(status, 400, reply)
+                self.assertIn(field, json.loads(reply)["error"])
             status, _, reply = server.post("/v1/embeddings", {"input": [[5, 99999]]})
             self.assertEqual(status, 400, reply)
             self.assertIn("vocabulary", json.loads(reply)["error"]["message"])

@@ -90,6 +90,14 @@ public:
       ids.push_back(c);
     return ids;
   }
+  // One id a byte, no special tokens: the first or last maxLength bytes.
+  Result<std::vector<int32_t>> encodePrompt(std::string_view text,
+                                            const Truncation &truncation) const override {
+    const size_t keep = std::min(text.size(), truncation.maxLength);
+    return encodePrompt(truncation.side == Truncation::Side::kRight
+                            ? text.substr(0, keep)
+                            : text.substr(text.size() - keep));
+  }
   bool hasChatTemplate() const override { return hasChatTemplate_; }
   // The contents, one a line, then the template variables (tools, chat_template_kwargs) as JSON
   // when there are any, as tool templates print them.

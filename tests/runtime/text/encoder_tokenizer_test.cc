@@ -56,6 +56,24 @@ TEST_P(EncoderTokenizerTest, MatchesHuggingFaceGoldens) {
         << name << ": '" << text << "'";
     EXPECT_EQ(tok->decode(idsSpecial, true), c["decode_skip"].get<std::string>())
         << name << ": '" << text << "'";
+    // HF's truncation (TEI's truncate): the text's tokens cut, the special tokens kept.
+    for (size_t length : {3, 6})
+      for (auto [side, label] : {std::pair{Truncation::Side::kRight, "right"},
+                                 std::pair{Truncation::Side::kLeft, "left"}}) {
+        const std::string key = std::string("ids_special_") + label + "_" + std::to_string(length);
+        ASSERT_TRUE(c.contains(key)) << name << ": no " << key;
+        auto cut = tok->encode(text, true, Truncation{length, side});
+        ASSERT_TRUE(cut.isOk()) << cut.status().toString();
+        EXPECT_EQ(joinIds(*cut), joinIds(c[key].get<std::vector<int32_t>>()))
+            << name << " " << key << ": '" << text << "'";
+      }
+  }
+  // No room for a text token beside the special tokens: an error, as HF raises one.
+  const size_t specials = tok->encode("", true).size();
+  if (specials > 0) {
+    auto none = tok->encode("hello", true, Truncation{specials, Truncation::Side::kRight});
+    ASSERT_FALSE(none.isOk());
+    EXPECT_NE(none.status().message().find("no room for text"), std::string::npos);
   }
 }
 
