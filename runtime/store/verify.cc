@@ -1,9 +1,6 @@
 #include "runtime/store/verify.h"
 
-#include "runtime/artifact/artifact.h"
-#include "runtime/exec/executor.h"
-#include "runtime/exec/multi_rank_runner.h"
-#include "runtime/hal/device.h"
+#include "runtime/store/verify_load.h"
 #include "schema/version.h"
 
 #include <algorithm>
@@ -14,51 +11,6 @@
 
 namespace kiln::rt {
 namespace {
-
-struct Loaded {
-  std::unique_ptr<Artifact> artifact;
-  std::unique_ptr<Device> device; // tp 1
-  std::unique_ptr<ModelRunner> runner;
-};
-
-// One executor for tp 1, every rank (MultiRankRunner) otherwise, placed by --device/--devices.
-Result<Loaded> load(const std::string &dir, const std::string &deviceName,
-                    const std::vector<int> &devices, int32_t longest) {
-  Loaded loaded;
-  KILN_ASSIGN_OR_RETURN(loaded.artifact, Artifact::load(dir));
-  const schema::CompiledLimits &limits = *loaded.artifact->plan().limits();
-  if (longest > limits.max_seq_len())
-    return outOfRange("a verify case has " + std::to_string(longest) +
-                      " tokens (prompt + expected ids); the artifact's compiled max_seq_len is " +
-                      std::to_string(limits.max_seq_len()) + " (recompile with --max-seq-len)");
-  RankPlacementRequest request;
-  request.artifactDir = dir;
-  request.tp = static_cast<int>(loaded.artifact->plan().tp());
-  request.device = deviceName;
-  request.devices = devices;
-  KILN_ASSIGN_OR_RETURN(DeviceName name, parseDeviceName(deviceName));
-  if (name.kind == DeviceKind::kCuda)
-    request.visible = countCudaDevices();
-  KILN_ASSIGN_OR_RETURN(RankPlacement placement, placeRanks(request));
-  int32_t blockSize = int32_t(loaded.artifact->plan().kv_cache()->block_size());
-  ExecutorOptions options;
-  // One sequence at a time, with blocks of its own in every KV cache group (ownBlockTables).
-  const auto *groups = loaded.artifact->plan().kv_cache()->groups();
-  const int32_t numGroups = groups && groups->size() > 0 ? int32_t(groups->size()) : 1;
-  options.numKvBlocks = std::max(1, (longest + blockSize - 1) / blockSize) * numGroups;
-  if (request.tp == 1) {
-    KILN_ASSIGN_OR_RETURN(loaded.device, createDevice(placement.deviceName(0)));
-    KILN_ASSIGN_OR_RETURN(loaded.runner,
-                          Executor::create(*loaded.artifact, *loaded.device, options));
-    return loaded;
-  }
-  MultiRankOptions multiRank;
-  multiRank.device = placement.kind == DeviceKind::kCpu ? "cpu" : "cuda";
-  multiRank.devices = placement.ordinals;
-  multiRank.executor = options;
-  KILN_ASSIGN_OR_RETURN(loaded.runner, MultiRankRunner::create(*loaded.artifact, multiRank));
-  return loaded;
-}
 
 int32_t argmax(const float *row, int32_t size) {
   return int32_t(std::max_element(row, row + size) - row);
@@ -200,7 +152,8 @@ Result<VerifyReport> verifyArtifact(const std::string &artifactDir, const Verify
   int32_t longest = 0;
   for (const GoldenCase &c : golden.cases)
     longest = std::max(longest, int32_t(c.promptIds.size() + c.expectedIds.size()));
-  KILN_ASSIGN_OR_RETURN(Loaded loaded, load(artifactDir, options.device, options.devices, longest));
+  KILN_ASSIGN_OR_RETURN(VerifyLoaded loaded,
+                        loadForVerify(artifactDir, options.device, options.devices, longest));
   int32_t vocab = loaded.runner->limits().vocabSize;
   if (vocab != golden.vocabSize)
     return invalidArgument("the golden's vocab_size is " + std::to_string(golden.vocabSize) +
@@ -289,7 +242,8 @@ Result<VerifyGolden> recordGolden(const std::string &artifactDir, const RecordOp
       return invalidArgument("a prompt to record is empty");
     longest = std::max(longest, int32_t(p.size()) + options.maxTokens);
   }
-  KILN_ASSIGN_OR_RETURN(Loaded loaded, load(artifactDir, options.device, options.devices, longest));
+  KILN_ASSIGN_OR_RETURN(VerifyLoaded loaded,
+                        loadForVerify(artifactDir, options.device, options.devices, longest));
   const schema::ModelInfo &model = *loaded.artifact->plan().model();
   if (prompts.empty())
     prompts.push_back({model.bos_token_id() >= 0 ? model.bos_token_id() : 0});

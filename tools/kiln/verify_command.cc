@@ -4,6 +4,7 @@
 // from running (bad flags, a missing or unreadable golden, an artifact that does not load or does
 // not fit the golden) exits 2, so a CI gate can tell a regression from a broken setup.
 // `--write GOLDEN.json` records this artifact's greedy ids and top-k logits as a golden instead.
+#include "runtime/store/embed_verify.h"
 #include "runtime/store/verify.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
@@ -28,6 +29,9 @@ const CommandSpec kVerifySpec = {
     "vocabulary or length).\n"
     "Goldens: written by --write, by tools/goldens/make_verify_golden.py from transformers for\n"
     "your own model, or the transformers goldens of tests/data/golden (fp32, bf16, fp16).\n"
+    "An embedding model checks against an embedding golden (tests/data/golden/*.embed.json,\n"
+    "tools/goldens/make_encoder_goldens.py): every case's last hidden states and pooled vector\n"
+    "within the golden's tolerances, same exit codes.\n"
     "Where a golden records top-2 margins, an id whose margin is <= 2 x tolerance (a near tie)\n"
     "is not compared; its logits are. See docs/verify.md.",
     {
@@ -38,8 +42,8 @@ const CommandSpec kVerifySpec = {
         {"--max-tokens", "N", "--write: greedy ids recorded per prompt (default 16)"},
         {"--top-k", "K", "--write: logits kept per position, 0 = all (default 16)"},
         {"--tolerance", "T",
-         "max |logit difference|: --write records it (default 1e-4); --golden: instead of the "
-         "golden's"},
+         "max |logit difference| (an embedding golden: hidden state and pooled difference): "
+         "--write records it (default 1e-4); --golden: instead of the golden's"},
         {"--device", "cpu|cuda|cuda:N", "device to run on (default cpu; cuda is cuda:0)"},
         {"--devices", "0,1,...",
          "CUDA GPU of each tensor-parallel rank (default 0..tp-1); "
@@ -136,6 +140,28 @@ int writeGoldenFile(const Args &args, const std::string &artifact, const std::st
   return 0;
 }
 
+// An embedding golden (rt::isEmbedGoldenFile): hidden states and pooled vectors.
+int verifyEmbeddingGolden(const Args &args, const std::string &artifact, const std::string &path) {
+  Result<rt::EmbedGolden> golden = rt::readEmbedGolden(path);
+  if (!golden.isOk())
+    return verifyError(golden.status());
+  if (args.has("--tolerance")) {
+    Result<double> tolerance = args.getDouble("--tolerance", 0.0, 0.0, 1e6);
+    if (!tolerance.isOk())
+      return verifyError(tolerance.status());
+    golden->hiddenTolerance = golden->pooledTolerance = float(*tolerance);
+  }
+  rt::VerifyOptions options;
+  Status placed = placementFromFlags(args, options.device, options.devices);
+  if (!placed.isOk())
+    return verifyError(placed);
+  Result<rt::EmbedVerifyReport> report = rt::verifyEmbeddings(artifact, *golden, options);
+  if (!report.isOk())
+    return verifyError(report.status());
+  std::cout << report->text();
+  return report->passed() ? 0 : kExitRegression;
+}
+
 } // namespace
 
 int runVerify(const CommandArgs &argv) {
@@ -151,6 +177,8 @@ int runVerify(const CommandArgs &argv) {
     return verifyError(invalidArgument("give exactly one of --golden FILE or --write FILE"));
   if (args->has("--write"))
     return writeGoldenFile(*args, artifact, *args->get("--write"));
+  if (rt::isEmbedGoldenFile(*args->get("--golden")))
+    return verifyEmbeddingGolden(*args, artifact, *args->get("--golden"));
   Result<rt::VerifyGolden> golden = rt::readGolden(*args->get("--golden"));
   if (!golden.isOk())
     return verifyError(golden.status());

@@ -164,5 +164,45 @@ TEST(VerifyCommand, HalfPrecisionTransformersGoldens) {
   EXPECT_EQ(r.output.find("verify: tolerance"), std::string::npos) << r.output;
 }
 
+// Embedding goldens (tests/data/golden/*.embed.json, transformers' hidden states and
+// sentence-transformers' pooled vectors): tiny-bert's single texts pass and its text pair is
+// named as not checked, tiny-bart's decoder states pass; --tolerance 0 makes a regression (exit
+// 1); another model's pooling or a generating artifact is an error (exit 2).
+TEST(VerifyCommand, EmbeddingGoldens) {
+  const std::string bert = compiled("tiny-bert", "--max-seq-len 128 --max-batch 8");
+  CommandResult r = runCommand(
+      kKiln + " verify " + bert + " --golden " + kGoldenDir + "tiny-bert.embed.json", true);
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("verify: PASS (5 cases)\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(": not checked: a text pair (token type 1)"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("case short (11 tokens): hidden max |diff| "), std::string::npos)
+      << r.output;
+
+  const std::string bart = compiled("tiny-bart", "--max-seq-len 128 --max-batch 8");
+  r = runCommand(kKiln + " verify " + bart + " --golden " + kGoldenDir + "tiny-bart.embed.json",
+                 true);
+  EXPECT_EQ(r.exitCode, 0) << r.output;
+  EXPECT_NE(r.output.find("verify: PASS (6 cases)\n"), std::string::npos) << r.output;
+
+  r = runCommand(kKiln + " verify " + bert + " --golden " + kGoldenDir +
+                     "tiny-bert.embed.json --tolerance 0",
+                 true);
+  EXPECT_EQ(r.exitCode, 1) << r.output;
+  EXPECT_NE(r.output.find("verify: FAIL (5 of 5 cases differ)\n"), std::string::npos) << r.output;
+
+  const std::string xlmr = compiled("tiny-xlm-roberta", "--max-seq-len 128 --max-batch 8");
+  r = runCommand(kKiln + " verify " + xlmr + " --golden " + kGoldenDir + "tiny-bert.embed.json",
+                 true);
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_NE(r.output.find("the golden is for another model"), std::string::npos) << r.output;
+
+  r = runCommand(kKiln + " verify " + fixtureArtifact() + " --golden " + kGoldenDir +
+                     "tiny-bert.embed.json",
+                 true);
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_NE(r.output.find("generates text"), std::string::npos) << r.output;
+}
+
 } // namespace
 } // namespace kiln::tools
