@@ -1,6 +1,7 @@
 #include "runtime/store/embed_verify.h"
 
 #include "runtime/base/file.h"
+#include "runtime/base/sha256.h"
 #include "runtime/embed/embedder.h"
 #include "runtime/store/verify_load.h"
 
@@ -25,9 +26,17 @@ Result<json> parseGoldenJson(const std::string &path) {
   return parsed;
 }
 
-// A float32 file of exactly rows x width values.
-Result<std::vector<float>> readRows(const std::string &path, size_t rows, int32_t width) {
+// A float32 file beside the golden of exactly rows x width values, matching `sha256` when given
+// (as readGolden checks a logits file).
+Result<std::vector<float>> readRows(const std::string &dir, const std::string &file,
+                                    const std::string &sha256, size_t rows, int32_t width) {
+  if (file.find('/') != std::string::npos)
+    return invalidArgument("'hidden_file' must be a file name beside the golden: " + file);
+  const std::string path = dir + "/" + file;
   KILN_ASSIGN_OR_RETURN(std::string bytes, readFile(path));
+  if (!sha256.empty() && sha256 != sha256Hex(bytes.data(), bytes.size()))
+    return invalidArgument(path + " does not match the golden's hidden_sha256 (damaged or "
+                                  "replaced)");
   const size_t want = rows * static_cast<size_t>(width) * sizeof(float);
   if (bytes.size() != want)
     return invalidArgument(path + ": " + std::to_string(bytes.size()) + " bytes, expected " +
@@ -50,8 +59,9 @@ Result<EmbedGoldenCase> readCase(const json &c, const std::string &dir, int32_t 
     out.textPair = std::any_of(types.begin(), types.end(), [](int32_t t) { return t != 0; });
     if (c.contains("pooled"))
       out.pooled = c.at("pooled").get<std::vector<float>>();
-    KILN_ASSIGN_OR_RETURN(out.hidden, readRows(dir + "/" + c.at("hidden_file").get<std::string>(),
-                                               out.ids.size(), width));
+    KILN_ASSIGN_OR_RETURN(out.hidden,
+                          readRows(dir, c.at("hidden_file").get<std::string>(),
+                                   c.value("hidden_sha256", std::string()), out.ids.size(), width));
   } catch (const json::exception &e) {
     return invalidArgument(where + ": " + e.what());
   }
@@ -66,8 +76,7 @@ float maxAbsDiff(const std::vector<float> &got, const std::vector<float> &want) 
   float worst = 0;
   for (size_t i = 0; i < got.size(); ++i) {
     const float d = std::fabs(got[i] - want[i]);
-    if (!(d <= worst)) // NaN counts as infinitely far
-      worst = std::isnan(d) ? INFINITY : d;
+    worst = std::isnan(d) ? INFINITY : std::max(worst, d); // NaN counts as infinitely far
   }
   return worst;
 }

@@ -13,6 +13,7 @@
 
 #include <fstream>
 #include <iostream>
+#include <optional>
 
 namespace kiln::tools {
 namespace {
@@ -140,17 +141,24 @@ int writeGoldenFile(const Args &args, const std::string &artifact, const std::st
   return 0;
 }
 
+// --golden's --tolerance, when given: it replaces the golden's.
+Result<std::optional<float>> toleranceOverride(const Args &args) {
+  if (!args.has("--tolerance"))
+    return std::optional<float>();
+  KILN_ASSIGN_OR_RETURN(double tolerance, args.getDouble("--tolerance", 0.0, 0.0, 1e6));
+  return std::optional<float>(float(tolerance));
+}
+
 // An embedding golden (rt::isEmbedGoldenFile): hidden states and pooled vectors.
 int verifyEmbeddingGolden(const Args &args, const std::string &artifact, const std::string &path) {
   Result<rt::EmbedGolden> golden = rt::readEmbedGolden(path);
   if (!golden.isOk())
     return verifyError(golden.status());
-  if (args.has("--tolerance")) {
-    Result<double> tolerance = args.getDouble("--tolerance", 0.0, 0.0, 1e6);
-    if (!tolerance.isOk())
-      return verifyError(tolerance.status());
-    golden->hiddenTolerance = golden->pooledTolerance = float(*tolerance);
-  }
+  Result<std::optional<float>> tolerance = toleranceOverride(args);
+  if (!tolerance.isOk())
+    return verifyError(tolerance.status());
+  if (*tolerance)
+    golden->hiddenTolerance = golden->pooledTolerance = **tolerance;
   rt::VerifyOptions options;
   Status placed = placementFromFlags(args, options.device, options.devices);
   if (!placed.isOk())
@@ -182,11 +190,11 @@ int runVerify(const CommandArgs &argv) {
   Result<rt::VerifyGolden> golden = rt::readGolden(*args->get("--golden"));
   if (!golden.isOk())
     return verifyError(golden.status());
-  if (args->has("--tolerance")) {
-    Result<double> tolerance = args->getDouble("--tolerance", 0.0, 0.0, 1e6);
-    if (!tolerance.isOk())
-      return verifyError(tolerance.status());
-    golden->logitsTolerance = float(*tolerance);
+  Result<std::optional<float>> tolerance = toleranceOverride(*args);
+  if (!tolerance.isOk())
+    return verifyError(tolerance.status());
+  if (*tolerance) {
+    golden->logitsTolerance = **tolerance;
     golden->toleranceNote.clear();
   }
   if (!golden->toleranceNote.empty())

@@ -202,6 +202,29 @@ TEST(VerifyCommand, EmbeddingGoldens) {
                  true);
   EXPECT_EQ(r.exitCode, 2) << r.output;
   EXPECT_NE(r.output.find("generates text"), std::string::npos) << r.output;
+
+  // A hidden-state file must sit beside the golden and match its hidden_sha256.
+  const TempDir temp;
+  Result<std::string> text = readFile(kGoldenDir + "tiny-bert.embed.json");
+  ASSERT_TRUE(text.isOk());
+  nlohmann::json golden = nlohmann::json::parse(*text);
+  for (nlohmann::json &c : golden["cases"]) {
+    const std::string file = c["hidden_file"];
+    Result<std::string> bytes = readFile(kGoldenDir + file);
+    ASSERT_TRUE(bytes.isOk());
+    ASSERT_TRUE(writeFileAtomic(temp.path + "/" + file, *bytes).isOk());
+  }
+  golden["cases"][2]["hidden_sha256"] = std::string(64, '0');
+  ASSERT_TRUE(writeFileAtomic(temp.path + "/g.embed.json", golden.dump()).isOk());
+  r = runCommand(kKiln + " verify " + bert + " --golden " + temp.path + "/g.embed.json", true);
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_NE(r.output.find("does not match the golden's hidden_sha256"), std::string::npos)
+      << r.output;
+  golden["cases"][2]["hidden_file"] = "../" + golden["cases"][2]["hidden_file"].get<std::string>();
+  ASSERT_TRUE(writeFileAtomic(temp.path + "/g.embed.json", golden.dump()).isOk());
+  r = runCommand(kKiln + " verify " + bert + " --golden " + temp.path + "/g.embed.json", true);
+  EXPECT_EQ(r.exitCode, 2) << r.output;
+  EXPECT_NE(r.output.find("must be a file name beside the golden"), std::string::npos) << r.output;
 }
 
 } // namespace
