@@ -1,4 +1,5 @@
-// MoeExperts (plan.fbs): a mixture-of-experts MLP, one CTA per row. The CTA routes its row
+// MoeExperts (plan.fbs): a mixture-of-experts MLP, one CTA per row (decode-sized steps; the
+// grouped GEMMs of kernels/cuda/moe_grouped.cuh run the others). The CTA routes its row
 // (softmax of the router logits in fp32, the top TOPK with ties to the lower index, renormalized
 // when asked), then for each chosen expert in increasing index computes [gate | up] (only that
 // expert's weights are read), silu(gate) * up and the down projection, adding p * output. What
@@ -13,6 +14,39 @@
 
 namespace kiln::kernels::cuda {
 
+// One row's routing, by one thread: softmax of its router logits in fp32, the TOPK largest
+// (ties: the lower index), stored in increasing expert index with their probabilities,
+// renormalized to sum 1 when asked (kernels/cpu/moe.cc routeRow).
+template <typename T, int EXPERTS, int TOPK>
+__device__ __forceinline__ void moeRouteRow(const T *logits, int renormalize, int *expert,
+                                            float *weight) {
+  float p[EXPERTS];
+  float maxLogit = toFloat<T>(logits[0]);
+  for (int e = 1; e < EXPERTS; ++e)
+    maxLogit = fmaxf(maxLogit, toFloat<T>(logits[e]));
+  float sum = 0.0f;
+  for (int e = 0; e < EXPERTS; ++e)
+    sum += (p[e] = expf(toFloat<T>(logits[e]) - maxLogit));
+  for (int e = 0; e < EXPERTS; ++e)
+    p[e] /= sum;
+  bool taken[EXPERTS] = {};
+  float total = 0.0f;
+  for (int k = 0; k < TOPK; ++k) { // the largest left; ties: the lower index
+    int best = -1;
+    for (int e = 0; e < EXPERTS; ++e)
+      if (!taken[e] && (best < 0 || p[e] > p[best]))
+        best = e;
+    taken[best] = true;
+    total += p[best];
+  }
+  int k = 0;
+  for (int e = 0; e < EXPERTS; ++e)
+    if (taken[e]) {
+      expert[k] = e;
+      weight[k++] = renormalize ? p[e] / total : p[e];
+    }
+}
+
 template <typename T, typename W, int HIDDEN, int INTER, int EXPERTS, int TOPK, int THREADS>
 struct MoeExpertsRow {
   struct Shared {
@@ -22,35 +56,6 @@ struct MoeExpertsRow {
     int expert[TOPK];
     float weight[TOPK];
   };
-
-  // Thread 0: the row's experts, sorted by index, and their weights.
-  static __device__ __forceinline__ void route(const T *logits, int renormalize, Shared &sh) {
-    float p[EXPERTS];
-    float maxLogit = toFloat<T>(logits[0]);
-    for (int e = 1; e < EXPERTS; ++e)
-      maxLogit = fmaxf(maxLogit, toFloat<T>(logits[e]));
-    float sum = 0.0f;
-    for (int e = 0; e < EXPERTS; ++e)
-      sum += (p[e] = expf(toFloat<T>(logits[e]) - maxLogit));
-    for (int e = 0; e < EXPERTS; ++e)
-      p[e] /= sum;
-    bool taken[EXPERTS] = {};
-    float total = 0.0f;
-    for (int k = 0; k < TOPK; ++k) { // the largest left; ties: the lower index
-      int best = -1;
-      for (int e = 0; e < EXPERTS; ++e)
-        if (!taken[e] && (best < 0 || p[e] > p[best]))
-          best = e;
-      taken[best] = true;
-      total += p[best];
-    }
-    int k = 0;
-    for (int e = 0; e < EXPERTS; ++e)
-      if (taken[e]) {
-        sh.expert[k] = e;
-        sh.weight[k++] = renormalize ? p[e] / total : p[e];
-      }
-  }
 
   static __device__ __forceinline__ float rounded(float v) { return toFloat<T>(fromFloat<T>(v)); }
 
@@ -72,8 +77,9 @@ struct MoeExpertsRow {
       sh.acc[h] = 0.0f;
     }
     if (threadIdx.x == 0)
-      route(static_cast<const T *>(p.routerLogits) + static_cast<int64_t>(row) * EXPERTS,
-            p.renormalize, sh);
+      moeRouteRow<T, EXPERTS, TOPK>(static_cast<const T *>(p.routerLogits) +
+                                        static_cast<int64_t>(row) * EXPERTS,
+                                    p.renormalize, sh.expert, sh.weight);
     __syncthreads();
     const W *gateUp = static_cast<const W *>(p.gateUp);
     const W *down = static_cast<const W *>(p.down);

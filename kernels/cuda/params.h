@@ -227,13 +227,48 @@ struct SiluMulParams {
   int32_t rows;
 };
 
-// MoeExperts (kernels/cuda/moe.cuh)               grid (rows)
+// MoeExperts, one CTA per row (kernels/cuda/moe.cuh)  grid (rows)
 struct MoeExpertsParams {
   const void *x;            // [rows, H]
   const void *routerLogits; // [rows, E]
   const void *gateUp;       // [E * 2I, H]
   const void *down;         // [E * H, I]
   void *out;                // [rows, H]
+  int32_t rows;
+  int32_t renormalize;
+};
+
+// MoeExperts as grouped GEMMs over the rows routed to each expert (kernels/cuda/moe_grouped.cuh):
+// route (grid ceil(rows / kMoeRouteThreads)), place (grid 1, kMoePlaceThreads), gate_up (grid
+// (moeMaxTiles, ceil(I / kMoeTileCols))), down (grid (moeMaxTiles, ceil(H / kMoeTileCols))), both
+// kMoeTileThreads, combine (grid (rows, ceil(H / kMoeCombineThreads))). The pair of row r and its
+// k-th expert (in increasing expert index) is r * TOPK + k; a slot is a row of act / expertOut,
+// each expert's slots contiguous.
+constexpr int32_t kMoeRouteThreads = 128;
+constexpr int32_t kMoePlaceThreads = 1024;
+constexpr int32_t kMoeTileThreads = 256;
+constexpr int32_t kMoeCombineThreads = 256;
+constexpr int32_t kMoeTileRows = 64;
+constexpr int32_t kMoeTileCols = 64;
+constexpr int32_t kMoeMaxExperts = 512; // the place kernel's shared counters
+// Row tiles a step of `pairs` routed pairs can need: each expert's last tile may be partial.
+KILN_HOST_DEVICE constexpr int32_t moeMaxTiles(int32_t pairs, int32_t experts) {
+  return (pairs + kMoeTileRows - 1) / kMoeTileRows + (experts < pairs ? experts : pairs);
+}
+struct MoeGroupedParams {
+  const void *x;            // [rows, H]
+  const void *routerLogits; // [rows, E]
+  const void *gateUp;       // [E * 2I, H]
+  const void *down;         // [E * H, I]
+  void *out;                // [rows, H]
+  int32_t *pairExpert;      // [rows * TOPK]
+  float *pairWeight;        // [rows * TOPK]
+  int32_t *pairSlot;        // [rows * TOPK]
+  int32_t *slotRow;         // [rows * TOPK]: the x row a slot holds
+  int32_t *expertStart;     // [E + 1]: each expert's first slot, then the number of slots
+  int32_t *tileStart;       // [E + 1]: each expert's first row tile, then the number of tiles
+  void *act;                // [rows * TOPK, I]: silu(gate) * up, in T
+  void *expertOut;          // [rows * TOPK, H]: down's output, in T
   int32_t rows;
   int32_t renormalize;
 };

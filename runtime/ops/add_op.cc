@@ -29,7 +29,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
       {op.inputs[0].data, op.inputs[1].data, y.data, rowsOf(y, c) * y.width, elemType(y)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   return {launchWith(kc::AddParams{op.inputs[0].data, op.inputs[1].data, op.outputs[0].data,
                                    rowsOf(op.outputs[0], c)})};
 }

@@ -35,7 +35,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                             elemType(x)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   const auto &in = op.inputs;
   return {launchWith(kc::AddRmsNormParams{in[0].data, in[1].data, in[2].data, op.outputs[1].data,
                                           rowsOf(in[0], c),

@@ -120,12 +120,32 @@ uint32_t ceilDiv(int64_t a, int64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c,
-                                 const AttentionScratch &scratch) {
+// Split-K scratch carved from the op's fp32 scratch (scratchBytes): partial outputs, then maxima,
+// then sums.
+struct SplitScratch {
+  float *partialOut = nullptr;
+  float *partialMax = nullptr;
+  float *partialSum = nullptr;
+};
+SplitScratch carveSplitScratch(const BoundOp &op, void *base) {
+  if (!base)
+    return {};
+  const auto *p = op.op->params_as_AttentionParams();
+  const size_t states =
+      static_cast<size_t>(op.inputs[4].fixedRows) * p->num_heads() * kc::kMaxDecodeSplits;
+  SplitScratch split;
+  split.partialOut = static_cast<float *>(base);
+  split.partialMax = split.partialOut + states * p->head_dim();
+  split.partialSum = split.partialMax + states;
+  return split;
+}
+
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &scratch) {
   if (c.numSeqs <= 0 || c.numTokens <= 0)
     return {};
   const auto *p = op.op->params_as_AttentionParams();
   const auto &in = op.inputs;
+  const SplitScratch split = carveSplitScratch(op, scratch.base);
   kc::AttentionParams params{in[0].data,
                              i32(in[1]),
                              i32(in[2]),
@@ -133,9 +153,9 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c,
                              op.kvCache->keys[p->layer()],
                              op.kvCache->values[p->layer()],
                              op.outputs[0].data,
-                             scratch.partialOut,
-                             scratch.partialMax,
-                             scratch.partialSum,
+                             split.partialOut,
+                             split.partialMax,
+                             split.partialSum,
                              static_cast<int32_t>(in[4].width),
                              c.numSeqs,
                              c.numTokens,

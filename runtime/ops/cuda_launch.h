@@ -9,11 +9,12 @@
 
 namespace kiln::rt {
 
-// Split-K scratch of the decode attention kernels (kernels/cuda/params.h AttentionParams).
-struct AttentionScratch {
-  float *partialOut = nullptr;
-  float *partialMax = nullptr;
-  float *partialSum = nullptr;
+// Device scratch of an op's launches (OpEntry::cuda.scratchBytes of them, allocated when the op
+// is prepared, never during a step): the split-K partials of decode attention, the routed rows of
+// a mixture-of-experts layer. One buffer serves every op of the device in turn (ops run in order
+// on one stream, and no op keeps anything in it past its own launches).
+struct OpScratch {
+  void *base = nullptr;
 };
 
 struct CudaLaunch {

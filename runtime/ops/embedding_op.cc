@@ -102,7 +102,7 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
                     {"threads", str(threadsFor(vectorsPerRow(hidden, dtype), 256))}})};
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   const BoundBuffer &table = op.inputs[1];
   kc::EmbeddingParams params{
       i32(op.inputs[0]), table.data,       op.outputs[0].data,

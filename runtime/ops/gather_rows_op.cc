@@ -31,7 +31,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
       {op.inputs[0].data, i32(op.inputs[1]), y.data, c.numLogits, widthOf(y), elemType(y)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   return {launchWith(
       kc::GatherRowsParams{op.inputs[0].data, i32(op.inputs[1]), op.outputs[0].data, c.numLogits})};
 }

@@ -28,7 +28,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   kernels::cpu::gelu({op.inputs[0].data, y.data, int64_t(rowsOf(y, c)) * widthOf(y), elemType(y)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   return {
       launchWith(kc::GeluParams{op.inputs[0].data, op.outputs[0].data, rowsOf(op.outputs[0], c)})};
 }

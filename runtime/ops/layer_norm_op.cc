@@ -34,7 +34,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                            elemType(x)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   const auto &in = op.inputs;
   return {
       launchWith(kc::LayerNormParams{in[0].data, in[1].data, in[2].data, op.outputs[0].data,

@@ -1,18 +1,28 @@
 // MoeExperts (plan.fbs): a mixture-of-experts MLP over the router's logits (Mixtral, Qwen3-MoE).
-// CUDA: kernels/cuda/moe.cuh, one CTA per row reading only its experts' weights (correctness
-// first: no grouped GEMM for prefill yet), for layers whose row, activations and sums fit the
-// CTA's static shared memory.
+// CUDA, two paths chosen per step: grouped GEMMs over the rows routed to each expert
+// (kernels/cuda/moe_grouped.cuh: route, place, gate_up, down, combine; the routed rows live in the
+// op's scratch, sized for the compiled maximum rows), and for decode-sized steps one CTA per row
+// reading only its experts' weights (kernels/cuda/moe.cuh), when the layer's row, activations and
+// sums fit a CTA's static shared memory.
 #include "kernels/cuda/params.h"
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 
 namespace kiln::rt::ops {
 namespace {
 
 namespace kc = kiln::kernels::cuda;
 
-// The CUDA kernel keeps 2 * hidden + intermediate floats in static shared memory.
+// The row kernel keeps 2 * hidden + intermediate floats in static shared memory.
 constexpr uint64_t kMaxSharedFloats = 40 * 1024 / 4;
+
+bool rowKernelFits(uint64_t hidden, uint64_t intermediate) {
+  return 2 * hidden + intermediate <= kMaxSharedFloats;
+}
 
 OpArity arity(const schema::Op &) {
   return {4, 1};
@@ -83,31 +93,150 @@ std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *pa
   return {stored(gateUp), stored(down)};
 }
 
+// Kernel order in Op.kernel: the grouped path's five, then the row kernel when it fits.
+enum MoeKernel : size_t { kRoute, kPlace, kGateUp, kDown, kCombine, kRow };
+
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const schema::MoeExpertsParamsT &p = *k.op.params.AsMoeExpertsParams();
   const uint64_t hidden = widthOf(k.output(0));
-  if (2 * hidden + p.intermediate > kMaxSharedFloats)
-    return unimplemented("moe_experts on CUDA keeps 2 x hidden + intermediate floats in shared "
-                         "memory, at most " +
-                         std::to_string(kMaxSharedFloats) + "; this model's are " +
-                         std::to_string(2 * hidden + p.intermediate) + " (hidden " +
-                         std::to_string(hidden) + ", intermediate " +
-                         std::to_string(p.intermediate) + "); compile for --device cpu");
-  return std::vector<KernelInstance>{
-      makeKernelInstance("moe_experts", {{"dtype", kernelDType(k.output(0).dtype)},
-                                         {"weight_dtype", kernelDType(k.input(2).dtype)},
-                                         {"hidden", str(hidden)},
-                                         {"intermediate", str(p.intermediate)},
-                                         {"experts", str(p.num_experts)},
-                                         {"top_k", str(p.top_k)},
-                                         {"threads", "256"}})};
+  if (p.num_experts > static_cast<uint32_t>(kc::kMoeMaxExperts))
+    return unimplemented("moe_experts on CUDA routes at most " +
+                         std::to_string(kc::kMoeMaxExperts) + " experts; this model has " +
+                         std::to_string(p.num_experts) + "; compile for --device cpu");
+  const std::string dtype = kernelDType(k.output(0).dtype), weight = kernelDType(k.input(2).dtype);
+  const std::string experts = str(p.num_experts), topK = str(p.top_k), h = str(hidden),
+                    inter = str(p.intermediate), tile = str(kc::kMoeTileThreads);
+  std::vector<KernelInstance> out = {
+      makeKernelInstance("moe_route", {{"dtype", dtype},
+                                       {"experts", experts},
+                                       {"top_k", topK},
+                                       {"threads", str(kc::kMoeRouteThreads)}}),
+      makeKernelInstance(
+          "moe_place",
+          {{"experts", experts}, {"top_k", topK}, {"threads", str(kc::kMoePlaceThreads)}}),
+      makeKernelInstance("moe_gate_up", {{"dtype", dtype},
+                                         {"weight_dtype", weight},
+                                         {"hidden", h},
+                                         {"intermediate", inter},
+                                         {"experts", experts},
+                                         {"threads", tile}}),
+      makeKernelInstance("moe_down", {{"dtype", dtype},
+                                      {"weight_dtype", weight},
+                                      {"hidden", h},
+                                      {"intermediate", inter},
+                                      {"experts", experts},
+                                      {"threads", tile}}),
+      makeKernelInstance("moe_combine", {{"dtype", dtype},
+                                         {"hidden", h},
+                                         {"top_k", topK},
+                                         {"threads", str(kc::kMoeCombineThreads)}})};
+  if (rowKernelFits(hidden, p.intermediate))
+    out.push_back(makeKernelInstance("moe_experts", {{"dtype", dtype},
+                                                     {"weight_dtype", weight},
+                                                     {"hidden", h},
+                                                     {"intermediate", inter},
+                                                     {"experts", experts},
+                                                     {"top_k", topK},
+                                                     {"threads", "256"}}));
+  return out;
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+// The routed rows in the op's scratch, for `rows` rows: per pair its expert, weight, slot and
+// (per slot) x row, the experts' first slots and tiles, then act and the experts' outputs in T.
+struct MoeScratch {
+  size_t pairExpert, pairWeight, pairSlot, slotRow, expertStart, tileStart, act, expertOut, bytes;
+};
+MoeScratch moeScratchLayout(const BoundOp &op, int64_t rows) {
   const auto *p = op.op->params_as_MoeExpertsParams();
-  return {launchWith(kc::MoeExpertsParams{op.inputs[0].data, op.inputs[1].data, op.inputs[2].data,
-                                          op.inputs[3].data, op.outputs[0].data,
-                                          rowsOf(op.outputs[0], c), p->renormalize() ? 1 : 0})};
+  const size_t pairs = size_t(rows) * p->top_k(), elem = dtypeSize(op.outputs[0].dtype);
+  auto aligned = [](size_t bytes) { return (bytes + 255) / 256 * 256; };
+  MoeScratch s{};
+  size_t at = 0;
+  auto take = [&](size_t &field, size_t bytes) {
+    field = at;
+    at += aligned(bytes);
+  };
+  take(s.pairExpert, pairs * 4);
+  take(s.pairWeight, pairs * 4);
+  take(s.pairSlot, pairs * 4);
+  take(s.slotRow, pairs * 4);
+  take(s.expertStart, (p->num_experts() + 1) * 4);
+  take(s.tileStart, (p->num_experts() + 1) * 4);
+  take(s.act, pairs * p->intermediate() * elem);
+  take(s.expertOut, pairs * widthOf(op.outputs[0]) * elem);
+  s.bytes = at;
+  return s;
+}
+
+size_t scratchBytes(const BoundOp &op) {
+  return moeScratchLayout(op, std::max<int64_t>(op.outputs[0].fixedRows, 0)).bytes;
+}
+
+// KILN_MOE_PATH=grouped|row forces a path (row: where the row kernel exists); else the row kernel
+// runs steps routing at most one pair per expert (decode), where it reads about what the grouped
+// path would and launches one kernel instead of five.
+bool useRowKernel(const BoundOp &op, int64_t rows) {
+  if (!op.op->kernel() || std::count(op.op->kernel()->begin(), op.op->kernel()->end(), ',') <
+                              static_cast<std::ptrdiff_t>(kRow))
+    return false;
+  if (const char *forced = std::getenv("KILN_MOE_PATH"))
+    return std::strcmp(forced, "grouped") != 0;
+  const auto *p = op.op->params_as_MoeExpertsParams();
+  return rows * p->top_k() <= p->num_experts();
+}
+
+uint32_t ceilDiv(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
+
+CudaLaunch launchOn(CudaLaunch launch, uint32_t gridX, uint32_t gridY, int32_t block) {
+  launch.gridFromPlan = false;
+  launch.grid[0] = gridX;
+  launch.grid[1] = gridY;
+  launch.block = static_cast<uint32_t>(block);
+  return launch;
+}
+
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &scratch) {
+  const auto *p = op.op->params_as_MoeExpertsParams();
+  const int64_t rows = rowsOf(op.outputs[0], c);
+  if (rows <= 0)
+    return {};
+  if (useRowKernel(op, rows))
+    return {launchWith(kc::MoeExpertsParams{op.inputs[0].data, op.inputs[1].data, op.inputs[2].data,
+                                            op.inputs[3].data, op.outputs[0].data,
+                                            static_cast<int32_t>(rows), p->renormalize() ? 1 : 0},
+                       kRow)};
+  const MoeScratch s = moeScratchLayout(op, rows);
+  auto *base = static_cast<char *>(scratch.base);
+  auto at = [&](size_t offset) { return static_cast<void *>(base + offset); };
+  const kc::MoeGroupedParams params{op.inputs[0].data,
+                                    op.inputs[1].data,
+                                    op.inputs[2].data,
+                                    op.inputs[3].data,
+                                    op.outputs[0].data,
+                                    static_cast<int32_t *>(at(s.pairExpert)),
+                                    static_cast<float *>(at(s.pairWeight)),
+                                    static_cast<int32_t *>(at(s.pairSlot)),
+                                    static_cast<int32_t *>(at(s.slotRow)),
+                                    static_cast<int32_t *>(at(s.expertStart)),
+                                    static_cast<int32_t *>(at(s.tileStart)),
+                                    at(s.act),
+                                    at(s.expertOut),
+                                    static_cast<int32_t>(rows),
+                                    p->renormalize() ? 1 : 0};
+  const int64_t hidden = widthOf(op.outputs[0]);
+  const auto tiles = static_cast<uint32_t>(kc::moeMaxTiles(static_cast<int32_t>(rows * p->top_k()),
+                                                           static_cast<int32_t>(p->num_experts())));
+  return {launchOn(launchWith(params, kRoute), ceilDiv(rows, kc::kMoeRouteThreads), 1,
+                   kc::kMoeRouteThreads),
+          launchOn(launchWith(params, kPlace), 1, 1, kc::kMoePlaceThreads),
+          launchOn(launchWith(params, kGateUp), tiles, ceilDiv(p->intermediate(), kc::kMoeTileCols),
+                   kc::kMoeTileThreads),
+          launchOn(launchWith(params, kDown), tiles, ceilDiv(hidden, kc::kMoeTileCols),
+                   kc::kMoeTileThreads),
+          launchOn(launchWith(params, kCombine), static_cast<uint32_t>(rows),
+                   ceilDiv(hidden, kc::kMoeCombineThreads), kc::kMoeCombineThreads)};
 }
 
 } // namespace
@@ -124,15 +253,48 @@ const OpEntry &moeExpertsOp() {
     e.runCpu = &runCpu;
     e.cpuPackedBytes = &cpuPackedBytes;
     e.packCpuWeights = &packCpuWeights;
+    const KernelGrid counted = KernelGrid::kRowCta; // launches() sets every grid itself
     e.cuda.templates = {
+        {"moe_route",
+         "moe_grouped.cuh",
+         "MoeGroupedParams",
+         "MoeRoute",
+         {"dtype", "experts", "top_k", "threads"},
+         counted},
+        {"moe_place",
+         "moe_grouped.cuh",
+         "MoeGroupedParams",
+         "MoePlace",
+         {"experts", "top_k", "threads"},
+         counted},
+        {"moe_gate_up",
+         "moe_grouped.cuh",
+         "MoeGroupedParams",
+         "MoeGateUp",
+         {"dtype", "weight_dtype", "hidden", "intermediate", "experts", "threads"},
+         counted},
+        {"moe_down",
+         "moe_grouped.cuh",
+         "MoeGroupedParams",
+         "MoeDown",
+         {"dtype", "weight_dtype", "hidden", "intermediate", "experts", "threads"},
+         counted},
+        {"moe_combine",
+         "moe_grouped.cuh",
+         "MoeGroupedParams",
+         "MoeCombine",
+         {"dtype", "hidden", "top_k", "threads"},
+         counted},
         {"moe_experts",
          "moe.cuh",
          "MoeExpertsParams",
          "MoeExpertsRow",
          {"dtype", "weight_dtype", "hidden", "intermediate", "experts", "top_k", "threads"},
          KernelGrid::kRowCta}};
+    e.cuda.lastTemplateOptional = true; // the row kernel, where the layer fits it
     e.cuda.instances = &instances;
     e.cuda.launches = &launches;
+    e.cuda.scratchBytes = &scratchBytes;
     return e;
   }();
   return entry;

@@ -76,13 +76,16 @@ struct CudaOpSpec {
   // 0: Op.kernel names one instance of each template, in order. Else how many it names, each of
   // any one template (the embedding: of a float table or of a quantized one).
   size_t kernelsPerOp = 0;
+  // true: Op.kernel may leave out the last template's instance (an optional fast path).
+  bool lastTemplateOptional = false;
   // The instances this plan op needs, one per template; an empty list: none (a Linear GEMV
   // cannot run).
   Result<std::vector<KernelInstance>> (*instances)(const KernelPlanContext &) = nullptr;
   // The launches of one step, in order; empty when the step has no rows for the op.
   std::vector<CudaLaunch> (*launches)(const BoundOp &, const StepCounts &,
-                                      const AttentionScratch &) = nullptr;
-  // fp32 scratch bytes the launches need (split-K attention); null: none.
+                                      const OpScratch &) = nullptr;
+  // Device scratch bytes the launches need (OpScratch: split-K attention, routed MoE rows); null:
+  // none.
   size_t (*scratchBytes)(const BoundOp &) = nullptr;
 };
 

@@ -31,7 +31,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                          op.op->params_as_RmsNormParams()->eps(), elemType(x)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   const auto &in = op.inputs;
   return {launchWith(kc::RmsNormParams{in[0].data, in[1].data, op.outputs[0].data, rowsOf(in[0], c),
                                        op.op->params_as_RmsNormParams()->eps()})};

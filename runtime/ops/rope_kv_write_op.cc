@@ -166,7 +166,7 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
                         {"kv_dtype", kernelDType(k.kvDtype)}})};
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   const auto *p = op.op->params_as_RopeKvWriteParams();
   const uint32_t layer = p->layer();
   const auto &in = op.inputs;

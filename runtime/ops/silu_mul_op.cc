@@ -30,7 +30,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
 }
 
 // Both gated activations launch with SiluMulParams.
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   return {launchWith(
       kc::SiluMulParams{op.inputs[0].data, op.outputs[0].data, rowsOf(op.outputs[0], c)})};
 }

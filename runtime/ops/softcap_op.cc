@@ -36,7 +36,7 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                          op.op->params_as_SoftcapParams()->cap(), elemType(y)});
 }
 
-std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const AttentionScratch &) {
+std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const OpScratch &) {
   return {
       launchWith(kc::SoftcapParams{op.inputs[0].data, op.outputs[0].data, rowsOf(op.outputs[0], c),
                                    op.op->params_as_SoftcapParams()->cap()})};

@@ -12,6 +12,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace kiln::e2e {
 namespace {
 
@@ -57,10 +59,25 @@ TEST(CudaFamilies, Phi3LongRope) {
 TEST(CudaFamilies, Gemma2SoftcapsAlternatingWindows) {
   checkFamily("tiny-gemma2", 5, 4);
 }
-// Mixture-of-experts through moe_experts' CUDA kernel (one CTA per row, its experts' weights).
+// Mixture-of-experts through moe_experts' CUDA kernels: prompt steps on the grouped GEMMs
+// (kernels/cuda/moe_grouped.cuh), decode steps on the row kernel (kernels/cuda/moe.cuh).
 TEST(CudaFamilies, MoeMixtralAndQwen3Moe) {
   checkFamily("tiny-mixtral", 5, 16);
   checkFamily("tiny-qwen3-moe", 6, 16);
+}
+// Each path alone for every step (KILN_MOE_PATH, runtime/ops/moe_experts_op.cc).
+class ScopedMoePath {
+public:
+  explicit ScopedMoePath(const char *path) { setenv("KILN_MOE_PATH", path, 1); }
+  ~ScopedMoePath() { unsetenv("KILN_MOE_PATH"); }
+};
+TEST(CudaFamilies, MoeGroupedGemmsEveryStep) {
+  ScopedMoePath path("grouped");
+  checkFamily("tiny-qwen3-moe", 6, 16);
+}
+TEST(CudaFamilies, MoeRowKernelEveryStep) {
+  ScopedMoePath path("row");
+  checkFamily("tiny-mixtral", 5, 16);
 }
 // q/k norms, local and global RoPE tables; the multimodal checkpoint's text tower.
 TEST(CudaFamilies, Gemma3LocalAndGlobalRope) {

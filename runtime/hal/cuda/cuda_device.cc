@@ -116,20 +116,6 @@ private:
   std::vector<CUevent> events_;
 };
 
-// Split-K scratch carved from one fp32 buffer: partial outputs, then maxima, then sums.
-AttentionScratch carveScratch(const BoundOp &op, void *base) {
-  AttentionScratch scratch;
-  if (op.op->params_type() != schema::OpParams::AttentionParams || !base)
-    return scratch;
-  const auto *p = op.op->params_as_AttentionParams();
-  const size_t states = static_cast<size_t>(op.inputs[4].fixedRows) * p->num_heads() *
-                        kernels::cuda::kMaxDecodeSplits;
-  scratch.partialOut = static_cast<float *>(base);
-  scratch.partialMax = scratch.partialOut + states * p->head_dim();
-  scratch.partialSum = scratch.partialMax + states;
-  return scratch;
-}
-
 CUdeviceptr devicePtr(const void *p) {
   return reinterpret_cast<CUdeviceptr>(p);
 }
@@ -237,7 +223,7 @@ CudaDevice::~CudaDevice() {
   free(l2Flush_);
   for (DeviceMemory &bias : convertedBiases_)
     free(bias);
-  free(attentionScratch_);
+  free(opScratch_);
   if (module_)
     driver_->moduleUnload(module_);
   if (stream_)
@@ -392,11 +378,11 @@ Result<CUfunction> CudaDevice::function(const std::string &symbol) const {
   return fn;
 }
 
-Status CudaDevice::ensureAttentionScratch(size_t bytes) {
-  if (bytes <= attentionScratch_.bytes)
+Status CudaDevice::ensureOpScratch(size_t bytes) {
+  if (bytes <= opScratch_.bytes)
     return okStatus();
-  free(attentionScratch_);
-  KILN_ASSIGN_OR_RETURN(attentionScratch_, allocate(bytes, MemoryKind::kDevice));
+  free(opScratch_);
+  KILN_ASSIGN_OR_RETURN(opScratch_, allocate(bytes, MemoryKind::kDevice));
   return okStatus();
 }
 
@@ -618,7 +604,7 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareOp(const BoundOp &op) {
     functions.push_back(fn);
   }
   // Allocated while preparing (at load), never during a step.
-  KILN_RETURN_IF_ERROR(ensureAttentionScratch(attentionScratchBytes(op)));
+  KILN_RETURN_IF_ERROR(ensureOpScratch(opScratchBytes(op)));
   return std::unique_ptr<PreparedOp>(std::make_unique<CudaPreparedOp>(op, std::move(functions)));
 }
 
@@ -636,7 +622,7 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
     }
     return linear_->run(*op.linear_, counts, stream_);
   }
-  const AttentionScratch scratch = carveScratch(op.bound_, attentionScratch_.data);
+  const OpScratch scratch{opScratch_.data};
   for (CudaLaunch &launch : planLaunches(op.bound_, counts, scratch)) {
     void *args[] = {launch.params.data()};
     CUresult rc = driver_->launchKernel(op.functions_[launch.kernel], launch.grid[0],

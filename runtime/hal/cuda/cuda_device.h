@@ -118,7 +118,7 @@ private:
   Status open(int ordinal);
   Status makeCurrent() const;
   Result<CUfunction> function(const std::string &symbol) const;
-  Status ensureAttentionScratch(size_t bytes);
+  Status ensureOpScratch(size_t bytes);
   Status ensureCudaLinear(); // linear_ and its workspace, made by the first Linear prepared
   Result<std::unique_ptr<PreparedOp>> prepareLinear(const BoundOp &op);
   Result<std::unique_ptr<PreparedOp>> prepareQuantLinear(const BoundOp &op);
@@ -142,7 +142,7 @@ private:
   std::string moduleTarget_;
   std::map<std::string, CUfunction> functions_;
   CUfunction argmaxFunction_ = nullptr;
-  DeviceMemory attentionScratch_;
+  DeviceMemory opScratch_;
   std::vector<std::string> cublasLtLibraries_;
   bool autotuneLinear_ = true;
   GemvMode gemvMode_ = GemvMode::kAuto;

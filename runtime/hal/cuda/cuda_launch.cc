@@ -74,7 +74,7 @@ Status checkActivationDtypes(const OpEntry &entry, const BoundOp &op) {
 
 } // namespace
 
-size_t attentionScratchBytes(const BoundOp &op) {
+size_t opScratchBytes(const BoundOp &op) {
   const OpEntry *entry = op.op ? findOp(op.op->params_type()) : nullptr;
   return entry && entry->cuda.scratchBytes ? entry->cuda.scratchBytes(op) : 0;
 }
@@ -99,7 +99,8 @@ Result<std::vector<std::string>> kernelSymbols(const BoundOp &op) {
   const size_t expected =
       entry->cuda.kernelsPerOp ? entry->cuda.kernelsPerOp : entry->cuda.templates.size();
   bool empty = std::any_of(symbols.begin(), symbols.end(), [](auto &s) { return s.empty(); });
-  if (symbols.size() != expected || empty) {
+  const bool optionalLeftOut = entry->cuda.lastTemplateOptional && symbols.size() + 1 == expected;
+  if ((symbols.size() != expected && !optionalLeftOut) || empty) {
     std::string names;
     for (const KernelTemplate &t : entry->cuda.templates)
       names += std::string(names.empty() ? "<" : ",<") + t.op + ">";
@@ -140,7 +141,7 @@ Status checkCudaOp(const BoundOp &op) {
 }
 
 std::vector<CudaLaunch> planLaunches(const BoundOp &op, const StepCounts &counts,
-                                     const AttentionScratch &scratch) {
+                                     const OpScratch &scratch) {
   const OpEntry *entry = findOp(op.op->params_type());
   std::vector<CudaLaunch> launches = entry->cuda.launches(op, counts, scratch);
   std::vector<CudaLaunch> nonEmpty;

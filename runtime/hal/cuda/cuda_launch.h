@@ -13,8 +13,8 @@
 
 namespace kiln::rt {
 
-// fp32 scratch bytes the op's launches need (split-K attention); 0 for most ops.
-size_t attentionScratchBytes(const BoundOp &op);
+// Device scratch bytes the op's launches need (split-K attention, routed MoE rows); 0 for most ops.
+size_t opScratchBytes(const BoundOp &op);
 
 // The kernel symbols of a plan op, comma-separated in Op.kernel, one per kernel template of its
 // op table entry (attention: "<prefill>,<decode>,<decode_reduce>"). Library ops (Linear on
@@ -28,6 +28,6 @@ Status checkCudaOp(const BoundOp &op);
 // The launches of one op for this step, in order (decode attention: decode then reduce).
 // Empty when the step has no rows for the op. Assumes checkCudaOp passed.
 std::vector<CudaLaunch> planLaunches(const BoundOp &op, const StepCounts &counts,
-                                     const AttentionScratch &scratch);
+                                     const OpScratch &scratch);
 
 } // namespace kiln::rt

@@ -6,6 +6,8 @@
 #include "tests/kernels/cuda/decoder_kernels.h"
 #include "tests/kernels/cuda/gpu_harness.h"
 
+#include <cstring>
+#include <map>
 #include <set>
 
 namespace kiln::testing {
@@ -501,6 +503,134 @@ TEST(CudaKernels, MoeExpertsMatchTheCpuReference) {
       cpu::moeExperts({xs.data(), ls.data(), gateUp.data(), down.data(), cpu::WeightType::kF32,
                        ref.data(), rows, c.hidden, c.inter, c.experts, c.k, c.renormalize, type});
       expectClose(decode(gpu->download(dout, ref.size()), dt), decode(ref, dt), dt, "moe_experts");
+    }
+}
+
+// The grouped path (kernels/cuda/moe_grouped.cuh: route, place, gate_up, down, combine) against
+// the CPU kernel: experts given more than one row tile (130 rows), a layer too wide for the row
+// kernel's shared memory (2 x 64 + 10200 floats > 10240), and the same rows through the row kernel
+// where it fits: the two paths agree within fp32 rounding of their sums.
+struct MoeCase {
+  int32_t hidden, inter, experts, k;
+  bool renormalize;
+  int32_t rows;
+  std::vector<const char *> dtypes;
+};
+
+std::map<std::string, KernelInstance> moeGroupedInstances(const MoeCase &c, const std::string &dt) {
+  const std::string h = std::to_string(c.hidden), inter = std::to_string(c.inter),
+                    e = std::to_string(c.experts), k = std::to_string(c.k);
+  return {{"route",
+           rt::makeKernelInstance(
+               "moe_route", {{"dtype", dt}, {"experts", e}, {"top_k", k}, {"threads", "128"}})},
+          {"place", rt::makeKernelInstance("moe_place",
+                                           {{"experts", e}, {"top_k", k}, {"threads", "1024"}})},
+          {"gate_up", rt::makeKernelInstance("moe_gate_up", {{"dtype", dt},
+                                                             {"weight_dtype", dt},
+                                                             {"hidden", h},
+                                                             {"intermediate", inter},
+                                                             {"experts", e},
+                                                             {"threads", "256"}})},
+          {"down", rt::makeKernelInstance("moe_down", {{"dtype", dt},
+                                                       {"weight_dtype", dt},
+                                                       {"hidden", h},
+                                                       {"intermediate", inter},
+                                                       {"experts", e},
+                                                       {"threads", "256"}})},
+          {"combine",
+           rt::makeKernelInstance(
+               "moe_combine", {{"dtype", dt}, {"hidden", h}, {"top_k", k}, {"threads", "256"}})},
+          {"row", rt::makeKernelInstance("moe_experts", {{"dtype", dt},
+                                                         {"weight_dtype", dt},
+                                                         {"hidden", h},
+                                                         {"intermediate", inter},
+                                                         {"experts", e},
+                                                         {"top_k", k},
+                                                         {"threads", "256"}})}};
+}
+
+bool moeRowKernelFits(const MoeCase &c) {
+  return 2 * c.hidden + c.inter <= 10240;
+}
+
+TEST(CudaKernels, MoeGroupedMatchesTheCpuReferenceAndTheRowKernel) {
+  KILN_GPU_OR_SKIP(gpu);
+  const MoeCase cases[] = {{64, 48, 16, 4, true, 6, {"f32", "bf16", "f16"}},
+                           {32, 40, 4, 2, false, 130, {"f32", "bf16"}},
+                           {64, 10200, 4, 2, true, 5, {"bf16"}}};
+  std::vector<KernelInstance> instances;
+  std::set<std::string> symbols; // place does not depend on the dtype
+  for (const MoeCase &c : cases)
+    for (const char *dt : c.dtypes)
+      for (auto &[name, k] : moeGroupedInstances(c, dt))
+        if ((name != "row" || moeRowKernelFits(c)) && symbols.insert(k.symbol).second)
+          instances.push_back(k);
+  Status loaded = gpu->load(instances);
+  ASSERT_TRUE(loaded.isOk()) << loaded.toString();
+  uint32_t seed = 40;
+  for (const MoeCase &c : cases)
+    for (const char *dtName : c.dtypes) {
+      const std::string dt = dtName;
+      SCOPED_TRACE(dt + " hidden " + std::to_string(c.hidden) + " intermediate " +
+                   std::to_string(c.inter) + " experts " + std::to_string(c.experts) + " rows " +
+                   std::to_string(c.rows));
+      std::map<std::string, KernelInstance> k = moeGroupedInstances(c, dt);
+      const int32_t rows = c.rows, pairs = c.rows * c.k;
+      std::vector<float> x = randomValues(size_t(rows) * c.hidden, seed++, dt);
+      std::vector<float> logits = randomValues(size_t(rows) * c.experts, seed++, dt, -3.0f, 3.0f);
+      std::vector<float> gateUp =
+          randomValues(size_t(c.experts) * 2 * c.inter * c.hidden, seed++, dt, -0.3f, 0.3f);
+      std::vector<float> down =
+          randomValues(size_t(c.experts) * c.hidden * c.inter, seed++, dt, -0.3f, 0.3f);
+      const size_t elem = bytesOf(dt);
+      void *dout = gpu->alloc(x.size() * elem);
+      kc::MoeGroupedParams p{gpu->upload(encode(x, dt)),
+                             gpu->upload(encode(logits, dt)),
+                             gpu->upload(encode(gateUp, dt)),
+                             gpu->upload(encode(down, dt)),
+                             dout,
+                             static_cast<int32_t *>(gpu->alloc(pairs * 4)),
+                             static_cast<float *>(gpu->alloc(pairs * 4)),
+                             static_cast<int32_t *>(gpu->alloc(pairs * 4)),
+                             static_cast<int32_t *>(gpu->alloc(pairs * 4)),
+                             static_cast<int32_t *>(gpu->alloc((c.experts + 1) * 4)),
+                             static_cast<int32_t *>(gpu->alloc((c.experts + 1) * 4)),
+                             gpu->alloc(size_t(pairs) * c.inter * elem),
+                             gpu->alloc(size_t(pairs) * c.hidden * elem),
+                             rows,
+                             c.renormalize ? 1 : 0};
+      const auto tiles = static_cast<uint32_t>(kc::moeMaxTiles(pairs, c.experts));
+      auto cols = [](int32_t n) { return static_cast<uint32_t>((n + 63) / 64); };
+      ASSERT_TRUE(gpu->launch(k.at("route").symbol, (rows + 127) / 128, 1, 1, 128, p).isOk());
+      ASSERT_TRUE(gpu->launch(k.at("place").symbol, 1, 1, 1, 1024, p).isOk());
+      ASSERT_TRUE(gpu->launch(k.at("gate_up").symbol, tiles, cols(c.inter), 1, 256, p).isOk());
+      ASSERT_TRUE(gpu->launch(k.at("down").symbol, tiles, cols(c.hidden), 1, 256, p).isOk());
+      ASSERT_TRUE(
+          gpu->launch(k.at("combine").symbol, rows, (c.hidden + 255) / 256, 1, 256, p).isOk());
+      // Every pair has its own slot, each expert's slots in one run of its tiles.
+      std::vector<int32_t> slots(pairs), starts(c.experts + 1);
+      std::memcpy(slots.data(), gpu->download(p.pairSlot, pairs * 4).data(), pairs * 4);
+      std::memcpy(starts.data(), gpu->download(p.expertStart, starts.size() * 4).data(),
+                  starts.size() * 4);
+      EXPECT_EQ(std::set<int32_t>(slots.begin(), slots.end()).size(), size_t(pairs));
+      EXPECT_EQ(starts.back(), pairs);
+      const std::vector<float> grouped = decode(gpu->download(dout, x.size() * elem), dt);
+
+      const cpu::ElemType type = dt == "f32"    ? cpu::ElemType::kF32
+                                 : dt == "bf16" ? cpu::ElemType::kBF16
+                                                : cpu::ElemType::kF16;
+      std::vector<uint8_t> xs = encode(x, dt), ls = encode(logits, dt);
+      std::vector<uint8_t> ref(x.size() * elem);
+      cpu::moeExperts({xs.data(), ls.data(), gateUp.data(), down.data(), cpu::WeightType::kF32,
+                       ref.data(), rows, c.hidden, c.inter, c.experts, c.k, c.renormalize, type});
+      expectClose(grouped, decode(ref, dt), dt, "moe grouped");
+      if (moeRowKernelFits(c)) {
+        kc::MoeExpertsParams row{p.x, p.routerLogits, p.gateUp, p.down, dout, rows, p.renormalize};
+        ASSERT_TRUE(gpu->launch(k.at("row").symbol, rows, 1, 1, 256, row).isOk());
+        expectClose(grouped, decode(gpu->download(dout, x.size() * elem), dt), dt,
+                    "moe grouped vs row");
+      }
+      gpu->freeAll();
     }
 }
 

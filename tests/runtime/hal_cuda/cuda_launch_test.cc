@@ -3,6 +3,7 @@
 #include "runtime/hal/cuda/cuda_launch.h"
 
 #include "kernels/cuda/params.h"
+#include "runtime/ops/op_table.h"
 #include "tests/runtime/hal_cuda/fake_buffer.h"
 
 #include <gtest/gtest.h>
@@ -170,8 +171,7 @@ TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
 TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   bindAttention(DType::BF16, 128);
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
-  AttentionScratch scratch{static_cast<float *>(fake(0xb000)), static_cast<float *>(fake(0xc000)),
-                           static_cast<float *>(fake(0xd000))};
+  OpScratch scratch{fake(0xb000)};
   std::vector<CudaLaunch> launches = planLaunches(op_, {3, 3, 3, 250}, scratch);
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0].kernel, 1u); // decode_sym
@@ -188,7 +188,10 @@ TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   EXPECT_EQ(p.kCache, fake(0x8000)); // layer 1
   EXPECT_EQ(p.vCache, fake(0xa000));
   EXPECT_EQ(p.out, fake(0x6000));
+  // Carved from the scratch: partial outputs of 64 x 32 x 16 states of 128 floats, then maxima.
   EXPECT_EQ(p.partialOut, fake(0xb000));
+  EXPECT_EQ(static_cast<void *>(p.partialMax),
+            static_cast<char *>(fake(0xb000)) + size_t(64) * 32 * 16 * 128 * 4);
   EXPECT_EQ(p.maxBlocksPerSeq, 256);
   EXPECT_EQ(p.numSplits, 4);
   EXPECT_FLOAT_EQ(p.scale, 0.125f);
@@ -196,7 +199,7 @@ TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   EXPECT_EQ(planLaunches(op_, {3, 3, 3, 100000}, scratch)[0].grid[2], 16u); // capped
   EXPECT_EQ(planLaunches(op_, {1, 1, 1, 1}, scratch)[0].grid[2], 1u);
   // maxBatch 64 x 32 heads x 16 splits x (128 + 2) floats.
-  EXPECT_EQ(attentionScratchBytes(op_), 64u * 32 * 16 * 130 * 4);
+  EXPECT_EQ(opScratchBytes(op_), 64u * 32 * 16 * 130 * 4);
 }
 
 // The split-K invariants a fixed split count in a CUDA graph relies on (kernels/cuda/params.h).
@@ -232,7 +235,7 @@ TEST_F(LaunchTest, PaddedDecodeStepsLaunchTheSplitsOfTheCompiledMaximum) {
   for (int32_t seqs : {1, 4, 16})
     for (int32_t maxSeqLen : {100, 1000, 4096, 32768}) {
       std::vector<CudaLaunch> launches =
-          planLaunches(op_, {seqs, seqs, seqs, maxSeqLen}, AttentionScratch{});
+          planLaunches(op_, {seqs, seqs, seqs, maxSeqLen}, OpScratch{});
       ASSERT_EQ(launches.size(), 2u);
       EXPECT_EQ(launches[0].grid[0], uint32_t(seqs));
       EXPECT_EQ(launches[0].grid[2], uint32_t(kc::decodeSplitsFor(maxSeqLen)));
@@ -247,8 +250,7 @@ TEST_F(LaunchTest, PaddedDecodeStepsLaunchTheSplitsOfTheCompiledMaximum) {
 TEST_F(LaunchTest, SmallDecodeStepsStageKvLargeOnesLoadIt) {
   bindAttention(DType::BF16, 128);
   for (int32_t seqs : {1, 4, 16, 17, 64, 256}) {
-    std::vector<CudaLaunch> launches =
-        planLaunches(op_, {seqs, seqs, seqs, 1000}, AttentionScratch{});
+    std::vector<CudaLaunch> launches = planLaunches(op_, {seqs, seqs, seqs, 1000}, OpScratch{});
     ASSERT_EQ(launches.size(), 2u);
     EXPECT_EQ(paramsOf<kc::AttentionParams>(launches[0]).kvStaging, seqs <= 16 ? 1 : 0) << seqs;
   }
@@ -291,6 +293,112 @@ TEST_F(LaunchTest, GatherRowsAndSiluMulFillTheirParams) {
   EXPECT_EQ(silu.gateUp, fake(0x400));
   EXPECT_EQ(silu.out, fake(0x500));
   EXPECT_EQ(silu.rows, 9);
+}
+
+// MoeExperts: decode-sized steps (at most one routed pair per expert) run the row kernel when the
+// plan has it; larger steps, or a plan without it (a layer too wide for it), the grouped kernels
+// on the op's scratch, laid out for the step's rows; the scratch is sized for the compiled maximum.
+TEST_F(LaunchTest, MoeStepsPickTheRowKernelOrTheGroupedKernels) {
+  auto bindMoe = [&](const char *kernel) {
+    makeOp(
+        schema::OpParams::MoeExpertsParams,
+        [](auto &fbb) { return schema::CreateMoeExpertsParams(fbb, 8, 2, 1408, true).Union(); }, 4,
+        1, kernel);
+    op_.inputs = {fakeBuffer(0x100, DType::BF16, RowScale::Tokens, 512, 1024),
+                  fakeBuffer(0x200, DType::BF16, RowScale::Tokens, 512, 8),
+                  fakeBuffer(0x300, DType::BF16, RowScale::Fixed, 8 * 2 * 1408, 1024,
+                             schema::BufferKind::Weight),
+                  fakeBuffer(0x400, DType::BF16, RowScale::Fixed, 8 * 1024, 1408,
+                             schema::BufferKind::Weight)};
+    op_.outputs = {fakeBuffer(0x500, DType::BF16, RowScale::Tokens, 512, 1024)};
+  };
+  bindMoe("route,place,gate_up,down,combine,row");
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  std::vector<CudaLaunch> decode = planLaunches(op_, {4, 4, 4, 100}, OpScratch{fake(0x9000)});
+  ASSERT_EQ(decode.size(), 1u);
+  EXPECT_EQ(decode[0].kernel, 5u);
+  EXPECT_EQ(paramsOf<kc::MoeExpertsParams>(decode[0]).rows, 4);
+
+  std::vector<CudaLaunch> prefill = planLaunches(op_, {100, 1, 1, 100}, OpScratch{fake(0x9000)});
+  ASSERT_EQ(prefill.size(), 5u);
+  const uint32_t grids[5][2] = {{1, 1},      // route: ceil(100 / 128)
+                                {1, 1},      // place
+                                {4 + 8, 22}, // ceil(200 / 64) + 8 experts, 1408 / 64
+                                {4 + 8, 16}, // 1024 / 64
+                                {100, 4}};   // rows, 1024 / 256
+  for (size_t i = 0; i < 5; ++i) {
+    EXPECT_EQ(prefill[i].kernel, i);
+    EXPECT_FALSE(prefill[i].gridFromPlan);
+    EXPECT_EQ(prefill[i].grid[0], grids[i][0]) << i;
+    EXPECT_EQ(prefill[i].grid[1], grids[i][1]) << i;
+  }
+  auto p = paramsOf<kc::MoeGroupedParams>(prefill[2]);
+  EXPECT_EQ(p.x, fake(0x100));
+  EXPECT_EQ(p.gateUp, fake(0x300));
+  EXPECT_EQ(p.out, fake(0x500));
+  EXPECT_EQ(p.rows, 100);
+  EXPECT_EQ(static_cast<void *>(p.pairExpert), fake(0x9000));
+  // 200 pairs: four int arrays of 800 bytes at 1024-byte strides, two of 9 ints, then act.
+  EXPECT_EQ(static_cast<void *>(p.expertStart), static_cast<char *>(fake(0x9000)) + 4 * 1024);
+  EXPECT_EQ(p.act, static_cast<char *>(fake(0x9000)) + 4 * 1024 + 2 * 256);
+  EXPECT_EQ(p.expertOut, static_cast<char *>(p.act) + 200 * 1408 * 2);
+  // Sized for 512 rows: 1024 pairs.
+  EXPECT_EQ(opScratchBytes(op_), 4 * 4096 + 2 * 256 + 1024 * 1408 * 2 + 1024 * 1024 * 2);
+
+  bindMoe("route,place,gate_up,down,combine"); // no row kernel: always grouped
+  ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
+  EXPECT_EQ(planLaunches(op_, {1, 1, 1, 100}, OpScratch{fake(0x9000)}).size(), 5u);
+  bindMoe("route,place,gate_up,down");
+  EXPECT_NE(checkCudaOp(op_).message().find("should name 6 kernels"), std::string::npos)
+      << checkCudaOp(op_).message();
+}
+
+// The kernels a MoE layer compiles to: the grouped five always, the row kernel only where the
+// layer's row, activations and sums fit its shared memory (Qwen3-30B-A3B's do, Mixtral-8x7B's
+// 14336-wide experts do not); more experts than the place kernel counts are refused.
+std::vector<KernelInstance> moeInstances(uint32_t hidden, uint32_t inter, uint32_t experts,
+                                         uint32_t topK, Status *error = nullptr) {
+  schema::RankT rank;
+  auto buffer = [&](int64_t rows, int64_t width) {
+    auto b = std::make_unique<schema::BufferT>();
+    b->dtype = DType::BF16;
+    b->shape = {static_cast<uint64_t>(rows), static_cast<uint64_t>(width)};
+    rank.buffers.push_back(std::move(b));
+  };
+  buffer(512, hidden);
+  buffer(512, experts);
+  buffer(int64_t(experts) * 2 * inter, hidden);
+  buffer(int64_t(experts) * hidden, inter);
+  buffer(512, hidden);
+  schema::OpT op;
+  op.inputs = {0, 1, 2, 3};
+  op.outputs = {4};
+  schema::MoeExpertsParamsT params;
+  params.num_experts = experts;
+  params.top_k = topK;
+  params.intermediate = inter;
+  op.params.Set(params);
+  const OpEntry *entry = findOp(schema::OpParams::MoeExpertsParams);
+  Result<std::vector<KernelInstance>> out = entry->cuda.instances(KernelPlanContext{op, rank});
+  if (error)
+    *error = out.status();
+  return out.isOk() ? *out : std::vector<KernelInstance>{};
+}
+
+TEST(MoeKernels, WideLayersCompileToTheGroupedKernelsOnly) {
+  std::vector<KernelInstance> qwen3 = moeInstances(2048, 768, 128, 8);
+  ASSERT_EQ(qwen3.size(), 6u);
+  EXPECT_EQ(qwen3[5].op, "moe_experts");
+  std::vector<KernelInstance> mixtral = moeInstances(4096, 14336, 8, 2);
+  ASSERT_EQ(mixtral.size(), 5u);
+  const char *ops[] = {"moe_route", "moe_place", "moe_gate_up", "moe_down", "moe_combine"};
+  for (size_t i = 0; i < 5; ++i)
+    EXPECT_EQ(mixtral[i].op, ops[i]);
+  EXPECT_EQ(mixtral[2].constants.at("intermediate"), "14336");
+  Status error;
+  EXPECT_TRUE(moeInstances(1024, 512, 600, 8, &error).empty());
+  EXPECT_NE(error.message().find("at most 512 experts; this model has 600"), std::string::npos)
+      << error.toString();
 }
 
 TEST_F(LaunchTest, UnsupportedOrMalformedOpsAreErrors) {
