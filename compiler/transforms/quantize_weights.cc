@@ -9,10 +9,33 @@
 namespace kiln::compiler {
 namespace {
 
-// Whether every user reads `weight` as a linear's w or an embedding's table (operand 1 of both).
+// Whether a linear is a mixture-of-experts router: its output is only ever router logits.
+bool isRouter(LinearOp linear) {
+  mlir::Value y = linear.getResult();
+  for (mlir::OpOperand &use : y.getUses())
+    if (!mlir::isa<MoeExpertsOp>(use.getOwner()) || use.getOperandNumber() != 1)
+      return false;
+  return !y.use_empty();
+}
+
+// Whether `use` reads a weight as a matrix kiln stores quantized: a linear's w or an embedding's
+// table (operand 1 of both), or a mixture-of-experts layer's stacked experts (gate_up, operand 2;
+// down, operand 3). A router's w is not: it is small (experts x hidden) and decides which experts
+// run, so it stays in the weight's dtype, as vLLM's and llama.cpp's quantized MoE models keep it.
+bool isMatrixUse(mlir::OpOperand &use) {
+  mlir::Operation *user = use.getOwner();
+  const unsigned operand = use.getOperandNumber();
+  if (auto linear = mlir::dyn_cast<LinearOp>(user))
+    return operand == 1 && !isRouter(linear);
+  if (mlir::isa<EmbeddingOp>(user))
+    return operand == 1;
+  return mlir::isa<MoeExpertsOp>(user) && (operand == 2 || operand == 3);
+}
+
+// Whether every user reads `weight` as a matrix (isMatrixUse).
 bool onlyMatrixUses(WeightOp weight) {
   for (mlir::OpOperand &use : weight.getResult().getUses())
-    if (!mlir::isa<LinearOp, EmbeddingOp>(use.getOwner()) || use.getOperandNumber() != 1)
+    if (!isMatrixUse(use))
       return false;
   return !weight.getResult().use_empty();
 }

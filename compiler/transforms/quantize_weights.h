@@ -1,5 +1,6 @@
-// Which weights a compile stores quantized (schema/plan.fbs Q8, Q4, Q4M, Q4Z): the matrices that only
-// linears (as w) and embeddings (as the table) read, marked on the built graph before tensor
+// Which weights a compile stores quantized (schema/plan.fbs Q8, Q4, Q4M, Q4Z): the matrices that
+// only linears (as w; not a mixture-of-experts router's), embeddings (as the table) and
+// mixture-of-experts layers (as stacked experts) read, marked on the built graph before tensor
 // parallelism and fusion, which carry the marks along (a fused linear's parts must agree).
 // Either every such matrix in one format (`kiln compile --quantize`), or each in the format its
 // checkpoint tensors are stored in, where kiln keeps that form packed (a GGUF file's Q8_0, Q4_0

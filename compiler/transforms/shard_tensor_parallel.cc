@@ -227,9 +227,17 @@ LogicalResult Sharder::shardMlp(MulOp mul) {
 mlir::FailureOr<Value> Sharder::slicedExperts(MoeExpertsOp moe, Value weight, SourceSlice slice,
                                               llvm::ArrayRef<int64_t> shape) {
   auto op = weight.getDefiningOp<WeightOp>();
-  if (!op || !op->hasOneUse() || weightQuant(op))
-    return moe.emitOpError() << "shard-tensor-parallel needs the experts' own unquantized "
-                                "kiln.weight operands";
+  if (!op || !op->hasOneUse())
+    return moe.emitOpError() << "shard-tensor-parallel needs the experts' own kiln.weight "
+                                "operands";
+  // Quantized experts: as a Linear's weight, a rank's columns must keep whole groups.
+  std::optional<WeightQuant> quant = weightQuant(op);
+  const int64_t group = quant ? (quant->groupSize ? quant->groupSize : kQuantSubBlock) : 1;
+  if (slice.colBegin % group != 0 || shape.back() % group != 0)
+    return moe.emitOpError() << "--tp " << tp_ << " splits the " << group
+                             << "-column groups of quantized weight '" << op.getName()
+                             << "': a rank's share of its columns (" << shape.back()
+                             << ") must be a multiple of the group size";
   llvm::SmallVector<std::string> sources;
   for (mlir::Attribute attr : op.getSources()) {
     std::optional<SourceSlice> source =
@@ -245,6 +253,7 @@ mlir::FailureOr<Value> Sharder::slicedExperts(MoeExpertsOp moe, Value weight, So
   auto sharded =
       b_.create<WeightOp>(op.getLoc(), mlir::RankedTensorType::get(shape, b_.getF32Type()),
                           op.getNameAttr(), b_.getStrArrayAttr(refs), op.getDtypeAttr());
+  setWeightQuant(sharded, quant);
   replaceOperand(moe, weight, sharded.getResult());
   return sharded.getResult();
 }

@@ -25,6 +25,11 @@ using WeightType = ElemType;
 struct QuantWeight {
   QuantFormat format = QuantFormat::kQ8;
   int32_t groupSize = 0; // 0: not quantized
+  // A row slice of a larger stored matrix (a mixture-of-experts layer's stacked experts): the
+  // weight pointer is that matrix's first byte, laid out for `matrixRows` rows (0: the slice's own
+  // row count, i.e. no slice), and the slice starts at row `firstRow`.
+  int64_t matrixRows = 0;
+  int64_t firstRow = 0;
 };
 
 // out[t] = table[tokenIds[t] - vocabStart] for ids in [vocabStart, vocabStart + vocabSize), else
@@ -229,14 +234,21 @@ struct MoeExpertsArgs {
   ElemType type = ElemType::kF32; // of x and out
   // packMoeWeights' form of gateUp and down, or null (read only at the level it was packed for).
   const void *packed = nullptr;
+  // Quantized experts (groupSize > 0; weightType then not read): each stacked matrix in the
+  // layout of runtime/base/quant_layout.h, read in place (matrixRows / firstRow set per expert).
+  QuantWeight gateUpQuant;
+  QuantWeight downQuant;
 };
 void moeExperts(const MoeExpertsArgs &args);
 // The experts' matrices in the Linear kernel's own layout at the active level
 // (packLinearWeights), expert by expert at 64-byte aligned strides, gate_up's then down's: the
-// bytes that takes (0: the level reads them as stored), and the packing.
-size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden, int32_t intermediate);
+// bytes that takes (0: the level reads them as stored), and the packing. Quantized experts as in
+// MoeExpertsArgs.
+size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden, int32_t intermediate,
+                            QuantWeight gateUpQuant = {}, QuantWeight downQuant = {});
 void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32_t experts,
-                    int32_t hidden, int32_t intermediate, void *packed);
+                    int32_t hidden, int32_t intermediate, void *packed,
+                    QuantWeight gateUpQuant = {}, QuantWeight downQuant = {});
 
 // out = (x - mean) / sqrt(var + eps) * weight + bias per row (biased variance), in fp32 as torch's
 // layer_norm (encoders: BERT, XLM-R); out may be x.

@@ -40,7 +40,8 @@ using linear_quant::kOutTile;
 using linear_quant::kRowTile;
 
 QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int32_t cols) {
-  const QuantLayout layout = quantLayout(quant.format, rows, cols, quant.groupSize);
+  const int64_t matrixRows = quant.matrixRows > 0 ? quant.matrixRows : rows;
+  const QuantLayout layout = quantLayout(quant.format, matrixRows, cols, quant.groupSize);
   const auto *bytes = static_cast<const uint8_t *>(data);
   QuantMatrix w;
   w.format = quant.format;
@@ -48,10 +49,12 @@ QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int
   w.cols = cols;
   w.groupsPerRow = static_cast<int32_t>(layout.groupsPerRow);
   w.rowBytes = static_cast<int64_t>(quantValueBytes(quant.format, uint64_t(cols)));
-  w.values = bytes;
-  w.scales = reinterpret_cast<const uint16_t *>(bytes + layout.scalesOffset);
+  // A row slice: its first row's values, scales and mins.
+  const int64_t firstSlot = quant.firstRow * layout.groupsPerRow;
+  w.values = bytes + quant.firstRow * w.rowBytes;
+  w.scales = reinterpret_cast<const uint16_t *>(bytes + layout.scalesOffset) + firstSlot;
   if (hasQuantMins(quant.format))
-    w.mins = reinterpret_cast<const uint16_t *>(bytes + layout.minsOffset);
+    w.mins = reinterpret_cast<const uint16_t *>(bytes + layout.minsOffset) + firstSlot;
   return w;
 }
 

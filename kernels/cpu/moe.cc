@@ -50,9 +50,26 @@ size_t alignedTo64(size_t bytes) {
 struct PackedStrides {
   size_t gateUp, down;
 };
-PackedStrides packedStrides(WeightType type, int32_t hidden, int32_t intermediate) {
-  return {alignedTo64(linearPackedWeightBytes(type, 2 * intermediate, hidden)),
-          alignedTo64(linearPackedWeightBytes(type, hidden, intermediate))};
+PackedStrides packedStrides(WeightType type, int32_t hidden, int32_t intermediate,
+                            QuantWeight gateUpQuant, QuantWeight downQuant) {
+  return {alignedTo64(linearPackedWeightBytes(type, 2 * intermediate, hidden, gateUpQuant)),
+          alignedTo64(linearPackedWeightBytes(type, hidden, intermediate, downQuant))};
+}
+
+// Expert e's rows [e * rows, (e + 1) * rows) of a stacked matrix: where its Linear reads them and
+// how. A float matrix: the rows' own first byte; a quantized one: the matrix's, with the slice.
+struct ExpertMatrix {
+  const void *weight;
+  QuantWeight quant;
+};
+ExpertMatrix expertMatrix(const void *stacked, WeightType type, QuantWeight quant, int32_t experts,
+                          int32_t e, int32_t rows, int32_t cols) {
+  if (quant.groupSize > 0) {
+    quant.matrixRows = int64_t(experts) * rows;
+    quant.firstRow = int64_t(e) * rows;
+    return {stacked, quant};
+  }
+  return {static_cast<const uint8_t *>(stacked) + size_t(e) * rows * cols * elemBytes(type), quant};
 }
 
 // v rounded to `type` and back (what storing it in a `type` buffer does).
@@ -66,24 +83,25 @@ void roundTo(ElemType type, float *v, int64_t n, std::vector<uint16_t> &scratch)
 
 } // namespace
 
-size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden,
-                            int32_t intermediate) {
-  const PackedStrides s = packedStrides(type, hidden, intermediate);
+size_t moePackedWeightBytes(WeightType type, int32_t experts, int32_t hidden, int32_t intermediate,
+                            QuantWeight gateUpQuant, QuantWeight downQuant) {
+  const PackedStrides s = packedStrides(type, hidden, intermediate, gateUpQuant, downQuant);
   return (s.gateUp == 0 || s.down == 0) ? 0 : size_t(experts) * (s.gateUp + s.down);
 }
 
 void packMoeWeights(const void *gateUp, const void *down, WeightType type, int32_t experts,
-                    int32_t hidden, int32_t intermediate, void *packed) {
-  const PackedStrides s = packedStrides(type, hidden, intermediate);
-  const size_t wBytes = size_t(elemBytes(type));
+                    int32_t hidden, int32_t intermediate, void *packed, QuantWeight gateUpQuant,
+                    QuantWeight downQuant) {
+  const PackedStrides s = packedStrides(type, hidden, intermediate, gateUpQuant, downQuant);
   auto *out = static_cast<uint8_t *>(packed);
   for (int32_t e = 0; e < experts; ++e) {
-    packLinearWeights(static_cast<const uint8_t *>(gateUp) +
-                          size_t(e) * 2 * intermediate * hidden * wBytes,
-                      type, 2 * intermediate, hidden, out + size_t(e) * s.gateUp);
-    packLinearWeights(
-        static_cast<const uint8_t *>(down) + size_t(e) * hidden * intermediate * wBytes, type,
-        hidden, intermediate, out + size_t(experts) * s.gateUp + size_t(e) * s.down);
+    const ExpertMatrix g =
+        expertMatrix(gateUp, type, gateUpQuant, experts, e, 2 * intermediate, hidden);
+    packLinearWeights(g.weight, type, 2 * intermediate, hidden, out + size_t(e) * s.gateUp,
+                      g.quant);
+    const ExpertMatrix d = expertMatrix(down, type, downQuant, experts, e, hidden, intermediate);
+    packLinearWeights(d.weight, type, hidden, intermediate,
+                      out + size_t(experts) * s.gateUp + size_t(e) * s.down, d.quant);
   }
 }
 
@@ -128,8 +146,8 @@ void moeExperts(const MoeExpertsArgs &args) {
       s.weights[slot] = route.weight;
     }
   s.y.assign(size_t(rows) * H, 0.0f);
-  const size_t wBytes = size_t(elemBytes(args.weightType));
-  const PackedStrides strides = packedStrides(args.weightType, H, I);
+  const PackedStrides strides =
+      packedStrides(args.weightType, H, I, args.gateUpQuant, args.downQuant);
   const auto *packed = static_cast<const uint8_t *>(args.packed);
   for (int32_t e = 0; e < E; ++e) {
     const int32_t first = s.starts[e], n = s.starts[e + 1] - first;
@@ -140,20 +158,21 @@ void moeExperts(const MoeExpertsArgs &args) {
     for (int32_t m = 0; m < n; ++m)
       loadRun(args.x, args.type, int64_t(members[m]) * H, H, s.x.data() + size_t(m) * H);
     s.gateUp.resize(size_t(n) * 2 * I);
-    const auto *gateUpW =
-        static_cast<const uint8_t *>(args.gateUp) + size_t(e) * 2 * I * H * wBytes;
-    linear({s.x.data(), gateUpW, args.weightType, nullptr, s.gateUp.data(), n, H, 2 * I,
-            ElemType::kF32, ElemType::kF32,
-            packed ? packed + size_t(e) * strides.gateUp : nullptr});
+    const ExpertMatrix gateUpW =
+        expertMatrix(args.gateUp, args.weightType, args.gateUpQuant, E, e, 2 * I, H);
+    linear({s.x.data(), gateUpW.weight, args.weightType, nullptr, s.gateUp.data(), n, H, 2 * I,
+            ElemType::kF32, ElemType::kF32, packed ? packed + size_t(e) * strides.gateUp : nullptr,
+            gateUpW.quant});
     roundTo(args.type, s.gateUp.data(), int64_t(n) * 2 * I, s.halves);
     s.act.resize(size_t(n) * I);
     siluMul({s.gateUp.data(), s.act.data(), n, I});
     roundTo(args.type, s.act.data(), int64_t(n) * I, s.halves);
     s.expertOut.resize(size_t(n) * H);
-    const auto *downW = static_cast<const uint8_t *>(args.down) + size_t(e) * H * I * wBytes;
-    linear({s.act.data(), downW, args.weightType, nullptr, s.expertOut.data(), n, I, H,
+    const ExpertMatrix downW = expertMatrix(args.down, args.weightType, args.downQuant, E, e, H, I);
+    linear({s.act.data(), downW.weight, args.weightType, nullptr, s.expertOut.data(), n, I, H,
             ElemType::kF32, ElemType::kF32,
-            packed ? packed + size_t(E) * strides.gateUp + size_t(e) * strides.down : nullptr});
+            packed ? packed + size_t(E) * strides.gateUp + size_t(e) * strides.down : nullptr,
+            downW.quant});
     roundTo(args.type, s.expertOut.data(), int64_t(n) * H, s.halves);
     for (int32_t m = 0; m < n; ++m) {
       float *row = s.y.data() + size_t(members[m]) * H;

@@ -51,9 +51,8 @@ Status checkShapes(const PlanOpView &v) {
       widthOf(v.in[1]) != experts)
     return shapeError("needs [x(rows, H), router_logits(rows, num_experts)] -> y(rows, H)");
   for (const schema::Buffer *w : {gateUp, down})
-    if (w->kind() != schema::BufferKind::Weight || w->shape()->size() != 2 ||
-        isQuantDType(w->dtype()))
-      return shapeError("expert weights must be F32, F16 or BF16 matrices");
+    if (w->kind() != schema::BufferKind::Weight || w->shape()->size() != 2)
+      return shapeError("expert weights must be matrices");
   if (gateUp->shape()->Get(0) != experts * 2 * inter || gateUp->shape()->Get(1) != hidden ||
       down->shape()->Get(0) != experts * hidden || down->shape()->Get(1) != inter ||
       gateUp->dtype() != down->dtype())
@@ -62,21 +61,36 @@ Status checkShapes(const PlanOpView &v) {
   return okStatus();
 }
 
+// Quantized experts (`kiln compile --quantize`) are read in place: each expert a row slice of its
+// stacked matrix (kernels.h QuantWeight).
 void runCpu(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_MoeExpertsParams();
   const BoundBuffer &y = op.outputs[0];
-  kernels::cpu::moeExperts(
-      {op.inputs[0].data, op.inputs[1].data, op.inputs[2].data, op.inputs[3].data,
-       elemType(op.inputs[2]), y.data, rowsOf(y, c), widthOf(y),
-       static_cast<int32_t>(p->intermediate()), static_cast<int32_t>(p->num_experts()),
-       static_cast<int32_t>(p->top_k()), p->renormalize(), elemType(y), op.cpuPackedWeights});
+  kernels::cpu::MoeExpertsArgs args{op.inputs[0].data,
+                                    op.inputs[1].data,
+                                    op.inputs[2].data,
+                                    op.inputs[3].data,
+                                    elemType(op.inputs[2]),
+                                    y.data,
+                                    rowsOf(y, c),
+                                    widthOf(y),
+                                    static_cast<int32_t>(p->intermediate()),
+                                    static_cast<int32_t>(p->num_experts()),
+                                    static_cast<int32_t>(p->top_k()),
+                                    p->renormalize(),
+                                    elemType(y),
+                                    op.cpuPackedWeights};
+  args.gateUpQuant = quantOf(op.inputs[2]);
+  args.downQuant = quantOf(op.inputs[3]);
+  kernels::cpu::moeExperts(args);
 }
 
 size_t cpuPackedBytes(const BoundOp &op) {
   const auto *p = op.op->params_as_MoeExpertsParams();
   return kernels::cpu::moePackedWeightBytes(
       elemType(op.inputs[2]), static_cast<int32_t>(p->num_experts()),
-      static_cast<int32_t>(widthOf(op.inputs[2])), static_cast<int32_t>(p->intermediate()));
+      static_cast<int32_t>(widthOf(op.inputs[2])), static_cast<int32_t>(p->intermediate()),
+      quantOf(op.inputs[2]), quantOf(op.inputs[3]));
 }
 
 // The stored experts are not read once packed: their pages go back.
@@ -85,10 +99,13 @@ std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *pa
   const BoundBuffer &gateUp = op.inputs[2], &down = op.inputs[3];
   kernels::cpu::packMoeWeights(
       gateUp.data, down.data, elemType(gateUp), static_cast<int32_t>(p->num_experts()),
-      static_cast<int32_t>(widthOf(gateUp)), static_cast<int32_t>(p->intermediate()), packed);
+      static_cast<int32_t>(widthOf(gateUp)), static_cast<int32_t>(p->intermediate()), packed,
+      quantOf(gateUp), quantOf(down));
   auto stored = [](const BoundBuffer &w) {
-    return std::span<const uint8_t>(static_cast<const uint8_t *>(w.data),
-                                    size_t(w.fixedRows) * w.width * dtypeSize(w.dtype));
+    const uint64_t shape[2] = {static_cast<uint64_t>(w.fixedRows), static_cast<uint64_t>(w.width)};
+    return std::span<const uint8_t>(
+        static_cast<const uint8_t *>(w.data),
+        static_cast<size_t>(weightSize(w.dtype, shape, static_cast<uint64_t>(w.groupSize)).bytes));
   };
   return {stored(gateUp), stored(down)};
 }
@@ -99,6 +116,11 @@ enum MoeKernel : size_t { kRoute, kPlace, kGateUp, kDown, kCombine, kRow };
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const schema::MoeExpertsParamsT &p = *k.op.params.AsMoeExpertsParams();
   const uint64_t hidden = widthOf(k.output(0));
+  if (isQuantDType(k.input(2).dtype) || isQuantDType(k.input(3).dtype))
+    return unimplemented("moe_experts on CUDA reads F32, F16 or BF16 experts; this model's are " +
+                         std::string(schema::EnumNameDType(k.input(2).dtype)) +
+                         " (quantized experts run on --target cpu; or compile without "
+                         "--quantize)");
   if (p.num_experts > static_cast<uint32_t>(kc::kMoeMaxExperts))
     return unimplemented("moe_experts on CUDA routes at most " +
                          std::to_string(kc::kMoeMaxExperts) + " experts; this model has " +
@@ -249,7 +271,7 @@ const OpEntry &moeExpertsOp() {
     e.arity = &arity;
     e.packParams = &pack;
     e.checkShapes = &checkShapes;
-    e.matrixWeightInputs = (1u << 2) | (1u << 3); // half experts; checkShapes refuses quantized
+    e.matrixWeightInputs = (1u << 2) | (1u << 3); // half or quantized experts
     e.runCpu = &runCpu;
     e.cpuPackedBytes = &cpuPackedBytes;
     e.packCpuWeights = &packCpuWeights;

@@ -13,10 +13,18 @@ The formats (schema/plan.fbs DType Q8 / Q4, runtime/base/quant_layout.h) and the
   Q8F, one scale per group:  s = fp16(amax / 448); e = float8_e4m3fn(w / s) (torch's cast, round to
                              nearest even); w' = s * e
   (a zero scale gives w' = 0). Every matrix a linear or an embedding reads is quantized: the q, k,
-v, o, gate, up and down projections, the embedding table and the lm_head (tied: the one table).
+v, o, gate, up and down projections, the embedding table and the lm_head (tied: the one table);
+in a mixture-of-experts model also every expert's gate_up and down matrices, while the router
+(mlp.gate) stays fp32 as kiln keeps it (transformers 5's stacked experts.gate_up_proj [E, 2I, H] / experts.down_proj [E, H, I]:
+each expert's [out, in] matrix row by row, as kiln stores its experts). MoE fixtures run the plain
+per-expert loop (make_family_goldens.loadModel), and their routing on the quantized weights must
+keep the k-th router logit ahead of the (k+1)-th by make_family_goldens.kMinRouterGap on every
+golden token, or the golden is refused.
 w' is exact in fp32 (an fp16 scale times a small integer, or an fp8 value: 11 x 4 significant bits),
 so kiln's kernels, which dequantize inside the dot product, multiply by the very same weights: only
 the summation order differs.
+
+Usage: make_quantize_goldens.py [fixture.mode ...]  (default: all below).
 
 For each (fixture, mode) below: the fp32 golden's prompts (tests/data/golden/<fixture>.json), 16
 greedy ids and every row of logits of one forward pass, fp32, eager attention, CPU, one thread,
@@ -33,6 +41,7 @@ import torch
 import transformers
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import make_family_goldens as mfg  # noqa: E402
 import make_llama_goldens as mlg  # noqa: E402
 
 transformers.logging.set_verbosity_error()
@@ -42,10 +51,13 @@ GOLDENS = [
     ("tiny-llama", "int8", "int8", 0),
     ("tiny-llama-tied", "int4", "int4", 32),
     ("tiny-llama", "fp8", "fp8", 0),
+    ("tiny-mixtral", "int8", "int8", 0),
+    ("tiny-mixtral", "int4", "int4", 32),
 ]
 
 MATRICES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj",
             "embed_tokens", "lm_head")
+EXPERTS = ("experts.gate_up_proj", "experts.down_proj")  # [E, out, in]
 
 
 def quantizeQ8(group: np.ndarray) -> np.ndarray:
@@ -89,17 +101,40 @@ def quantizeDequantize(w: np.ndarray, mode: str, groupSize: int) -> np.ndarray:
 
 
 def quantizeModel(model, mode: str, groupSize: int) -> int:
-    done = set()
+    """Quantizes every eligible matrix in place; returns how many (an expert's matrix counts one)."""
+    done, count = set(), 0
     for name, param in model.named_parameters(remove_duplicate=False):
-        if param.dim() != 2 or not any(f".{m}." in f".{name}" for m in MATRICES):
+        stacked = param.dim() == 3 and name.endswith(EXPERTS)
+        if not stacked and (param.dim() != 2 or
+                            not any(f".{m}." in f".{name}" for m in MATRICES)):
             continue
         if id(param) in done:  # a tied table is one tensor
             continue
         done.add(id(param))
         w = param.detach().to(torch.float32).numpy()
+        q = (np.stack([quantizeDequantize(e, mode, groupSize) for e in w]) if stacked
+             else quantizeDequantize(w, mode, groupSize))
+        count += w.shape[0] if stacked else 1
         with torch.no_grad():
-            param.copy_(torch.from_numpy(quantizeDequantize(w, mode, groupSize)))
-    return len(done)
+            param.copy_(torch.from_numpy(q))
+    return count
+
+
+def isMoe(modelDir: str) -> bool:
+    return mfg.modelTypeOf(modelDir) in mfg.ff.kMoeFamilies
+
+
+def checkRouting(model, modelDir: str, golden: dict) -> float:
+    """The quantized model's routing on the golden sequences: transformers' choices equal a
+    float64 re-computation (make_family_goldens.routingStats) and the k-th router logit leads the
+    (k+1)-th by kMinRouterGap everywhere. Returns the smallest lead."""
+    with open(os.path.join(modelDir, "config.json")) as f:
+        cfg = json.load(f)
+    seqs = [c["prompt_ids"] + c["greedy_ids"] for c in golden["cases"]]
+    stats = mfg.routingStats(model, seqs, cfg)
+    gap = min(s["min_gap"] for s in stats["layers"].values())
+    assert gap > mfg.kMinRouterGap, f"routing on the quantized weights too close to a tie: {gap}"
+    return round(gap, 6)
 
 
 def promptRowsDiff(goldenDir: str, fp32: dict, golden: dict) -> float:
@@ -118,12 +153,15 @@ def main() -> None:
     goldenDir = os.path.join(repo, "tests/data/golden")
     torch.manual_seed(0)
     torch.set_num_threads(1)
+    wanted = set(sys.argv[1:])
     for fixture, mode, quantize, groupSize in GOLDENS:
+        if wanted and f"{fixture}.{mode}" not in wanted:
+            continue
         modelDir = os.path.join(repo, "tests/data/models", fixture)
         with open(os.path.join(goldenDir, f"{fixture}.json")) as f:
             fp32 = json.load(f)
         prompts = [(c["prompt_ids"], c.get("prompt_text")) for c in fp32["cases"]]
-        model = mlg.loadModel(modelDir)
+        model = mfg.loadModel(modelDir) if isMoe(modelDir) else mlg.loadModel(modelDir)
         count = quantizeModel(model, mode, groupSize)
         group = f"groups of {groupSize}" if groupSize else "one group per row"
         note = (f"weights quantized {quantize} ({group}) by round-to-nearest in numpy as "
@@ -137,6 +175,8 @@ def main() -> None:
             golden = json.load(f)
         golden["compile"] = {"quantize": quantize, "group_size": groupSize}
         golden["prompt_rows_max_abs_diff_from_fp32"] = promptRowsDiff(goldenDir, fp32, golden)
+        if isMoe(modelDir):
+            golden["min_router_gap"] = checkRouting(model, modelDir, golden)
         mlg.writeGoldenJson(path, golden)
 
 

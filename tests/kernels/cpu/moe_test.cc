@@ -1,7 +1,7 @@
 // The mixture-of-experts kernel (kernels/cpu/moe.cc) at every instruction-set level of this CPU
 // against a double-precision reference: routing (softmax, top k, renormalized or not), each
 // expert's SiLU-gated MLP and the weighted sum; a row's result alone equals its result in a batch
-// bit for bit; bf16 expert weights; ties go to the lower expert index.
+// bit for bit; bf16 and quantized expert weights; ties go to the lower expert index.
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "runtime/base/half.h"
@@ -78,6 +78,28 @@ std::vector<double> reference(const Shape &s, const std::vector<float> &x,
   return y;
 }
 
+// Every row of `out` (moeExperts(args)) within fp32 rounding of the double reference on the
+// weights `gateUp` / `down` stand for, and each row alone the same bits as in the batch.
+void checkRows(const Shape &s, const MoeExpertsArgs &args, const std::vector<float> &x,
+               const std::vector<float> &logits, const std::vector<float> &gateUp,
+               const std::vector<float> &down, const std::vector<float> &out, bool roundAct) {
+  for (int32_t r = 0; r < s.rows; ++r) {
+    const std::vector<double> want = reference(s, x, logits, gateUp, down, r, roundAct);
+    for (int32_t h = 0; h < s.hidden; ++h)
+      ASSERT_NEAR(out[size_t(r) * s.hidden + h], want[h], 2e-5 + 1e-5 * std::fabs(want[h]))
+          << "row " << r << " dim " << h;
+    std::vector<float> alone(s.hidden);
+    MoeExpertsArgs one = args;
+    one.x = x.data() + size_t(r) * s.hidden;
+    one.routerLogits = logits.data() + size_t(r) * s.experts;
+    one.out = alone.data();
+    one.rows = 1;
+    moeExperts(one);
+    ASSERT_TRUE(std::equal(alone.begin(), alone.end(), out.begin() + size_t(r) * s.hidden))
+        << "row " << r << " differs alone";
+  }
+}
+
 TEST_P(MoeTest, MatchesDoubleReferenceAndIsBatchInvariant) {
   uint32_t seed = 900;
   for (const Shape &s : {Shape{9, 64, 96, 8, 2, true}, Shape{13, 48, 40, 16, 4, true},
@@ -112,24 +134,65 @@ TEST_P(MoeTest, MatchesDoubleReferenceAndIsBatchInvariant) {
         moeExperts(withPacked);
         ASSERT_EQ(fromPacked, out) << "packed experts differ";
       }
-      for (int32_t r = 0; r < s.rows; ++r) {
-        const std::vector<double> want =
-            reference(s, x, logits, gateUp.values, down.values, r, roundAct);
-        for (int32_t h = 0; h < s.hidden; ++h)
-          ASSERT_NEAR(out[size_t(r) * s.hidden + h], want[h], 2e-5 + 1e-5 * std::fabs(want[h]))
-              << "row " << r << " dim " << h;
-        // The row alone: the same bits.
-        std::vector<float> alone(s.hidden);
-        MoeExpertsArgs one = args;
-        one.x = x.data() + size_t(r) * s.hidden;
-        one.routerLogits = logits.data() + size_t(r) * s.experts;
-        one.out = alone.data();
-        one.rows = 1;
-        moeExperts(one);
-        ASSERT_TRUE(std::equal(alone.begin(), alone.end(), out.begin() + size_t(r) * s.hidden))
-            << "row " << r << " differs alone";
-      }
+      checkRows(s, args, x, logits, gateUp.values, down.values, out, roundAct);
     }
+}
+
+// Quantized experts (`kiln compile --quantize`): each stacked matrix in the quantized layout, each
+// expert read in place as a row slice of it (kernels.h QuantWeight matrixRows / firstRow),
+// against the double reference on the weights the bytes stand for; packed (avx512 and up) equals
+// read in place, and a row alone equals its row in the batch.
+TEST_P(MoeTest, QuantizedExpertsMatchTheReferenceOnTheirWeights) {
+  uint32_t seed = 1900;
+  const Shape s{11, 64, 96, 8, 2, true};
+  struct Form {
+    QuantFormat format;
+    int32_t gateUpGroup, downGroup;
+  };
+  for (const Form &f : {Form{QuantFormat::kQ8, 64, 96}, Form{QuantFormat::kQ4, 32, 32},
+                        Form{QuantFormat::kQ4Zero, 32, 96}, Form{QuantFormat::kQ8Float, 64, 32}}) {
+    SCOPED_TRACE(::testing::Message()
+                 << quantFormatName(f.format) << " groups " << f.gateUpGroup << "/" << f.downGroup);
+    // The random weights reach +-4 (Q8) and +-7 (Q8F): a small x keeps the products near 1, where
+    // the tolerance below means fp32 rounding.
+    const auto x = randomFloats(size_t(s.rows) * s.hidden, ++seed, -0.1f, 0.1f);
+    const auto logits = randomFloats(size_t(s.rows) * s.experts, ++seed, -3, 3);
+    const testing::QuantMatrixBytes gateUp = testing::randomQuantized(
+        f.format, s.experts * 2 * s.inter, s.hidden, f.gateUpGroup, ++seed);
+    const testing::QuantMatrixBytes down =
+        testing::randomQuantized(f.format, s.experts * s.hidden, s.inter, f.downGroup, ++seed);
+    std::vector<float> out(size_t(s.rows) * s.hidden);
+    MoeExpertsArgs args{x.data(),
+                        logits.data(),
+                        gateUp.bytes.data(),
+                        down.bytes.data(),
+                        WeightType::kF32,
+                        out.data(),
+                        s.rows,
+                        s.hidden,
+                        s.inter,
+                        s.experts,
+                        s.k,
+                        s.renormalize};
+    args.gateUpQuant = gateUp.quant;
+    args.downQuant = down.quant;
+    moeExperts(args);
+    checkRows(s, args, x, logits, gateUp.values, down.values, out, /*roundAct=*/false);
+    if (size_t bytes = moePackedWeightBytes(WeightType::kF32, s.experts, s.hidden, s.inter,
+                                            gateUp.quant, down.quant)) {
+      std::vector<uint8_t> packed(bytes + 64);
+      void *aligned = packed.data() + (64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64;
+      packMoeWeights(gateUp.bytes.data(), down.bytes.data(), WeightType::kF32, s.experts, s.hidden,
+                     s.inter, aligned, gateUp.quant, down.quant);
+      std::vector<float> fromPacked(out.size());
+      MoeExpertsArgs withPacked = args;
+      withPacked.out = fromPacked.data();
+      withPacked.packed = aligned;
+      moeExperts(withPacked);
+      for (size_t i = 0; i < out.size(); ++i) // panels sum in another order than in place
+        ASSERT_NEAR(fromPacked[i], out[i], 2e-5 + 1e-5 * std::fabs(out[i])) << i;
+    }
+  }
 }
 
 // Equal probabilities: the lower expert indices win (torch.topk's order on CPU).
