@@ -6,6 +6,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <optional>
 #include <set>
 
 namespace kiln::compiler {
@@ -38,8 +40,27 @@ bool isDtypeConstant(const std::string &name) {
   return name == "dtype" || name == "weight_dtype" || name == "y_dtype" || name == "kv_dtype";
 }
 
-// The C++ type of a dtype constant; "f8" (fp8 E4M3) only for a KV cache ("kv_dtype").
-const char *cudaType(const std::string &dtype, const std::string &name) {
+// Quantized experts' weight_dtype (MoE gate_up / down kernels): "q<format>g<group>", format the
+// kernels' 1..5 (params.h kQuantFormat*), group a positive multiple of 32; the type
+// kernels/cuda/moe_grouped.cuh reads them through.
+bool takesQuantWeights(const std::string &op) {
+  return op == "moe_gate_up" || op == "moe_down";
+}
+std::optional<std::string> quantExpertsType(const std::string &dtype) {
+  int format = 0, group = 0;
+  char tail = 0;
+  if (std::sscanf(dtype.c_str(), "q%dg%d%c", &format, &group, &tail) != 2 || format < 1 ||
+      format > 5 || group <= 0 || group % 32 != 0 || group > (1 << 20) ||
+      dtype != "q" + std::to_string(format) + "g" + std::to_string(group))
+    return std::nullopt;
+  return "kiln::kernels::cuda::QuantExperts<" + std::to_string(format) + ", " +
+         std::to_string(group) + ">";
+}
+
+// The C++ type of a dtype constant of `op`'s; "f8" (fp8 E4M3) only for a KV cache ("kv_dtype"),
+// quantized experts only for the MoE products' weight_dtype.
+std::optional<std::string> cudaType(const std::string &dtype, const std::string &name,
+                                    const std::string &op) {
   if (dtype == "f32")
     return "float";
   if (dtype == "f16")
@@ -48,7 +69,9 @@ const char *cudaType(const std::string &dtype, const std::string &name) {
     return "__nv_bfloat16";
   if (dtype == "f8" && name == "kv_dtype")
     return "kiln::kernels::cuda::Fp8E4M3";
-  return nullptr;
+  if (name == "weight_dtype" && takesQuantWeights(op))
+    return quantExpertsType(dtype);
+  return std::nullopt;
 }
 
 int dtypeBytes(const std::string &dtype) {
@@ -86,10 +109,13 @@ constexpr int64_t kMaxConstant = 1 << 20;
 Status checkConstantValue(const KernelInstance &instance, const std::string &name,
                           const std::string &text) {
   if (isDtypeConstant(name)) {
-    if (!cudaType(text, name))
+    if (!cudaType(text, name, instance.op))
       return invalidArgument(label(instance) + ": constant '" + name + "' is '" + text +
                              "'; expected f32, f16 or bf16" +
-                             (name == "kv_dtype" ? std::string(" or f8") : std::string()));
+                             (name == "kv_dtype" ? std::string(" or f8")
+                              : name == "weight_dtype" && takesQuantWeights(instance.op)
+                                  ? std::string(" or q<format 1..5>g<group, a multiple of 32>")
+                                  : std::string()));
     return okStatus();
   }
   int64_t value = 0;
@@ -228,7 +254,7 @@ Result<std::string> generateKernelSource(const std::vector<KernelInstance> &inst
     for (const char *name : spec.constants) {
       const std::string &value = instance.constants.at(name);
       args += (args.empty() ? "" : ", ") +
-              (isDtypeConstant(name) ? std::string(cudaType(value, name)) : value);
+              (isDtypeConstant(name) ? *cudaType(value, name, instance.op) : value);
     }
     std::string call = std::string("kiln::kernels::cuda::") + spec.callee + "<" + args + ">";
     if (spec.callee[0] >= 'A' && spec.callee[0] <= 'Z') // a struct template: its run()

@@ -12,7 +12,8 @@
 //   down:    a CTA per (row tile, kMoeTileCols hidden columns): expertOut = act W_down^T;
 //   combine: out[row] = sum over the row's pairs in increasing expert index of weight * expertOut.
 // gate_up and down multiply on tensor cores (wmma 16x16x16, fp32 accumulators) when x and the
-// experts are both fp16 or both bf16, else on the CUDA cores in fp32.
+// experts are both fp16 or both bf16, else on the CUDA cores in fp32; quantized experts
+// (QuantExperts) are decoded run by run into the CUDA cores' shared tiles, exact as on the cpu.
 // A slot's products depend only on its own row (the tiles never mix rows), so the order of slots
 // within an expert changes nothing and a row's result does not depend on the others. What
 // kernels/cpu/moe.cc rounds to T (gate, up, act, the expert's output) this rounds too; the dot
@@ -23,6 +24,7 @@
 
 #include "kiln/common.cuh"
 #include "kiln/moe.cuh"
+#include "kiln/quant.cuh"
 
 namespace kiln::kernels::cuda {
 
@@ -96,24 +98,99 @@ __device__ __forceinline__ bool moeFindTile(const MoeGroupedParams &p, int tile,
   return true;
 }
 
+// The weights of one product's NB column tiles. Float experts (W = float, __half or
+// __nv_bfloat16): the first row of each tile. Quantized experts (W = QuantExperts<FORMAT, GROUP>,
+// runtime/base/quant_layout.h, read by kernels/cuda/quant.cuh QuantRun): the stacked matrix's
+// sections and each tile's first row in it.
+template <int FORMAT, int GROUP> struct QuantExperts {};
+
+template <typename W, int NB> struct MoeWeightRows {
+  const W *rows[NB];
+  // Rows first[b] .. of the stacked [*, kdim] matrix at `base` (`quant` unread).
+  static __device__ __forceinline__ MoeWeightRows at(const void *base, const QuantSections &,
+                                                     const int64_t (&first)[NB], int kdim) {
+    MoeWeightRows out;
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+      out.rows[b] = static_cast<const W *>(base) + first[b] * kdim;
+    return out;
+  }
+};
+template <int FORMAT, int GROUP, int NB> struct MoeWeightRows<QuantExperts<FORMAT, GROUP>, NB> {
+  QuantSections w;
+  int64_t first[NB];
+  static __device__ __forceinline__ MoeWeightRows at(const void *, const QuantSections &quant,
+                                                     const int64_t (&first)[NB], int) {
+    MoeWeightRows out;
+    out.w = quant;
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+      out.first[b] = first[b];
+    return out;
+  }
+};
+
 // A row tile times NB column tiles of weights, in fp32 on the CUDA cores: kMoeTileThreads threads,
 // thread (ty, tx) = (tid / 16, tid % 16) owns rows ty * 4 .. +4 and columns tx * 4 .. +4 of each.
 // `aRows` (shared) are the tile's kMoeTileRows input rows (null: past the expert's slots), `bRows`
-// the first weight row of each column tile (`cols` of them valid); both KDIM long.
+// the tiles' weights (`cols` rows of them valid); both KDIM long. Steps of kDepth = one quantized
+// run of 32 columns.
 template <int NB> struct MoeTileShared {
-  static constexpr int kDepth = 16;
+  static constexpr int kDepth = kQuantRun;
   float a[kDepth][kMoeTileRows + 4];
   float b[NB][kDepth][kMoeTileCols + 4];
 };
 
+// sh.b = the weights of columns [k0, k0 + kDepth) of the NB tiles (zeros past `cols` and KDIM).
+template <typename W, int KDIM, int NB> struct MoeStageWeights {
+  static __device__ __forceinline__ void run(const MoeWeightRows<W, NB> &rows, int cols, int k0,
+                                             MoeTileShared<NB> &sh) {
+    const int n = threadIdx.x / 4, kk = (threadIdx.x % 4) * 8;
+#pragma unroll
+    for (int b = 0; b < NB; ++b)
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const int k = k0 + kk + i;
+        sh.b[b][kk + i][n] = n < cols && k < KDIM
+                                 ? toFloat<W>(rows.rows[b][static_cast<int64_t>(n) * KDIM + k])
+                                 : 0.0f;
+      }
+  }
+};
+// Quantized: a thread decodes a whole run (one weight row's 32 columns) exactly, as the cpu does.
+template <int FORMAT, int GROUP, int KDIM, int NB>
+struct MoeStageWeights<QuantExperts<FORMAT, GROUP>, KDIM, NB> {
+  static __device__ __forceinline__ void
+  run(const MoeWeightRows<QuantExperts<FORMAT, GROUP>, NB> &rows, int cols, int k0,
+      MoeTileShared<NB> &sh) {
+    using Run = QuantRun<FORMAT, KDIM, GROUP>;
+    for (int job = threadIdx.x; job < NB * kMoeTileCols; job += kMoeTileThreads) {
+      const int b = job / kMoeTileCols, n = job % kMoeTileCols;
+      float v[kQuantRun];
+      if (n < cols) {
+        const int64_t row = rows.first[b] + n;
+        const int run = k0 / kQuantRun;
+        Run::decode(rows.w, row, run, Run::load(rows.w, row, run), v);
+      } else {
+#pragma unroll
+        for (int i = 0; i < kQuantRun; ++i)
+          v[i] = 0.0f;
+      }
+#pragma unroll
+      for (int i = 0; i < kQuantRun; ++i)
+        sh.b[b][i][n] = v[i];
+    }
+  }
+};
+
 template <typename A, typename W, int KDIM, int NB>
-__device__ __forceinline__ void moeTileProduct(const A *const *aRows, const W *const (&bRows)[NB],
-                                               int cols, MoeTileShared<NB> &sh,
-                                               float (&acc)[NB][4][4]) {
+__device__ __forceinline__ void moeTileProduct(const A *const *aRows,
+                                               const MoeWeightRows<W, NB> &bRows, int cols,
+                                               MoeTileShared<NB> &sh, float (&acc)[NB][4][4]) {
   constexpr int kDepth = MoeTileShared<NB>::kDepth;
-  static_assert(kMoeTileThreads * 4 == kMoeTileRows * kDepth, "one load of 4 per thread");
+  static_assert(kMoeTileThreads * 8 == kMoeTileRows * kDepth, "one load of 8 per thread");
   const int tid = threadIdx.x;
-  const int loadRow = tid / 4, loadK = (tid % 4) * 4;
+  const int loadRow = tid / 4, loadK = (tid % 4) * 8;
   const int ty = tid / 16, tx = tid % 16;
 #pragma unroll
   for (int b = 0; b < NB; ++b)
@@ -125,18 +202,13 @@ __device__ __forceinline__ void moeTileProduct(const A *const *aRows, const W *c
   const A *aRow = aRows[loadRow];
   for (int k0 = 0; k0 < KDIM; k0 += kDepth) {
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
+    for (int i = 0; i < 8; ++i) {
       const int k = k0 + loadK + i;
       sh.a[loadK + i][loadRow] = aRow && k < KDIM ? toFloat<A>(aRow[k]) : 0.0f;
-#pragma unroll
-      for (int b = 0; b < NB; ++b)
-        sh.b[b][loadK + i][loadRow] =
-            loadRow < cols && k < KDIM
-                ? toFloat<W>(bRows[b][static_cast<int64_t>(loadRow) * KDIM + k])
-                : 0.0f;
     }
+    MoeStageWeights<W, KDIM, NB>::run(bRows, cols, k0, sh);
     __syncthreads();
-#pragma unroll
+#pragma unroll 8
     for (int k = 0; k < kDepth; ++k) {
       float a[4];
 #pragma unroll
@@ -245,9 +317,6 @@ template <typename T, typename W> constexpr bool moeUsesTensorCores() {
   return IsSame<T, W>::value && !IsSame<T, float>::value;
 }
 
-// The first row of each of a product's NB weight column tiles.
-template <typename W, int NB> struct MoeWeightRows { const W *rows[NB]; };
-
 template <int N> struct alignas(16) MoeSharedBytes { unsigned char bytes[N]; };
 
 // acc = the tile product on whichever unit moeUsesTensorCores picks.
@@ -261,7 +330,7 @@ template <typename T, typename W, int KDIM, int NB> struct MoeTileProduct {
     if constexpr (kTensorCores)
       moeTileProductTc<T, KDIM, NB>(aRows, bRows.rows, cols, shared, acc);
     else
-      moeTileProduct<T, W, KDIM, NB>(aRows, bRows.rows, cols,
+      moeTileProduct<T, W, KDIM, NB>(aRows, bRows, cols,
                                      *reinterpret_cast<MoeTileShared<NB> *>(shared), acc);
   }
 };
@@ -315,13 +384,13 @@ struct MoeGateUp {
   static_assert(THREADS == kMoeTileThreads, "the tile product's thread layout");
   static __device__ __forceinline__ void run(const MoeGroupedParams &p) {
     const T *x = static_cast<const T *>(p.x);
-    const W *gateUp = static_cast<const W *>(p.gateUp);
     T *act = static_cast<T *>(p.act);
     moeGroupedProduct<T, W, HIDDEN, 2, EXPERTS, INTER>(
         p, [&](int slot) { return x + static_cast<int64_t>(p.slotRow[slot]) * HIDDEN; },
         [&](int expert, int n0) {
-          const W *e = gateUp + int64_t(expert) * 2 * INTER * HIDDEN;
-          return MoeWeightRows<W, 2>{{e + int64_t(n0) * HIDDEN, e + int64_t(INTER + n0) * HIDDEN}};
+          const int64_t first[2] = {int64_t(expert) * 2 * INTER + n0,
+                                    int64_t(expert) * 2 * INTER + INTER + n0};
+          return MoeWeightRows<W, 2>::at(p.gateUp, p.gateUpQuant, first, HIDDEN);
         },
         [&](int slot, int n, const float(&acc)[2][4][4], int i, int j) {
           const float g = moeRounded<T>(acc[0][i][j]), u = moeRounded<T>(acc[1][i][j]);
@@ -336,12 +405,12 @@ template <typename T, typename W, int HIDDEN, int INTER, int EXPERTS, int THREAD
   static_assert(THREADS == kMoeTileThreads, "the tile product's thread layout");
   static __device__ __forceinline__ void run(const MoeGroupedParams &p) {
     const T *act = static_cast<const T *>(p.act);
-    const W *down = static_cast<const W *>(p.down);
     T *out = static_cast<T *>(p.expertOut);
     moeGroupedProduct<T, W, INTER, 1, EXPERTS, HIDDEN>(
         p, [&](int slot) { return act + int64_t(slot) * INTER; },
         [&](int expert, int n0) {
-          return MoeWeightRows<W, 1>{{down + (int64_t(expert) * HIDDEN + n0) * INTER}};
+          const int64_t first[1] = {int64_t(expert) * HIDDEN + n0};
+          return MoeWeightRows<W, 1>::at(p.down, p.downQuant, first, INTER);
         },
         [&](int slot, int n, const float(&acc)[1][4][4], int i, int j) {
           out[int64_t(slot) * HIDDEN + n] = fromFloat<T>(acc[0][i][j]);

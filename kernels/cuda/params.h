@@ -227,6 +227,24 @@ struct SiluMulParams {
   int32_t rows;
 };
 
+// Quantized weights (runtime/base/quant_layout.h): the kernels' `format` constant is the
+// layout's QuantFormat + 1 (template constants are positive integers), `group` its group size.
+// Values are read in runs of 32 columns (a group is a whole number of them): 32 bytes (Q8, Q8F)
+// or 16 bytes (4-bit, value b in the low nibble of byte b, value b + 16 in its high nibble).
+constexpr int32_t kQuantFormatQ8 = 1;
+constexpr int32_t kQuantFormatQ4 = 2;
+constexpr int32_t kQuantFormatQ4Min = 3;
+constexpr int32_t kQuantFormatQ4Zero = 4;
+constexpr int32_t kQuantFormatQ8Float = 5;
+constexpr int32_t kQuantRun = 32;
+
+// A quantized [rows, in] matrix's sections, located by the host (quantLayout).
+struct QuantSections {
+  const void *values;
+  const void *scales; // fp16, [rows, in / group]
+  const void *mins;   // Q4M fp16 mins, Q4Z uint16 zero points, shaped as scales; else null
+};
+
 // MoeExperts, one CTA per row (kernels/cuda/moe.cuh)  grid (rows)
 struct MoeExpertsParams {
   const void *x;            // [rows, H]
@@ -271,6 +289,8 @@ struct MoeGroupedParams {
   void *expertOut;          // [rows * TOPK, H]: down's output, in T
   int32_t rows;
   int32_t renormalize;
+  QuantSections gateUpQuant; // quantized experts (weight_dtype q<format>g<group>): gate_up's
+  QuantSections downQuant;   // and down's sections; gateUp / down then unread
 };
 
 // out = tanh(x / cap) * cap over rows of `width`  grid (rows, ceil(width / chunk)); out may be x
@@ -320,24 +340,6 @@ struct GemvParams {
   int32_t rows;      // 1..kGemvMaxRows
   int32_t out;
   int32_t outsPerWarp; // 1..kGemvMaxOutputsPerWarp
-};
-
-// Quantized weights (runtime/base/quant_layout.h): the kernels' `format` constant is the
-// layout's QuantFormat + 1 (template constants are positive integers), `group` its group size.
-// Values are read in runs of 32 columns (a group is a whole number of them): 32 bytes (Q8, Q8F)
-// or 16 bytes (4-bit, value b in the low nibble of byte b, value b + 16 in its high nibble).
-constexpr int32_t kQuantFormatQ8 = 1;
-constexpr int32_t kQuantFormatQ4 = 2;
-constexpr int32_t kQuantFormatQ4Min = 3;
-constexpr int32_t kQuantFormatQ4Zero = 4;
-constexpr int32_t kQuantFormatQ8Float = 5;
-constexpr int32_t kQuantRun = 32;
-
-// A quantized [rows, in] matrix's sections, located by the host (quantLayout).
-struct QuantSections {
-  const void *values;
-  const void *scales; // fp16, [rows, in / group]
-  const void *mins;   // Q4M fp16 mins, Q4Z uint16 zero points, shaped as scales; else null
 };
 
 // The GEMV (see GemvParams) on a quantized W: y[r, o] = sum_k x[r, k] w[o, k] (+ bias[o]), each

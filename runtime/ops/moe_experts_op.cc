@@ -3,10 +3,12 @@
 // (kernels/cuda/moe_grouped.cuh: route, place, gate_up, down, combine; the routed rows live in the
 // op's scratch, sized for the compiled maximum rows), and for decode-sized steps one CTA per row
 // reading only its experts' weights (kernels/cuda/moe.cuh), when the layer's row, activations and
-// sums fit a CTA's static shared memory.
+// sums fit a CTA's static shared memory. Quantized experts run on the grouped path only, each
+// weight run decoded exactly into its tile.
 #include "kernels/cuda/params.h"
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
+#include "runtime/ops/quant_sections.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -110,22 +112,28 @@ std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *pa
   return {stored(gateUp), stored(down)};
 }
 
-// Kernel order in Op.kernel: the grouped path's five, then the row kernel when it fits.
+// The grouped products' weight_dtype: f32 / f16 / bf16, or a quantized matrix's "q<format>g<group>"
+// (kernels/cuda/moe_grouped.cuh QuantExperts; compiler/codegen/kernel_catalog.cc checks it).
+std::string expertsDType(const schema::BufferT &w) {
+  if (!isQuantDType(w.dtype))
+    return kernelDType(w.dtype);
+  const std::map<std::string, std::string> quant = quantKernelConstants(w);
+  return "q" + quant.at("format") + "g" + quant.at("group");
+}
+
+// Kernel order in Op.kernel: the grouped path's five, then the row kernel where the layer fits it
+// (float experts only).
 enum MoeKernel : size_t { kRoute, kPlace, kGateUp, kDown, kCombine, kRow };
 
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const schema::MoeExpertsParamsT &p = *k.op.params.AsMoeExpertsParams();
   const uint64_t hidden = widthOf(k.output(0));
-  if (isQuantDType(k.input(2).dtype) || isQuantDType(k.input(3).dtype))
-    return unimplemented("moe_experts on CUDA reads F32, F16 or BF16 experts; this model's are " +
-                         std::string(schema::EnumNameDType(k.input(2).dtype)) +
-                         " (quantized experts run on --target cpu; or compile without "
-                         "--quantize)");
   if (p.num_experts > static_cast<uint32_t>(kc::kMoeMaxExperts))
     return unimplemented("moe_experts on CUDA routes at most " +
                          std::to_string(kc::kMoeMaxExperts) + " experts; this model has " +
                          std::to_string(p.num_experts) + "; compile for --device cpu");
-  const std::string dtype = kernelDType(k.output(0).dtype), weight = kernelDType(k.input(2).dtype);
+  const std::string dtype = kernelDType(k.output(0).dtype);
+  const bool quantized = isQuantDType(k.input(2).dtype);
   const std::string experts = str(p.num_experts), topK = str(p.top_k), h = str(hidden),
                     inter = str(p.intermediate), tile = str(kc::kMoeTileThreads);
   std::vector<KernelInstance> out = {
@@ -137,13 +145,13 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
           "moe_place",
           {{"experts", experts}, {"top_k", topK}, {"threads", str(kc::kMoePlaceThreads)}}),
       makeKernelInstance("moe_gate_up", {{"dtype", dtype},
-                                         {"weight_dtype", weight},
+                                         {"weight_dtype", expertsDType(k.input(2))},
                                          {"hidden", h},
                                          {"intermediate", inter},
                                          {"experts", experts},
                                          {"threads", tile}}),
       makeKernelInstance("moe_down", {{"dtype", dtype},
-                                      {"weight_dtype", weight},
+                                      {"weight_dtype", expertsDType(k.input(3))},
                                       {"hidden", h},
                                       {"intermediate", inter},
                                       {"experts", experts},
@@ -152,9 +160,9 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
                                          {"hidden", h},
                                          {"top_k", topK},
                                          {"threads", str(kc::kMoeCombineThreads)}})};
-  if (rowKernelFits(hidden, p.intermediate))
+  if (rowKernelFits(hidden, p.intermediate) && !quantized)
     out.push_back(makeKernelInstance("moe_experts", {{"dtype", dtype},
-                                                     {"weight_dtype", weight},
+                                                     {"weight_dtype", expertsDType(k.input(2))},
                                                      {"hidden", h},
                                                      {"intermediate", inter},
                                                      {"experts", experts},
@@ -207,6 +215,10 @@ bool useRowKernel(const BoundOp &op, int64_t rows) {
   return rows * p->top_k() <= p->num_experts();
 }
 
+kc::QuantSections quantSectionsIfAny(const BoundBuffer &w) {
+  return isQuantDType(w.dtype) ? quantSectionsOf(w) : kc::QuantSections{};
+}
+
 uint32_t ceilDiv(int64_t a, int64_t b) {
   return static_cast<uint32_t>((a + b - 1) / b);
 }
@@ -246,7 +258,9 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const O
                                     at(s.act),
                                     at(s.expertOut),
                                     static_cast<int32_t>(rows),
-                                    p->renormalize() ? 1 : 0};
+                                    p->renormalize() ? 1 : 0,
+                                    quantSectionsIfAny(op.inputs[2]),
+                                    quantSectionsIfAny(op.inputs[3])};
   const int64_t hidden = widthOf(op.outputs[0]);
   const auto tiles = static_cast<uint32_t>(kc::moeMaxTiles(static_cast<int32_t>(rows * p->top_k()),
                                                            static_cast<int32_t>(p->num_experts())));

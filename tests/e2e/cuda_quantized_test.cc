@@ -4,8 +4,9 @@
 // transformers on the same quantized weights: logits within 1e-4 at every prompt position and 16
 // greedy steps, the prompt in chunks and after a prefix-cache hit. Decode steps and chunks of at
 // most 8 tokens run the GEMV on the packed bytes, longer prefills W dequantized for cuBLASLt, the
-// tied or untied table the quantized embedding. Label gpu: skips without a device, saying why;
-// ctest's cudasim.cuda_quantized_test runs it on the simulator in CI.
+// tied or untied table the quantized embedding, quantized experts the grouped MoE kernels. Label
+// gpu: skips without a device, saying why; ctest's cudasim.cuda_quantized_test runs it on the
+// simulator in CI.
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
@@ -38,6 +39,16 @@ compiler::CompileOptions quantize(const std::string &how) {
 
 TEST(CudaQuantized, Int8PerRow) {
   checkQuantized("tiny-llama.int8", kData + "/models/tiny-llama", quantize("int8"), "Q8 g64", 8, 5);
+}
+// Mixture-of-experts: the experts quantized (the routers stay F32), read by the grouped MoE
+// kernels (kernels/cuda/moe_grouped.cuh QuantExperts) for every step.
+TEST(CudaQuantized, MoeExpertsInt8PerRow) {
+  checkQuantized("tiny-mixtral.int8", kData + "/models/tiny-mixtral", quantize("int8"), "Q8 g96", 2,
+                 5);
+}
+TEST(CudaQuantized, MoeExpertsInt4Groups) {
+  checkQuantized("tiny-mixtral.int4", kData + "/models/tiny-mixtral", quantize("int4"), "Q4 g32",
+                 10, 5);
 }
 TEST(CudaQuantized, Fp8PerRow) {
   checkQuantized("tiny-llama.fp8", kData + "/models/tiny-llama", quantize("fp8"), "Q8F g64", 8, 5);

@@ -150,8 +150,7 @@ TEST(QuantizedModels, UnquantizableRequestsFailNamingTheFlagOrWeight) {
     const std::string message = compileError(model, options);
     EXPECT_NE(message.find(c.expected), std::string::npos) << message;
   }
-  // Experts: a rank's 48 of tiny-mixtral's 96 columns of down split the 32-column runs; quantized
-  // experts do not run on CUDA yet.
+  // Experts: a rank's 48 of tiny-mixtral's 96 columns of down split the 32-column runs.
   compiler::CompileOptions tp2;
   tp2.quantize = "int8";
   tp2.tp = 2;
@@ -159,15 +158,6 @@ TEST(QuantizedModels, UnquantizableRequestsFailNamingTheFlagOrWeight) {
   EXPECT_NE(message.find("--tp 2 splits the 32-column groups of quantized weight"),
             std::string::npos)
       << message;
-#ifdef KILN_HAVE_CODEGEN
-  compiler::CompileOptions gpu;
-  gpu.quantize = "int8";
-  gpu.targets = {"cpu", "sm_90"};
-  message = compileError(kData + "/models/tiny-mixtral", gpu);
-  EXPECT_NE(message.find("moe_experts on CUDA reads F32, F16 or BF16 experts; this model's are Q8"),
-            std::string::npos)
-      << message;
-#endif
 }
 
 } // namespace

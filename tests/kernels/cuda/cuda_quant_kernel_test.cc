@@ -8,11 +8,13 @@
 // - embedding_quant: bit for bit the table rows, zeros for ids outside the rank's rows.
 // Label gpu: skips without a device (cudasim runs it in CI).
 #include "compiler/codegen/kernel_catalog.h"
+#include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_quant.h"
 #include "kernels/cuda/params.h"
 #include "runtime/base/quant_layout.h"
 #include "tests/kernels/cuda/gpu_harness.h"
 
+#include <map>
 #include <set>
 
 namespace kiln::testing {
@@ -226,6 +228,116 @@ TEST(CudaQuantKernels, GemvDequantizeAndEmbeddingMatchTheCpuReadingOfEveryFormat
     }
 }
 
+// Quantized experts on the grouped MoE kernels (kernels/cuda/moe_grouped.cuh QuantExperts): each
+// weight run decoded exactly into the tiles; against the cpu kernel reading the same bytes in place
+// (kernels/cpu/moe.cc), every format, per-row and 32-column groups, fp32 and bf16 activations.
+// tiny-mixtral's shape: hidden 64, 8 experts of 96, top 2; 40 rows.
+struct MoeQuantCase {
+  QuantFormat format;
+  int32_t gateUpGroup, downGroup;
+  const char *dtype;
+};
+
+std::map<std::string, KernelInstance> moeQuantInstances(const MoeQuantCase &c) {
+  const std::string f = std::to_string(int(c.format) + 1);
+  auto product = [&](const char *op, int32_t group) {
+    return rt::makeKernelInstance(op, {{"dtype", c.dtype},
+                                       {"weight_dtype", "q" + f + "g" + std::to_string(group)},
+                                       {"hidden", "64"},
+                                       {"intermediate", "96"},
+                                       {"experts", "8"},
+                                       {"threads", "256"}});
+  };
+  return {
+      {"route", rt::makeKernelInstance(
+                    "moe_route",
+                    {{"dtype", c.dtype}, {"experts", "8"}, {"top_k", "2"}, {"threads", "128"}})},
+      {"place", rt::makeKernelInstance("moe_place",
+                                       {{"experts", "8"}, {"top_k", "2"}, {"threads", "1024"}})},
+      {"gate_up", product("moe_gate_up", c.gateUpGroup)},
+      {"down", product("moe_down", c.downGroup)},
+      {"combine", rt::makeKernelInstance(
+                      "moe_combine",
+                      {{"dtype", c.dtype}, {"hidden", "64"}, {"top_k", "2"}, {"threads", "256"}})}};
+}
+
+TEST(CudaQuantKernels, MoeQuantizedExpertsMatchTheCpuReadingThemInPlace) {
+  KILN_GPU_OR_SKIP(gpu);
+  const std::vector<MoeQuantCase> cases = {{QuantFormat::kQ8, 64, 96, "f32"},
+                                           {QuantFormat::kQ8Float, 32, 32, "f32"},
+                                           {QuantFormat::kQ4, 32, 32, "bf16"},
+                                           {QuantFormat::kQ4Min, 64, 32, "f32"},
+                                           {QuantFormat::kQ4Zero, 32, 96, "f32"}};
+  std::vector<KernelInstance> instances;
+  std::set<std::string> symbols;
+  for (const MoeQuantCase &c : cases)
+    for (const auto &[name, k] : moeQuantInstances(c))
+      if (symbols.insert(k.symbol).second)
+        instances.push_back(k);
+  Status loaded = gpu->load(instances);
+  ASSERT_TRUE(loaded.isOk()) << loaded.toString();
+  const int32_t rows = 40, hidden = 64, inter = 96, experts = 8, k = 2, pairs = rows * k;
+  uint32_t seed = 70;
+  for (const MoeQuantCase &c : cases) {
+    const std::string dt = c.dtype;
+    SCOPED_TRACE(std::string(quantFormatName(c.format)) + " " + dt + " groups " +
+                 std::to_string(c.gateUpGroup) + "/" + std::to_string(c.downGroup));
+    std::map<std::string, KernelInstance> kernels = moeQuantInstances(c);
+    const QuantCase gateUp(c.format, experts * 2 * inter, hidden, c.gateUpGroup, seed++);
+    const QuantCase down(c.format, experts * hidden, inter, c.downGroup, seed++);
+    // The random Q8 / Q8F weights reach +-2.5 / +-9: a small x keeps the products near 1, where
+    // expectClose's fp32 bound means rounding.
+    std::vector<float> x = randomValues(size_t(rows) * hidden, seed++, dt, -0.05f, 0.05f);
+    std::vector<float> logits = randomValues(size_t(rows) * experts, seed++, dt, -3.0f, 3.0f);
+    const size_t elem = dt == "f32" ? 4 : 2;
+    void *dout = gpu->alloc(x.size() * elem);
+    kc::MoeGroupedParams p{gpu->upload(encode(x, dt)),
+                           gpu->upload(encode(logits, dt)),
+                           nullptr,
+                           nullptr,
+                           dout,
+                           static_cast<int32_t *>(gpu->alloc(pairs * 4)),
+                           static_cast<float *>(gpu->alloc(pairs * 4)),
+                           static_cast<int32_t *>(gpu->alloc(pairs * 4)),
+                           static_cast<int32_t *>(gpu->alloc(pairs * 4)),
+                           static_cast<int32_t *>(gpu->alloc((experts + 1) * 4)),
+                           static_cast<int32_t *>(gpu->alloc((experts + 1) * 4)),
+                           gpu->alloc(size_t(pairs) * inter * elem),
+                           gpu->alloc(size_t(pairs) * hidden * elem),
+                           rows,
+                           1,
+                           gateUp.upload(*gpu),
+                           down.upload(*gpu)};
+    const auto tiles = static_cast<uint32_t>(kc::moeMaxTiles(pairs, experts));
+    ASSERT_TRUE(gpu->launch(kernels.at("route").symbol, 1, 1, 1, 128, p).isOk());
+    ASSERT_TRUE(gpu->launch(kernels.at("place").symbol, 1, 1, 1, 1024, p).isOk());
+    ASSERT_TRUE(gpu->launch(kernels.at("gate_up").symbol, tiles, 2, 1, 256, p).isOk());
+    ASSERT_TRUE(gpu->launch(kernels.at("down").symbol, tiles, 1, 1, 256, p).isOk());
+    ASSERT_TRUE(gpu->launch(kernels.at("combine").symbol, rows, 1, 1, 256, p).isOk());
+
+    std::vector<uint8_t> xs = encode(x, dt), ls = encode(logits, dt), ref(x.size() * elem);
+    cpu::MoeExpertsArgs args{xs.data(),
+                             ls.data(),
+                             gateUp.bytes.data(),
+                             down.bytes.data(),
+                             cpu::WeightType::kF32,
+                             ref.data(),
+                             rows,
+                             hidden,
+                             inter,
+                             experts,
+                             k,
+                             true,
+                             dt == "f32" ? cpu::ElemType::kF32 : cpu::ElemType::kBF16};
+    args.gateUpQuant = {c.format, c.gateUpGroup};
+    args.downQuant = {c.format, c.downGroup};
+    cpu::moeExperts(args);
+    expectClose(decode(gpu->download(dout, ref.size()), dt), decode(ref, dt), dt,
+                "moe quantized experts");
+    gpu->freeAll();
+  }
+}
+
 TEST(CudaQuantKernels, CatalogNamesAndChecksTheKernels) {
   const QuantCase q(QuantFormat::kQ4Zero, 4, 128, 64, 7);
   EXPECT_EQ(gemvInstance(q, "bf16", "f32").symbol, "kiln_gemv_quant_bf16_4_64_128_f32");
@@ -235,6 +347,22 @@ TEST(CudaQuantKernels, CatalogNamesAndChecksTheKernels) {
   KernelInstance bad = gemvInstance(q, "bf16", "f32");
   bad.constants["format"] = "0";
   EXPECT_FALSE(compiler::validateKernelInstance(bad).isOk());
+  // Quantized experts' weight_dtype: only the MoE products take it, and only well formed.
+  std::map<std::string, KernelInstance> moe = moeQuantInstances({QuantFormat::kQ4, 32, 32, "f32"});
+  EXPECT_TRUE(compiler::validateKernelInstance(moe.at("gate_up")).isOk());
+  EXPECT_EQ(moe.at("gate_up").constants.at("weight_dtype"), "q2g32");
+  for (const char *wrong : {"q6g32", "q2g48", "q2g32x", "q2", "q0g32", "q2_32"}) {
+    KernelInstance k = moe.at("down");
+    k.constants["weight_dtype"] = wrong;
+    Status status = compiler::validateKernelInstance(k);
+    EXPECT_NE(status.message().find("or q<format 1..5>g<group, a multiple of 32>"),
+              std::string::npos)
+        << wrong << ": " << status.toString();
+  }
+  KernelInstance norm = rt::makeKernelInstance(
+      "rms_norm",
+      {{"dtype", "f32"}, {"weight_dtype", "q2g32"}, {"hidden", "64"}, {"threads", "64"}});
+  EXPECT_FALSE(compiler::validateKernelInstance(norm).isOk());
 }
 
 } // namespace
