@@ -135,6 +135,13 @@ TEST(CudaFamilies, EmbeddingQwen3) {
     GTEST_SKIP() << why;
   checkEncoder("tiny-qwen3-embedding", 5, "cuda", *options);
 }
+TEST(CudaFamilies, EmbeddingQwen2) {
+  std::string why;
+  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
+  if (!options)
+    GTEST_SKIP() << why;
+  checkEncoder("tiny-qwen2-embedding", 5, "cuda", *options);
+}
 
 } // namespace
 } // namespace kiln::e2e

@@ -29,6 +29,11 @@ TEST(EncoderGolden, BartDecoderHiddenStates) {
 TEST(EncoderGolden, Qwen3EmbeddingLastTokenPooling) {
   checkEncoder("tiny-qwen3-embedding", 5, "cpu", {});
 }
+// Qwen2Model (gte-Qwen2 style): q/k/v biases, no q/k norms, a sliding_window the config switches
+// off (use_sliding_window false), last-token pooling.
+TEST(EncoderGolden, Qwen2EmbeddingLastTokenPooling) {
+  checkEncoder("tiny-qwen2-embedding", 5, "cpu", {});
+}
 
 // Inputs the encoder cannot take are refused whole, naming the input and the limit.
 TEST(EncoderGolden, RefusesInputsBeyondTheLimits) {

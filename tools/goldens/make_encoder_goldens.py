@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Writes kiln's tiny embedding-model fixtures -- the encoders BertModel, XLMRobertaModel, BartModel
-and the decoder embedding model Qwen3Model (Qwen3-Embedding style, last-token pooling) -- and their
-HF golden hidden states.
+and the decoder embedding models Qwen3Model (Qwen3-Embedding style) and Qwen2Model (gte-Qwen2
+style), both with last-token pooling -- and their HF golden hidden states.
 
 Run from the repo root:  /opt/vllm-venv/bin/python tools/goldens/make_encoder_goldens.py
 (`--only NAME ...` writes only those fixtures and goldens; the others are left untouched.)
@@ -9,25 +9,28 @@ Run from the repo root:  /opt/vllm-venv/bin/python tools/goldens/make_encoder_go
 Outputs (formats in tests/data/README.md, section "Encoder fixtures"):
   tests/data/models/<fixture>/                       HF model dirs (random fp32 weights), with the
                                                      tokenizer files and, for tiny-bert,
-                                                     tiny-xlm-roberta and tiny-qwen3-embedding,
-                                                     sentence-transformers files
+                                                     tiny-xlm-roberta, tiny-qwen3-embedding and
+                                                     tiny-qwen2-embedding, sentence-transformers
+                                                     files
   tests/data/golden/<fixture>.embed.json             cases, ids, pooled embeddings, checks
   tests/data/golden/<fixture>.embed.case<i>.hidden.f32   last_hidden_state, [tokens, hidden] LE f32
   tests/data/golden/<fixture>.embed.case<i>.encoder.f32  (tiny-bart) encoder_last_hidden_state
 The goldens are AutoModel(...)(one unpadded sequence).last_hidden_state, fp32, eager attention,
 CPU, one thread. The script also checks that
   - AutoTokenizer's ids equal tokenizers.Tokenizer.from_file(<fixture>/tokenizer.json)'s (what
-    kiln reads), special tokens included;
+    kiln reads), special tokens included (tiny-qwen2-embedding: or are exactly transformers 5's
+    Qwen2Tokenizer rule's, stored as auto_tokenizer_input_ids; the golden ids are the file's);
   - an independent float64 numpy rendering of each architecture (referenceForward, from
     model.safetensors alone) gives the golden rows to 1e-5;
-  - a padded batch of all cases (right padding + attention_mask; tiny-qwen3-embedding also left
-    padding, as Qwen3-Embedding's tokenizer pads) gives each case's rows to 1e-5;
+  - a padded batch of all cases (right padding + attention_mask; the decoder embedding models also
+    left padding, as Qwen3-Embedding's tokenizer pads) gives each case's rows to 1e-5;
   - dropping or swapping one model feature (token type embedding, XLM-R's position offset, erf
     gelu, the bidirectional mask, layer_norm_eps, BART's shift / offset / layernorm_embedding,
-    Qwen3's causal mask / final norm / q-k norms / rope / GQA grouping ...) moves the hidden
-    states by more than kMustExceed (100x the tolerance; 5x for the gelu approximation and
-    layer_norm_eps swaps); stored as the golden's feature_checks (tiny-qwen3-embedding: also
-    pooling swaps -- first token or mean instead of the last token -- on the pooled vectors).
+    Qwen3's causal mask / final norm / q-k norms / rope / GQA grouping, Qwen2's q/k/v biases ...)
+    moves the hidden states by more than kMustExceed (100x the tolerance; 5x for the gelu
+    approximation and layer_norm_eps swaps); stored as the golden's feature_checks (the decoder
+    embedding models: also pooling swaps -- first token or mean instead of the last token -- on the
+    pooled vectors).
 Pooled embeddings follow sentence-transformers' documented Pooling / Normalize semantics, computed
 here in numpy (sentence-transformers is not installed in /opt/vllm-venv); when the package is
 importable the script also compares them with SentenceTransformer(model_dir).encode (printed, not
@@ -80,14 +83,15 @@ kWeightStd = 0.15
 kNormStd = 0.1
 kBiasStd = 0.1
 kEmbedStd = 0.02
-# The decoder embedding model (Qwen3Model) is drawn as family_fixtures.py / llama_fixtures.py draw
-# their decoder fixtures: every parameter in sorted-name order from one generator, RMSNorm weights
-# (input / post_attention layernorm, q_norm, k_norm, the final norm) 1 + N(0, 0.1), everything
-# else (the embedding table included) N(0, 0.15). The pre-norms and the final norm renormalize,
+# The decoder embedding models (Qwen3Model, Qwen2Model) are drawn as family_fixtures.py /
+# llama_fixtures.py draw their decoder fixtures: every parameter in sorted-name order from one
+# generator, RMSNorm weights (input / post_attention layernorm, q_norm, k_norm, the final norm)
+# 1 + N(0, 0.1), everything else (the embedding table and Qwen2's q/k/v biases included)
+# N(0, 0.15). The pre-norms and the final norm renormalize,
 # so the hidden states spread to std ~1 whatever the residual stream's scale.
 kDecoderWeightStd = 0.15
 kDecoderNormStd = 0.1
-kDecoderMaxTokens = 256    # tiny-qwen3-embedding: max_position_embeddings, tiny-qwen3's
+kDecoderMaxTokens = 256    # tiny-qwen{3,2}-embedding: max_position_embeddings, tiny-qwen{3,2}'s
                            # model_max_length, sentence_bert_config's max_seq_length
 
 kEncoderTokenizers = "tests/data/tokenizer/encoders"
@@ -142,7 +146,7 @@ kBertPostProcessor = {
 @dataclass
 class EncoderSpec:
     name: str
-    kind: str  # "bert", "xlm-roberta", "bart" (the model_type)
+    kind: str  # "bert", "xlm-roberta", "bart", "qwen3", "qwen2" (the model_type)
     architecture: str
     seed: int
     tokenizer: str  # dir under kEncoderTokenizers
@@ -213,8 +217,28 @@ def qwen3Config(vocab: int) -> dict:
             "vocab_size": vocab}
 
 
+def qwen2Config(vocab: int) -> dict:
+    # tiny-qwen2's Qwen2 key set (its config.json: family_fixtures.configDict, 4.x spelling) as a
+    # bare Qwen2Model: architectures Qwen2Model, untied, F32, no rope_scaling (tiny-qwen2's yarn
+    # dropped), bos / eos tiny-qwen2's tokenizer's <s> 1 / </s> 2. Qwen2 has no attention_bias
+    # key: q/k/v always carry a bias, o_proj none; no head_dim key (64 / 4 = 16). sliding_window
+    # 8 with use_sliding_window false and max_window_layers 1, as tiny-qwen2: the window is off
+    # (transformers sets sliding_window None), a reader that applies it anyway fails the golden
+    # (the feature check "sliding window 8 applied").
+    return {"architectures": ["Qwen2Model"], "attention_dropout": 0.0, "bos_token_id": 1,
+            "eos_token_id": 2, "hidden_act": "silu", "hidden_size": 64,
+            "initializer_range": 0.02, "intermediate_size": 128,
+            "max_position_embeddings": kDecoderMaxTokens, "max_window_layers": 1,
+            "model_type": "qwen2", "num_attention_heads": 4, "num_hidden_layers": 2,
+            "num_key_value_heads": 2, "rms_norm_eps": 1e-6, "rope_scaling": None,
+            "rope_theta": 1000000.0, "sliding_window": 8, "tie_word_embeddings": False,
+            "torch_dtype": "float32", "use_cache": True, "use_sliding_window": False,
+            "vocab_size": vocab}
+
+
 kConfigs = {"bert": bertConfig, "xlm-roberta": xlmrConfig, "bart": bartConfig,
-            "qwen3": qwen3Config}
+            "qwen3": qwen3Config, "qwen2": qwen2Config}
+kDecoderKinds = ("qwen3", "qwen2")  # the decoder embedding models (last-token pooling)
 
 kFixtures = [
     EncoderSpec(
@@ -261,6 +285,17 @@ kFixtures = [
               "k_norm, rope_theta 1e6, rms_norm_eps 1e-6, causal, final norm; tiny-qwen3's "
               "byte-level BPE tokenizer (vocab 512, <s> prepended, no EOS appended); "
               "sentence-transformers last-token pooling + Normalize (Qwen3-Embedding's modules)"),
+    EncoderSpec(
+        name="tiny-qwen2-embedding", kind="qwen2", architecture="Qwen2Model", seed=3505,
+        tokenizer="", tokenizer_config={}, tokenizer_from="tests/data/models/tiny-qwen2",
+        pooling="lasttoken", cases=kDecoderCases, max_tokens=kDecoderMaxTokens,
+        notes="Qwen2Model (no lm_head; tensors without the model. prefix), hidden 64, 2 layers, "
+              "GQA 4q/2kv, head_dim 16 (hidden / heads), intermediate 128 (SwiGLU, silu), "
+              "q/k/v projections with bias (o_proj none), no q/k norm, rope_theta 1e6, "
+              "rms_norm_eps 1e-6, causal, final norm, sliding_window 8 but use_sliding_window "
+              "false; tiny-qwen2's byte-level BPE tokenizer (vocab 512, <s> prepended, no EOS "
+              "appended); sentence-transformers last-token pooling + Normalize (gte-Qwen2's "
+              "modules)"),
 ]
 
 
@@ -316,7 +351,8 @@ def initDecoderWeights(model, seed: int) -> dict:
                 kinds[name] = "norm"
             else:
                 param.copy_(kDecoderWeightStd * noise)
-                kinds[name] = "embedding" if name == "embed_tokens.weight" else "matrix"
+                kinds[name] = ("embedding" if name == "embed_tokens.weight" else
+                               "bias" if name.endswith(".bias") else "matrix")
     return kinds
 
 
@@ -369,7 +405,8 @@ def writeFixture(spec: EncoderSpec, repo: str, modelDir: str) -> dict:
     with open(os.path.join(modelDir, "tokenizer.json"), "w", encoding="utf-8") as f:
         f.write(tokText)
     if spec.tokenizer_from is not None:
-        # both files byte for byte, as they are (tiny-qwen3's prepends <s>, appends nothing)
+        # both files byte for byte, as they are (tiny-qwen3's / tiny-qwen2's prepend <s>,
+        # append nothing)
         for name in ("tokenizer.json", "tokenizer_config.json"):
             shutil.copyfile(os.path.join(repo, spec.tokenizer_from, name),
                             os.path.join(modelDir, name))
@@ -381,12 +418,13 @@ def writeFixture(spec: EncoderSpec, repo: str, modelDir: str) -> dict:
     writeJson(configPath, cfg)
     model = AutoModel.from_config(AutoConfig.from_pretrained(modelDir), dtype=torch.float32).eval()
     assert type(model).__name__ == spec.architecture, type(model).__name__
-    kinds = (initDecoderWeights if spec.kind == "qwen3" else initWeights)(model, spec.seed)
+    kinds = (initDecoderWeights if spec.kind in kDecoderKinds else initWeights)(model, spec.seed)
     model.save_pretrained(modelDir, safe_serialization=True)
     writeJson(configPath, cfg)  # save_pretrained wrote the transformers 5 form over it
     extra = os.path.join(modelDir, "generation_config.json")
     if os.path.exists(extra):
-        # BartModel / Qwen3Model have no generation head; published BartModel dirs have none
+        # BartModel / Qwen3Model / Qwen2Model have no generation head; published BartModel dirs
+        # have none
         os.remove(extra)
     if spec.tokenizer_from is None:
         writeJson(os.path.join(modelDir, "tokenizer_config.json"), spec.tokenizer_config)
@@ -422,7 +460,7 @@ def forward(model, spec: EncoderSpec, ids, typeIds=None, attentionMask=None, pos
         kwargs["use_cache"] = False
         if decoderIds is not None:
             kwargs["decoder_input_ids"] = torch.tensor(decoderIds, dtype=torch.long)
-    elif spec.kind == "qwen3" or model.config.is_decoder:
+    elif spec.kind in kDecoderKinds or model.config.is_decoder:
         kwargs["use_cache"] = False
     with torch.no_grad():
         out = model(**kwargs)
@@ -431,7 +469,25 @@ def forward(model, spec: EncoderSpec, ids, typeIds=None, attentionMask=None, pos
             None if enc is None else enc.float().numpy())
 
 
-def tokenize(hfTok, fileTok, spec: EncoderSpec, case: dict) -> tuple[list[int], list[int]]:
+def qwen2RuleTokenizer(fileTok: Tokenizer) -> Tokenizer:
+    """tokenizer.json's vocab, merges and post-processor with transformers 5's Qwen2Tokenizer
+    normalizer (NFC) and pre-tokenizer (its regex: digits one at a time, then byte level):
+    what AutoTokenizer builds for model_type qwen2 whatever tokenizer_config says."""
+    from tokenizers import Regex, normalizers, pre_tokenizers
+    from transformers.models.qwen2.tokenization_qwen2 import PRETOKENIZE_REGEX
+    tok = Tokenizer.from_str(fileTok.to_str())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(PRETOKENIZE_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    return tok
+
+
+def tokenize(hfTok, fileTok, spec: EncoderSpec,
+             case: dict) -> tuple[list[int], list[int], list[int] | None]:
+    """Returns (input_ids, token_type_ids, AutoTokenizer's ids where they differ or None). The
+    ids are tokenizer.json's; AutoTokenizer must agree, except for Qwen2Model (see
+    qwen2RuleTokenizer), where a difference must be exactly the Qwen2 rule's."""
     pair = case.get("text_pair")
     enc = hfTok(case["text"], pair, add_special_tokens=True) if pair else \
         hfTok(case["text"], add_special_tokens=True)
@@ -439,6 +495,13 @@ def tokenize(hfTok, fileTok, spec: EncoderSpec, case: dict) -> tuple[list[int], 
     typeIds = list(enc["token_type_ids"]) if "token_type_ids" in enc else [0] * len(ids)
     fileEnc = fileTok.encode(case["text"], pair, add_special_tokens=True) if pair else \
         fileTok.encode(case["text"], add_special_tokens=True)
+    autoIds = None
+    if fileEnc.ids != ids and spec.kind == "qwen2" and not pair:
+        rule = qwen2RuleTokenizer(fileTok).encode(case["text"], add_special_tokens=True).ids
+        if rule != ids:
+            raise SystemExit(f"{spec.name}: AutoTokenizer's ids on {case['text']!r} are not the "
+                             f"Qwen2 rule's either: {ids} vs {rule}")
+        autoIds, ids, typeIds = ids, list(fileEnc.ids), [0] * len(fileEnc.ids)
     if fileEnc.ids != ids:
         raise SystemExit(f"{spec.name}: AutoTokenizer ({type(hfTok).__name__}) and tokenizer.json "
                          f"disagree on {case['text']!r}: {ids} vs {fileEnc.ids}")
@@ -448,10 +511,11 @@ def tokenize(hfTok, fileTok, spec: EncoderSpec, case: dict) -> tuple[list[int], 
     if len(ids) > spec.max_tokens:
         raise SystemExit(f"{spec.name}: {case['what']} case has {len(ids)} > {spec.max_tokens} "
                          f"tokens")
-    return ids, typeIds
+    return ids, typeIds, autoIds
 
 
 def longText(hfTok) -> str:
+    """hfTok: text -> {"input_ids": ...} (AutoTokenizer, or tokenizer.json's encoding)."""
     words = kLongParagraph.split(" ")
     best = None
     for n in range(1, len(words) + 1):
@@ -500,6 +564,15 @@ kQwen3StCrossCheck = (
     "none and encode always pads) (max |diff| < 1e-7)")
 
 
+# ... and the tiny-qwen2-embedding golden's (a constant: the golden's bytes do not depend on
+# whether sentence-transformers is installed)
+kQwen2StCrossCheck = (
+    "Cross-checked against sentence-transformers 6.2.0's SentenceTransformer(model_dir).encode, "
+    "one text at a time, its tokenizer replaced by tokenizer.json's (PreTrainedTokenizerFast, "
+    "</s> as pad token: AutoTokenizer differs here, see auto_tokenizer_note) (max |diff| < "
+    "1e-7)")
+
+
 def crossCheckSentenceTransformers(spec: EncoderSpec, modelDir: str, cases: list) -> None:
     try:
         from sentence_transformers import SentenceTransformer
@@ -510,12 +583,22 @@ def crossCheckSentenceTransformers(spec: EncoderSpec, modelDir: str, cases: list
     import sentence_transformers
     st = SentenceTransformer(modelDir, device="cpu",
                              model_kwargs={"attn_implementation": "eager"})
+    if spec.kind == "qwen2":
+        # AutoTokenizer (hence SentenceTransformer's) is Qwen2Tokenizer here, which differs from
+        # tokenizer.json (see qwen2RuleTokenizer); the goldens follow tokenizer.json: encode with
+        # it (pad </s>: encode always pads)
+        from transformers import PreTrainedTokenizerFast
+        st[0].processor = PreTrainedTokenizerFast(  # sentence-transformers 6: tokenizer = processor
+            tokenizer_file=os.path.join(modelDir, "tokenizer.json"), bos_token="<s>",
+            eos_token="</s>", unk_token="<unk>", pad_token="</s>",
+            model_max_length=spec.max_tokens)
     singles = [c for c in cases if "text_pair" not in c]
     batch = len(singles)
-    if st.tokenizer.pad_token is None:
-        # tiny-qwen3's tokenizer has none and encode always pads: </s> as the pad token, one text
-        # at a time (a padded batch would put right padding before the pooled last token's index
-        # is taken from the mask: also fine, but one text is the golden's computation)
+    if st.tokenizer.pad_token is None or spec.kind == "qwen2":
+        # tiny-qwen3's tokenizer has none (tiny-qwen2's: </s>, set above) and encode always pads:
+        # </s> as the pad token, one text at a time (a padded batch would put right padding
+        # before the pooled last token's index is taken from the mask: also fine, but one text
+        # is the golden's computation)
         st.tokenizer.pad_token = st.tokenizer.eos_token
         batch = 1
     got = st.encode([c["text"] for c in singles], convert_to_numpy=True,
@@ -579,26 +662,47 @@ def npRope(x, positions, theta, interleaved=False):
     return np.concatenate([a * cos - b * sin, b * cos + a * sin], axis=-1)
 
 
-def referenceQwen3(W: dict, cfg: dict, ids: list[int], gqaModulo: bool = False,
-                   ropeInterleaved: bool = False) -> np.ndarray:
-    """Qwen3Model in float64 numpy (pre-norm decoder, causal). gqaModulo / ropeInterleaved: the
-    feature checks' wrong variants (query head h reading kv head h % kv instead of h // (heads /
-    kv); GPT-J rope pairs instead of rotate_half)."""
-    eps, heads, kv, d = (cfg["rms_norm_eps"], cfg["num_attention_heads"],
-                         cfg["num_key_value_heads"], cfg["head_dim"])
+def referenceDecoder(W: dict, cfg: dict, ids: list[int], gqaModulo: bool = False,
+                     ropeInterleaved: bool = False, biasAfterRope: bool = False,
+                     unitQkNorm: bool = False) -> np.ndarray:
+    """Qwen3Model / Qwen2Model in float64 numpy (pre-norm decoder, causal), from the tensors
+    present: q/k/v biases added when W has them (Qwen2), per-head q_norm / k_norm applied before
+    rope when W has them (Qwen3); head_dim from the config or hidden / heads (Qwen2). The wrong
+    variants for the feature checks: gqaModulo (query head h reads kv head h % kv instead of
+    h // (heads / kv)), ropeInterleaved (GPT-J rope pairs instead of rotate_half), biasAfterRope
+    (q / k biases added after rope instead of before), unitQkNorm (a per-head q / k RMSNorm with
+    unit weights where the model has none, as if it were Qwen3)."""
+    eps, heads, kv = (cfg["rms_norm_eps"], cfg["num_attention_heads"],
+                      cfg["num_key_value_heads"])
+    d = cfg.get("head_dim") or cfg["hidden_size"] // heads
     n = len(ids)
     x = W["embed_tokens.weight"][ids]
     causal = np.tri(n, n, dtype=bool)
+
+    def proj(h, p, name, count, withBias=True):
+        y = h @ W[f"{p}.self_attn.{name}.weight"].T
+        if withBias and f"{p}.self_attn.{name}.bias" in W:
+            y = y + W[f"{p}.self_attn.{name}.bias"]
+        return y.reshape(n, count, d).transpose(1, 0, 2)
+
+    def bias(p, name, count):
+        return W[f"{p}.self_attn.{name}.bias"].reshape(count, 1, d)
+
+    def qkNorm(t, p, name):
+        if f"{p}.self_attn.{name}.weight" in W:
+            return npRmsNorm(t, W[f"{p}.self_attn.{name}.weight"], eps)
+        return npRmsNorm(t, 1.0, eps) if unitQkNorm else t
+
     for i in range(cfg["num_hidden_layers"]):
         p = f"layers.{i}"
         h = npRmsNorm(x, W[f"{p}.input_layernorm.weight"], eps)
-        q = (h @ W[f"{p}.self_attn.q_proj.weight"].T).reshape(n, heads, d).transpose(1, 0, 2)
-        k = (h @ W[f"{p}.self_attn.k_proj.weight"].T).reshape(n, kv, d).transpose(1, 0, 2)
-        v = (h @ W[f"{p}.self_attn.v_proj.weight"].T).reshape(n, kv, d).transpose(1, 0, 2)
-        q = npRope(npRmsNorm(q, W[f"{p}.self_attn.q_norm.weight"], eps), range(n),
-                   cfg["rope_theta"], ropeInterleaved)
-        k = npRope(npRmsNorm(k, W[f"{p}.self_attn.k_norm.weight"], eps), range(n),
-                   cfg["rope_theta"], ropeInterleaved)
+        q = proj(h, p, "q_proj", heads, not biasAfterRope)
+        k = proj(h, p, "k_proj", kv, not biasAfterRope)
+        v = proj(h, p, "v_proj", kv)
+        q = npRope(qkNorm(q, p, "q_norm"), range(n), cfg["rope_theta"], ropeInterleaved)
+        k = npRope(qkNorm(k, p, "k_norm"), range(n), cfg["rope_theta"], ropeInterleaved)
+        if biasAfterRope:
+            q, k = q + bias(p, "q_proj", heads), k + bias(p, "k_proj", kv)
         group = [hq % kv if gqaModulo else hq // (heads // kv) for hq in range(heads)]
         scores = q @ k[group].transpose(0, 2, 1) / math.sqrt(d)
         scores = np.where(causal[None], scores, -np.inf)
@@ -624,8 +728,8 @@ def referenceForward(spec: EncoderSpec, modelDir: str, cfg: dict, ids: list[int]
     describes); returns (hidden, encoder hidden or None)."""
     W = loadWeights64(modelDir)
     n = len(ids)
-    if spec.kind == "qwen3":
-        return referenceQwen3(W, cfg, ids), None
+    if spec.kind in kDecoderKinds:
+        return referenceDecoder(W, cfg, ids), None
     if spec.kind in ("bert", "xlm-roberta"):
         eps, heads = cfg["layer_norm_eps"], cfg["num_attention_heads"]
         # BERT: positions 0..n-1; XLM-R: pad_token_id + 1 + i (no padding in a single sequence)
@@ -762,9 +866,9 @@ def mutations(spec: EncoderSpec, modelDir: str) -> dict:
 
 
 def decoderMutations(spec: EncoderSpec, modelDir: str) -> dict:
-    """Qwen3Model: label -> (model, inputs(case) -> forward kwargs), each drops or swaps one
-    feature. (A constant position offset is no feature here: rope is relative, so positions
-    1..n give the golden rows to rounding.)"""
+    """Qwen3Model / Qwen2Model: label -> (model, inputs(case) -> forward kwargs), each drops or
+    swaps one feature. (A constant position offset is no feature here: rope is relative, so
+    positions 1..n give the golden rows to rounding.)"""
     plain = lambda case: {}  # noqa: E731
 
     def patched(fn, **overrides):
@@ -778,29 +882,58 @@ def decoderMutations(spec: EncoderSpec, modelDir: str) -> dict:
             layer.self_attn.q_norm = torch.nn.Identity()
             layer.self_attn.k_norm = torch.nn.Identity()
 
+    def noBias(name):
+        def fn(m):
+            for layer in m.layers:
+                getattr(layer.self_attn, name).bias.zero_()
+        return fn
+
     def theta1e4(m):
-        d = m.config.head_dim
+        d = (getattr(m.config, "head_dim", None)
+             or m.config.hidden_size // m.config.num_attention_heads)
         m.rotary_emb.inv_freq.copy_(
             1.0 / (1e4 ** (torch.arange(0, d, 2, dtype=torch.float32) / d)))
 
-    return {
+    out = {
         "final norm skipped": (patched(lambda m: setattr(m, "norm", torch.nn.Identity())), plain),
         "bidirectional attention instead of causal": (
             patched(lambda m: maskSelfAttention([l.self_attn for l in m.layers], False)), plain),
-        "q_norm / k_norm skipped": (patched(noQkNorm), plain),
+    }
+    if spec.kind == "qwen3":
+        out["q_norm / k_norm skipped"] = (patched(noQkNorm), plain)
+    else:
+        for name in ("q_proj", "k_proj", "v_proj"):
+            out[f"{name} bias not added"] = (patched(noBias(name)), plain)
+        # the config's sliding_window 8 is off (use_sliding_window false); applying it (to layer
+        # 1, max_window_layers 1, as transformers would with the flag on) must show. (Qwen2Config
+        # resolves sliding_window / layer_types when built, before from_pretrained's overrides
+        # are set: all three given)
+        with open(os.path.join(modelDir, "config.json"), encoding="utf-8") as f:
+            raw = json.load(f)
+        window = raw["sliding_window"]
+        layerTypes = ["sliding_attention" if i >= raw["max_window_layers"] else "full_attention"
+                      for i in range(raw["num_hidden_layers"])]
+        slid = loadModel(modelDir, spec, use_sliding_window=True, sliding_window=window,
+                         layer_types=layerTypes)
+        assert slid.config.layer_types == layerTypes and slid.layers[1].self_attn.sliding_window \
+            == window, (slid.config.layer_types, slid.config.sliding_window)
+        out[f"sliding window {window} applied (use_sliding_window true: layer 1)"] = (slid, plain)
+    out.update({
         "no rope (every position 0)": (
             loadModel(modelDir, spec), lambda case: {"positionIds": [[0] * case["n"]]}),
         "rope_theta 1e4 instead of 1e6": (patched(theta1e4), plain),
         "gelu (erf) instead of silu in the MLP": (
             loadModel(modelDir, spec, hidden_act="gelu"), plain),
-    }
+    })
+    return out
 
 
 def decoderFeatureChecks(spec: EncoderSpec, modelDir: str, cfg: dict, cases: list,
                          goldens: list) -> tuple[dict, dict]:
     """Returns (hidden deltas, pooled deltas): max |hidden - golden| over all cases for each
-    decoderMutations entry and two float64 numpy variants (GQA grouping, rope pairing), and
-    max |pooled - golden pooled| (normalized vectors) for pooling / tokenization swaps."""
+    decoderMutations entry and the float64 numpy variants (GQA grouping, rope pairing; Qwen2
+    also q / k bias after rope and a Qwen3-style unit q / k norm), and max |pooled - golden
+    pooled| (normalized vectors) for pooling / tokenization swaps."""
     effects = {}
 
     def record(label, diff, bound=kMustExceed):
@@ -817,12 +950,19 @@ def decoderFeatureChecks(spec: EncoderSpec, modelDir: str, cfg: dict, cases: lis
             diff = max(diff, float(np.abs(hidden[0] - gHidden).max()))
         record(label, diff)
     W = loadWeights64(modelDir)
-    for label, kwargs in (
-            ("query head h reads kv head h % 2 instead of h // 2 (GQA grouping; float64 numpy)",
-             {"gqaModulo": True}),
-            ("rope on interleaved pairs (2j, 2j+1) instead of rotate_half (float64 numpy)",
-             {"ropeInterleaved": True})):
-        diff = max(float(np.abs(referenceQwen3(W, cfg, c["input_ids"], **kwargs) - g).max())
+    variants = [
+        ("query head h reads kv head h % 2 instead of h // 2 (GQA grouping; float64 numpy)",
+         {"gqaModulo": True}),
+        ("rope on interleaved pairs (2j, 2j+1) instead of rotate_half (float64 numpy)",
+         {"ropeInterleaved": True})]
+    if spec.kind == "qwen2":
+        variants += [
+            ("q / k biases added after rope instead of before (float64 numpy)",
+             {"biasAfterRope": True}),
+            ("per-head q / k RMSNorm (Qwen3's, unit weights) applied (float64 numpy)",
+             {"unitQkNorm": True})]
+    for label, kwargs in variants:
+        diff = max(float(np.abs(referenceDecoder(W, cfg, c["input_ids"], **kwargs) - g).max())
                    for c, (g, _) in zip(cases, goldens))
         record(label, diff)
 
@@ -838,9 +978,17 @@ def decoderFeatureChecks(spec: EncoderSpec, modelDir: str, cfg: dict, cases: lis
         "first-token pooling instead of last-token": lambda c: pooledOf(c["input_ids"], "cls"),
         "mean pooling instead of last-token": lambda c: pooledOf(c["input_ids"], "mean"),
         "<s> not prepended": lambda c: pooledOf(c["input_ids"][1:]),
-        "</s> appended (Qwen3-Embedding's <|endoftext|> rule)":
+        ("</s> appended (Qwen3-Embedding's <|endoftext|> rule)" if spec.kind == "qwen3" else
+         "</s> appended (the rule of embedding tokenizers that append an EOS)"):
             lambda c: pooledOf(c["input_ids"] + [eos]),
     }
+    if spec.kind == "qwen2":
+        # AutoTokenizer's ids (transformers 5's Qwen2Tokenizer rule, see qwen2RuleTokenizer)
+        # where they differ from tokenizer.json's; the other cases count 0
+        swaps["AutoTokenizer's Qwen2 pre-tokenizer (digits one at a time) instead of "
+              "tokenizer.json's"] = lambda c: pooledOf(c.get("auto_tokenizer_input_ids",
+                                                             c["input_ids"]))
+        assert any("auto_tokenizer_input_ids" in c for c in cases)
     assert all(c["input_ids"][0] == bos and c["input_ids"][-1] != eos for c in cases)
     for label, fn in swaps.items():
         diff = max(float(np.abs(fn(c) - np.array(c["pooled"])).max()) for c in cases)
@@ -921,6 +1069,15 @@ def checkLayout(spec: EncoderSpec, modelDir: str, kinds: dict) -> list[str]:
         for n in ("embed_tokens.weight", "norm.weight", "layers.0.self_attn.q_norm.weight",
                   "layers.0.self_attn.k_norm.weight", "layers.1.mlp.down_proj.weight"):
             assert n in names, (n, names)
+    if spec.kind == "qwen2":
+        # a bare Qwen2Model: no "model." prefix, no lm_head; q/k/v biases, no o_proj bias, no
+        # q/k norms
+        assert not any(n.startswith("model.") or n.startswith("lm_head") for n in names), names
+        for n in ("embed_tokens.weight", "norm.weight", "layers.0.self_attn.q_proj.bias",
+                  "layers.0.self_attn.k_proj.bias", "layers.1.self_attn.v_proj.bias",
+                  "layers.1.mlp.down_proj.weight"):
+            assert n in names, (n, names)
+        assert not any(n.endswith("o_proj.bias") or "_norm." in n for n in names), names
     return names
 
 
@@ -941,21 +1098,34 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
     hfTok = AutoTokenizer.from_pretrained(modelDir)
     fileTok = Tokenizer.from_file(os.path.join(modelDir, "tokenizer.json"))
     vocab = fileTok.get_vocab_size(with_added_tokens=True)
-    assert len(hfTok) == vocab == cfg["vocab_size"], (len(hfTok), vocab)
+    if spec.kind == "qwen2":
+        # transformers 5 builds Qwen2Tokenizer for model_type qwen2 whatever tokenizer_config's
+        # tokenizer_class says, and it adds its default pad token <|endoftext|> after
+        # tokenizer.json's vocab (id 512: no such token in the file, no such embedding row).
+        # The golden ids are tokenizer.json's (tokenize checks every case), which never has it.
+        extra = {i: str(t) for i, t in hfTok.added_tokens_decoder.items() if i >= vocab}
+        assert extra == {vocab: "<|endoftext|>"} and hfTok.pad_token_id == vocab, extra
+        assert len(hfTok) == vocab + 1 and vocab == cfg["vocab_size"], (len(hfTok), vocab)
+    else:
+        assert len(hfTok) == vocab == cfg["vocab_size"], (len(hfTok), vocab)
     hiddenSize = cfg.get("hidden_size", cfg.get("d_model"))
     numLayers = cfg.get("num_hidden_layers")
     model = loadModel(modelDir, spec)
 
-    cases, goldens = [], []
-    if spec.kind == "qwen3":
+    cases, goldens, autoDiffers = [], [], []
+    # the long case's cut counts tokenizer.json's tokens for Qwen2Model (AutoTokenizer may differ,
+    # see tokenize); elsewhere AutoTokenizer's (asserted equal)
+    countTok = hfTok if spec.kind != "qwen2" else (
+        lambda text: {"input_ids": fileTok.encode(text, add_special_tokens=True).ids})
+    if spec.kind in kDecoderKinds:
         assert (hfTok.bos_token_id, hfTok.eos_token_id) == (cfg["bos_token_id"],
                                                             cfg["eos_token_id"])
     for i, proto in enumerate(spec.cases or kCases):
         case = {"what": proto["what"],
-                "text": proto["text"] if proto["text"] is not None else longText(hfTok)}
+                "text": proto["text"] if proto["text"] is not None else longText(countTok)}
         if "text_pair" in proto:
             case["text_pair"] = proto["text_pair"]
-        ids, typeIds = tokenize(hfTok, fileTok, spec, case)
+        ids, typeIds, autoIds = tokenize(hfTok, fileTok, spec, case)
         case["input_ids"], case["token_type_ids"], case["n"] = ids, typeIds, len(ids)
         hidden, encoder = forward(model, spec, [ids], typeIds=[typeIds])
         hidden, encoder = hidden[0], (None if encoder is None else encoder[0])
@@ -967,6 +1137,9 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
         out["input_ids"] = ids
         out["token_type_ids"] = typeIds
         out["tokens"] = len(ids)
+        if autoIds is not None:
+            out["auto_tokenizer_input_ids"] = autoIds
+            autoDiffers.append(i)
         if spec.kind == "bart":
             dec = shift_tokens_right(torch.tensor([ids]), cfg["pad_token_id"],
                                      cfg["decoder_start_token_id"])[0].tolist()
@@ -1011,7 +1184,8 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
 
     # One padded batch of every case (right padding, attention_mask): each case's rows must be
     # its single-sequence rows.
-    padId = cfg.get("pad_token_id", cfg.get("eos_token_id"))  # Qwen3: no pad id, pad with </s>
+    # Qwen3 / Qwen2: no pad id, pad with </s>
+    padId = cfg.get("pad_token_id", cfg.get("eos_token_id"))
     width = max(c["n"] for c in cases)
     batchIds = [c["input_ids"] + [padId] * (width - c["n"]) for c in cases]
     batchTypes = [c["token_type_ids"] + [0] * (width - c["n"]) for c in cases]
@@ -1032,7 +1206,7 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
         raise SystemExit(f"{spec.name}: padded batch differs from single sequences by "
                          f"{max(batchDiff, batchEncDiff):.2e} > {kSameComputation}")
     leftDiff = None
-    if spec.kind == "qwen3":
+    if spec.kind in kDecoderKinds:
         # Left padding (Qwen3-Embedding's tokenizer pads left, so the last token is the last
         # column): HF gives every column position_ids 0..width-1, so a case's tokens sit at
         # pad + i; rope is relative, so its rows still equal the unpadded ones
@@ -1051,7 +1225,7 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
 
     print("  feature checks:")
     pooledEffects = None
-    if spec.kind == "qwen3":
+    if spec.kind in kDecoderKinds:
         effects, pooledEffects = decoderFeatureChecks(spec, modelDir, cfg, cases, goldens)
     else:
         effects = featureChecks(spec, modelDir, cases, goldens)
@@ -1093,6 +1267,31 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
             "post-processor prepends <s> (1) and appends nothing (Qwen3-Embedding's own tokenizer "
             "instead adds no BOS and appends <|endoftext|>; kiln must follow tokenizer.json, not "
             "a per-architecture rule)")
+    elif spec.kind == "qwen2":
+        golden["golden_note"] = (
+            "hidden_file: AutoModel.from_pretrained(model_dir, dtype=float32, "
+            "attn_implementation='eager')(input_ids).last_hidden_state of Qwen2Model for one "
+            "unpadded sequence (no attention_mask, position_ids 0..n-1, use_cache false), CPU, "
+            "one thread: the residual stream after the last layer through the final RMSNorm "
+            "(norm.weight), causal attention over the whole sequence (sliding_window 8 in the "
+            "config is off: use_sliding_window false). [tokens, 64] little-endian float32, "
+            "row-major, no header. input_ids are tokenizer.json's encoding "
+            "(tokenizers.Tokenizer.from_file(model_dir/tokenizer.json).encode(text).ids, what "
+            "kiln reads; AutoTokenizer differs on some cases, see auto_tokenizer_note): "
+            "tiny-qwen2's tokenizer unchanged, whose post-processor prepends <s> (1) and appends "
+            "nothing (a published checkpoint's tokenizer may instead add no BOS and append "
+            "<|endoftext|>, as Qwen3-Embedding's does; kiln must follow tokenizer.json, not a "
+            "per-architecture rule)")
+        golden["auto_tokenizer_note"] = (
+            f"AutoTokenizer.from_pretrained(model_dir) (transformers {transformers.__version__}) "
+            f"ignores tokenizer_config's tokenizer_class for model_type qwen2 and builds "
+            f"Qwen2Tokenizer: tokenizer.json's vocab, merges and post-processor, but its own NFC "
+            f"normalizer and pre-tokenizer regex, which splits digits one at a time, and it adds "
+            f"<|endoftext|> as pad token at id {vocab} (past tokenizer.json's vocab and the "
+            f"embedding table). Its ids equal tokenizer.json's on case(s) "
+            f"{[i for i in range(len(cases)) if i not in autoDiffers]} and differ on "
+            f"{autoDiffers} (stored there as auto_tokenizer_input_ids, checked to be exactly "
+            f"that rule's encoding); the goldens follow tokenizer.json")
     else:
         golden["golden_note"] = (
             f"hidden_file: AutoModel.from_pretrained(model_dir, dtype=float32, "
@@ -1117,20 +1316,25 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
                           "attention_mask 1",
                    "lasttoken": "the last token's row: the last position with attention_mask "
                                 "1, here the last text token (the tokenizer appends no EOS); "
-                                "with left padding, as Qwen3-Embedding pads, the last "
-                                "column"}[spec.pooling]
+                                + ("with left padding, as Qwen3-Embedding pads, the last "
+                                   "column" if spec.kind != "qwen2" else
+                                   "with left padding (padding_side left), the last column")
+                   }[spec.pooling]
                 + "); pooled: that vector L2-normalized (Normalize: v / max(|v|_2, 1e-12)). "
                 "Computed in numpy (float64, rounded to 8 decimals) following "
-                "sentence-transformers' documented semantics: the package is not installed in "
-                "the generating environment. "
-                + ("Cross-checked once against sentence-transformers 6.2.0's "
-                   "SentenceTransformer(model_dir).encode (max |diff| < 1e-6)"
-                   if spec.kind != "qwen3" else kQwen3StCrossCheck))}
+                "sentence-transformers' documented semantics"
+                + (": the package is not installed in the generating environment. "
+                   if spec.kind != "qwen2" else
+                   " (the same bytes whether or not the package is installed). ")
+                + {"qwen3": kQwen3StCrossCheck, "qwen2": kQwen2StCrossCheck}.get(
+                    spec.kind, "Cross-checked once against sentence-transformers 6.2.0's "
+                               "SentenceTransformer(model_dir).encode (max |diff| < 1e-6)"))}
     golden["token_type_note"] = (
         "token_type_ids: AutoTokenizer's (BERT: 1 on the pair's second segment and its [SEP]); "
         "zeros where the tokenizer returns none (XLM-R, BART: the model adds token type row 0 "
-        "(XLM-R) or has no token types (BART))") if spec.kind != "qwen3" else (
-        "token_type_ids: zeros (the tokenizer returns none; Qwen3 has no token types)")
+        "(XLM-R) or has no token types (BART))") if spec.kind not in kDecoderKinds else (
+        f"token_type_ids: zeros (the tokenizer returns none; {spec.kind.capitalize()} has no "
+        f"token types)")
     golden["reference_check"] = {
         "note": "an independent float64 numpy rendering of the architecture from "
                 "model.safetensors alone (make_encoder_goldens.py: referenceForward) vs the golden "
@@ -1144,14 +1348,17 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
         "hidden_max_abs": float(f"{batchDiff:.3g}")}
     if spec.kind == "bart":
         golden["batched_check"]["encoder_max_abs"] = float(f"{batchEncDiff:.3g}")
-    if spec.kind == "qwen3":
+    if spec.kind in kDecoderKinds:
         golden["batched_check"]["note"] = (
             "all cases as one batch, right-padded with </s> (2; the config has no pad id) and "
             "attention_mask 0; each case's first `tokens` rows vs its golden, and last-token "
             "pooling of the padded rows with the mask vs `pooled`")
         golden["left_padded_check"] = {
-            "note": "the same batch left-padded (as Qwen3-Embedding's tokenizer pads: "
-                    "padding_side left), attention_mask 0 on the padding, position_ids left to "
+            "note": ("the same batch left-padded (as Qwen3-Embedding's tokenizer pads: "
+                     "padding_side left)" if spec.kind == "qwen3" else
+                     "the same batch left-padded (padding_side left, as Qwen3-Embedding's "
+                     "tokenizer pads)")
+                    + ", attention_mask 0 on the padding, position_ids left to "
                     "transformers (0..width-1 for every row, so a case's tokens sit at positions "
                     "pad..width-1: rope is relative, the rows are unchanged); each case's last "
                     "`tokens` rows vs its golden, and last-column pooling vs `pooled`",
@@ -1159,7 +1366,7 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
     desc = "; ".join(
         f"{k} {v['last_hidden_state']:.3g} (encoder {v['encoder_last_hidden_state']:.3g})"
         if isinstance(v, dict) else f"{k} {v:.3g}" for k, v in effects.items())
-    if spec.kind == "qwen3":
+    if spec.kind in kDecoderKinds:
         pooledDesc = "; ".join(f"{k} {v:.3g}" for k, v in pooledEffects.items())
         golden["feature_checks"] = (
             f"max |hidden - golden| over all cases when one feature is dropped or swapped (each "
@@ -1170,9 +1377,11 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
         golden["pooling_check_deltas"] = pooledEffects
         golden["fixture_note"] = (
             f"{spec.notes}. Random weights, seed {spec.seed}, drawn as family_fixtures.py's "
-            f"decoders: RMSNorm weights (input_layernorm, post_attention_layernorm, q_norm, "
-            f"k_norm, norm) 1 + N(0, {kDecoderNormStd}), every other tensor (embed_tokens "
-            f"included) N(0, {kDecoderWeightStd})")
+            f"decoders: RMSNorm weights (input_layernorm, post_attention_layernorm, "
+            + ("q_norm, k_norm, norm" if spec.kind == "qwen3" else "norm")
+            + f") 1 + N(0, {kDecoderNormStd}), every other tensor (embed_tokens "
+            + ("included" if spec.kind == "qwen3" else "and the q/k/v biases included")
+            + f") N(0, {kDecoderWeightStd})")
     else:
         golden["feature_checks"] = (
             f"max |hidden - golden| over all cases when one feature is dropped or swapped (each "
