@@ -6,7 +6,7 @@ parameters per token (its MLP as wide as the top-k experts together), both compi
 same run (fp32, eager experts loop, torch threads = the CPU count).
 
     /opt/vllm-venv/bin/python tools/bench/moe_vs_dense.py --kiln build/tools/kiln/kiln \\
-        --work /tmp/moe-bench [--rounds 2]
+        --work /tmp/moe-bench [--rounds 2] [--quantize int8,int4]
 
 Each model: hidden 512, 8 layers, 8 query / 4 KV heads, vocab 8192; MoE: 8 experts of width
 1408, top 2 (Mixtral's routing); dense: MLP width 2816 = 2 x 1408. Weights N(0, 0.02) from
@@ -14,6 +14,11 @@ transformers' initializer (the values do not change the work). Workloads: batch-
 (`kiln bench --batch 1`, 128 in / 128 out) and a 512-token prefill (`--ttft-len 512`);
 transformers: one forward over 512 tokens, and 128 greedy steps from a 128-token prompt with its
 KV cache. Rounds alternate the engines; medians are printed, and the ratios.
+
+With --quantize int8,int4 the MoE is also compiled with `kiln compile --quantize` (experts and
+every other matrix quantized, routers kept fp32; int8 one scale per row, int4 groups of 32) and
+benchmarked in the same rounds; a second table gives each artifact's weights.bin bytes and its
+tokens/s next to the fp32 MoE's.
 """
 
 import argparse
@@ -50,10 +55,16 @@ def writeModels(work: str) -> dict:
     return dirs
 
 
-def compileKiln(kiln: str, modelDir: str, out: str) -> None:
+def compileKiln(kiln: str, modelDir: str, out: str, quantize: str = "") -> None:
     if not os.path.isdir(out):
+        extra = ["--quantize", quantize] if quantize else []
         subprocess.run([kiln, "compile", modelDir, "-o", out, "--max-batch", "4",
-                        "--max-seq-len", "1024", "--quiet"], check=True)
+                        "--max-seq-len", "1024", "--quiet"] + extra, check=True)
+
+
+def weightBytes(artifact: str) -> int:
+    return sum(os.path.getsize(os.path.join(artifact, f)) for f in os.listdir(artifact)
+               if f.startswith("weights"))
 
 
 def kilnBench(kiln: str, artifact: str) -> dict:
@@ -93,16 +104,24 @@ def main() -> None:
     parser.add_argument("--kiln", required=True)
     parser.add_argument("--work", required=True)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--quantize", default="", help="e.g. int8,int4: also these MoE artifacts")
     args = parser.parse_args()
     os.makedirs(args.work, exist_ok=True)
     dirs = writeModels(args.work)
     artifacts = {name: os.path.join(args.work, name + ".kiln") for name in dirs}
     for name in dirs:
         compileKiln(args.kiln, dirs[name], artifacts[name])
+    modes = [m for m in args.quantize.split(",") if m]
+    for mode in modes:
+        artifacts["moe " + mode] = os.path.join(args.work, f"moe-{mode}.kiln")
+        compileKiln(args.kiln, dirs["moe"], artifacts["moe " + mode], mode)
     runs = {"kiln moe": [], "kiln dense": [], "transformers moe": []}
+    runs.update({f"kiln moe {m}": [] for m in modes})
     for r in range(args.rounds):
         runs["kiln moe"].append(kilnBench(args.kiln, artifacts["moe"]))
         runs["kiln dense"].append(kilnBench(args.kiln, artifacts["dense"]))
+        for m in modes:
+            runs[f"kiln moe {m}"].append(kilnBench(args.kiln, artifacts["moe " + m]))
         runs["transformers moe"].append(transformersBench(dirs["moe"]))
         print(f"round {r + 1}: " + json.dumps({k: v[-1] for k, v in runs.items()}), flush=True)
     med = {k: {w: statistics.median(run[w] for run in v) for w in ("decode", "prefill")}
@@ -115,6 +134,19 @@ def main() -> None:
         moe, dense, hf = med["kiln moe"][w], med["kiln dense"][w], med["transformers moe"][w]
         print(f"| {label} | {moe:.1f} | {dense:.1f} | {moe / dense:.2f} | {hf:.1f} | "
               f"{moe / hf:.2f} |")
+    if not modes:
+        return
+    fp32 = weightBytes(artifacts["moe"])
+    print("\n| MoE artifact | weights bytes | / fp32 | decode tok/s | / fp32 | prefill tok/s | "
+          "/ fp32 |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
+    for m in ["fp32"] + modes:
+        key = "kiln moe" if m == "fp32" else f"kiln moe {m}"
+        size = weightBytes(artifacts["moe" if m == "fp32" else "moe " + m])
+        dec, pre = med[key]["decode"], med[key]["prefill"]
+        print(f"| {m} | {size:,} | {size / fp32:.3f} | {dec:.1f} | "
+              f"{dec / med['kiln moe']['decode']:.2f} | {pre:.1f} | "
+              f"{pre / med['kiln moe']['prefill']:.2f} |")
 
 
 if __name__ == "__main__":
