@@ -317,7 +317,8 @@ template <typename T, typename W> constexpr bool moeUsesTensorCores() {
   return IsSame<T, W>::value && !IsSame<T, float>::value;
 }
 
-template <int N> struct alignas(16) MoeSharedBytes { unsigned char bytes[N]; };
+// wmma loads and stores need 256-bit aligned shared addresses; 128 bytes covers them.
+template <int N> struct alignas(128) MoeSharedBytes { unsigned char bytes[N]; };
 
 // acc = the tile product on whichever unit moeUsesTensorCores picks.
 template <typename T, typename W, int KDIM, int NB> struct MoeTileProduct {
