@@ -116,7 +116,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const Artifact &artifact, Dev
   KILN_RETURN_IF_ERROR(executor->allocate(options));
   KILN_RETURN_IF_ERROR(executor->bindProgram());
   // Last, so that a cache sized from free memory sees everything else already allocated
-  // (including what ops allocate when prepared: cuBLASLt workspace, attention scratch).
+  // (including what ops allocate when prepared: cuBLASLt workspace, op scratch such as the
+  // split-K attention partials and the routed MoE rows).
   KILN_RETURN_IF_ERROR(executor->allocateKvCache(options));
   // Collectives run on the host between device ops, so a tp > 1 step cannot be one graph.
   executor->captureGraphs_ = options.decodeBuckets == DecodeBuckets::kAuto &&

@@ -37,7 +37,7 @@ struct ExecutorOptions {
   int32_t numKvBlocks = 0;                // 0: derive from kvCacheBytes
   size_t kvCacheBytes = size_t(64) << 20; // K and V of every layer, all blocks together
   // In (0, 1]: once weights, arena, step inputs and what the prepared ops allocate (cuBLASLt
-  // workspace, attention scratch) are in place, the KV cache takes what keeps the device's used
+  // workspace, op scratch) are in place, the KV cache takes what keeps the device's used
   // memory (Device::memoryInfo) at or below this fraction of its total
   // (--gpu-memory-utilization); numKvBlocks and kvCacheBytes are then ignored. An error names the
   // flag and the bytes when not one block fits. 0: size from numKvBlocks / kvCacheBytes.
