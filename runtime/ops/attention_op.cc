@@ -116,10 +116,6 @@ int32_t kvStagingFor(int32_t numSeqs) {
   return numSeqs <= kStagedDecodeMaxSeqs ? 1 : 0;
 }
 
-uint32_t ceilDiv(int64_t a, int64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
-}
-
 // Split-K scratch carved from the op's fp32 scratch (scratchBytes): partial outputs, then maxima,
 // then sums.
 struct SplitScratch {

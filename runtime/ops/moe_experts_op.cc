@@ -135,7 +135,16 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
   const std::string dtype = kernelDType(k.output(0).dtype);
   const bool quantized = isQuantDType(k.input(2).dtype);
   const std::string experts = str(p.num_experts), topK = str(p.top_k), h = str(hidden),
-                    inter = str(p.intermediate), tile = str(kc::kMoeTileThreads);
+                    inter = str(p.intermediate);
+  // gate_up and down: the same constants, each with its own weights' dtype.
+  auto product = [&](const char *op, const schema::BufferT &weights) {
+    return makeKernelInstance(op, {{"dtype", dtype},
+                                   {"weight_dtype", expertsDType(weights)},
+                                   {"hidden", h},
+                                   {"intermediate", inter},
+                                   {"experts", experts},
+                                   {"threads", str(kc::kMoeTileThreads)}});
+  };
   std::vector<KernelInstance> out = {
       makeKernelInstance("moe_route", {{"dtype", dtype},
                                        {"experts", experts},
@@ -144,18 +153,7 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
       makeKernelInstance(
           "moe_place",
           {{"experts", experts}, {"top_k", topK}, {"threads", str(kc::kMoePlaceThreads)}}),
-      makeKernelInstance("moe_gate_up", {{"dtype", dtype},
-                                         {"weight_dtype", expertsDType(k.input(2))},
-                                         {"hidden", h},
-                                         {"intermediate", inter},
-                                         {"experts", experts},
-                                         {"threads", tile}}),
-      makeKernelInstance("moe_down", {{"dtype", dtype},
-                                      {"weight_dtype", expertsDType(k.input(3))},
-                                      {"hidden", h},
-                                      {"intermediate", inter},
-                                      {"experts", experts},
-                                      {"threads", tile}}),
+      product("moe_gate_up", k.input(2)), product("moe_down", k.input(3)),
       makeKernelInstance("moe_combine", {{"dtype", dtype},
                                          {"hidden", h},
                                          {"top_k", topK},
@@ -217,10 +215,6 @@ bool useRowKernel(const BoundOp &op, int64_t rows) {
 
 kc::QuantSections quantSectionsIfAny(const BoundBuffer &w) {
   return isQuantDType(w.dtype) ? quantSectionsOf(w) : kc::QuantSections{};
-}
-
-uint32_t ceilDiv(int64_t a, int64_t b) {
-  return static_cast<uint32_t>((a + b - 1) / b);
 }
 
 CudaLaunch launchOn(CudaLaunch launch, uint32_t gridX, uint32_t gridY, int32_t block) {

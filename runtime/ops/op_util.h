@@ -46,6 +46,10 @@ inline int32_t rowsOf(const BoundBuffer &b, const StepCounts &c) {
 inline int32_t widthOf(const BoundBuffer &b) {
   return static_cast<int32_t>(b.width);
 }
+// ceil(a / b) for a launch's grid dimension (a >= 0, b > 0).
+inline uint32_t ceilDiv(int64_t a, int64_t b) {
+  return static_cast<uint32_t>((a + b - 1) / b);
+}
 // The cpu kernels' element type (the cpu backend admitted only F32/F16/BF16 where this is used).
 kernels::cpu::ElemType elemType(schema::DType dtype);
 inline kernels::cpu::ElemType elemType(const BoundBuffer &b) {

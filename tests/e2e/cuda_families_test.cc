@@ -107,40 +107,27 @@ TEST(CudaFamilies, SlidingWindowEngineMistral) {
 
 // Encoders (tests/e2e/encoder_util.h): layer_norm, gelu and bidirectional attention through the
 // CUDA kernels, hidden states within 1e-4 of transformers'.
-TEST(CudaFamilies, EncoderBert) {
+void checkEncoderOnCuda(const char *name, size_t cases) {
   std::string why;
   std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
   if (!options)
     GTEST_SKIP() << why;
-  checkEncoder("tiny-bert", 5, "cuda", *options);
+  checkEncoder(name, cases, "cuda", *options);
+}
+TEST(CudaFamilies, EncoderBert) {
+  checkEncoderOnCuda("tiny-bert", 5);
 }
 TEST(CudaFamilies, EncoderXlmRoberta) {
-  std::string why;
-  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
-  if (!options)
-    GTEST_SKIP() << why;
-  checkEncoder("tiny-xlm-roberta", 6, "cuda", *options);
+  checkEncoderOnCuda("tiny-xlm-roberta", 6);
 }
 TEST(CudaFamilies, EncoderDecoderBart) {
-  std::string why;
-  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
-  if (!options)
-    GTEST_SKIP() << why;
-  checkEncoder("tiny-bart", 6, "cuda", *options);
+  checkEncoderOnCuda("tiny-bart", 6);
 }
 TEST(CudaFamilies, EmbeddingQwen3) {
-  std::string why;
-  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
-  if (!options)
-    GTEST_SKIP() << why;
-  checkEncoder("tiny-qwen3-embedding", 5, "cuda", *options);
+  checkEncoderOnCuda("tiny-qwen3-embedding", 5);
 }
 TEST(CudaFamilies, EmbeddingQwen2) {
-  std::string why;
-  std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
-  if (!options)
-    GTEST_SKIP() << why;
-  checkEncoder("tiny-qwen2-embedding", 5, "cuda", *options);
+  checkEncoderOnCuda("tiny-qwen2-embedding", 5);
 }
 
 } // namespace
