@@ -22,13 +22,14 @@
 //      layer the first group's block table. Encoders: op kinds LayerNorm and Gelu, step input
 //      LastPositions and ShiftedTokenIds, Plan.output HiddenStates, ModelInfo.pooling /
 //      normalize_embeddings / decoder_start_token_id.
+//  10: Qwen2-MoE's shared experts: op kind SigmoidGatedAdd.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 9;
+inline constexpr uint32_t kSchemaVersion = 10;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

@@ -182,6 +182,19 @@ LogicalResult GeluOp::verify() {
   return verifySameActivation(*this);
 }
 
+LogicalResult SigmoidGatedAddOp::verify() {
+  mlir::Type type = getResult().getType();
+  if (failed(activationWidth(*this, getResult(), "result")))
+    return failure();
+  if (getA().getType() != type || getB().getType() != type || getX().getType() != type)
+    return emitOpError() << "a, b and x must have the result's type " << type;
+  const int64_t width = tensorType(getResult()).getDimSize(1);
+  RankedTensorType w = tensorType(getW());
+  if (w.getRank() != 2 || w.getDimSize(0) != 1 || w.getDimSize(1) != width)
+    return emitOpError() << "w must be [1, " << width << "], got " << getW().getType();
+  return success();
+}
+
 LogicalResult AddOp::verify() {
   return verifySameActivation(*this);
 }

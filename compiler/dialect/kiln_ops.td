@@ -172,6 +172,17 @@ def Kiln_MoeExpertsOp : Kiln_Op<"moe_experts", [Pure]> {
   let results = (outs Kiln_Activation:$result);
 }
 
+def Kiln_SigmoidGatedAddOp : Kiln_Op<"sigmoid_gated_add", [Pure]> {
+  let summary = "y = a + sigmoid(x . w) * b per row, w is [1, n] (Qwen2-MoE's shared expert)";
+  let description = [{
+    schema/plan.fbs SigmoidGatedAdd: a is the routed experts' output, b the shared expert's, x
+    the MoE block's input and w the shared_expert_gate row; the gate is one scalar per row.
+  }];
+  let arguments = (ins Kiln_Activation:$a, Kiln_Activation:$b, Kiln_Activation:$x,
+                   Kiln_Activation:$w);
+  let results = (outs Kiln_Activation:$result);
+}
+
 def Kiln_SoftcapOp : Kiln_Op<"softcap", [Pure]> {
   let summary = "y = tanh(x / cap) * cap (Gemma 2's final logit soft-capping)";
   let arguments = (ins Kiln_Activation:$x, F32Attr:$cap);

@@ -53,11 +53,15 @@ struct HfModelConfig {
   double attentionScale = 0;    // 0: 1 / sqrt(head_dim)
   double attnLogitSoftcap = 0;  // 0: none; else scores become tanh(s / c) * c
   double finalLogitSoftcap = 0; // 0: none; else logits become tanh(l / c) * c
-  // Mixture-of-experts (Mixtral, Qwen3-MoE): numExperts > 0 makes a layer's MLP the experts'.
+  // Mixture-of-experts (Mixtral, Qwen3-MoE, Qwen2-MoE): numExperts > 0 makes a layer's MLP the
+  // experts'.
   int64_t numExperts = 0;
   int64_t expertsPerToken = 0;    // num_experts_per_tok
   int64_t expertIntermediate = 0; // each expert's width
   bool renormalizeExperts = true; // the top-k probabilities divided by their sum
+  // Qwen2-MoE: a shared expert of this width beside the routed ones, its output gated by
+  // sigmoid(x . shared_expert_gate) and added; 0: none.
+  int64_t sharedExpertIntermediate = 0;
   std::vector<bool>
       denseMlpLayers; // per layer: a dense MLP (intermediateSize) instead; empty: none
   // Gemma 3: sliding-window layers rotate with this base and no scaling (rope_local_base_freq);

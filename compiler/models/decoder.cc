@@ -227,12 +227,16 @@ Value DecoderGraph::attentionBlock(int64_t layer, Value normed) {
 }
 
 Value DecoderGraph::gatedMlp(int64_t layer, Value normed) {
+  return gatedMlp(layer, normed, "mlp", "layers." + std::to_string(layer) + ".mlp",
+                  config_.intermediateSize);
+}
+
+Value DecoderGraph::gatedMlp(int64_t layer, Value normed, const std::string &block,
+                             const std::string &name, int64_t rows) {
   const HfModelConfig &c = config_;
-  const std::string name = "layers." + std::to_string(layer) + ".mlp";
-  const int64_t rows = c.intermediateSize;
   const std::string fused = layout_.fusedGateUp ? "gate_up_proj" : "";
   auto source = [&](const char *proj, int64_t begin, const char *suffix) {
-    return partSource(layer, "mlp", proj, fused, begin, rows, suffix);
+    return partSource(layer, block, proj, fused, begin, rows, suffix);
   };
   Value gate = linear(name + ".gate", source("gate_proj", 0, ".weight"), normed, rows,
                       c.mlpBias ? source("gate_proj", 0, ".bias") : "");
@@ -243,7 +247,7 @@ Value DecoderGraph::gatedMlp(int64_t layer, Value normed) {
           ? b_.create<GeluTanhOp>(loc(name + ".gelu_tanh"), gate.getType(), gate).getResult()
           : b_.create<SiluOp>(loc(name + ".silu"), gate.getType(), gate).getResult();
   Value product = b_.create<MulOp>(loc(name + ".mul"), gate.getType(), activated, up);
-  const std::string down = layerName(layer) + ".mlp.down_proj";
+  const std::string down = layerName(layer) + "." + block + ".down_proj";
   return linear(name + ".down", down + ".weight", product, c.hiddenSize,
                 c.mlpBias ? down + ".bias" : "");
 }
@@ -274,9 +278,18 @@ Value DecoderGraph::moeMlp(int64_t layer, Value normed) {
       weight(name + ".gate_up", gateUp, {experts * 2 * inter, hidden}, options_.weightType);
   Value downW = weight(name + ".down", down, {experts * hidden, inter}, options_.weightType);
   auto i64 = [&](int64_t v) { return b_.getI64IntegerAttr(v); };
-  return b_.create<MoeExpertsOp>(loc(name + ".experts"), normed.getType(), normed, logits, gateUpW,
-                                 downW, i64(experts), i64(c.expertsPerToken), i64(inter),
-                                 i64(c.renormalizeExperts ? 1 : 0));
+  Value routed = b_.create<MoeExpertsOp>(loc(name + ".experts"), normed.getType(), normed, logits,
+                                         gateUpW, downW, i64(experts), i64(c.expertsPerToken),
+                                         i64(inter), i64(c.renormalizeExperts ? 1 : 0));
+  if (c.sharedExpertIntermediate == 0)
+    return routed;
+  // Qwen2-MoE: routed + sigmoid(x . shared_expert_gate) * shared_expert(x).
+  Value shared = gatedMlp(layer, normed, layout_.moeBlock + ".shared_expert", name + ".shared",
+                          c.sharedExpertIntermediate);
+  Value gate = weight(name + ".shared_gate.weight", block + "shared_expert_gate.weight",
+                      {1, hidden}, b_.getF32Type());
+  return b_.create<SigmoidGatedAddOp>(loc(name + ".shared_add"), normed.getType(), routed, shared,
+                                      normed, gate);
 }
 
 // Pre-norm attention and MLP, each added to the residual stream.

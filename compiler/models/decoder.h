@@ -51,7 +51,12 @@ public:
   mlir::Value rmsNorm(const std::string &name, const std::string &source, mlir::Value x);
   mlir::Value attentionBlock(int64_t layer, mlir::Value normed);
   mlir::Value gatedMlp(int64_t layer, mlir::Value normed);
-  // The router linear and the experts (kiln.moe_experts) of a mixture-of-experts layer.
+  // The gated MLP of `rows` whose tensors are `block`.{gate,up,down}_proj of the layer (the
+  // dense "mlp", Qwen2-MoE's "mlp.shared_expert"); `name` prefixes its ops.
+  mlir::Value gatedMlp(int64_t layer, mlir::Value normed, const std::string &block,
+                       const std::string &name, int64_t rows);
+  // The router linear and the experts (kiln.moe_experts) of a mixture-of-experts layer, plus
+  // the sigmoid-gated shared expert where the config has one (Qwen2-MoE).
   mlir::Value moeMlp(int64_t layer, mlir::Value normed);
   mlir::Value preNormLayer(int64_t layer, mlir::Value hidden);
   mlir::Value sandwichLayer(int64_t layer, mlir::Value hidden);

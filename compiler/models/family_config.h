@@ -15,6 +15,12 @@ Status readSlidingWindowAllLayers(const ConfigFields &fields, HfModelConfig &con
 // layers from `max_window_layers` on use `sliding_window`; otherwise every layer is full.
 Status readQwenLayerWindows(const ConfigFields &fields, HfModelConfig &config);
 
+// Qwen2-MoE / Qwen3-MoE's experts: `num_experts`, `num_experts_per_tok`, `moe_intermediate_size`,
+// `norm_topk_prob` (default false), and which layers keep a dense MLP of intermediate_size:
+// those in `mlp_only_layers` or whose index + 1 is not a multiple of `decoder_sparse_step`
+// (transformers' Qwen3MoeDecoderLayer / Qwen2MoeDecoderLayer rule).
+Status readQwenExperts(const ConfigFields &fields, HfModelConfig &config);
+
 // `hidden_act` must be silu (SiLU-gated MLP): every family built by buildDecoder.
 Status requireSiluActivation(const ConfigFields &fields);
 

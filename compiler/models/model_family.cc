@@ -9,9 +9,9 @@ namespace kiln::compiler {
 
 std::span<const ModelFamily *const> modelFamilies() {
   static const ModelFamily *const families[] = {
-      &llamaFamily(),    &mistralFamily(), &qwen2Family(),      &qwen3Family(),
-      &phi3Family(),     &gemma2Family(),  &gemma3Family(),     &mixtralFamily(),
-      &qwen3MoeFamily(), &bertFamily(),    &xlmRobertaFamily(), &bartFamily(),
+      &llamaFamily(),  &mistralFamily(),    &qwen2Family(),   &qwen3Family(),    &phi3Family(),
+      &gemma2Family(), &gemma3Family(),     &mixtralFamily(), &qwen3MoeFamily(), &qwen2MoeFamily(),
+      &bertFamily(),   &xlmRobertaFamily(), &bartFamily(),
   };
   return families;
 }

@@ -77,6 +77,7 @@ const ModelFamily &gemma2Family();
 const ModelFamily &gemma3Family();
 const ModelFamily &mixtralFamily();
 const ModelFamily &qwen3MoeFamily();
+const ModelFamily &qwen2MoeFamily();
 const ModelFamily &bertFamily();
 const ModelFamily &xlmRobertaFamily();
 const ModelFamily &bartFamily();

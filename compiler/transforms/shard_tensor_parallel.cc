@@ -51,6 +51,7 @@ private:
   LogicalResult shardAttention(AttentionOp attention);
   LogicalResult shardMlp(MulOp mul);
   LogicalResult shardMoe(MoeExpertsOp moe);
+  void reduceOnceAfter(SigmoidGatedAddOp add);
   mlir::FailureOr<Value> slicedExperts(MoeExpertsOp moe, Value weight, SourceSlice slice,
                                        llvm::ArrayRef<int64_t> shape);
   LogicalResult shardLmHead(mlir::func::ReturnOp ret);
@@ -282,6 +283,24 @@ LogicalResult Sharder::shardMoe(MoeExpertsOp moe) {
   return success();
 }
 
+// Qwen2-MoE's routed + gated shared expert: a + g b with a and b each summed over the ranks is
+// the sum over the ranks of a_r + g b_r (g is replicated: x and the gate row are), so the two
+// all_reduces become one after the add, as vLLM reduces a shared-expert MoE block once.
+void Sharder::reduceOnceAfter(SigmoidGatedAddOp add) {
+  auto a = add.getA().getDefiningOp<AllReduceOp>();
+  auto b = add.getB().getDefiningOp<AllReduceOp>();
+  if (!a || !b || !a->hasOneUse() || !b->hasOneUse())
+    return;
+  add->setOperand(0, a.getX());
+  add->setOperand(1, b.getX());
+  a->erase();
+  b->erase();
+  b_.setInsertionPointAfter(add);
+  auto reduce = b_.create<AllReduceOp>(namedLoc(add.getContext(), opName(add) + ".all_reduce"),
+                                       add.getResult().getType(), add.getResult());
+  add.getResult().replaceAllUsesExcept(reduce.getResult(), reduce);
+}
+
 LogicalResult Sharder::shardLmHead(mlir::func::ReturnOp ret) {
   // Soft-capped logits (Gemma 2) are capped after the gather, on full rows.
   Value logits = ret.getNumOperands() == 1 ? ret.getOperand(0) : Value();
@@ -341,6 +360,7 @@ LogicalResult Sharder::run() {
   llvm::SmallVector<AttentionOp> attentions;
   llvm::SmallVector<MulOp> muls;
   llvm::SmallVector<MoeExpertsOp> moes;
+  llvm::SmallVector<SigmoidGatedAddOp> gatedAdds;
   llvm::SmallVector<EmbeddingOp> embeddings;
   mlir::func::ReturnOp ret;
   for (mlir::Operation &op : step_.getBody().front()) {
@@ -350,6 +370,8 @@ LogicalResult Sharder::run() {
       muls.push_back(mul);
     else if (auto moe = mlir::dyn_cast<MoeExpertsOp>(op))
       moes.push_back(moe);
+    else if (auto add = mlir::dyn_cast<SigmoidGatedAddOp>(op))
+      gatedAdds.push_back(add);
     else if (auto embedding = mlir::dyn_cast<EmbeddingOp>(op))
       embeddings.push_back(embedding);
     else if (auto r = mlir::dyn_cast<mlir::func::ReturnOp>(op))
@@ -366,6 +388,8 @@ LogicalResult Sharder::run() {
   for (MoeExpertsOp moe : moes)
     if (failed(shardMoe(moe)))
       return failure();
+  for (SigmoidGatedAddOp add : gatedAdds)
+    reduceOnceAfter(add);
   if (embeddings.size() != 1)
     return step_.emitError() << "shard-tensor-parallel expects one kiln.embedding, found "
                              << embeddings.size();

@@ -173,6 +173,29 @@ void gelu(const GeluArgs &args) {
               [](float x) { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
 }
 
+// Rows widened in scratch (x, a, b), the same fp32 arithmetic whatever the type.
+void sigmoidGatedAdd(const SigmoidGatedAddArgs &args) {
+  const int64_t width = args.width;
+  parallelRun(args.rows * width > kParallelElements, [&](int worker, int workers) {
+    float *x = threadScratch(3 * static_cast<size_t>(width));
+    float *a = x + width;
+    float *b = a + width;
+    const IndexRange rows = staticRange(args.rows, worker, workers);
+    for (int64_t r = rows.begin; r < rows.end; ++r) {
+      loadRun(args.x, args.type, r * width, width, x);
+      float dot = 0.0f;
+      for (int64_t i = 0; i < width; ++i)
+        dot += x[i] * args.weight[i];
+      const float gate = 1.0f / (1.0f + std::exp(-dot));
+      loadRun(args.a, args.type, r * width, width, a);
+      loadRun(args.b, args.type, r * width, width, b);
+      for (int64_t i = 0; i < width; ++i)
+        a[i] += gate * b[i];
+      storeRun(a, width, args.out, args.type, r * width);
+    }
+  });
+}
+
 void softcap(const SoftcapArgs &args) {
   mapElements(args.x, args.out, args.count, args.type,
               [cap = args.cap](float x) { return softcapValue(x, cap); });

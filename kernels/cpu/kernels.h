@@ -274,6 +274,20 @@ struct GeluArgs {
 };
 void gelu(const GeluArgs &args);
 
+// out = a + sigmoid(x . weight) * b per row (Qwen2-MoE's gated shared expert): the dot in fp32 in
+// index order, the gate 1 / (1 + e^-dot), each element a + gate * b in fp32 rounded once to type.
+struct SigmoidGatedAddArgs {
+  const void *a;
+  const void *b;
+  const void *x;
+  const float *weight; // [width]
+  void *out;
+  int32_t rows;
+  int32_t width;
+  ElemType type = ElemType::kF32; // of a, b, x and out
+};
+void sigmoidGatedAdd(const SigmoidGatedAddArgs &args);
+
 // out = tanh(x / cap) * cap over count elements, in fp32 (Gemma 2's final logit soft-capping);
 // out may be x.
 struct SoftcapArgs {

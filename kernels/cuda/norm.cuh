@@ -1,4 +1,5 @@
-// RmsNorm, fused residual-add + RmsNorm and LayerNorm (plan.fbs RmsNorm / AddRmsNorm / LayerNorm).
+// RmsNorm, fused residual-add + RmsNorm, LayerNorm and SigmoidGatedAdd: the one-CTA-per-row
+// reductions (plan.fbs RmsNorm / AddRmsNorm / LayerNorm / SigmoidGatedAdd).
 //
 // Grid rule: grid.x = rows (x_rows = Tokens or Logits, x_per_block 1), block = THREADS, no dynamic
 // shared memory. One CTA per row: the row (HIDDEN elements) stays in registers between the sum of
@@ -164,6 +165,45 @@ __device__ __forceinline__ void layerNorm(const LayerNormParams &p) {
       y[e] = (v[k][e] - mean) * rstd * toFloat<W>(weight[i]) + toFloat<W>(bias[i]);
     }
     Row::template store<Row::kVec>(y, static_cast<T *>(p.out) + base + index * Row::kVec);
+  }
+}
+
+// SigmoidGatedAdd (Qwen2-MoE's shared expert): one CTA per row, the gate's dot product x . w
+// summed in fp32 across the CTA (blockSum), then a + gate * b in fp32, rounded once to T.
+template <typename T, typename W, int HIDDEN, int THREADS>
+__device__ __forceinline__ void sigmoidGatedAdd(const SigmoidGatedAddParams &p) {
+  using Row = RmsNormRow<T, W, HIDDEN, THREADS>;
+  __shared__ float scratch[THREADS / 32];
+  const int row = blockIdx.x;
+  if (row >= p.rows)
+    return;
+  const int64_t base = static_cast<int64_t>(row) * HIDDEN;
+  const W *weight = static_cast<const W *>(p.weight);
+  float dot = 0.0f;
+#pragma unroll
+  for (int k = 0; k < Row::kIters; ++k) {
+    const int index = threadIdx.x + k * THREADS;
+    if (index < Row::kVectors) {
+      float x[Row::kVec];
+      Row::template load<Row::kVec>(static_cast<const T *>(p.x) + base + index * Row::kVec, x);
+#pragma unroll
+      for (int e = 0; e < Row::kVec; ++e)
+        dot += x[e] * toFloat<W>(weight[index * Row::kVec + e]);
+    }
+  }
+  const float gate = 1.0f / (1.0f + expf(-blockSum<THREADS>(dot, scratch)));
+#pragma unroll
+  for (int k = 0; k < Row::kIters; ++k) {
+    const int index = threadIdx.x + k * THREADS;
+    if (index >= Row::kVectors)
+      break;
+    float a[Row::kVec], b[Row::kVec];
+    Row::template load<Row::kVec>(static_cast<const T *>(p.a) + base + index * Row::kVec, a);
+    Row::template load<Row::kVec>(static_cast<const T *>(p.b) + base + index * Row::kVec, b);
+#pragma unroll
+    for (int e = 0; e < Row::kVec; ++e)
+      a[e] += gate * b[e];
+    Row::template store<Row::kVec>(a, static_cast<T *>(p.out) + base + index * Row::kVec);
   }
 }
 

@@ -130,6 +130,16 @@ struct GeluParams {
   int32_t rows;
 };
 
+// out = a + sigmoid(x . weight) * b per row of hidden elements   grid (rows)
+struct SigmoidGatedAddParams {
+  const void *a;
+  const void *b;
+  const void *x;
+  const void *weight; // [hidden], fp32
+  void *out;
+  int32_t rows;
+};
+
 // residual += x; out = RmsNorm(residual) * weight  grid (rows)
 struct AddRmsNormParams {
   const void *x;

@@ -22,13 +22,15 @@ const OpEntry &softcapOp();
 const OpEntry &layerNormOp();
 const OpEntry &geluOp();
 const OpEntry &moeExpertsOp();
+const OpEntry &sigmoidGatedAddOp();
 
 // silu_mul / gelu_tanh_mul: a gated activation's entry, y = act(gu[:, :I]) * gu[:, I:], with
 // its kernel function in elementwise.cuh (silu_mul_op.cc).
 OpEntry gatedMulEntry(schema::OpParams kind, const char *name, const char *kernelFunction,
                       Status (*packParams)(const OpParamValues &, schema::OpParamsUnion &),
                       CpuOpFn cpu);
-// rms_norm / add_rms_norm: w is input `weightInput` (rms_norm_op.cc).
+// rms_norm / add_rms_norm / layer_norm / sigmoid_gated_add: w is input `weightInput`
+// (rms_norm_op.cc).
 KernelInstance normInstance(const char *op, const KernelPlanContext &k, size_t weightInput);
 // add / gather_rows: rows of the output's width in chunks (add_op.cc).
 KernelInstance rowChunkInstance(const char *op, const KernelPlanContext &k);

@@ -9,10 +9,11 @@ namespace kiln::rt {
 
 std::span<const OpEntry *const> opTable() {
   static const std::vector<const OpEntry *> table = {
-      &ops::embeddingOp(),   &ops::rmsNormOp(),    &ops::addRmsNormOp(), &ops::linearOp(),
-      &ops::ropeKvWriteOp(), &ops::attentionOp(),  &ops::siluMulOp(),    &ops::addOp(),
-      &ops::gatherRowsOp(),  &ops::allReduceOp(),  &ops::allGatherOp(),  &ops::geluTanhMulOp(),
-      &ops::softcapOp(),     &ops::moeExpertsOp(), &ops::layerNormOp(),  &ops::geluOp(),
+      &ops::embeddingOp(),       &ops::rmsNormOp(),    &ops::addRmsNormOp(), &ops::linearOp(),
+      &ops::ropeKvWriteOp(),     &ops::attentionOp(),  &ops::siluMulOp(),    &ops::addOp(),
+      &ops::gatherRowsOp(),      &ops::allReduceOp(),  &ops::allGatherOp(),  &ops::geluTanhMulOp(),
+      &ops::softcapOp(),         &ops::moeExpertsOp(), &ops::layerNormOp(),  &ops::geluOp(),
+      &ops::sigmoidGatedAddOp(),
   };
   return table;
 }

@@ -114,7 +114,7 @@ expect_error "compile: unsupported model_type lists the supported ones" \
   "$kiln" compile "$work/gptneox" -o "$work/bad.kiln" --quiet
 [ ! -e "$work/bad.kiln" ] && pass "failed compiles leave no artifact" || fail "failed compile left $work/bad.kiln"
 expect_eq "compile --help lists the model types" \
-  "model_type (config.json): llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, bert, xlm-roberta, bart (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5, Gemma 2, Gemma 3 text, Mixtral, Qwen3-MoE; embedding models: BERT, XLM-RoBERTa, BART)" \
+  "model_type (config.json): llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, qwen2_moe, bert, xlm-roberta, bart (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5, Gemma 2, Gemma 3 text, Mixtral, Qwen3-MoE, Qwen2-MoE; embedding models: BERT, XLM-RoBERTa, BART)" \
   "$("$kiln" compile --help | grep '^model_type')"
 
 # --- corrupted artifacts are rejected with a clear message

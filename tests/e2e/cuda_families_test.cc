@@ -61,9 +61,10 @@ TEST(CudaFamilies, Gemma2SoftcapsAlternatingWindows) {
 }
 // Mixture-of-experts through moe_experts' CUDA kernels: prompt steps on the grouped GEMMs
 // (kernels/cuda/moe_grouped.cuh), decode steps on the row kernel (kernels/cuda/moe.cuh).
-TEST(CudaFamilies, MoeMixtralAndQwen3Moe) {
+TEST(CudaFamilies, MoeMixtralQwen3MoeAndQwen2Moe) {
   checkFamily("tiny-mixtral", 5, 16);
   checkFamily("tiny-qwen3-moe", 6, 16);
+  checkFamily("tiny-qwen2-moe", 6, 16); // the shared expert's sigmoid_gated_add kernel
 }
 // Each path alone for every step (KILN_MOE_PATH, runtime/ops/moe_experts_op.cc).
 class ScopedMoePath {

@@ -103,6 +103,12 @@ TEST(GoldenFamilies, Qwen3MoeTop4Of16WithADenseLayer) {
   checkGoldenLogits("tiny-qwen3-moe");
   checkGoldenChunkedAndCached("tiny-qwen3-moe", 6);
 }
+// Qwen2-MoE: 8 experts top 4 without renormalization plus a shared expert scaled by
+// sigmoid(x . shared_expert_gate); decoder_sparse_step 2 makes layers 0 and 2 dense; q/k/v biases.
+TEST(GoldenFamilies, Qwen2MoeSharedExpertTop4Of8) {
+  checkGoldenLogits("tiny-qwen2-moe");
+  checkGoldenChunkedAndCached("tiny-qwen2-moe", 6);
+}
 
 // Gemma3ForConditionalGeneration's text tower: a sparse text_config (Gemma3TextConfig's defaults
 // fill the rest), weights under language_model.model., the vision tower's tensors unread.

@@ -214,10 +214,12 @@ TEST(TpEquivalence, Phi3LongRopeTp1Tp2) {
 TEST(TpEquivalence, Gemma2Tp1Tp2) {
   checkTpEquivalence("tiny-gemma2", {1, 2});
 }
-// Mixture-of-experts: each expert's intermediate dim sharded, one all_reduce per MoE layer.
+// Mixture-of-experts: each expert's intermediate dim sharded, one all_reduce per MoE layer (with
+// Qwen2-MoE's shared expert sharded like a dense MLP, reduced together with the routed experts).
 TEST(TpEquivalence, MoeTp1Tp2) {
   checkTpEquivalence("tiny-mixtral", {1, 2});
   checkTpEquivalence("tiny-qwen3-moe", {1, 2});
+  checkTpEquivalence("tiny-qwen2-moe", {1, 2});
 }
 // Per-head q/k norms and two RoPE tables on sharded heads; the text tower's prefixed weights.
 TEST(TpEquivalence, Gemma3Tp1Tp2) {

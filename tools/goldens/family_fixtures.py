@@ -1,5 +1,5 @@
-"""Tiny random Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 / Gemma 3 / Mixtral / Qwen3-MoE fixtures
-(HF model dirs) for kiln's import and end-to-end tests.
+"""Tiny random Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 / Gemma 3 / Mixtral / Qwen3-MoE /
+Qwen2-MoE fixtures (HF model dirs) for kiln's import and end-to-end tests.
 
 Used by make_family_goldens.py; not meant to be run on its own. Shares the Llama fixtures'
 tokenizer, weight distribution and generation_config (llama_fixtures.py, imported, not copied).
@@ -15,12 +15,16 @@ text tower nested under text_config -- written sparse, as google/gemma-3-4b-it's
 whose value differs from Gemma3TextConfig's defaults -- beside a tiny SigLIP vision tower and
 projector (FamilySpec.outer) that kiln ignores; its goldens are the text-only logits.
 
-The mixture-of-experts families ("mixtral": MixtralForCausalLM, "qwen3_moe": Qwen3MoeForCausalLM)
-are built and seeded like the others. transformers 5 holds each layer's experts fused
-(mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]); fx.initWeights draws those
-fused tensors, and save_pretrained writes them back in the per-expert layout the published
-checkpoints use (Mixtral: block_sparse_moe.experts.N.w1/w2/w3 and block_sparse_moe.gate; Qwen3-MoE:
-mlp.experts.N.gate_proj/up_proj/down_proj and mlp.gate), checked by make_family_goldens.py.
+The mixture-of-experts families ("mixtral": MixtralForCausalLM, "qwen3_moe": Qwen3MoeForCausalLM,
+"qwen2_moe": Qwen2MoeForCausalLM) are built and seeded like the others. transformers 5 holds each
+layer's experts fused (mlp.experts.gate_up_proj [E, 2I, H], mlp.experts.down_proj [E, H, I]);
+fx.initWeights draws those fused tensors, and save_pretrained writes them back in the per-expert
+layout the published checkpoints use (Mixtral: block_sparse_moe.experts.N.w1/w2/w3 and
+block_sparse_moe.gate; Qwen3-MoE and Qwen2-MoE: mlp.experts.N.gate_proj/up_proj/down_proj and
+mlp.gate), checked by make_family_goldens.py. Qwen2-MoE's sparse blocks also hold a shared expert
+(mlp.shared_expert.gate_proj/up_proj/down_proj, a SwiGLU MLP every token goes through) scaled by
+sigmoid(mlp.shared_expert_gate(x)) ([1, hidden], no bias); fx.initWeights draws them (and the q/k/v
+biases) N(0, 0.15) like every other matrix.
 """
 
 import json
@@ -38,12 +42,13 @@ kArchitectures = {"mistral": "MistralForCausalLM", "qwen2": "Qwen2ForCausalLM",
                   "qwen3": "Qwen3ForCausalLM", "phi3": "Phi3ForCausalLM",
                   "gemma2": "Gemma2ForCausalLM", "gemma3": "Gemma3ForCausalLM",
                   "gemma3mm": "Gemma3ForConditionalGeneration",
-                  "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM"}
+                  "mixtral": "MixtralForCausalLM", "qwen3_moe": "Qwen3MoeForCausalLM",
+                  "qwen2_moe": "Qwen2MoeForCausalLM"}
 # The families whose RMSNorms scale by (1 + weight) and whose config is Gemma-shaped
 kGemmaFamilies = ("gemma2", "gemma3", "gemma3mm")
 kGemma3Families = ("gemma3", "gemma3mm")
-# The mixture-of-experts families (family == model_type for both)
-kMoeFamilies = ("mixtral", "qwen3_moe")
+# The mixture-of-experts families (family == model_type for each)
+kMoeFamilies = ("mixtral", "qwen3_moe", "qwen2_moe")
 
 # Absent from the file (not null): the real checkpoint of the family has no such key.
 kAbsent = object()
@@ -129,6 +134,15 @@ kGemma3Exercises = (
 kQwen3MoeExtra = {
     "decoder_sparse_step": 1, "mlp_only_layers": [1], "moe_intermediate_size": 48,
     "norm_topk_prob": True, "num_experts": 16, "num_experts_per_tok": 4}
+
+# Qwen/Qwen1.5-MoE-A2.7B's MoE keys, shrunk (its config.json: decoder_sparse_step 1, no
+# mlp_only_layers key, norm_topk_prob false, num_experts 60, num_experts_per_tok 4,
+# moe_intermediate_size 1408, shared_expert_intermediate_size 5632, intermediate_size 5632); here
+# decoder_sparse_step 2 makes layers 1 and 3 sparse and 0 and 2 dense SwiGLU MLPs of
+# intermediate_size (mlp_only_layers left out, as there: Qwen2MoeConfig's default [])
+kQwen2MoeExtra = {
+    "decoder_sparse_step": 2, "moe_intermediate_size": 32, "norm_topk_prob": False,
+    "num_experts": 8, "num_experts_per_tok": 4, "shared_expert_intermediate_size": 96}
 
 kFixtures = [
     FamilySpec(
@@ -292,6 +306,25 @@ kFixtures = [
                   "up_proj / down_proj on the dense one (which layers are sparse: not in "
                   "mlp_only_layers and (i + 1) % decoder_sparse_step == 0); routing softmax over "
                   "the 16 logits, top-4, renormalised to sum 1 (norm_topk_prob); Qwen3 q/k norms"),
+    FamilySpec(
+        name="tiny-qwen2-moe", family="qwen2_moe", seed=3017,
+        storage_dtype=torch.float32, num_layers=4, rope_theta=1000000.0, extra=kQwen2MoeExtra,
+        notes="Qwen/Qwen1.5-MoE-A2.7B's key set (no qkv_bias, head_dim, rope_scaling or "
+              "mlp_only_layers key); F32, untied, GQA 4q/2kv, head_dim derived (16), q/k/v "
+              "biases N(0, 0.15), 4 layers: 1 and 3 sparse (decoder_sparse_step 2: 8 SwiGLU "
+              "experts of width 32 = moe_intermediate_size, top-4, norm_topk_prob false, plus a "
+              "shared SwiGLU expert of width 96 = shared_expert_intermediate_size scaled by "
+              "sigmoid(shared_expert_gate . x)), 0 and 2 dense (SwiGLU of width 128 = "
+              "intermediate_size); rope_theta 1e6, sliding_window 32768 with use_sliding_window "
+              "false; router and shared_expert_gate N(0, 0.15)",
+        exercises="Qwen2-MoE import: Qwen2 q/k/v biases (o_proj none); per-expert tensors "
+                  "mlp.experts.N.gate_proj / up_proj / down_proj and the router mlp.gate on the "
+                  "sparse layers, plus mlp.shared_expert.gate_proj / up_proj / down_proj and "
+                  "mlp.shared_expert_gate; mlp.gate_proj / up_proj / down_proj on the dense ones "
+                  "(which layers are sparse: not in mlp_only_layers and (i + 1) % "
+                  "decoder_sparse_step == 0); routing softmax over the 8 logits, top-4, the "
+                  "softmax probabilities as weights (no renormalisation); the shared expert's "
+                  "output times sigmoid(x . shared_expert_gate) added to the routed sum"),
 ]
 
 
@@ -361,7 +394,8 @@ def configDict(spec: FamilySpec, transformersVersion: str) -> dict:
         "num_attention_heads": spec.heads,
         "num_hidden_layers": spec.num_layers,
         "num_key_value_heads": spec.kv_heads,
-        "rms_norm_eps": 1e-6 if spec.family in ("qwen2", "qwen3", "qwen3_moe") + kGemmaFamilies
+        "rms_norm_eps": 1e-6 if spec.family in ("qwen2", "qwen3", "qwen3_moe", "qwen2_moe")
+        + kGemmaFamilies
         else 1e-5,
         "rope_theta": spec.rope_theta,
         "tie_word_embeddings": spec.tied,
@@ -397,6 +431,12 @@ def configDict(spec: FamilySpec, transformersVersion: str) -> dict:
         cfg.update({"attention_bias": False, "max_window_layers": spec.num_layers,
                     "output_router_logits": False, "router_aux_loss_coef": 0.001,
                     "sliding_window": None, "use_sliding_window": False})
+    if spec.family == "qwen2_moe":
+        # Qwen/Qwen1.5-MoE-A2.7B's keys beyond the common ones (the MoE shape comes from extra);
+        # no qkv_bias key (Qwen2MoeConfig's default true: q/k/v have biases), no attention_bias
+        cfg.update({"max_window_layers": spec.num_layers, "output_router_logits": False,
+                    "router_aux_loss_coef": 0.001, "sliding_window": 32768,
+                    "use_sliding_window": False})
     if spec.head_dim is not None:
         cfg["head_dim"] = spec.head_dim
     if spec.rope_scaling is not kAbsent:

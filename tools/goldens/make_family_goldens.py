@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 / Gemma 3 / Mixtral / Qwen3-MoE
-fixtures and their HF golden logits.
+"""Writes kiln's tiny Mistral / Qwen2 / Qwen3 / Phi-3 / Gemma 2 / Gemma 3 / Mixtral / Qwen3-MoE /
+Qwen2-MoE fixtures and their HF golden logits.
 
 Run from the repo root:  /opt/kiln-venv/bin/python tools/goldens/make_family_goldens.py
 (`--only NAME ...` writes only those fixtures and goldens; the others are left untouched.)
@@ -17,12 +17,13 @@ query_pre_attn_scalar each change the golden (reportGemma2), summarised in the J
 Gemma 3 fixtures (tiny-gemma3, and tiny-gemma3-mm: the text-only logits of
 Gemma3ForConditionalGeneration) get the same for their per-layer-type ropes, linear scaling, q/k
 norms, (1 + weight) norms, embedding scale, query_pre_attn_scalar and window (reportGemma3).
-Mixture-of-experts fixtures (tiny-mixtral, tiny-qwen3-moe) run their experts with transformers'
-"eager" experts implementation (a loop over experts; the default "grouped_mm" is checked to agree)
-and get routing checks: transformers' router decisions equal an independent float64 rendering of
-the family's rule, every expert is chosen on the golden sequences, the k-th / (k+1)-th router logit
-gap stays above kMinRouterGap everywhere, and renormalisation, top-k and (Qwen3-MoE) the dense
-layer each change the golden (reportMoe).
+Mixture-of-experts fixtures (tiny-mixtral, tiny-qwen3-moe, tiny-qwen2-moe) run their experts with
+transformers' "eager" experts implementation (a loop over experts; the default "grouped_mm" is
+checked to agree) and get routing checks: transformers' router decisions equal an independent
+float64 rendering of the family's rule, every expert is chosen on the golden sequences, the k-th /
+(k+1)-th router logit gap stays above kMinRouterGap everywhere, and renormalisation (present or
+absent), top-k, the dense layers (Qwen3-MoE, Qwen2-MoE), the shared expert and its sigmoid gate
+and the q/k/v biases (Qwen2-MoE) each change the golden (reportMoe).
 CPU only, one thread, fixed seeds: a rerun reproduces the same bytes with the same library versions.
 """
 
@@ -312,6 +313,18 @@ def checkLayout(spec, modelDir: str, model) -> None:
 def checkSlidingWindow(spec, modelDir: str, cfg: dict, model) -> None:
     if spec.family in ff.kGemma3Families:
         checkGemma3Window(spec, modelDir, model, mlg.kFixturePrompts[2] + [11] * 16)
+        return
+    if spec.family == "qwen2_moe":
+        # Qwen1.5-MoE-A2.7B: sliding_window 32768 with use_sliding_window false; Qwen2MoeConfig
+        # then sets sliding_window 0 and every layer type full_attention
+        assert cfg["sliding_window"] == 32768 and cfg["use_sliding_window"] is False
+        assert not model.config.sliding_window, model.config.sliding_window
+        assert set(model.config.layer_types) == {"full_attention"}, model.config.layer_types
+        assert all(getattr(layer.self_attn, "sliding_window", None) is None
+                   for layer in model.model.layers)
+        print(f"  sliding_window {cfg['sliding_window']} in config.json, use_sliding_window false: "
+              f"transformers applies no window (sliding_window {model.config.sliding_window!r}, "
+              f"layer_types all full_attention)")
         return
     if spec.family in ff.kMoeFamilies:
         # Mixtral-8x7B and Qwen3-30B-A3B: sliding_window null (Qwen3-MoE also use_sliding_window
@@ -980,24 +993,25 @@ kMinRouterGap = 1e-3
 
 
 def moeShape(cfg: dict) -> tuple[int, int, int]:
-    """(experts, top-k, expert width) of a mixtral / qwen3_moe config.json."""
+    """(experts, top-k, expert width) of a mixtral / qwen3_moe / qwen2_moe config.json (Qwen2-MoE's
+    shared expert, of shared_expert_intermediate_size, is not counted)."""
     if cfg["model_type"] == "mixtral":
         return cfg["num_local_experts"], cfg["num_experts_per_tok"], cfg["intermediate_size"]
     return cfg["num_experts"], cfg["num_experts_per_tok"], cfg["moe_intermediate_size"]
 
 
 def renormalises(cfg: dict) -> bool:
-    """Mixtral always divides the top-k softmax weights by their sum; Qwen3-MoE iff
-    norm_topk_prob (Qwen3MoeConfig's default is false; Qwen3-30B-A3B and tiny-qwen3-moe say
-    true)."""
+    """Mixtral always divides the top-k softmax weights by their sum; Qwen3-MoE and Qwen2-MoE iff
+    norm_topk_prob (both configs default to false; Qwen3-30B-A3B and tiny-qwen3-moe say true,
+    Qwen1.5-MoE-A2.7B and tiny-qwen2-moe false)."""
     return cfg["model_type"] == "mixtral" or bool(cfg.get("norm_topk_prob", False))
 
 
 def sparseLayers(cfg: dict) -> list[int]:
-    """The layers with a sparse MoE block. Mixtral: all. Qwen3-MoE (Qwen3MoeDecoderLayer.__init__
-    in transformers 5.24): `layer_idx not in mlp_only_layers and num_experts > 0 and
-    (layer_idx + 1) % decoder_sparse_step == 0`; the others get a dense SwiGLU of
-    intermediate_size."""
+    """The layers with a sparse MoE block. Mixtral: all. Qwen3-MoE and Qwen2-MoE
+    (Qwen3MoeDecoderLayer.__init__ / Qwen2MoeDecoderLayer.__init__ in transformers 5.24):
+    `layer_idx not in mlp_only_layers and num_experts > 0 and (layer_idx + 1) %
+    decoder_sparse_step == 0`; the others get a dense SwiGLU of intermediate_size."""
     n = cfg["num_hidden_layers"]
     if cfg["model_type"] == "mixtral":
         return list(range(n))
@@ -1006,18 +1020,22 @@ def sparseLayers(cfg: dict) -> list[int]:
 
 
 # Per-expert tensor names of the published checkpoints (mistralai/Mixtral-8x7B-*: w1 gate, w3 up,
-# w2 down under block_sparse_moe; Qwen/Qwen3-*-A*B: gate_proj / up_proj / down_proj under mlp)
+# w2 down under block_sparse_moe; Qwen/Qwen3-*-A*B and Qwen/Qwen1.5-MoE-A2.7B: gate_proj / up_proj /
+# down_proj under mlp)
 # -> (which fused tensor of transformers 5 holds it, which half of gate_up_proj: 0 gate, 1 up)
 kExpertNames = {
     "mixtral": ("block_sparse_moe", {"w1": ("gate_up_proj", 0), "w3": ("gate_up_proj", 1),
                                      "w2": ("down_proj", None)}),
     "qwen3_moe": ("mlp", {"gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1),
                           "down_proj": ("down_proj", None)}),
+    "qwen2_moe": ("mlp", {"gate_proj": ("gate_up_proj", 0), "up_proj": ("gate_up_proj", 1),
+                          "down_proj": ("down_proj", None)}),
 }
 
 
 def publishedMoeTensors(spec, cfg: dict) -> dict[str, tuple]:
-    """Every tensor of the published per-expert layout, name -> shape."""
+    """Every tensor of the published per-expert layout, name -> shape (Qwen2-MoE: also the q/k/v
+    biases and, on each sparse layer, the shared expert and its gate)."""
     h, v = cfg["hidden_size"], cfg["vocab_size"]
     heads, kv = cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd = cfg.get("head_dim", h // heads)
@@ -1036,6 +1054,10 @@ def publishedMoeTensors(spec, cfg: dict) -> dict[str, tuple]:
                     p + "self_attn.o_proj.weight": (h, heads * hd)})
         if spec.family == "qwen3_moe":
             out.update({p + "self_attn.q_norm.weight": (hd,), p + "self_attn.k_norm.weight": (hd,)})
+        if spec.family == "qwen2_moe":
+            out.update({p + "self_attn.q_proj.bias": (heads * hd,),
+                        p + "self_attn.k_proj.bias": (kv * hd,),
+                        p + "self_attn.v_proj.bias": (kv * hd,)})
         if i not in sparse:
             inter = cfg["intermediate_size"]
             out.update({p + "mlp.gate_proj.weight": (inter, h),
@@ -1043,6 +1065,12 @@ def publishedMoeTensors(spec, cfg: dict) -> dict[str, tuple]:
                         p + "mlp.down_proj.weight": (h, inter)})
             continue
         out[p + f"{block}.gate.weight"] = (experts, h)
+        if spec.family == "qwen2_moe":
+            shared = cfg["shared_expert_intermediate_size"]
+            out.update({p + "mlp.shared_expert.gate_proj.weight": (shared, h),
+                        p + "mlp.shared_expert.up_proj.weight": (shared, h),
+                        p + "mlp.shared_expert.down_proj.weight": (h, shared),
+                        p + "mlp.shared_expert_gate.weight": (1, h)})
         for x in range(experts):
             for name, (fused, _) in names.items():
                 out[p + f"{block}.experts.{x}.{name}.weight"] = \
@@ -1052,7 +1080,8 @@ def publishedMoeTensors(spec, cfg: dict) -> dict[str, tuple]:
 
 def fusedSourceOf(spec, name: str, params: dict, width: int) -> torch.Tensor:
     """The value a published tensor must have, taken from transformers' in-memory (fused)
-    parameters: mlp.experts.gate_up_proj[x] = cat(gate, up) along rows, down_proj[x] = down."""
+    parameters: mlp.experts.gate_up_proj[x] = cat(gate, up) along rows, down_proj[x] = down; every
+    other tensor (Qwen2-MoE's shared expert and its gate included) under its own name."""
     block, names = kExpertNames[spec.family]
     parts = name.split(".")
     if parts[:2] != ["model", "layers"]:
@@ -1109,6 +1138,22 @@ def checkMoeLayout(spec, modelDir: str, model) -> None:
     if spec.family == "qwen3_moe":
         qn = model.model.layers[0].self_attn.q_norm.weight.detach()
         assert qn.shape[0] == cfg["head_dim"] and float((qn - 1).abs().max()) > 0.05
+    if spec.family == "qwen2_moe":
+        shared = cfg["shared_expert_intermediate_size"]
+        for i, layer in enumerate(model.model.layers):
+            att = layer.self_attn
+            assert att.o_proj.bias is None
+            for proj in (att.q_proj, att.k_proj, att.v_proj):
+                assert proj.bias is not None and float(proj.bias.detach().std()) > 0.05, i
+            if i in sparse:
+                se = layer.mlp.shared_expert
+                assert (se.gate_proj.out_features, se.up_proj.out_features,
+                        se.down_proj.in_features) == (shared, shared, shared)
+                assert tuple(layer.mlp.shared_expert_gate.weight.shape) == (1, h)
+                assert layer.mlp.shared_expert_gate.bias is None
+        print(f"  q/k/v biases on every layer (o_proj none), drawn N(0, {fx.kWeightStd}); sparse "
+              f"layers also hold mlp.shared_expert (SwiGLU of width {shared}) and "
+              f"mlp.shared_expert_gate [1, {h}] (no bias)")
     print(f"  layers' MLPs: {', '.join(kinds)} (sparse layers {sparse})")
     byRole = {v: k for k, v in kExpertNames[spec.family][1].items()}
     print(f"  safetensors tensors (name shape), published per-expert layout "
@@ -1221,10 +1266,63 @@ class ZeroMlp(torch.nn.Module):
         return torch.zeros_like(x)
 
 
+class ConstantLogit(torch.nn.Module):
+    """A stand-in for Qwen2-MoE's shared_expert_gate: the same logit for every token (+inf: the
+    sigmoid is exactly 1, the shared expert ungated)."""
+    def __init__(self, value: float):
+        super().__init__()
+        self.value = value
+
+    def forward(self, x):
+        return torch.full(x.shape[:-1] + (1,), self.value, dtype=x.dtype)
+
+
+def reimplementSharedExpert(model):
+    """Qwen2-MoE: every sparse block's forward re-implemented from its raw weights (the routed sum
+    from transformers' router and experts, both checked separately) plus
+    sigmoid(x . shared_expert_gate) * down(silu(gate x) * up x)."""
+    for layer in model.model.layers:
+        if not hasattr(layer.mlp, "experts"):
+            continue
+        block = layer.mlp
+
+        def forward(hidden, block=block):
+            shape = hidden.shape
+            x = hidden.reshape(-1, shape[-1])
+            _, w, idx = block.gate(x)
+            routed = block.experts(x, idx, w)
+            se = block.shared_expert
+            inner = torch.nn.functional.silu(x @ se.gate_proj.weight.T) * (x @ se.up_proj.weight.T)
+            gate = torch.sigmoid(x @ block.shared_expert_gate.weight.T)
+            return (routed + gate * (inner @ se.down_proj.weight.T)).reshape(shape)
+
+        block.forward = forward
+    return model
+
+
+def sharedGateStats(model, seqs: list[list[int]]) -> dict:
+    """Qwen2-MoE: sigmoid(shared_expert_gate(x)) of every token of the golden sequences, per sparse
+    layer: (min, mean, max, std)."""
+    store, hooks = {}, []
+    for i, layer in enumerate(model.model.layers):
+        if hasattr(layer.mlp, "shared_expert_gate"):
+            hooks.append(layer.mlp.shared_expert_gate.register_forward_hook(
+                lambda m, args, out, i=i: store.setdefault(i, []).append(
+                    torch.sigmoid(out.detach().double()).flatten())))
+    try:
+        for ids in seqs:
+            mlg.forwardLogits(model, ids)
+    finally:
+        for h in hooks:
+            h.remove()
+    return {i: (float(torch.cat(v).min()), float(torch.cat(v).mean()), float(torch.cat(v).max()),
+                float(torch.cat(v).std())) for i, v in sorted(store.items())}
+
+
 def moeMutations(spec, modelDir: str, cfg: dict) -> tuple[dict, dict, str]:
     """(same, changed, loadNote): models that must reproduce the golden (rule re-implemented,
-    Mistral's softmax-of-top-k form, the grouped_mm experts) and models with one MoE feature
-    dropped or swapped."""
+    Mistral's softmax-of-top-k form, the grouped_mm experts, Qwen2-MoE's shared expert
+    re-implemented) and models with one MoE feature dropped or swapped."""
     experts, topK, _ = moeShape(cfg)
     same = {
         f"router re-implemented (softmax, top-{topK}, renormalised)" if renormalises(cfg) else
@@ -1237,42 +1335,81 @@ def moeMutations(spec, modelDir: str, cfg: dict) -> tuple[dict, dict, str]:
     }
     if not renormalises(cfg):
         del same[f"softmax over the top-{topK} logits (Mistral's reference form)"]
+    if spec.family == "qwen2_moe":
+        same["shared expert re-implemented (sigmoid(x . shared_expert_gate) x SwiGLU, added to "
+             "the routed sum)"] = reimplementSharedExpert(loadModel(modelDir))
     changed, loadNote = {}, ""
     if spec.family == "mixtral":
         changed[f"no renormalisation (top-{topK} softmax probabilities as weights)"] = \
             patchRouters(loadModel(modelDir), renorm=False)
-    else:
+    elif renormalises(cfg):
         changed[f"norm_topk_prob false (top-{topK} softmax probabilities as weights)"] = loadModel(
             modelDir, norm_topk_prob=False)
+    else:
+        changed[f"norm_topk_prob true (top-{topK} weights renormalised to sum 1)"] = loadModel(
+            modelDir, norm_topk_prob=True)
     changed["top-1 instead of top-%d (one expert, weight 1)" % topK] = patchRouters(
         loadModel(modelDir), topK=1)
     changed["top-1 without renormalisation (weight = its softmax probability)"] = patchRouters(
         loadModel(modelDir), topK=1, renorm=False)
-    changed[f"top-{topK + 1} instead of top-{topK} (renormalised)"] = patchRouters(
-        loadModel(modelDir), topK=topK + 1)
+    if renormalises(cfg):
+        changed[f"top-{topK + 1} instead of top-{topK} (renormalised)"] = patchRouters(
+            loadModel(modelDir), topK=topK + 1)
+    else:
+        changed[f"top-{topK + 1} instead of top-{topK} (softmax probabilities as weights)"] = \
+            patchRouters(loadModel(modelDir), topK=topK + 1, renorm=False)
     dense = [i for i in range(cfg["num_hidden_layers"]) if i not in sparseLayers(cfg)]
     if dense:
-        # an importer that ignores mlp_only_layers builds a sparse block for the dense layer: the
-        # file has no router / experts for it (missing) and a dense MLP it does not expect
+        # an importer that ignores the dense-layer rule builds a sparse block for a dense layer:
+        # the file has no router / experts (/ shared expert) for it (missing) and a dense MLP it
+        # does not expect. Qwen3-MoE's rule here is mlp_only_layers, Qwen2-MoE's
+        # decoder_sparse_step: load with the one that makes every layer sparse.
+        if cfg.get("mlp_only_layers"):
+            rule, override, ruleNote = "mlp_only_layers", {"mlp_only_layers": []}, \
+                "mlp_only_layers []"
+        else:
+            rule, override, ruleNote = "decoder_sparse_step", {"decoder_sparse_step": 1}, \
+                "decoder_sparse_step 1"
         torch.manual_seed(0)  # transformers initialises the missing router / experts
         asMoe, info = AutoModelForCausalLM.from_pretrained(
             modelDir, dtype=torch.float32, attn_implementation="eager",
-            experts_implementation="eager", mlp_only_layers=[], output_loading_info=True)
+            experts_implementation="eager", output_loading_info=True, **override)
         missing, unexpected = sorted(info["missing_keys"]), sorted(info["unexpected_keys"])
-        wantMissing = sorted(f"model.layers.{i}.mlp.{n}" for i in dense for n in (
-            "gate.weight", "experts.gate_up_proj", "experts.down_proj"))
+        blockParams = ["gate.weight", "experts.gate_up_proj", "experts.down_proj"]
+        if spec.family == "qwen2_moe":
+            blockParams += [f"shared_expert.{n}_proj.weight" for n in ("gate", "up", "down")] + \
+                ["shared_expert_gate.weight"]
+        wantMissing = sorted(f"model.layers.{i}.mlp.{n}" for i in dense for n in blockParams)
         wantUnexpected = sorted(f"model.layers.{i}.mlp.{n}_proj.weight" for i in dense
                                 for n in ("gate", "up", "down"))
         assert missing == wantMissing and unexpected == wantUnexpected, (missing, unexpected)
-        loadNote = (f"loading with mlp_only_layers [] (layer {dense} built sparse) reports missing "
-                    f"{missing} and unexpected {unexpected}")
+        which = f"layer {dense[0]}" if len(dense) == 1 else f"layers {dense}"
+        loadNote = (f"loading with {ruleNote} ({'layer' if len(dense) == 1 else 'layers'} "
+                    f"{dense} built sparse) reports missing {missing} and unexpected {unexpected}")
         print(f"  {loadNote}")
-        changed[f"layer {dense[0]} treated as MoE (mlp_only_layers ignored; its router / experts "
-                "as transformers initialises the missing ones, seed 0)"] = asMoe.eval()
+        changed[f"{which} treated as MoE ({rule} ignored; "
+                + ("its" if len(dense) == 1 else "their")
+                + " router / experts as transformers initialises the missing ones, seed 0)"] = \
+            asMoe.eval()
         skipped = loadModel(modelDir)
         for i in dense:
             skipped.model.layers[i].mlp = ZeroMlp()
-        changed[f"layer {dense[0]}'s dense MLP skipped"] = skipped
+        changed[f"{which}'s dense MLP skipped"] = skipped
+    if spec.family == "qwen2_moe":
+        noShared = loadModel(modelDir)
+        ungated = loadModel(modelDir)
+        for i in sparseLayers(cfg):
+            noShared.model.layers[i].mlp.shared_expert = ZeroMlp()
+            ungated.model.layers[i].mlp.shared_expert_gate = ConstantLogit(float("inf"))
+        changed["no shared expert (routed experts only)"] = noShared
+        changed["shared expert ungated (sigmoid gate replaced by 1)"] = ungated
+        noBias = loadModel(modelDir)
+        with torch.no_grad():
+            for layer in noBias.model.layers:
+                for proj in (layer.self_attn.q_proj, layer.self_attn.k_proj,
+                             layer.self_attn.v_proj):
+                    proj.bias.zero_()
+        changed["q/k/v biases zeroed"] = noBias
     if spec.family == "qwen3_moe":
         noQk = loadModel(modelDir)
         for layer in noQk.model.layers:
@@ -1286,8 +1423,10 @@ def reportMoe(spec, modelDir: str, goldenDir: str, cfg: dict, cases: list) -> st
     """Routing checks on the golden sequences (prompt + greedy ids): transformers' decisions equal
     the family's rule computed independently in float64; every expert of every sparse layer is
     chosen at least once; the k-th / (k+1)-th router logit gap exceeds kMinRouterGap for every
-    token and layer; dropping renormalisation, top-k or the dense layer moves the golden rows far
-    beyond the tolerance. Returns the summary stored as the golden's family_note."""
+    token and layer; flipping renormalisation, changing top-k or the dense layers, and (Qwen2-MoE)
+    dropping the shared expert, its sigmoid gate or the q/k/v biases moves the golden rows far
+    beyond the tolerance; Qwen2-MoE's shared-expert gate varies across tokens. Returns the summary
+    stored as the golden's family_note."""
     experts, topK, width = moeShape(cfg)
     seqs = [c["prompt_ids"] + c["greedy_ids"] for c in cases]
     goldens = [np.fromfile(os.path.join(goldenDir, c["logits_file"]),
@@ -1318,6 +1457,13 @@ def reportMoe(spec, modelDir: str, goldenDir: str, cfg: dict, cases: list) -> st
     if minGap <= kMinRouterGap:
         raise SystemExit(f"{spec.name}: router logit gap {minGap:.2e} <= {kMinRouterGap} (top-k "
                          "choice fragile); change the seed")
+    gateStats = sharedGateStats(model, seqs) if spec.family == "qwen2_moe" else {}
+    for layer, (lo, mean, hi, std) in gateStats.items():
+        print(f"    layer {layer}: shared expert gate sigmoid(x . shared_expert_gate) "
+              f"min/mean/max {lo:.3f}/{mean:.3f}/{hi:.3f}, std {std:.3f}")
+        if hi - lo < 0.3:
+            raise SystemExit(f"{spec.name}: layer {layer}'s shared expert gate hardly varies "
+                             f"({lo:.3f}..{hi:.3f}); change the seed")
 
     def maxDiff(mutated) -> float:
         return max(float(np.abs(mlg.forwardLogits(mutated, ids) - g).max())
@@ -1340,14 +1486,20 @@ def reportMoe(spec, modelDir: str, goldenDir: str, cfg: dict, cases: list) -> st
             f"layers {sorted(layers)}")
     dense = [i for i in range(cfg["num_hidden_layers"]) if i not in layers]
     if dense:
-        note += f", dense layers {dense} (mlp_only_layers)"
+        note += f", dense layers {dense} " + ("(mlp_only_layers)" if cfg.get("mlp_only_layers") else
+                                             f"(decoder_sparse_step {cfg['decoder_sparse_step']})")
     note += ("; expert uses: " + "; ".join(f"layer {i} {s['uses']}"
                                                    for i, s in layers.items())
              + f" (every expert chosen); the #{topK} vs #{topK + 1} router logit gap is at least "
              f"{minGap:.4f} over all tokens and layers (median "
              + ", ".join(f"{s['median_gap']:.3f}" for s in layers.values())
              + f" per layer), the probability gap at least "
-             f"{min(s['min_prob_gap'] for s in layers.values()):.2e}. Same rows (max |diff|): "
+             f"{min(s['min_prob_gap'] for s in layers.values()):.2e}")
+    if gateStats:
+        note += ("; the shared expert's gate sigmoid(x . shared_expert_gate) ranges over "
+                 + "; ".join(f"layer {i} {lo:.3f}..{hi:.3f} (mean {mean:.3f})"
+                             for i, (lo, mean, hi, _) in gateStats.items()))
+    note += (". Same rows (max |diff|): "
              + "; ".join(f"{k} {v:.2g}" for k, v in sameEffects.items())
              + ". Max |logits - golden| when one feature is dropped or swapped: "
              + "; ".join(f"{k} {v:.3g}" for k, v in effects.items()))

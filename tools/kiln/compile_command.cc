@@ -99,7 +99,7 @@ int runCompile(const CommandArgs &argv) {
     std::cout << formatHelp(kCompileSpec)
               << "\nmodel_type (config.json): " << compiler::supportedModelTypes()
               << " (Llama 1/2/3, Mistral, Qwen2/2.5, Qwen3, Phi-3/3.5, Gemma 2, Gemma 3 text, "
-                 "Mixtral, Qwen3-MoE; embedding models: BERT, XLM-RoBERTa, BART)\n"
+                 "Mixtral, Qwen3-MoE, Qwen2-MoE; embedding models: BERT, XLM-RoBERTa, BART)\n"
               << "general.architecture (GGUF): " << compiler::supportedGgufArchitectures() << "\n";
     return 0;
   }

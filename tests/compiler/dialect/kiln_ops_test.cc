@@ -170,6 +170,25 @@ TEST_F(KilnOpsTest, NormsCheckWeightSizeAndSiluMulHalvesWidth) {
       << errors;
 }
 
+// Qwen2-MoE's shared-expert gate: w is one [1, n] row; a, b and x share the result's type.
+TEST_F(KilnOpsTest, SigmoidGatedAddChecksTheGateRowAndOperandTypes) {
+  auto body = [](const std::string &wType, const std::string &bWidth) {
+    const std::string bType = "tensor<?x" + bWidth + "xf32>";
+    return std::string(kInputs) +
+           "  %w = kiln.weight \"g\" {sources = [\"g\"], dtype = f32} : " + wType +
+           "\n  %t = kiln.weight \"t\" {sources = [\"t\"], dtype = f32} : tensor<100x" + bWidth +
+           "xf32>\n  %b = kiln.embedding %x, %t : (tensor<?xi32>, tensor<100x" + bWidth +
+           "xf32>) -> " + bType +
+           "\n  %y = kiln.sigmoid_gated_add %h, %b, %h, %w : (tensor<?x64xf32>, " + bType +
+           ", tensor<?x64xf32>, " + wType + ") -> tensor<?x64xf32>\n  return %y : tensor<?x64xf32>";
+  };
+  EXPECT_EQ(check(body("tensor<1x64xf32>", "64"), "tensor<?x64xf32>"), "");
+  std::string errors = check(body("tensor<2x64xf32>", "64"), "tensor<?x64xf32>");
+  EXPECT_NE(errors.find("w must be [1, 64], got 'tensor<2x64xf32>'"), std::string::npos) << errors;
+  errors = check(body("tensor<1x64xf32>", "32"), "tensor<?x64xf32>");
+  EXPECT_NE(errors.find("a, b and x must have the result's type"), std::string::npos) << errors;
+}
+
 TEST_F(KilnOpsTest, ActivationsNeedDynamicRows) {
   std::string bad = R"(
   %x = kiln.step_input token_ids : tensor<?xi32>

@@ -54,7 +54,7 @@ std::string errorOf(const Json &json) {
 TEST(ModelFamilyTest, EveryFamilyIsRegisteredByModelType) {
   EXPECT_EQ(supportedModelTypes(),
             "llama, mistral, qwen2, qwen3, phi3, gemma2, gemma3_text, gemma3, mixtral, qwen3_moe, "
-            "bert, xlm-roberta, bart");
+            "qwen2_moe, bert, xlm-roberta, bart");
   for (auto [type, architecture] : {std::pair{"llama", "LlamaForCausalLM"},
                                     {"mistral", "MistralForCausalLM"},
                                     {"qwen2", "Qwen2ForCausalLM"},
@@ -306,6 +306,32 @@ TEST(ModelFamilyTest, MoeFamiliesReadTheirExperts) {
   mixtral.erase("num_local_experts");
   message = errorOf(mixtral);
   EXPECT_NE(message.find("num_local_experts"), std::string::npos) << message;
+}
+
+// Qwen2-MoE: Qwen3-MoE's expert keys plus a shared expert of shared_expert_intermediate_size
+// (required: Qwen2MoeConfig's default 5632 would not fit a smaller checkpoint); q/k/v biases by
+// qkv_bias (default true), none on o_proj, no q/k norms.
+TEST(ModelFamilyTest, Qwen2MoeReadsTheSharedExpertAndQkvBias) {
+  Json qwen = configOf("qwen2_moe", "Qwen2MoeForCausalLM", 4);
+  qwen["num_experts"] = 8;
+  qwen["num_experts_per_tok"] = 4;
+  qwen["moe_intermediate_size"] = 32;
+  qwen["shared_expert_intermediate_size"] = 96;
+  qwen["decoder_sparse_step"] = 2;
+  Resolved r = resolve(qwen);
+  ASSERT_TRUE(r.family.isOk()) << r.family.status().toString();
+  EXPECT_EQ(std::string((*r.family)->name), "qwen2_moe");
+  EXPECT_EQ(r.config.numExperts, 8);
+  EXPECT_EQ(r.config.expertIntermediate, 32);
+  EXPECT_EQ(r.config.sharedExpertIntermediate, 96);
+  EXPECT_FALSE(r.config.renormalizeExperts);
+  EXPECT_EQ(r.config.denseMlpLayers, (std::vector<bool>{true, false, true, false}));
+  EXPECT_TRUE(r.config.qkvBias && !r.config.oBias && !r.config.qkNorm);
+  qwen["qkv_bias"] = false;
+  EXPECT_FALSE(resolve(qwen).config.qkvBias);
+  qwen.erase("shared_expert_intermediate_size");
+  std::string message = errorOf(qwen);
+  EXPECT_NE(message.find("shared_expert_intermediate_size"), std::string::npos) << message;
 }
 
 TEST(ModelFamilyTest, BiasesAndQkNormFollowTheFamily) {

@@ -17,6 +17,14 @@ std::map<std::string, WeightOp> weightsByName(mlir::ModuleOp module) {
   return weights;
 }
 
+// Weight `name` reads exactly `source` (a slice of a checkpoint tensor) and has `shape`.
+void expectSlice(std::map<std::string, WeightOp> &weights, const std::string &name,
+                 const std::string &source, const std::vector<int64_t> &shape) {
+  ASSERT_TRUE(weights.count(name)) << name;
+  EXPECT_EQ(sourcesOf(weights[name]), std::vector<std::string>{source}) << name;
+  EXPECT_EQ(shapeOf(weights[name].getResult()), shape) << name;
+}
+
 TEST(SourceSliceTest, FormatsAndParsesRoundTrip) {
   SourceSlice slice{"model.layers.0.mlp.down_proj.weight", 0, -1, 48, 96};
   EXPECT_EQ(formatSourceSlice(slice), "model.layers.0.mlp.down_proj.weight|cols=48:96");
@@ -55,9 +63,7 @@ TEST(ShardTensorParallelTest, RankOneOfTwoHoldsItsHeadsIntermediateAndVocabShard
   const std::string hf = "model.layers.0.";
   auto expectWeight = [&](const std::string &name, const std::string &source,
                           std::vector<int64_t> shape) {
-    ASSERT_TRUE(weights.count(name)) << name;
-    EXPECT_EQ(sourcesOf(weights[name]), std::vector<std::string>{source}) << name;
-    EXPECT_EQ(shapeOf(weights[name].getResult()), shape) << name;
+    expectSlice(weights, name, source, shape);
   };
   expectWeight("layers.0.attn.q.weight", hf + "self_attn.q_proj.weight|rows=32:64", {32, 64});
   expectWeight("layers.0.attn.k.weight", hf + "self_attn.k_proj.weight|rows=16:32", {16, 64});
@@ -113,6 +119,46 @@ TEST(ShardTensorParallelTest, RankOneOfTwoHoldsItsHeadsIntermediateAndVocabShard
   ASSERT_TRUE(gather);
   EXPECT_EQ(shapeOf(gather.getResult()), (std::vector<int64_t>{kDyn, 100}));
   EXPECT_EQ(shapeOf(gather.getX()), (std::vector<int64_t>{kDyn, 50}));
+}
+
+// Qwen2-MoE's shared expert: sharded over its intermediate dim like a dense MLP, its gate row
+// replicated, and one all_reduce per layer after the sigmoid_gated_add (routed + gated shared
+// partial sums reduce together; the gate is the same on every rank).
+TEST(ShardTensorParallelTest, SharedExpertShardsLikeAnMlpAndReducesOnceWithTheExperts) {
+  mlir::MLIRContext context;
+  HfModelConfig config = smallLlamaConfig();
+  config.numExperts = 4;
+  config.expertsPerToken = 2;
+  config.expertIntermediate = 32;
+  config.sharedExpertIntermediate = 48;
+  auto module = buildSmallLlama(context, config);
+  ASSERT_EQ(runPasses(*module, createShardTensorParallelPass(1, 2)), "");
+  auto weights = weightsByName(*module);
+  const std::string hf = "model.layers.1.mlp.";
+  auto expectWeight = [&](const std::string &name, const std::string &source,
+                          std::vector<int64_t> shape) {
+    expectSlice(weights, name, source, shape);
+  };
+  expectWeight("layers.1.moe.shared.gate.weight", hf + "shared_expert.gate_proj.weight|rows=24:48",
+               {24, 64});
+  expectWeight("layers.1.moe.shared.up.weight", hf + "shared_expert.up_proj.weight|rows=24:48",
+               {24, 64});
+  expectWeight("layers.1.moe.shared.down.weight", hf + "shared_expert.down_proj.weight|cols=24:48",
+               {64, 24});
+  expectWeight("layers.1.moe.shared_gate.weight", hf + "shared_expert_gate.weight", {1, 64});
+  // The embedding's, each o_proj's and one per MoE layer.
+  EXPECT_EQ(countOps<AllReduceOp>(*module), 5);
+  int adds = 0;
+  module->walk([&](SigmoidGatedAddOp add) {
+    ++adds;
+    EXPECT_TRUE(add.getA().getDefiningOp<MoeExpertsOp>());
+    EXPECT_TRUE(add.getB().getDefiningOp<LinearOp>());
+    ASSERT_TRUE(add->hasOneUse());
+    auto reduce = mlir::dyn_cast<AllReduceOp>(*add->getUsers().begin());
+    ASSERT_TRUE(reduce);
+    EXPECT_EQ(opName(reduce), opName(add) + ".all_reduce");
+  });
+  EXPECT_EQ(adds, 2);
 }
 
 TEST(ShardTensorParallelTest, FusionKeepsShardsAndTheLastVocabShardIsPadded) {

@@ -142,6 +142,54 @@ TEST(GeluTest, MatchesDoubleErfReferenceInPlace) {
   }
 }
 
+// Qwen2-MoE's shared-expert gate: a + sigmoid(x . w) * b per row against double, gates from ~0
+// to ~1 (x . w of standard deviation ~2.7), rows past the parallel threshold; a bf16 row is its
+// widened fp32 row rounded once. Tolerance: fp32 dot of up to 1000 terms, relative 1e-5 of the
+// magnitudes.
+TEST(SigmoidGatedAddTest, MatchesDoubleReference) {
+  uint32_t seed = 1000;
+  for (int32_t rows : {1, 3, 70})
+    for (int32_t width : {1, 64, 1000}) {
+      SCOPED_TRACE(::testing::Message() << "rows=" << rows << " width=" << width);
+      const size_t n = size_t(rows) * width;
+      auto a = randomFloats(n, ++seed, -2, 2), b = randomFloats(n, ++seed, -2, 2);
+      auto x = randomFloats(n, ++seed, -1, 1);
+      const float reach = 8.0f / std::sqrt(float(width)); // x . w of spread ~2.7
+      const auto w = randomFloats(width, ++seed, -reach, reach);
+      std::vector<float> y(n);
+      sigmoidGatedAdd({a.data(), b.data(), x.data(), w.data(), y.data(), rows, width});
+      double lowest = 1, highest = 0;
+      for (int32_t r = 0; r < rows; ++r) {
+        double dot = 0, magnitude = 0;
+        for (int32_t i = 0; i < width; ++i) {
+          dot += double(x[r * width + i]) * w[i];
+          magnitude += std::fabs(double(x[r * width + i]) * w[i]);
+        }
+        const double gate = 1.0 / (1.0 + std::exp(-dot));
+        lowest = std::min(lowest, gate), highest = std::max(highest, gate);
+        for (int32_t i = 0; i < width; ++i) {
+          const size_t k = size_t(r) * width + i;
+          const double expected = a[k] + gate * b[k];
+          ASSERT_NEAR(y[k], expected, 1e-5 * (std::fabs(a[k]) + std::fabs(b[k]) * (1 + magnitude)))
+              << "row " << r << " i " << i;
+        }
+      }
+      if (rows == 70 && width > 1)
+        EXPECT_TRUE(lowest < 0.1 && highest > 0.9) << lowest << " " << highest;
+      std::vector<uint16_t> ha(n), hb(n), hx(n), hy(n);
+      for (size_t i = 0; i < n; ++i) {
+        ha[i] = f32ToBf16(a[i]), a[i] = bf16ToF32(ha[i]);
+        hb[i] = f32ToBf16(b[i]), b[i] = bf16ToF32(hb[i]);
+        hx[i] = f32ToBf16(x[i]), x[i] = bf16ToF32(hx[i]);
+      }
+      sigmoidGatedAdd({a.data(), b.data(), x.data(), w.data(), y.data(), rows, width});
+      sigmoidGatedAdd(
+          {ha.data(), hb.data(), hx.data(), w.data(), hy.data(), rows, width, ElemType::kBF16});
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_EQ(hy[i], f32ToBf16(y[i])) << "element " << i;
+    }
+}
+
 TEST(AddTest, AddsElementwiseExactly) {
   for (int64_t count : {int64_t{1}, int64_t{130}, int64_t{100000}}) {
     const auto a = randomFloats(count, 500), b = randomFloats(count, 501);

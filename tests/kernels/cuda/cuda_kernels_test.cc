@@ -389,6 +389,45 @@ TEST(CudaKernels, EncoderRowKernelsMatchTheCpuReference) {
   }
 }
 
+// Qwen2-MoE's shared-expert gate: sigmoid_gated_add against the CPU reference, rows of 96 and 100
+// elements (16-byte vectors and single elements) and of 1000 (several vectors per thread), gates
+// spread over (0, 1).
+TEST(CudaKernels, SigmoidGatedAddMatchesTheCpuReference) {
+  KILN_GPU_OR_SKIP(gpu);
+  const int32_t rows = 7;
+  const int widths[] = {96, 100, 1000};
+  std::vector<KernelInstance> instances;
+  for (const char *dt : {"f32", "bf16", "f16"})
+    for (int hidden : widths)
+      instances.push_back(
+          rt::makeKernelInstance("sigmoid_gated_add", {{"dtype", dt},
+                                                       {"weight_dtype", "f32"},
+                                                       {"hidden", std::to_string(hidden)},
+                                                       {"threads", "64"}}));
+  ASSERT_TRUE(gpu->load(instances).isOk());
+  for (size_t i = 0; i < instances.size(); ++i) {
+    const std::string dt = i < 3 ? "f32" : i < 6 ? "bf16" : "f16";
+    const int32_t hidden = widths[i % 3];
+    SCOPED_TRACE(dt + " hidden " + std::to_string(hidden));
+    const size_t n = size_t(rows) * hidden;
+    const float reach = 8.0f / std::sqrt(float(hidden)); // x . w of spread ~2.7
+    std::vector<float> a = randomValues(n, 31, dt, -2.0f, 2.0f),
+                       b = randomValues(n, 32, dt, -2.0f, 2.0f),
+                       x = randomValues(n, 33, dt, -1.0f, 1.0f),
+                       w = randomValues(hidden, 34, "f32", -reach, reach);
+    void *da = gpu->upload(encode(a, dt)), *db = gpu->upload(encode(b, dt)),
+         *dx = gpu->upload(encode(x, dt)), *dw = gpu->upload(encode(w, "f32")),
+         *dy = gpu->alloc(n * bytesOf(dt));
+    Launch shape = shapeOf(instances[i]);
+    ASSERT_TRUE(gpu->launch(instances[i].symbol, rows, shape.gridY, 1, shape.threads,
+                            kc::SigmoidGatedAddParams{da, db, dx, dw, dy, rows})
+                    .isOk());
+    std::vector<float> ref(n);
+    cpu::sigmoidGatedAdd({a.data(), b.data(), x.data(), w.data(), ref.data(), rows, hidden});
+    expectClose(decode(gpu->download(dy, n * bytesOf(dt)), dt), ref, dt, "sigmoid_gated_add");
+  }
+}
+
 // Gemma 2's row kernels: gelu_tanh_mul (GeGLU) and softcap against the CPU reference, and the
 // embedding with a scale (each row times it in fp32, rounded once to the activations' type).
 TEST(CudaKernels, GemmaRowKernelsMatchTheCpuReference) {
