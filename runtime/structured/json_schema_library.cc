@@ -6,6 +6,7 @@
 #include "runtime/structured/regex_grammar.h"
 
 #include <algorithm>
+#include <optional>
 #include <set>
 #include <utility>
 
@@ -190,6 +191,143 @@ std::vector<std::string> nonNegativeRange(int64_t lo, int64_t hi) {
   return alternatives;
 }
 
+// Fraction digit strings (after the ".", at most `room` digits) as alternatives, and whether the
+// empty string (no fraction written: the value's integer part alone) is one of them.
+struct FractionSet {
+  std::vector<std::string> nonEmpty;
+  bool empty = false;
+};
+
+// One side of a fraction's bound: nullopt when that side is free; else the bound's remaining
+// digits (no trailing zeros; "" for 0) and whether the bound itself is excluded.
+struct FractionSide {
+  std::optional<std::string> digits;
+  bool exclusive = false;
+  FractionSide rest() const { return {digits->substr(1), exclusive}; }
+};
+
+// `set`'s strings as one expression (`set` has a non-empty one): "( a | b )" or "a", then "?"
+// when the empty string belongs too.
+std::string optionalGroup(const FractionSet &set) {
+  const std::string alternatives = join(set.nonEmpty, " | ");
+  const std::string group =
+      set.nonEmpty.size() == 1 && isAtom(alternatives) ? alternatives : "( " + alternatives + " )";
+  return set.empty ? group + "?" : group;
+}
+
+// The digit strings F of at most `room` digits with lower <= 0.F <= upper (each side as given):
+// digit by digit, the first digit either frees a side (it passes that side's digit) or keeps it
+// bound (it equals that side's digit) for the rest.
+FractionSet fractionsWithin(const FractionSide &lower, const FractionSide &upper, size_t room) {
+  FractionSet set;
+  // At most 0 with no lower bound above 0: zeros only (the upper bound's fraction ran out).
+  const bool lowerFree = !lower.digits || (lower.digits->empty() && !lower.exclusive);
+  if (upper.digits && upper.digits->empty() && lowerFree) {
+    set.empty = !upper.exclusive;
+    if (set.empty && room > 0)
+      set.nonEmpty.push_back(quantified(literal("0"), 1, room));
+    return set;
+  }
+  // 0.F = 0 (no digits, or only zeros): in range when no lower bound excludes 0 and the upper
+  // one is not 0 exclusive.
+  const bool upperAllowsZero = !upper.digits || !upper.digits->empty() || !upper.exclusive;
+  set.empty = lowerFree && upperAllowsZero;
+  if (room == 0)
+    return set;
+  // The lowest first digit allowed and whether it binds the lower side; likewise the highest.
+  char lowDigit = '0', highDigit = '9';
+  bool lowBinds = false, highBinds = false;
+  if (lower.digits) {
+    lowDigit = lower.digits->empty() ? '0' : (*lower.digits)[0];
+    lowBinds = !lower.digits->empty() || lower.exclusive;
+  }
+  if (upper.digits) {
+    highDigit = upper.digits->empty() ? '0' : (*upper.digits)[0];
+    highBinds = true;
+  }
+  if (lowDigit > highDigit)
+    return set;
+  const std::string anyRest = quantified("[0-9]", 0, room - 1);
+  auto withRest = [&](char digit, const FractionSet &rest) {
+    std::string head = literal(std::string(1, digit));
+    if (rest.nonEmpty.empty())
+      return head;
+    return join({head, optionalGroup(rest)}, " ");
+  };
+  // A bound side whose digits ran out ("" left) continues as the bound 0 (lower) / 0 (upper).
+  const FractionSide lowerRest = lower.digits && !lower.digits->empty() ? lower.rest() : lower;
+  const FractionSide upperRest = upper.digits && !upper.digits->empty() ? upper.rest() : upper;
+  if (lowDigit == highDigit && (lowBinds || highBinds)) {
+    const FractionSet rest = fractionsWithin(lowBinds ? lowerRest : FractionSide{},
+                                             highBinds ? upperRest : FractionSide{}, room - 1);
+    if (!rest.nonEmpty.empty() || rest.empty)
+      set.nonEmpty.push_back(withRest(lowDigit, rest));
+    return set;
+  }
+  char from = lowDigit, to = highDigit;
+  if (lowBinds) {
+    const FractionSet rest = fractionsWithin(lowerRest, FractionSide{}, room - 1);
+    if (!rest.nonEmpty.empty() || rest.empty)
+      set.nonEmpty.push_back(withRest(lowDigit, rest));
+    ++from;
+  }
+  if (highBinds)
+    --to;
+  if (from <= to)
+    set.nonEmpty.push_back(join({digits(from, to), anyRest}, " "));
+  if (highBinds) {
+    const FractionSet rest = fractionsWithin(FractionSide{}, upperRest, room - 1);
+    if (!rest.nonEmpty.empty() || rest.empty)
+      set.nonEmpty.push_back(withRest(highDigit, rest));
+  }
+  return set;
+}
+
+// `integer` then a fraction within the sides, or nothing when none is.
+std::optional<std::string> withFraction(const std::string &integer, const FractionSide &lower,
+                                        const FractionSide &upper) {
+  constexpr size_t kFractionDigits = 15; // the library's frac rule
+  const FractionSet set = fractionsWithin(lower, upper, kFractionDigits);
+  if (set.nonEmpty.empty())
+    return set.empty ? std::optional<std::string>(integer) : std::nullopt;
+  const std::string fraction = join({literal("."), optionalGroup({set.nonEmpty, false})}, " ");
+  return join({integer, set.empty ? "( " + fraction + " )?" : fraction}, " ");
+}
+
+int64_t integerOf(const std::string &digits) {
+  return std::stoll(digits);
+}
+
+// Magnitudes (>= 0) from `lower` to `upper` (absent: up to the largest 15-digit integer with any
+// fraction), each side's own exclusivity; the bounds' signs are ignored.
+std::vector<std::string> magnitudesWithin(const DecimalBound &lower, const DecimalBound *upper) {
+  const int64_t lowInteger = integerOf(lower.integer);
+  const int64_t highInteger = upper ? integerOf(upper->integer) : kMaxInteger;
+  const FractionSide lowSide{lower.fraction, lower.exclusive};
+  const FractionSide highSide =
+      upper ? FractionSide{upper->fraction, upper->exclusive} : FractionSide{};
+  std::vector<std::string> alternatives;
+  if (lowInteger > highInteger)
+    return alternatives;
+  if (lowInteger == highInteger) {
+    if (auto one = withFraction(literal(lower.integer), lowSide, highSide))
+      alternatives.push_back(*one);
+    return alternatives;
+  }
+  if (auto first = withFraction(literal(lower.integer), lowSide, FractionSide{}))
+    alternatives.push_back(*first);
+  if (lowInteger + 1 <= highInteger - 1) {
+    const std::string between = integerRange(lowInteger + 1, highInteger - 1);
+    alternatives.push_back(
+        *withFraction(between.find(" | ") == std::string::npos ? between : "( " + between + " )",
+                      FractionSide{}, FractionSide{}));
+  }
+  if (auto last = withFraction(literal(upper ? upper->integer : std::to_string(kMaxInteger)),
+                               FractionSide{}, highSide))
+    alternatives.push_back(*last);
+  return alternatives;
+}
+
 // True when the compiled `grammar` has a terminal that matches one of the bytes that a JSON
 // string holds only escaped: '"', '\\' and U+0000..U+001F. (In UTF-8 these bytes are never part
 // of a longer character, so the terminals of the one-byte characters are the only ones to look at.)
@@ -306,6 +444,35 @@ std::string integerRange(int64_t lo, int64_t hi) {
   if (hi >= 0)
     for (std::string &range : nonNegativeRange(std::max<int64_t>(lo, 0), hi))
       alternatives.push_back(std::move(range));
+  return join(alternatives, " | ");
+}
+
+// Split at 0: the non-negative numbers as magnitudes from max(lower, 0), and the negative ones
+// as "-" and magnitudes from max(-upper, 0) exclusive of 0 (no "-0") up to -lower.
+std::string decimalRange(const DecimalBound *lower, const DecimalBound *upper) {
+  const auto isZero = [](const DecimalBound &b) { return b.integer == "0" && b.fraction.empty(); };
+  const auto positive = [&](const DecimalBound *b) { return b && !b->negative && !isZero(*b); };
+  const auto negative = [&](const DecimalBound *b) { return b && b->negative && !isZero(*b); };
+  std::vector<std::string> alternatives;
+  // Non-negative values: when the upper bound is absent, positive, or 0 inclusive.
+  if (!upper || positive(upper) || (isZero(*upper) && !upper->exclusive)) {
+    DecimalBound from; // 0 inclusive unless the lower bound is at or above 0
+    if (lower && !negative(lower))
+      from = *lower;
+    from.negative = false;
+    for (std::string &range : magnitudesWithin(from, upper))
+      alternatives.push_back(std::move(range));
+  }
+  // Negative values: when the lower bound is absent or negative.
+  if (!lower || negative(lower)) {
+    DecimalBound from; // magnitudes above 0, or from -upper when upper is negative
+    from.exclusive = true;
+    if (negative(upper))
+      from = *upper;
+    std::vector<std::string> magnitudes = magnitudesWithin(from, lower);
+    if (!magnitudes.empty())
+      alternatives.push_back(join({literal("-"), "( " + join(magnitudes, " | ") + " )"}, " "));
+  }
   return join(alternatives, " | ");
 }
 

@@ -56,6 +56,20 @@ inline constexpr int64_t kMaxInteger = 999'999'999'999'999;
 // integers in [lo, hi], where -kMaxInteger <= lo <= hi <= kMaxInteger: no leading zeros, no "-0".
 std::string integerRange(int64_t lo, int64_t hi);
 
+// A number bound as decimal digits: |value| = integer.fraction, `integer` without leading zeros
+// ("0" for none, at most 15 digits), `fraction` without trailing zeros (at most 15 digits).
+struct DecimalBound {
+  bool negative = false;
+  std::string integer = "0";
+  std::string fraction;
+  bool exclusive = false; // the bound itself is not in the range
+};
+
+// Alternatives (a rule body) that match JSON spellings of the numbers within `lower` and `upper`
+// (either may be absent: no bound that side): "-"? integer ( "." 1-15 digits )?, integers of at
+// most 15 digits without leading zeros, no exponent, no "-0"; "" when no such number is in range.
+std::string decimalRange(const DecimalBound *lower, const DecimalBound *upper);
+
 // One "name ::= body" rule of grammar text.
 struct RuleText {
   std::string name, body;

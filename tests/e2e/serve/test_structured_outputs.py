@@ -1,8 +1,8 @@
 """Structured outputs through `kiln serve` (runtime/structured, runtime/serve/structured_request.h)
 on the random-weight tiny-llama: unconstrained, its samples are never JSON; constrained, every
-sample of 20 JSON schemas (nested objects, arrays, enums, anyOf, $ref, pattern, integer bounds)
-validates with the reference validator (the `jsonschema` package), every regex sample matches
-Python's re.fullmatch, every choice sample is one of the choices; through OpenAI's
+sample of 20 JSON schemas (nested objects, arrays, enums, anyOf, $ref, pattern, integer and
+number bounds) validates with the reference validator (the `jsonschema` package), every regex
+sample matches Python's re.fullmatch, every choice sample is one of the choices; through OpenAI's
 response_format, vLLM's guided_* and structured_outputs fields (guided_grammar: kiln's grammar
 text), TGI's parameters.grammar, with n > 1 and streaming. Schemas and patterns kiln cannot
 compile fail with 400 naming the keyword."""
@@ -27,8 +27,12 @@ SCHEMAS = [
      "required": ["ok"], "additionalProperties": False},
     {"type": "object", "properties": {"color": {"enum": ["red", "green", "blue"]}},
      "required": ["color"], "additionalProperties": False},
-    {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"}},
-     "required": ["x", "y"], "additionalProperties": False},
+    {"type": "object", "properties": {"x": {"type": "number"}, "y": {"type": "number"},
+                                      "p": {"type": "number", "exclusiveMinimum": 0,
+                                            "maximum": 0.75},
+                                      "t": {"type": "number", "minimum": -40.5,
+                                            "exclusiveMaximum": 60.25}},
+     "required": ["x", "y", "p", "t"], "additionalProperties": False},
     {"type": "array", "items": INT, "minItems": 1, "maxItems": 4},
     {"type": "array", "items": NAME, "maxItems": 3},
     {"type": "object", "properties": {"tags": {"type": "array", "items": NAME, "maxItems": 3}},

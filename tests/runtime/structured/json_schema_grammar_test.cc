@@ -10,7 +10,11 @@
 
 #include <cctype>
 #include <cstdint>
+#include <cstdlib>
+#include <iomanip>
+#include <optional>
 #include <random>
+#include <sstream>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -117,12 +121,8 @@ TEST(JsonSchemaGrammarTest, ErrorsNameThePointerAndTheKeyword) {
        "json schema at '#/properties/age': keyword 'foo' is not supported"},
       {R"({"type":"object","propertyNames":{"maxLength":3}})",
        "json schema at '#': keyword 'propertyNames' is not supported yet"},
-      {R"({"properties":{"age":{"type":"number","minimum":18}}})",
-       "json schema at '#/properties/age': keyword 'minimum' is not supported yet for numbers"},
-      {R"({"type":"number","maximum":1})",
-       "json schema at '#': keyword 'maximum' is not supported yet for numbers"},
-      {R"({"type":["integer","number"],"exclusiveMaximum":1})",
-       "json schema at '#': keyword 'exclusiveMaximum' is not supported yet for numbers"},
+      {R"({"properties":{"age":{"type":"number","multipleOf":0.5}}})",
+       "json schema at '#/properties/age': keyword 'multipleOf' on numbers is not supported yet"},
       {R"({"$defs":{"A":{"type":"integer","multipleOf":2}},"$ref":"#/$defs/A"})",
        "json schema at '#/$defs/A': keyword 'multipleOf' is not supported yet"},
       {R"({"items":{"anyOf":[{"type":"string"},{"not":{}}]}})",
@@ -174,7 +174,17 @@ TEST(JsonSchemaGrammarTest, IntegerBoundErrorsNameTheKeywords) {
       {R"({"type":"integer","minimum":0,"multipleOf":2})", StatusCode::kUnimplemented,
        "keyword 'multipleOf' is not supported yet"},
       {R"({"type":"number","multipleOf":0.5})", StatusCode::kUnimplemented,
-       "keyword 'multipleOf' is not supported yet for numbers"},
+       "keyword 'multipleOf' on numbers is not supported yet"},
+      {R"({"type":"number","minimum":0.5,"maximum":0.25})", StatusCode::kInvalidArgument,
+       "'minimum' 0.5 and 'maximum' 0.25 leave no number between them"},
+      {R"({"type":"number","exclusiveMinimum":0.5,"maximum":0.5})", StatusCode::kInvalidArgument,
+       "'exclusiveMinimum' 0.5 and 'maximum' 0.5 leave no number between them"},
+      {R"({"type":"number","minimum":1e16})", StatusCode::kOutOfRange,
+       "'minimum' 1e+16 leaves no number of at most 15 integer digits"},
+      {R"({"type":"number","maximum":0.1234567890123456})", StatusCode::kUnimplemented,
+       "'maximum' 0.1234567890123456 with more than 15 fraction digits is not supported yet"},
+      {R"({"type":"number","exclusiveMaximum":"1"})", StatusCode::kInvalidArgument,
+       "'exclusiveMaximum' must be a number"},
   };
   for (const auto &[schema, code, message] : cases) {
     const Status status = errorFor(schema);
@@ -427,6 +437,81 @@ TEST(JsonSchemaGrammarTest, WideIntegerRangesAtRandom) {
           << text;
     }
   }
+}
+
+// Number bounds with fractions: every multiple of 0.05 in [-4, 4], spelled with one, two and
+// three fraction digits (and as an integer where it is one), against ranges of inclusive and
+// exclusive bounds on both sides of 0, one side only, and equal bounds. Values are compared in
+// hundredths, exactly.
+TEST(JsonSchemaGrammarTest, DecimalRangesExhaustively) {
+  const std::vector<int> bounds = {-250, -100, -25, -5, 0, 10, 50, 100, 105, 275};
+  const auto decimal = [](int hundredths) {
+    std::ostringstream out;
+    out << (hundredths < 0 ? "-" : "") << std::abs(hundredths) / 100 << "." << std::setw(2)
+        << std::setfill('0') << std::abs(hundredths) % 100;
+    return out.str();
+  };
+  std::vector<std::pair<std::string, int>> candidates;
+  for (int v = -400; v <= 400; v += 5) {
+    const std::string two = decimal(v);
+    candidates.push_back({two, v});
+    candidates.push_back({two + "0", v});
+    if (v % 10 == 0)
+      candidates.push_back({two.substr(0, two.size() - 1), v});
+    if (v % 100 == 0 && v != 0)
+      candidates.push_back({std::to_string(v / 100), v});
+  }
+  candidates.push_back({"0", 0});
+  std::vector<std::tuple<std::optional<int>, bool, std::optional<int>, bool>> ranges;
+  for (size_t i = 0; i < bounds.size(); ++i) {
+    for (size_t j = i; j < bounds.size(); ++j)
+      for (int exclusive = 0; exclusive < (i == j ? 1 : 4); ++exclusive)
+        ranges.push_back({bounds[i], (exclusive & 1) != 0, bounds[j], (exclusive & 2) != 0});
+    ranges.push_back({bounds[i], false, std::nullopt, false});
+    ranges.push_back({std::nullopt, false, bounds[i], true});
+  }
+  for (const auto &[lo, loExclusive, hi, hiExclusive] : ranges) {
+    std::string schema = R"({"type":"number")";
+    if (lo)
+      schema +=
+          std::string(loExclusive ? R"(,"exclusiveMinimum":)" : R"(,"minimum":)") + decimal(*lo);
+    if (hi)
+      schema +=
+          std::string(hiExclusive ? R"(,"exclusiveMaximum":)" : R"(,"maximum":)") + decimal(*hi);
+    schema += "}";
+    if (lo && !hi && *lo == 0 && !loExclusive)
+      continue; // nonneg-number, with exponents: Numbers covers it
+    const std::string text = grammarFor(schema);
+    const CompiledTestGrammar grammar(text);
+    ASSERT_TRUE(grammar.parsed()) << schema << "\n" << text;
+    for (const auto &[spelling, value] : candidates) {
+      const bool above = !lo || (loExclusive ? value > *lo : value >= *lo);
+      const bool below = !hi || (hiExclusive ? value < *hi : value <= *hi);
+      EXPECT_EQ(grammar.matches(spelling), above && below) << schema << " on " << spelling << "\n"
+                                                           << text;
+    }
+    for (const char *other : {"-0", "-0.0", "-0.00", "1.", ".5", "01.5", "+1", "1e0", ""})
+      EXPECT_TRUE(grammar.rejects(other)) << schema << " on " << other << "\n" << text;
+  }
+}
+
+// Long fractions on both sides of a bound's last digit, and bounds written with exponents.
+TEST(JsonSchemaGrammarTest, DecimalRangesWithLongFractions) {
+  expectMatches(R"({"type":"number","minimum":0.333,"exclusiveMaximum":0.3334})",
+                {"0.333", "0.3330", "0.33300000000001", "0.3333999999", "0.33339"},
+                {"0.3329999999999", "0.3334", "0.33340", "0.33340000001", "0.4", "0", "1"});
+  expectMatches(R"({"type":"number","exclusiveMinimum":-1e-3,"maximum":2.5e2})",
+                {"-0.000999", "0", "0.0", "250", "250.000", "249.999999999999999"},
+                {"-0.001", "-0.0010", "-1", "250.000000000001", "251", "-0"});
+  expectMatches(R"({"type":"number","minimum":-1e20,"maximum":1e20})",
+                {"0", "-999999999999999.5", "999999999999999.999999999999999"},
+                {"1000000000000000", "-1000000000000000", "1e3"});
+  expectMatches(R"({"type":"number","minimum":0,"maximum":1})",
+                {"0", "0.5", "1", "1.0", "0.999999999999999"},
+                {"1.000000000000001", "-0.1", "2", "1e-3"});
+  // 16 fraction digits are more than any number here has.
+  expectMatches(R"({"type":"number","exclusiveMinimum":0})", {"0.000000000000001", "3"},
+                {"0", "0.000000000000000", "0.0000000000000001", "-1"});
 }
 
 TEST(JsonSchemaGrammarTest, PatternsMatchTheWholeString) {
