@@ -19,8 +19,8 @@ TEST(KernelCatalog, SymbolsAreStableAndReadable) {
   // The ten of a decoder (tests/kernels/cuda/decoder_kernels.h), gemv (Linear), argmax_rows
   // (greedy sampling), the three of quantized weights (kernels/cuda/quant.cuh), Gemma 2's
   // gelu_tanh_mul and softcap, moe_experts' six (route, place, gate_up, down, combine and the row
-  // kernel), and the encoders' layer_norm and gelu.
-  EXPECT_EQ(kernelOps().size(), 25u);
+  // kernel), the encoders' layer_norm and gelu, and Qwen2-MoE's sigmoid_gated_add.
+  EXPECT_EQ(kernelOps().size(), 26u);
 }
 
 TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {
