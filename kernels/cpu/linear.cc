@@ -4,8 +4,9 @@
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
 // built for the baseline and only picks the tile function and splits the tiles over the worker pool
-// (worker_pool.h). From avx512 up, Linears with fp32 weights run on 32-output panels
-// (linear_panels_avx512.cc: weights packed when the op is prepared, x broadcast). avx512bf16 runs
+// (worker_pool.h). From avx2 up, Linears with fp32 weights run on panels (linear_panels_impl.inc:
+// weights packed when the op is prepared, x broadcast) of 16 outputs at avx2
+// (linear_panels_avx2.cc) and 32 from avx512 up (linear_panels_avx512.cc). avx512bf16 runs
 // the others on the AVX-512 tiles: its dot-product instruction multiplies bf16 activations, which
 // would round the fp32 x that the references expect. amx runs Linears with bf16 weights on the
 // tiles (linear_amx.cc: x rounded to bf16, as llama.cpp's and vLLM's bf16 paths do), fp16 ones on
@@ -50,13 +51,15 @@ size_t cachedXFloats(const LinearArgs &args) {
 }
 
 // How the active level runs a Linear with these weights, and so whether it packs them.
-enum class Path { kTiles, kAmx, kPanels };
+enum class Path { kTiles, kAmx, kPanelsAvx2, kPanelsAvx512 };
 Path pathFor(WeightType type) {
   const CpuIsa isa = activeCpuIsa();
   if (isa == CpuIsa::kAmx && type == WeightType::kBF16)
     return Path::kAmx;
-  if (isa >= CpuIsa::kAvx512 && type == WeightType::kF32)
-    return Path::kPanels;
+  if (type == WeightType::kF32 && isa >= CpuIsa::kAvx512)
+    return Path::kPanelsAvx512;
+  if (type == WeightType::kF32 && isa == CpuIsa::kAvx2)
+    return Path::kPanelsAvx2;
   return Path::kTiles;
 }
 
@@ -69,8 +72,10 @@ size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inF
   switch (pathFor(type)) {
   case Path::kAmx:
     return packedAmxWeightBytes(outFeatures, inFeatures);
-  case Path::kPanels:
-    return packedPanelBytes(outFeatures, inFeatures);
+  case Path::kPanelsAvx2:
+    return packedPanelBytesAvx2(outFeatures, inFeatures);
+  case Path::kPanelsAvx512:
+    return packedPanelBytesAvx512(outFeatures, inFeatures);
   case Path::kTiles:
     break;
   }
@@ -84,8 +89,10 @@ void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures,
   switch (pathFor(type)) {
   case Path::kAmx:
     return packAmxWeights(static_cast<const uint16_t *>(weight), outFeatures, inFeatures, packed);
-  case Path::kPanels:
-    return packPanels(static_cast<const float *>(weight), outFeatures, inFeatures, packed);
+  case Path::kPanelsAvx2:
+    return packPanelsAvx2(static_cast<const float *>(weight), outFeatures, inFeatures, packed);
+  case Path::kPanelsAvx512:
+    return packPanelsAvx512(static_cast<const float *>(weight), outFeatures, inFeatures, packed);
   case Path::kTiles:
     break;
   }
@@ -97,8 +104,10 @@ void linear(const LinearArgs &args) {
   switch (pathFor(args.weightType)) {
   case Path::kAmx:
     return linearAmx(args);
-  case Path::kPanels:
-    return linearPanels(args);
+  case Path::kPanelsAvx2:
+    return linearPanelsAvx2(args);
+  case Path::kPanelsAvx512:
+    return linearPanelsAvx512(args);
   case Path::kTiles:
     break;
   }

@@ -41,9 +41,9 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
                         op.cpuPackedWeights, quantOf(w)});
 }
 
-// At amx, bf16 weights in the tiles' layout (kernels/cpu/linear_amx.cc); from avx512 up, fp32
-// weights in 32-output panels (kernels/cpu/linear_panels_avx512.cc) and quantized ones in
-// 16-output panels (kernels/cpu/linear_quant.h).
+// At amx, bf16 weights in the tiles' layout (kernels/cpu/linear_amx.cc); from avx2 up, fp32
+// weights in panels (kernels/cpu/linear_panels_impl.inc: 16 outputs at avx2, 32 from avx512 up);
+// from avx512 up, quantized ones in 16-output panels (kernels/cpu/linear_quant.h).
 size_t cpuPackedBytes(const BoundOp &op) {
   const BoundBuffer &w = op.inputs[1];
   return kernels::cpu::linearPackedWeightBytes(elemType(w), static_cast<int32_t>(w.fixedRows),

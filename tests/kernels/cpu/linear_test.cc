@@ -31,8 +31,8 @@ std::vector<float> runLinear(const std::vector<float> &x, const TypedWeights &w,
 // fp32 accumulation error grows with k: bound it by a relative tolerance on sum |x*w| (the
 // magnitude of the dot product's terms), plus 1e-6 absolute for the bias add. Per level: sse2 sums
 // 4 lanes with separate multiply and add, avx2 8 and avx512 16 lanes with fused multiply-adds
-// (fewer roundings, shorter chains), except fp32 weights from avx512 up, which sum each output as
-// one chain of fused multiply-adds per 64-column block (kernels/cpu/linear_panels_avx512.cc);
+// (fewer roundings, shorter chains), except fp32 weights from avx2 up, which sum each output as
+// one chain of fused multiply-adds per 64-column block (kernels/cpu/linear_panels_impl.inc);
 // amx's bf16-weight tiles sum in the tile unit's own order (kernels/cpu/linear_amx.cc); 1e-5
 // bounds all of them over this grid.
 double relativeTolerance(CpuIsa isa) {
@@ -125,8 +125,10 @@ TEST_P(LinearTest, LargeDecodeShapeMatchesReference) {
 // block while a row alone is kept whole. 70 rows end in a streamed 6-row tile, 300 in a blocked
 // 44-row one. On fp32 panels (avx512 and up) 70 rows run in one-panel tasks of 12- and 11-row
 // micro-kernels, 300 in two-panel tasks of 6-row ones (the 37 outputs: a whole panel and 5 of the
-// next), a row alone in one-panel tasks of one row; 8200 columns are 129 blocks, and at amx put
-// each 64-row tile of rounded x in a window of its own (kernels/cpu/linear_amx.cc kMaxXWords).
+// next), a row alone in one-panel tasks of one row; at avx2 (16-output panels: 37 outputs are two
+// whole panels and 5) every task is one panel, 70 rows in 6- and 5-row micro-kernels; 8200 columns
+// are 129 blocks, and at amx put each 64-row tile of rounded x in a window of its own
+// (kernels/cpu/linear_amx.cc kMaxXWords).
 TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
   const int32_t out = 37;
   for (WeightType type : {WeightType::kF32, WeightType::kF16, WeightType::kBF16})
@@ -151,12 +153,13 @@ TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
 }
 
 // A level may read weights packed ahead in a layout of its own, when the op is prepared: amx packs
-// bf16 weights in the tiles' pair layout, avx512 and up pack fp32 weights in 32-output panels
-// (kernels/cpu/linear_panels_avx512.cc); no other level or type packs. Packed weights give the
-// very bits the stored ones give (and so the reference's values), for any rows.
+// bf16 weights in the tiles' pair layout, avx2 packs fp32 weights in 16-output panels and avx512
+// and up in 32-output ones (kernels/cpu/linear_panels_impl.inc); no other level or type packs.
+// Packed weights give the very bits the stored ones give (and so the reference's values), for any
+// rows.
 bool packs(CpuIsa isa, WeightType type) {
   return (isa == CpuIsa::kAmx && type == WeightType::kBF16) ||
-         (isa >= CpuIsa::kAvx512 && type == WeightType::kF32);
+         (isa >= CpuIsa::kAvx2 && type == WeightType::kF32);
 }
 
 TEST_P(LinearTest, PackedWeightsGiveTheBitsOfTheStoredOnes) {
