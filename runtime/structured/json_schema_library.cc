@@ -328,21 +328,6 @@ std::vector<std::string> magnitudesWithin(const DecimalBound &lower, const Decim
   return alternatives;
 }
 
-// True when the compiled `grammar` has a terminal that matches one of the bytes that a JSON
-// string holds only escaped: '"', '\\' and U+0000..U+001F. (In UTF-8 these bytes are never part
-// of a longer character, so the terminals of the one-byte characters are the only ones to look at.)
-bool mayMatchEscapedByte(const Grammar &grammar) {
-  for (const GrammarRule &rule : grammar.rules)
-    for (const std::vector<GrammarElement> &sequence : rule.alternatives)
-      for (const GrammarElement &element : sequence) {
-        const auto holds = [&](uint8_t byte) { return element.lo <= byte && byte <= element.hi; };
-        if (element.kind == GrammarElement::Kind::kBytes &&
-            (element.lo < 0x20 || holds('"') || holds('\\')))
-          return true;
-      }
-  return false;
-}
-
 } // namespace
 
 bool isLibraryRule(std::string_view name) {
@@ -477,15 +462,10 @@ std::string decimalRange(const DecimalBound *lower, const DecimalBound *upper) {
 }
 
 Result<PatternRules> jsonSafePatternRules(std::string_view pattern) {
-  KILN_ASSIGN_OR_RETURN(std::string text, regexToGrammar(pattern));
+  KILN_ASSIGN_OR_RETURN(std::string text, regexToJsonStringGrammar(pattern));
   KILN_ASSIGN_OR_RETURN(Grammar compiled, parseGrammar(text));
-  if (mayMatchEscapedByte(compiled))
-    return Status(StatusCode::kUnimplemented,
-                  "its strings may hold '\"', '\\' or a control character, which a JSON string "
-                  "must escape: not supported yet (exclude them from negated classes and '.', "
-                  "e.g. [^x\"\\\\\\x00-\\x1F] for [^x])");
-  // regexToGrammar writes one "name ::= body" line per rule, "root" first; its literals and
-  // classes write newlines as escapes (runtime/structured/regex_grammar.cc).
+  // regexToJsonStringGrammar writes one "name ::= body" line per rule, "root" first; its literals
+  // and classes write newlines as escapes (runtime/structured/regex_grammar.cc).
   PatternRules out;
   for (const GrammarRule &rule : compiled.rules)
     for (const std::vector<GrammarElement> &sequence : rule.alternatives)

@@ -79,11 +79,10 @@ struct PatternRules {
   size_t elements = 0;         // of the rules compiled: their share of grammar.h's element limit
 };
 
-// The rules of `pattern` as regexToGrammar() writes them (runtime/structured/regex_grammar.h).
-// An error (regexToGrammar's or parseGrammar's) when the pattern does not convert or compile, and
-// kUnimplemented when its strings may hold a character that a JSON string must escape ('"', '\',
-// U+0000..U+001F): the regex's language would then have to be rewritten in escaped form, which
-// is not done.
+// The rules of `pattern` as regexToJsonStringGrammar() writes them (runtime/structured/
+// regex_grammar.h): the pattern's strings as spelled between a JSON string's quotes, '"', '\' and
+// controls escaped. An error (the converter's or parseGrammar's) when the pattern does not
+// convert or compile.
 Result<PatternRules> jsonSafePatternRules(std::string_view pattern);
 
 // True when `body` has a '|' outside parentheses (and outside literals and classes).

@@ -62,6 +62,34 @@ std::string literalText(const std::u32string &text) {
   return out + "\"";
 }
 
+// The code points a JSON string holds only escaped: '"', '\\' and the controls U+0000..U+001F.
+bool jsonEscaped(char32_t cp) {
+  return cp == '"' || cp == '\\' || cp < 0x20;
+}
+
+// How a JSON string spells escaped code point `cp` (RFC 8259: the two-character escapes where
+// there is one, else \u00XX): the code points of the escape sequence.
+std::u32string jsonEscape(char32_t cp) {
+  static constexpr std::string_view kShort = "\"\"\\\\\bb\ff\nn\rr\tt";
+  for (size_t i = 0; i < kShort.size(); i += 2)
+    if (cp == static_cast<char32_t>(kShort[i]))
+      return {U'\\', static_cast<char32_t>(kShort[i + 1])};
+  char hex[8];
+  std::snprintf(hex, sizeof(hex), "u%04X", static_cast<unsigned>(cp));
+  std::u32string out = U"\\";
+  for (const char *c = hex; *c; ++c)
+    out += static_cast<char32_t>(*c);
+  return out;
+}
+
+// A literal as it appears inside a JSON string: escaped code points spelled as their escapes.
+std::string jsonStringLiteralText(const std::u32string &text) {
+  std::u32string spelled;
+  for (const char32_t cp : text)
+    spelled += jsonEscaped(cp) ? jsonEscape(cp) : std::u32string(1, cp);
+  return literalText(spelled);
+}
+
 // `.`, [set] or [^complement], whichever is shorter.
 std::string classText(const CodePointSet &set) {
   if (set == kAllCodePoints)
@@ -91,9 +119,12 @@ std::string quantifierText(int minCount, int maxCount) {
 }
 
 // Writes rules: `root` first, then one per named group and per group holding an alternation, in
-// the order their opening parentheses appear.
+// the order their opening parentheses appear. With `jsonString`, the text matches the strings'
+// spellings inside a JSON string instead: '"', '\\' and controls as their escapes.
 class GrammarWriter {
 public:
+  explicit GrammarWriter(bool jsonString) : jsonString_(jsonString) {}
+
   std::string write(const Node &root) {
     names_.insert("root");
     rules_.push_back({"root", ""});
@@ -142,9 +173,11 @@ private:
   std::string item(const Node &node) {
     switch (node.kind) {
     case Node::Kind::kLiteral:
-      return node.text.empty() ? "" : literalText(node.text);
+      if (node.text.empty())
+        return "";
+      return jsonString_ ? jsonStringLiteralText(node.text) : literalText(node.text);
     case Node::Kind::kClass:
-      return classText(node.set);
+      return jsonString_ ? jsonStringClassText(node.set) : classText(node.set);
     case Node::Kind::kSequence:
       return items(node);
     case Node::Kind::kAlternation:
@@ -194,6 +227,37 @@ private:
     }
   }
 
+  // A class inside a JSON string: its code points that need no escape as a class, and each
+  // escaped one as its escape sequence; one alternative needs no parentheses.
+  static std::string jsonStringClassText(const CodePointSet &set) {
+    CodePointSet plain;
+    std::vector<std::string> alternatives;
+    for (const auto &[lo, hi] : set)
+      for (char32_t cp = lo; cp <= hi;) {
+        if (jsonEscaped(cp)) {
+          alternatives.push_back(literalText(jsonEscape(cp)));
+          ++cp;
+          continue;
+        }
+        // Past the controls only '"' and '\\' are escaped: the plain run ends before the next.
+        char32_t end = hi;
+        for (const char32_t next : {U'"', U'\\'})
+          if (cp < next && next <= end)
+            end = next - 1;
+        plain.push_back({cp, end});
+        cp = end + 1;
+      }
+    if (!plain.empty())
+      alternatives.insert(alternatives.begin(), classText(plain));
+    if (alternatives.size() == 1)
+      return alternatives[0];
+    std::string text;
+    for (const std::string &alternative : alternatives)
+      text += (text.empty() ? "(" : " | ") + alternative;
+    return text + ")";
+  }
+
+  bool jsonString_;
   std::vector<std::pair<std::string, std::string>> rules_; // name, body
   std::set<std::string> names_;
 };
@@ -202,7 +266,12 @@ private:
 
 Result<std::string> regexToGrammar(std::string_view pattern) {
   KILN_ASSIGN_OR_RETURN(Node root, regex_internal::parseRegex(pattern));
-  return GrammarWriter().write(regex_internal::repeatOnlyNonEmpty(std::move(root)));
+  return GrammarWriter(false).write(regex_internal::repeatOnlyNonEmpty(std::move(root)));
+}
+
+Result<std::string> regexToJsonStringGrammar(std::string_view pattern) {
+  KILN_ASSIGN_OR_RETURN(Node root, regex_internal::parseRegex(pattern));
+  return GrammarWriter(true).write(regex_internal::repeatOnlyNonEmpty(std::move(root)));
 }
 
 Result<std::string> choiceGrammar(const std::vector<std::string> &choices) {

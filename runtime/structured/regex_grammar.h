@@ -30,6 +30,11 @@ namespace kiln::structured {
 // holds an alternation; everything else is inline.
 Result<std::string> regexToGrammar(std::string_view pattern);
 
+// As regexToGrammar, but matching the strings as spelled inside a JSON string (JSON Schema's
+// `pattern`): '"', '\\' and the controls U+0000..U+001F as their escapes (\" \\ \b \f \n \r \t,
+// else \u00XX with upper-case hex), every other code point as itself.
+Result<std::string> regexToJsonStringGrammar(std::string_view pattern);
+
 // Grammar text whose `root` matches exactly one of `choices` (UTF-8; duplicates are dropped).
 // An empty list is an error: no output could satisfy it.
 Result<std::string> choiceGrammar(const std::vector<std::string> &choices);

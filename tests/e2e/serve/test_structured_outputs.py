@@ -57,7 +57,9 @@ SCHEMAS = [
      "$ref": "#/$defs/node"},
     {"type": "object", "properties": {"name": NAME, "nick": NAME, "age": INT},
      "required": ["name"], "additionalProperties": False},
-    {"type": "object", "properties": {"a": NAME, "b": INT}, "additionalProperties": False},
+    {"type": "object", "properties": {"a": NAME, "b": INT, "c": {"type": "string",
+                                                                 "pattern": "^x.{0,4}[^y]$"}},
+     "additionalProperties": False},
     {"type": "object", "properties": {"code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}$"},
                                       "score": {"type": "integer", "minimum": -5,
                                                 "exclusiveMaximum": 120}},
@@ -207,7 +209,8 @@ class StructuredOutputsTest(unittest.TestCase):
     def test_what_kiln_cannot_compile_fails_naming_it(self):
         cases = [
             ({"response_format": {"type": "json_schema", "json_schema": {
-                "name": "p", "schema": {"type": "string", "pattern": "[^x]+"}}}}, "'pattern'"),
+                "name": "p", "schema": {"type": "string", "pattern": "a(?=b)"}}}},
+             "'pattern'"),
             ({"guided_regex": r"(a)\1"}, "backreference"),
             ({"guided_choice": []}, "guided_choice"),
             ({"guided_json": {"type": "object"}, "guided_regex": "a"},

@@ -98,7 +98,7 @@ TEST(StructuredRequestTest, BadConstraintsNameTheField) {
       {R"("guided_regex": 5)", "guided_regex", "a regex must be a string"},
       {R"("guided_choice": [])", "guided_choice", "non-empty array of strings"},
       {R"("guided_json": "{not json")", "guided_json", "not valid JSON"},
-      {R"("guided_json": {"type": "string", "pattern": "[^x]+"})", "guided_json", "'pattern'"},
+      {R"j("guided_json": {"type": "string", "pattern": "a(?=b)"})j", "guided_json", "'pattern'"},
       {R"("guided_grammar": "root ::= missing")", "guided_grammar", "rule 'missing'"},
       {R"("structured_outputs": {"yaml": "x"})", "structured_outputs", "'structured_outputs.yaml'"},
       {R"("response_format": {"type": "json_schema"})", "response_format", "needs 'json_schema'"},

@@ -10,7 +10,9 @@
 
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <iomanip>
 #include <optional>
 #include <random>
@@ -195,17 +197,7 @@ TEST(JsonSchemaGrammarTest, IntegerBoundErrorsNameTheKeywords) {
 }
 
 TEST(JsonSchemaGrammarTest, PatternErrorsNameThePattern) {
-  const std::string mayNeedEscapes = "its strings may hold '\"', '\\' or a control character";
   const std::vector<std::tuple<std::string, StatusCode, std::string>> cases = {
-      {R"({"type":"string","pattern":"[^x]+"})", StatusCode::kUnimplemented,
-       "json schema at '#': 'pattern' \"[^x]+\": " + mayNeedEscapes},
-      {R"({"pattern":".*"})", StatusCode::kUnimplemented, "'pattern' \".*\": " + mayNeedEscapes},
-      {R"({"pattern":"a\"b"})", StatusCode::kUnimplemented,
-       R"('pattern' "a\"b": )" + mayNeedEscapes},
-      {R"({"pattern":"a\\\\b"})", StatusCode::kUnimplemented, mayNeedEscapes},
-      {R"({"pattern":"a\\sb"})", StatusCode::kUnimplemented, mayNeedEscapes},
-      {R"({"pattern":"[ -~]+"})", StatusCode::kUnimplemented, mayNeedEscapes},
-      {R"({"pattern":"\\D"})", StatusCode::kUnimplemented, mayNeedEscapes},
       {R"({"properties":{"id":{"pattern":"(a"}}})", StatusCode::kInvalidArgument,
        "json schema at '#/properties/id': 'pattern' \"(a\": regex: unbalanced '('"},
       {R"j({"pattern":"a(?=b)"})j", StatusCode::kUnimplemented,
@@ -225,6 +217,62 @@ TEST(JsonSchemaGrammarTest, PatternErrorsNameThePattern) {
     EXPECT_NE(status.message().find(message), std::string::npos)
         << schema << "\n got: " << status.toString() << "\n want: " << message;
   }
+}
+
+// Patterns whose strings hold characters a JSON string must escape ('"', '\\', U+0000..U+001F):
+// the grammar spells those as their escapes (\" \\ \b \f \n \r \t, else \u00XX), so every ASCII
+// character a one-character pattern matches is accepted as its JSON spelling and no other, and
+// the raw characters never are.
+TEST(JsonSchemaGrammarTest, PatternsSpellEscapedCharactersAsTheirEscapes) {
+  const auto spelled = [](int c) -> std::string {
+    switch (c) {
+    case '"':
+      return "\\\"";
+    case '\\':
+      return "\\\\";
+    case '\b':
+      return "\\b";
+    case '\f':
+      return "\\f";
+    case '\n':
+      return "\\n";
+    case '\r':
+      return "\\r";
+    case '\t':
+      return "\\t";
+    }
+    if (c >= 0x20)
+      return std::string(1, static_cast<char>(c));
+    char escape[8];
+    std::snprintf(escape, sizeof(escape), "\\u%04X", c);
+    return escape;
+  };
+  const std::vector<std::pair<std::string, std::function<bool(int)>>> patterns = {
+      {".", [](int c) { return c != '\n'; }},
+      {"[^x]", [](int c) { return c != 'x'; }},
+      {"\\D", [](int c) { return c < '0' || c > '9'; }},
+      {"\\s", [](int c) { return c == ' ' || (c >= '\t' && c <= '\r'); }},
+      {"[ -~]", [](int c) { return c >= ' ' && c <= '~'; }},
+      {"[\"\\\\a]", [](int c) { return c == '"' || c == '\\' || c == 'a'; }},
+      {"[\\x00-\\x1F]", [](int c) { return c < 0x20; }},
+  };
+  for (const auto &[pattern, matches] : patterns) {
+    const std::string schema = nlohmann::ordered_json{{"pattern", pattern}}.dump();
+    const std::string text = grammarFor(schema);
+    const CompiledTestGrammar grammar(text);
+    ASSERT_TRUE(grammar.parsed()) << schema << "\n" << text;
+    for (int c = 0; c < 0x80; ++c)
+      EXPECT_EQ(grammar.matches("\"" + spelled(c) + "\""), matches(c))
+          << schema << " on character " << c << "\n"
+          << text;
+    for (const char *raw : {"\"\"\"", "\"\\\"", "\"\n\"", "\"\x01\""})
+      EXPECT_TRUE(grammar.rejects(raw)) << schema << " on " << raw << "\n" << text;
+  }
+  expectMatches(R"({"type":"string","pattern":"^a.c$"})",
+                {R"("a\"c")", R"("a\\c")", R"("a\u0001c")", R"("abc")", R"("a\tc")"},
+                {R"("a\nc")", R"("a\u0001")", R"("a"c")", R"("a\c")"});
+  EXPECT_EQ(grammarFor(R"({"pattern":"a\"b\\\\c"})"), R"(root ::= "\"" "a\\\"b\\\\c" "\"")"
+                                                      "\n");
 }
 
 TEST(JsonSchemaGrammarTest, TypeErrorsInTheSchemaValueAreStatuses) {
