@@ -10,6 +10,8 @@ namespace {
 constexpr std::string_view kHermesOpen = "<tool_call>";
 constexpr std::string_view kHermesClose = "</tool_call>";
 constexpr std::string_view kMistralMarker = "[TOOL_CALLS]";
+constexpr std::string_view kMistralArgs = "[ARGS]";
+constexpr std::string_view kMistralCallId = "[CALL_ID]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
 bool isBlank(char c) {
@@ -65,6 +67,12 @@ std::optional<ToolCall> callOf(const nlohmann::ordered_json &object) {
     return std::nullopt;
   return ToolCall{name->get<std::string>(),
                   args->is_string() ? args->get<std::string>() : dumpJson(*args)};
+}
+
+// A function name as Mistral's named calls write it before [ARGS] (or [CALL_ID]).
+bool isNameChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+         c == '-' || c == '.';
 }
 
 } // namespace
@@ -131,6 +139,12 @@ void ToolCallParser::step(ToolCallDelta &out) {
     case State::kBeforeCall:
       progress = stepBeforeCall(out);
       break;
+    case State::kCallName:
+      progress = stepCallName(out);
+      break;
+    case State::kNamedArguments:
+      progress = stepNamedArguments(out);
+      break;
     case State::kObject:
       progress = stepObject(out);
       break;
@@ -190,11 +204,26 @@ bool ToolCallParser::stepContent(ToolCallDelta &out) {
   return true;
 }
 
-bool ToolCallParser::stepBeforeCall(ToolCallDelta &out) {
+// Moves leading blanks from pending_ into the call's region; whether text follows them.
+bool ToolCallParser::skipBlanks() {
   size_t at = firstNonBlank(pending_);
   region_.append(pending_, 0, at);
   pending_.erase(0, at);
-  if (pending_.empty())
+  return !pending_.empty();
+}
+
+// A call's JSON object starts at pending_[0]: a {"name", "arguments"} object, or with `named`
+// mistral's arguments object.
+void ToolCallParser::startObject(bool named) {
+  named_ = named;
+  state_ = State::kObject;
+  scanned_ = 0;
+  depth_ = 0;
+  inString_ = escaped_ = false;
+}
+
+bool ToolCallParser::stepBeforeCall(ToolCallDelta &out) {
+  if (!skipBlanks())
     return false;
   bool arrays = format_ == ToolCallFormat::kMistral || format_ == ToolCallFormat::kForcedArray;
   if (arrays && !inArray_ && pending_[0] == '[') {
@@ -203,14 +232,60 @@ bool ToolCallParser::stepBeforeCall(ToolCallDelta &out) {
     inArray_ = true;
     return true;
   }
+  if (format_ == ToolCallFormat::kMistral && !inArray_ && isNameChar(pending_[0])) {
+    state_ = State::kCallName; // tokenizer v11 and later: [TOOL_CALLS]name[ARGS]{...}
+    return true;
+  }
   if (pending_[0] != '{') {
     fail(out);
     return true;
   }
-  state_ = State::kObject;
-  scanned_ = 0;
-  depth_ = 0;
-  inString_ = escaped_ = false;
+  startObject(false);
+  return true;
+}
+
+// After [ARGS]: the arguments object must follow (blanks allowed before it).
+bool ToolCallParser::stepNamedArguments(ToolCallDelta &out) {
+  if (!skipBlanks())
+    return false;
+  if (pending_[0] != '{') {
+    fail(out);
+    return true;
+  }
+  startObject(true);
+  return true;
+}
+
+// Mistral's named call: the name, optionally [CALL_ID] and an id, then [ARGS] and the arguments
+// object. Waits while the text could still become that; anything else is a failed call.
+bool ToolCallParser::stepCallName(ToolCallDelta &out) {
+  size_t end = 0;
+  while (end < pending_.size() && isNameChar(pending_[end]))
+    ++end;
+  std::string_view rest = std::string_view(pending_).substr(end);
+  if (rest.empty() || startsMarker(rest, kMistralArgs) || startsMarker(rest, kMistralCallId))
+    return false;
+  size_t argsAt = std::string_view::npos;
+  if (rest.substr(0, kMistralArgs.size()) == kMistralArgs) {
+    argsAt = end;
+  } else if (rest.substr(0, kMistralCallId.size()) == kMistralCallId) {
+    size_t idEnd = end + kMistralCallId.size();
+    while (idEnd < pending_.size() && isNameChar(pending_[idEnd]))
+      ++idEnd;
+    std::string_view after = std::string_view(pending_).substr(idEnd);
+    if (after.empty() || startsMarker(after, kMistralArgs))
+      return false;
+    if (after.substr(0, kMistralArgs.size()) == kMistralArgs)
+      argsAt = idEnd;
+  }
+  if (argsAt == std::string_view::npos) {
+    fail(out);
+    return true;
+  }
+  name_ = pending_.substr(0, end);
+  region_.append(pending_, 0, argsAt + kMistralArgs.size());
+  pending_.erase(0, argsAt + kMistralArgs.size());
+  state_ = State::kNamedArguments;
   return true;
 }
 
@@ -242,7 +317,10 @@ bool ToolCallParser::stepObject(ToolCallDelta &out) {
 
 void ToolCallParser::completeObject(std::string_view objectText, ToolCallDelta &out) {
   auto object = nlohmann::ordered_json::parse(objectText, nullptr, /*allow_exceptions=*/false);
-  std::optional<ToolCall> call = callOf(object);
+  std::optional<ToolCall> call = !named_ ? callOf(object)
+                                 : object.is_object()
+                                     ? std::optional<ToolCall>(ToolCall{name_, dumpJson(object)})
+                                     : std::nullopt;
   if (!call) {
     region_.append(objectText);
     return fail(out);
@@ -264,6 +342,10 @@ bool ToolCallParser::stepAfterCall(ToolCallDelta &) {
       return false;
     if (rest.substr(0, kHermesClose.size()) == kHermesClose)
       pending_.erase(0, at + kHermesClose.size());
+    state_ = State::kContent;
+    return true;
+  }
+  if (named_) { // another [TOOL_CALLS]name[ARGS]{...}, or content
     state_ = State::kContent;
     return true;
   }
@@ -319,6 +401,8 @@ ToolCallDelta ToolCallParser::finish() {
     else
       pending_.clear();
     break;
+  case State::kCallName:
+  case State::kNamedArguments:
   case State::kObject:
     region_ += pending_;
     pending_.clear();

@@ -7,7 +7,10 @@
 //                token the detokenizer skips (the literal text is accepted too).
 //   mistral      [TOOL_CALLS][{"name": ..., "arguments": {...}}, ...] (Mistral v0.3 tokenizers).
 //                [TOOL_CALLS] is a special token too, so the calls are an output starting with
-//                "[", or the literal marker after some content.
+//                "[", or the literal marker after some content. Tokenizers v11 and later (Mistral
+//                Small 3.2, Magistral, Devstral) name each call instead:
+//                [TOOL_CALLS]name[ARGS]{...arguments...}, repeated, an optional [CALL_ID]id before
+//                [ARGS] (read and dropped: the API gives calls its own ids).
 //   forced       the JSON array tool_choice "required" constrains the output to
 //                (runtime/serve/tool_request.h): [{"name": ..., "parameters": {...}}, ...].
 // One incremental parser serves streaming and whole responses, so both say the same: content
@@ -62,18 +65,24 @@ public:
 
 private:
   enum class State {
-    kStart,       // before the first non-blank character (llama3_json, mistral, forced)
-    kContent,     // content, looking for the format's call marker
-    kContentOnly, // content to the end
-    kBeforeCall,  // after a marker or separator: blanks, then "{" (or "[" opening an array)
-    kObject,      // inside a call's JSON object
-    kAfterCall,   // after a call: its closing marker, a separator or the end
+    kStart,          // before the first non-blank character (llama3_json, mistral, forced)
+    kContent,        // content, looking for the format's call marker
+    kContentOnly,    // content to the end
+    kBeforeCall,     // after a marker or separator: blanks, then "{" (or "[" opening an array)
+    kCallName,       // mistral's named call: its name, [CALL_ID]id, up to [ARGS]
+    kNamedArguments, // after [ARGS]: blanks, then the arguments object
+    kObject,         // inside a call's JSON object (with named_, the arguments themselves)
+    kAfterCall,      // after a call: its closing marker, a separator or the end
   };
 
   void step(ToolCallDelta &out);
   bool stepStart(ToolCallDelta &out);
   bool stepContent(ToolCallDelta &out);
   bool stepBeforeCall(ToolCallDelta &out);
+  bool stepCallName(ToolCallDelta &out);
+  bool skipBlanks();
+  void startObject(bool named);
+  bool stepNamedArguments(ToolCallDelta &out);
   bool stepObject(ToolCallDelta &out);
   bool stepAfterCall(ToolCallDelta &out);
   void emitContent(std::string_view text, ToolCallDelta &out);
@@ -86,6 +95,8 @@ private:
   std::string region_;  // raw text of the call being read (marker included), for a failure
   std::string blanks_;  // blank content after a call, said only if other content follows
   bool inArray_ = false;
+  bool named_ = false; // the call being read (or last read) is mistral's named form
+  std::string name_;   // its name
   // The JSON object scan.
   size_t scanned_ = 0;
   int depth_ = 0;

@@ -173,6 +173,39 @@ TEST(ToolCallParserTest, MarkersThatMayBeMissing) {
   EXPECT_EQ(p.content.value_or(""), "[1] is the first source.");
 }
 
+// Mistral tokenizers v11 and later name each call: [TOOL_CALLS]name[ARGS]{...}, repeated, with an
+// optional [CALL_ID]id before [ARGS]; content may come before, blanks between calls are dropped,
+// and every split of the output says the same.
+TEST(ToolCallParserTest, MistralNamedCalls) {
+  const std::string text = "Let me check. [TOOL_CALLS]get_weather[ARGS]{\"city\": \"Paris\", "
+                           "\"unit\": \"c\"} \n[TOOL_CALLS]get_time[CALL_ID]a1B2c3D4e[ARGS] "
+                           "{\"zone\": {\"name\": \"CET\"}}";
+  ParsedToolOutput p = parseToolCalls(ToolCallFormat::kMistral, text);
+  ASSERT_EQ(p.calls.size(), 2u);
+  EXPECT_EQ(p.calls[0].name, "get_weather");
+  EXPECT_EQ(p.calls[0].arguments, R"({"city":"Paris","unit":"c"})");
+  EXPECT_EQ(p.calls[1].name, "get_time");
+  EXPECT_EQ(p.calls[1].arguments, R"({"zone":{"name":"CET"}})");
+  EXPECT_EQ(p.content.value_or("<none>"), "Let me check. ");
+  for (size_t step = 1; step < 12; ++step) {
+    ToolCallDelta pieces = feedInPieces(ToolCallFormat::kMistral, text, step);
+    EXPECT_EQ(pieces.content, "Let me check. ") << "pieces of " << step;
+    EXPECT_EQ(callsJson(pieces.calls), callsJson(p.calls)) << "pieces of " << step;
+  }
+  p = parseToolCalls(ToolCallFormat::kMistral, R"([TOOL_CALLS]f[ARGS]{} Done.)");
+  ASSERT_EQ(p.calls.size(), 1u);
+  EXPECT_EQ(p.calls[0].arguments, "{}");
+  EXPECT_EQ(p.content.value_or("<none>"), " Done.");
+  // Not a named call: a name broken by other text, arguments that are not an object, a cut-off
+  // call. The whole output is then content, as any failed call makes it.
+  for (const char *bad : {"[TOOL_CALLS]get weather[ARGS]{}", "[TOOL_CALLS]f[ARGS][1, 2]",
+                          "[TOOL_CALLS]f[ARGS]{\"a\": 1", "[TOOL_CALLS]f[ARG", "[TOOL_CALLS]f"}) {
+    p = parseToolCalls(ToolCallFormat::kMistral, bad);
+    EXPECT_TRUE(p.calls.empty()) << bad;
+    EXPECT_EQ(p.content.value_or("<none>"), bad);
+  }
+}
+
 // tool_choice "required": the constrained array of {"name", "parameters"}.
 TEST(ToolCallParserTest, ForcedArray) {
   ParsedToolOutput p =
