@@ -330,6 +330,19 @@ std::vector<std::string> magnitudesWithin(const DecimalBound &lower, const Decim
 
 } // namespace
 
+Status schemaError(StatusCode code, const std::string &path, const std::string &message) {
+  return Status(code, "json schema at '" + path + "': " + message);
+}
+
+Status invalid(const std::string &path, const std::string &message) {
+  return schemaError(StatusCode::kInvalidArgument, path, message);
+}
+
+Status unsupported(const std::string &path, const std::string &what, const std::string &note) {
+  return schemaError(StatusCode::kUnimplemented, path,
+                     what + " is not supported yet" + (note.empty() ? "" : " (" + note + ")"));
+}
+
 bool isLibraryRule(std::string_view name) {
   return findLibraryRule(name) != nullptr;
 }

@@ -24,6 +24,12 @@ inline constexpr uint64_t kUnbounded = std::numeric_limits<uint64_t>::max();
 // String formats; each has a library rule "<format>-string".
 inline constexpr std::string_view kFormats = "date-time date time uuid email ipv4";
 
+// Errors naming where in the schema (a JSON pointer) and what: "json schema at '<path>': ...";
+// unsupported's message is "<what> is not supported yet" (and the note in parentheses).
+Status schemaError(StatusCode code, const std::string &path, const std::string &message);
+Status invalid(const std::string &path, const std::string &message);
+Status unsupported(const std::string &path, const std::string &what, const std::string &note = "");
+
 // True when `name` is a library rule's (generated rules take other names).
 bool isLibraryRule(std::string_view name);
 
