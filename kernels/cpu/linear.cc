@@ -4,13 +4,13 @@
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
 // built for the baseline and only picks the tile function and splits the tiles over the worker pool
-// (worker_pool.h). From avx2 up, Linears with fp32 weights run on panels (linear_panels_impl.inc:
-// weights packed when the op is prepared, x broadcast) of 16 outputs at avx2
-// (linear_panels_avx2.cc) and 32 from avx512 up (linear_panels_avx512.cc). avx512bf16 runs
-// the others on the AVX-512 tiles: its dot-product instruction multiplies bf16 activations, which
-// would round the fp32 x that the references expect. amx runs Linears with bf16 weights on the
-// tiles (linear_amx.cc: x rounded to bf16, as llama.cpp's and vLLM's bf16 paths do), fp16 ones on
-// the AVX-512 tiles.
+// (worker_pool.h). From avx2 up, Linears with fp32 or bf16 weights run on panels
+// (linear_panels_impl.inc: weights packed in their own type when the op is prepared, widened after
+// each load, x broadcast) of 16 outputs at avx2 (linear_panels_avx2.cc) and 32 from avx512 up
+// (linear_panels_avx512.cc); fp16 weights run on the tiles. avx512bf16 does not use its
+// dot-product instruction: it multiplies bf16 activations, which would round the fp32 x that the
+// references expect. amx runs Linears with bf16 weights on the tiles (linear_amx.cc: x rounded
+// to bf16, as llama.cpp's and vLLM's bf16 paths do).
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/linear_amx.h"
@@ -56,9 +56,10 @@ Path pathFor(WeightType type) {
   const CpuIsa isa = activeCpuIsa();
   if (isa == CpuIsa::kAmx && type == WeightType::kBF16)
     return Path::kAmx;
-  if (type == WeightType::kF32 && isa >= CpuIsa::kAvx512)
+  const bool panelType = type == WeightType::kF32 || type == WeightType::kBF16;
+  if (panelType && isa >= CpuIsa::kAvx512)
     return Path::kPanelsAvx512;
-  if (type == WeightType::kF32 && isa == CpuIsa::kAvx2)
+  if (panelType && isa == CpuIsa::kAvx2)
     return Path::kPanelsAvx2;
   return Path::kTiles;
 }
@@ -73,9 +74,9 @@ size_t linearPackedWeightBytes(WeightType type, int32_t outFeatures, int32_t inF
   case Path::kAmx:
     return packedAmxWeightBytes(outFeatures, inFeatures);
   case Path::kPanelsAvx2:
-    return packedPanelBytesAvx2(outFeatures, inFeatures);
+    return packedPanelBytesAvx2(type, outFeatures, inFeatures);
   case Path::kPanelsAvx512:
-    return packedPanelBytesAvx512(outFeatures, inFeatures);
+    return packedPanelBytesAvx512(type, outFeatures, inFeatures);
   case Path::kTiles:
     break;
   }
@@ -90,9 +91,9 @@ void packLinearWeights(const void *weight, WeightType type, int32_t outFeatures,
   case Path::kAmx:
     return packAmxWeights(static_cast<const uint16_t *>(weight), outFeatures, inFeatures, packed);
   case Path::kPanelsAvx2:
-    return packPanelsAvx2(static_cast<const float *>(weight), outFeatures, inFeatures, packed);
+    return packPanelsAvx2(weight, type, outFeatures, inFeatures, packed);
   case Path::kPanelsAvx512:
-    return packPanelsAvx512(static_cast<const float *>(weight), outFeatures, inFeatures, packed);
+    return packPanelsAvx512(weight, type, outFeatures, inFeatures, packed);
   case Path::kTiles:
     break;
   }

@@ -1,4 +1,4 @@
-// Linear with fp32 weights in panels of 16 outputs on AVX2 + FMA (CpuIsa::kAvx2):
+// Linear with fp32 or bf16 weights in panels of 16 outputs on AVX2 + FMA (CpuIsa::kAvx2):
 // linear_panels_impl.inc at 8 lanes, micro-kernels of up to 12 accumulators in AVX2's 16
 // registers (6 rows x 1 panel, the shape of BLIS's Haswell kernel): 12 fused multiply-adds for 8
 // loads, where the 8-lane tiles of linear_avx2.cc reach 6 for 5 and add lanes at the end. A task of
@@ -44,16 +44,21 @@ inline Vec addVec(Vec a, Vec b) {
 inline Vec fmaddVec(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
 }
+inline Vec loadBf16Vec(const uint16_t *p) {
+  const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(wide, 16));
+}
 
 #include "kernels/cpu/linear_panels_impl.inc"
 
 } // namespace
 
-size_t packedPanelBytesAvx2(int32_t outFeatures, int32_t inFeatures) {
-  return packedBytes(outFeatures, inFeatures);
+size_t packedPanelBytesAvx2(WeightType type, int32_t outFeatures, int32_t inFeatures) {
+  return packedBytes(type, outFeatures, inFeatures);
 }
-void packPanelsAvx2(const float *weight, int32_t outFeatures, int32_t inFeatures, void *packed) {
-  pack(weight, outFeatures, inFeatures, packed);
+void packPanelsAvx2(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
+                    void *packed) {
+  pack(weight, type, outFeatures, inFeatures, packed);
 }
 void linearPanelsAvx2(const LinearArgs &args) {
   run(args);

@@ -1,4 +1,4 @@
-// Linear with fp32 weights in panels of 32 outputs on AVX-512 (CpuIsa::kAvx512 and above):
+// Linear with fp32 or bf16 weights in panels of 32 outputs on AVX-512 (CpuIsa::kAvx512 and above):
 // linear_panels_impl.inc at 16 lanes, micro-kernels of up to 24 accumulators (6 rows x 4 vectors
 // for many rows, 12 rows x 2 vectors for few): 24 fused multiply-adds for 10 loads.
 #include "kernels/cpu/elem_io.h"
@@ -41,16 +41,22 @@ inline Vec addVec(Vec a, Vec b) {
 inline Vec fmaddVec(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
 }
+inline Vec loadBf16Vec(const uint16_t *p) {
+  const __m512i wide =
+      _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(wide, 16));
+}
 
 #include "kernels/cpu/linear_panels_impl.inc"
 
 } // namespace
 
-size_t packedPanelBytesAvx512(int32_t outFeatures, int32_t inFeatures) {
-  return packedBytes(outFeatures, inFeatures);
+size_t packedPanelBytesAvx512(WeightType type, int32_t outFeatures, int32_t inFeatures) {
+  return packedBytes(type, outFeatures, inFeatures);
 }
-void packPanelsAvx512(const float *weight, int32_t outFeatures, int32_t inFeatures, void *packed) {
-  pack(weight, outFeatures, inFeatures, packed);
+void packPanelsAvx512(const void *weight, WeightType type, int32_t outFeatures, int32_t inFeatures,
+                      void *packed) {
+  pack(weight, type, outFeatures, inFeatures, packed);
 }
 void linearPanelsAvx512(const LinearArgs &args) {
   run(args);
