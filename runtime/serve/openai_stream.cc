@@ -3,6 +3,7 @@
 #include "runtime/serve/json_text.h"
 #include "runtime/serve/tool_request.h"
 
+#include <algorithm>
 #include <map>
 #include <optional>
 
@@ -150,18 +151,29 @@ private:
     if (finishing) {
       ToolCallDelta last = sample.parser->finish();
       said.content += last.content;
-      for (ToolCall &call : last.calls)
-        said.calls.push_back(std::move(call));
+      for (ToolCallFragment &fragment : last.fragments)
+        said.fragments.push_back(std::move(fragment));
     }
     if (!said.content.empty())
       delta["content"] = sanitizeUtf8(said.content);
+    // Calls go out piecewise (tool_call_parser.h): a call's first fragment opens it with its id
+    // and name, the others add to its arguments.
     nlohmann::json calls = nlohmann::json::array();
-    for (const ToolCall &call : said.calls) {
-      if (!tools.parallel && sample.calls > 0)
+    for (const ToolCallFragment &fragment : said.fragments) {
+      if (!tools.parallel && fragment.call > 0)
         break;
-      nlohmann::json entry = toolCallJson(newToolCallId(idFormat), call);
-      entry["index"] = sample.calls++;
-      calls.push_back(std::move(entry));
+      nlohmann::json entry =
+          !fragment.opens
+              ? nlohmann::json{{"function", {{"arguments", sanitizeUtf8(fragment.arguments)}}}}
+              : toolCallJson(newToolCallId(idFormat), {fragment.name, fragment.arguments});
+      entry["index"] = fragment.call;
+      sample.calls = std::max(sample.calls, fragment.call + 1);
+      if (!calls.empty() && calls.back()["index"] == entry["index"]) // one entry per call a chunk
+        calls.back()["function"]["arguments"] =
+            calls.back()["function"]["arguments"].get<std::string>() +
+            entry["function"]["arguments"].get<std::string>();
+      else
+        calls.push_back(std::move(entry));
     }
     if (!calls.empty())
       delta["tool_calls"] = std::move(calls);

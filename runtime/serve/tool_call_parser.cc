@@ -54,25 +54,40 @@ std::string_view contentMarker(ToolCallFormat format) {
   return {};
 }
 
-std::optional<ToolCall> callOf(const nlohmann::ordered_json &object) {
-  if (!object.is_object())
+// A closed {"name", "arguments"} object as a call: its name and arguments as the scan read them
+// (the first "name" member; the first "arguments" or "parameters" one: tool_call_object.h).
+std::optional<ToolCall> callOf(const nlohmann::ordered_json &object,
+                               const ToolCallObjectScanner &scan) {
+  if (!object.is_object() || !scan.name())
     return std::nullopt;
-  auto name = object.find("name");
-  if (name == object.end() || !name->is_string())
-    return std::nullopt;
-  auto args = object.find("arguments");
-  if (args == object.end())
-    args = object.find("parameters");
-  if (args == object.end())
-    return std::nullopt;
-  return ToolCall{name->get<std::string>(),
-                  args->is_string() ? args->get<std::string>() : dumpJson(*args)};
+  for (const auto &[key, value] : object.items()) {
+    if (key != "arguments" && key != "parameters")
+      continue;
+    if (scan.argumentsStreaming())
+      return ToolCall{*scan.name(), scan.arguments()};
+    return ToolCall{*scan.name(), value.is_string() ? value.get<std::string>() : dumpJson(value)};
+  }
+  return std::nullopt;
 }
 
 // A function name as Mistral's named calls write it before [ARGS] (or [CALL_ID]).
 bool isNameChar(char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
          c == '-' || c == '.';
+}
+
+// The length of `text` less an incomplete UTF-8 sequence at its end, which the next piece may
+// finish: a fragment never splits a character (each goes out as JSON text of its own).
+size_t wholeUtf8Length(std::string_view text) {
+  const size_t n = text.size();
+  for (size_t back = 1; back <= 4 && back <= n; ++back) {
+    const auto c = static_cast<unsigned char>(text[n - back]);
+    if ((c & 0xC0) == 0x80)
+      continue; // a continuation byte: look further back for the lead
+    const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
+    return length > back ? n - back : n;
+  }
+  return n;
 }
 
 } // namespace
@@ -218,8 +233,9 @@ void ToolCallParser::startObject(bool named) {
   named_ = named;
   state_ = State::kObject;
   scanned_ = 0;
-  depth_ = 0;
-  inString_ = escaped_ = false;
+  object_.start(named);
+  announced_ = false;
+  sentArguments_ = 0;
 }
 
 bool ToolCallParser::stepBeforeCall(ToolCallDelta &out) {
@@ -290,41 +306,52 @@ bool ToolCallParser::stepCallName(ToolCallDelta &out) {
 }
 
 bool ToolCallParser::stepObject(ToolCallDelta &out) {
-  for (; scanned_ < pending_.size(); ++scanned_) {
-    char c = pending_[scanned_];
-    if (inString_) {
-      if (escaped_)
-        escaped_ = false;
-      else if (c == '\\')
-        escaped_ = true;
-      else if (c == '"')
-        inString_ = false;
-      continue;
-    }
-    if (c == '"') {
-      inString_ = true;
-    } else if (c == '{' || c == '[') {
-      ++depth_;
-    } else if ((c == '}' || c == ']') && --depth_ == 0) {
-      std::string object = pending_.substr(0, scanned_ + 1);
-      pending_.erase(0, scanned_ + 1);
-      completeObject(object, out);
-      return true;
-    }
+  const size_t end = object_.scan(pending_, scanned_);
+  scanned_ = end == std::string::npos ? pending_.size() : end;
+  streamCall(out);
+  if (end == std::string::npos)
+    return false;
+  std::string object = pending_.substr(0, end);
+  pending_.erase(0, end);
+  completeObject(object, out);
+  return true;
+}
+
+void ToolCallParser::addFragment(std::string name, std::string_view arguments, ToolCallDelta &out) {
+  if (out.fragments.empty() || out.fragments.back().call != calls_)
+    out.fragments.push_back({calls_, !announced_, std::move(name), {}});
+  out.fragments.back().arguments.append(arguments);
+  sentArguments_ += arguments.size();
+}
+
+void ToolCallParser::streamCall(ToolCallDelta &out) {
+  if (!announced_ && (named_ || object_.name())) {
+    addFragment(named_ ? name_ : *object_.name(), {}, out);
+    announced_ = true;
   }
-  return false;
+  const size_t known = wholeUtf8Length(object_.arguments());
+  if (announced_ && object_.argumentsStreaming() && known > sentArguments_)
+    addFragment(
+        {}, std::string_view(object_.arguments()).substr(sentArguments_, known - sentArguments_),
+        out);
 }
 
 void ToolCallParser::completeObject(std::string_view objectText, ToolCallDelta &out) {
   auto object = nlohmann::ordered_json::parse(objectText, nullptr, /*allow_exceptions=*/false);
-  std::optional<ToolCall> call = !named_ ? callOf(object)
+  std::optional<ToolCall> call = !named_ ? callOf(object, object_)
                                  : object.is_object()
-                                     ? std::optional<ToolCall>(ToolCall{name_, dumpJson(object)})
+                                     ? std::optional<ToolCall>(ToolCall{name_, object_.arguments()})
                                      : std::nullopt;
   if (!call) {
     region_.append(objectText);
     return fail(out);
   }
+  // The rest of the call: all of it when the arguments were not an object streamed as it came.
+  if (!announced_) {
+    addFragment(call->name, call->arguments, out);
+    announced_ = true;
+  } else if (call->arguments.size() > sentArguments_)
+    addFragment({}, std::string_view(call->arguments).substr(sentArguments_), out);
   out.calls.push_back(std::move(*call));
   ++calls_;
   region_.clear();
@@ -384,12 +411,15 @@ void ToolCallParser::emitContent(std::string_view text, ToolCallDelta &out) {
   blanks_.append(text.substr(end));
 }
 
+// A call whose name went out stays as sent: its text is not said again as content.
 void ToolCallParser::fail(ToolCallDelta &out) {
   failed_ = true;
+  const bool sent = state_ == State::kObject && announced_;
   std::string raw = std::move(region_);
   region_.clear();
   state_ = State::kContentOnly;
-  emitContent(raw, out);
+  if (!sent)
+    emitContent(raw, out);
 }
 
 ToolCallDelta ToolCallParser::finish() {

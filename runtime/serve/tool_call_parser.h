@@ -19,9 +19,16 @@
 // is content. A call that is not a JSON object with a string "name" and an "arguments" or
 // "parameters" value ends parsing: its text and the rest are content. The whole-text form answers
 // such an output as vLLM does: all of it content, no calls.
+//
+// A stream sends calls piecewise (ToolCallDelta::fragments): a call's name once its string has
+// closed, then its arguments as the model writes them (runtime/serve/tool_call_object.h), so a
+// client sees a long call grow as it does from OpenAI and vLLM. What has gone out cannot be taken
+// back: a call whose object turns out malformed after its name was sent stays in the stream as
+// sent (its text is not also said as content), and the rest of the output is content.
 #pragma once
 
 #include "runtime/base/status.h"
+#include "runtime/serve/tool_call_object.h"
 
 #include <optional>
 #include <string>
@@ -41,13 +48,26 @@ ToolCallFormat toolCallFormatOfTemplate(std::string_view templateSource);
 
 struct ToolCall {
   std::string name;
-  std::string arguments; // JSON text: the arguments object as the model wrote its members
+  // JSON text: the arguments object as the model wrote it less the blanks outside strings
+  // (tool_call_object.h); arguments given as a string are that string.
+  std::string arguments;
 };
 
-// What one piece of output adds: text that is content, and calls completed by it.
+// A piece of one call as it streams. A call's fragments, in order, add up to it: the first has its
+// name, and their arguments joined are the call's arguments.
+struct ToolCallFragment {
+  size_t call = 0;       // the call's index among the output's calls (0 for the first)
+  bool opens = false;    // the call's first fragment, which has its name
+  std::string name;      // the call's name on its first fragment; empty on the others
+  std::string arguments; // more of the arguments text
+};
+
+// What one piece of output adds: text that is content, calls completed by it, and what it says of
+// calls as they stream.
 struct ToolCallDelta {
   std::string content;
   std::vector<ToolCall> calls;
+  std::vector<ToolCallFragment> fragments;
 };
 
 class ToolCallParser {
@@ -84,6 +104,9 @@ private:
   void startObject(bool named);
   bool stepNamedArguments(ToolCallDelta &out);
   bool stepObject(ToolCallDelta &out);
+  // Sends what the object scan knows of the call that has not gone out yet.
+  void streamCall(ToolCallDelta &out);
+  void addFragment(std::string name, std::string_view arguments, ToolCallDelta &out);
   bool stepAfterCall(ToolCallDelta &out);
   void emitContent(std::string_view text, ToolCallDelta &out);
   void completeObject(std::string_view objectText, ToolCallDelta &out);
@@ -99,8 +122,9 @@ private:
   std::string name_;   // its name
   // The JSON object scan.
   size_t scanned_ = 0;
-  int depth_ = 0;
-  bool inString_ = false, escaped_ = false;
+  ToolCallObjectScanner object_;
+  bool announced_ = false;   // the call's name has gone out in a fragment
+  size_t sentArguments_ = 0; // bytes of its arguments that have
   size_t calls_ = 0;
   bool failed_ = false;
 };

@@ -2,9 +2,10 @@
 // first byte picks the format ('h' hermes, 'l' llama3_json, 'm' mistral, anything else the forced
 // array), the second the size of the pieces a stream feeds (1-16 bytes), the rest is the output.
 //
-// Invariants: fed whole or in pieces, the parser says the same calls and content, and fails alike;
-// the whole-text answer is either exactly the streamed one (calls found, none failed) or all of the
-// text as content with no call.
+// Invariants: fed whole or in pieces, the parser says the same calls and content, streams the same
+// fragments of calls, and fails alike; each completed call is exactly its fragments joined (the
+// first naming it); the whole-text answer is either exactly the streamed one (calls found, none
+// failed) or all of the text as content with no call.
 #include "runtime/serve/tool_call_parser.h"
 #include "tests/fuzz/fuzz_util.h"
 
@@ -25,10 +26,41 @@ ToolCallFormat formatOf(char c) {
   }
 }
 
+// all.fragments holds one fragment per call: the pieces joined (a later piece naming the call
+// again would show as a second name).
 void append(ToolCallDelta &all, ToolCallDelta piece) {
   all.content += piece.content;
   for (ToolCall &call : piece.calls)
     all.calls.push_back(std::move(call));
+  for (ToolCallFragment &f : piece.fragments) {
+    if (all.fragments.size() <= f.call)
+      all.fragments.resize(f.call + 1);
+    all.fragments[f.call].call = f.call;
+    all.fragments[f.call].opens = all.fragments[f.call].opens || f.opens;
+    all.fragments[f.call].name += f.name;
+    all.fragments[f.call].arguments += f.arguments;
+  }
+}
+
+bool sameFragments(const std::vector<ToolCallFragment> &a, const std::vector<ToolCallFragment> &b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (a[i].name != b[i].name || a[i].arguments != b[i].arguments)
+      return false;
+  return true;
+}
+
+// Each completed call is its fragments joined; at most one call more (its object cut off or
+// malformed after its name went out) has fragments.
+bool callsAreTheirFragments(const ToolCallDelta &all) {
+  if (all.fragments.size() < all.calls.size() || all.fragments.size() > all.calls.size() + 1)
+    return false;
+  for (size_t i = 0; i < all.calls.size(); ++i)
+    if (!all.fragments[i].opens || all.fragments[i].name != all.calls[i].name ||
+        all.fragments[i].arguments != all.calls[i].arguments)
+      return false;
+  return true;
 }
 
 bool sameCalls(const std::vector<ToolCall> &a, const std::vector<ToolCall> &b) {
@@ -59,6 +91,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   KILN_FUZZ_CHECK(sameCalls(once.calls, streamed.calls) && once.content == streamed.content,
                   "the parser fed in pieces of " + std::to_string(step) + " says otherwise");
   KILN_FUZZ_CHECK(whole.failed() == pieces.failed(), "failure depends on the pieces");
+  KILN_FUZZ_CHECK(sameFragments(once.fragments, streamed.fragments),
+                  "the fragments fed in pieces of " + std::to_string(step) + " differ");
+  KILN_FUZZ_CHECK(callsAreTheirFragments(once), "a call is not its fragments joined");
 
   ParsedToolOutput parsed = parseToolCalls(format, text);
   if (whole.failed() || whole.callCount() == 0) {

@@ -129,24 +129,31 @@ class ToolCallsTest(unittest.TestCase):
                     self.assertEqual(c.message.tool_calls[0].function.name, name)
                     self.checkCall(c.message.tool_calls[0])
 
-    def streamed(self, **kwargs):
-        """(content, [(name, arguments)], finish_reason) of one streamed choice."""
+    def streamed(self, pieces=None, **kwargs):
+        """(content, [(name, arguments)], finish_reason) of one streamed choice; `pieces`, a
+        list, gets the number of chunks each call came in."""
         content, calls, finish = "", {}, None
         for chunk in self.chat(1, 500, stream=True, **kwargs):
             delta = chunk.choices[0].delta
             content += delta.content or ""
             for call in delta.tool_calls or []:
-                entry = calls.setdefault(call.index, {"name": None, "arguments": ""})
+                entry = calls.setdefault(call.index, {"name": None, "arguments": "", "pieces": 0})
                 if call.function.name:
                     entry["name"] = call.function.name
                 entry["arguments"] += call.function.arguments or ""
+                entry["pieces"] += 1
             finish = chunk.choices[0].finish_reason or finish
+        if pieces is not None:
+            pieces.extend(c["pieces"] for _, c in sorted(calls.items()))
         return content, [(c["name"], c["arguments"]) for _, c in sorted(calls.items())], finish
 
     def test_streamed_calls_match(self):
         for choice in ("required", {"type": "function", "function": {"name": "add"}}):
             whole = self.chat(1, 500, tool_choice=choice).choices[0]
-            content, calls, finish = self.streamed(tool_choice=choice)
+            pieces = []
+            content, calls, finish = self.streamed(pieces, tool_choice=choice)
+            # The arguments stream as they are generated, not whole when the call closes.
+            self.assertTrue(all(p > 2 for p in pieces), pieces)
             self.assertEqual(content, whole.message.content or "")
             self.assertEqual(calls, [(c.function.name, c.function.arguments)
                                      for c in whole.message.tool_calls])

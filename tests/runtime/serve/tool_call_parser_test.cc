@@ -34,19 +34,47 @@ nlohmann::json callsJson(const std::vector<ToolCall> &calls) {
   return out;
 }
 
-// The parser fed in pieces of `step` bytes (0: byte by byte, then flushed).
+// Adds a piece's content, calls and fragments to `all`.
+void append(ToolCallDelta &all, const ToolCallDelta &d) {
+  all.content += d.content;
+  all.calls.insert(all.calls.end(), d.calls.begin(), d.calls.end());
+  all.fragments.insert(all.fragments.end(), d.fragments.begin(), d.fragments.end());
+}
+
+// The parser fed in pieces of `step` bytes.
 ToolCallDelta feedInPieces(ToolCallFormat format, const std::string &text, size_t step) {
   ToolCallParser parser(format);
   ToolCallDelta all;
-  for (size_t at = 0; at < text.size(); at += step) {
-    ToolCallDelta d = parser.feed(std::string_view(text).substr(at, step));
-    all.content += d.content;
-    all.calls.insert(all.calls.end(), d.calls.begin(), d.calls.end());
-  }
-  ToolCallDelta last = parser.finish();
-  all.content += last.content;
-  all.calls.insert(all.calls.end(), last.calls.begin(), last.calls.end());
+  for (size_t at = 0; at < text.size(); at += step)
+    append(all, parser.feed(std::string_view(text).substr(at, step)));
+  append(all, parser.finish());
   return all;
+}
+
+// The calls the fragments stream, joined: each call opened once by its first fragment, which
+// names it, then its arguments in order.
+std::vector<ToolCall> joinFragments(const std::vector<ToolCallFragment> &fragments) {
+  std::vector<ToolCall> calls;
+  for (const ToolCallFragment &f : fragments) {
+    EXPECT_EQ(f.opens, f.call == calls.size()) << "fragment of call " << f.call;
+    if (f.opens)
+      calls.push_back({f.name, {}});
+    else
+      EXPECT_TRUE(f.name.empty());
+    if (f.call < calls.size())
+      calls[f.call].arguments += f.arguments;
+  }
+  return calls;
+}
+
+// Each call is exactly its fragments joined (names and argument text, byte for byte).
+void expectCallsAreTheirFragments(const ToolCallDelta &all) {
+  std::vector<ToolCall> joined = joinFragments(all.fragments);
+  ASSERT_EQ(joined.size(), all.calls.size());
+  for (size_t i = 0; i < joined.size(); ++i) {
+    EXPECT_EQ(joined[i].name, all.calls[i].name);
+    EXPECT_EQ(joined[i].arguments, all.calls[i].arguments);
+  }
 }
 
 TEST(ToolCallParserTest, MatchesVllmParsers) {
@@ -79,6 +107,7 @@ TEST(ToolCallParserTest, EverySplitSaysTheSame) {
       ToolCallDelta streamed = feedInPieces(format, output, step);
       EXPECT_EQ(streamed.content, c["content"].is_null() ? "" : c["content"].get<std::string>());
       EXPECT_EQ(callsJson(streamed.calls), c["calls"]);
+      expectCallsAreTheirFragments(streamed);
     }
   }
 }
@@ -102,6 +131,7 @@ TEST(ToolCallParserTest, EverySplitSaysTheSameBeyondTheGoldens) {
       ToolCallDelta pieces = feedInPieces(format, text, step);
       EXPECT_EQ(pieces.content, whole.content) << text << " in pieces of " << step;
       EXPECT_EQ(callsJson(pieces.calls), callsJson(whole.calls)) << text;
+      expectCallsAreTheirFragments(pieces);
     }
   }
 }
@@ -218,7 +248,9 @@ TEST(ToolCallParserTest, ForcedArray) {
   EXPECT_FALSE(p.content.has_value());
 }
 
-// Cut off inside a call (max_tokens): the whole text is content, no call.
+// Cut off inside a call (max_tokens): the whole text is content, no call. A stream has sent the
+// call as far as it went, and says none of it again as content (as vLLM's streams do); cut off
+// before the name closed, nothing was sent and the text is content.
 TEST(ToolCallParserTest, TruncatedCallIsContent) {
   const std::string text = "<tool_call>\n{\"name\": \"f\", \"arguments\": {\"city\": \"Par";
   ParsedToolOutput p = parseToolCalls(ToolCallFormat::kHermes, text);
@@ -226,7 +258,76 @@ TEST(ToolCallParserTest, TruncatedCallIsContent) {
   EXPECT_EQ(p.content.value_or(""), text);
   ToolCallDelta streamed = feedInPieces(ToolCallFormat::kHermes, text, 5);
   EXPECT_TRUE(streamed.calls.empty());
-  EXPECT_EQ(streamed.content, text);
+  EXPECT_EQ(streamed.content, "");
+  std::vector<ToolCall> sent = joinFragments(streamed.fragments);
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_EQ(sent[0].name, "f");
+  EXPECT_EQ(sent[0].arguments, R"({"city":"Par)");
+  const std::string early = "Hm. <tool_call>\n{\"name\": \"get_wea";
+  streamed = feedInPieces(ToolCallFormat::kHermes, early, 3);
+  EXPECT_TRUE(streamed.fragments.empty());
+  EXPECT_EQ(streamed.content, early);
+}
+
+// A call streams as the model writes it: its name once the string closes, then its arguments
+// less the blanks outside strings, piece by piece; the call then completes with the same text.
+// Arguments before the name wait for it; arguments given as a string go out whole at the end.
+TEST(ToolCallParserTest, ArgumentsStreamAsTheyCome) {
+  ToolCallParser parser(ToolCallFormat::kHermes);
+  ToolCallDelta d = parser.feed("<tool_call>\n{\"name\": \"get_we");
+  EXPECT_TRUE(d.fragments.empty());
+  d = parser.feed("ather\", \"arguments\": {\"city\": \"Par");
+  ASSERT_EQ(d.fragments.size(), 1u);
+  EXPECT_TRUE(d.fragments[0].opens);
+  EXPECT_EQ(d.fragments[0].name, "get_weather");
+  EXPECT_EQ(d.fragments[0].arguments, R"({"city":"Par)");
+  d = parser.feed("is, France\",\n  \"days\": [1, 2]");
+  ASSERT_EQ(d.fragments.size(), 1u);
+  EXPECT_FALSE(d.fragments[0].opens);
+  EXPECT_EQ(d.fragments[0].arguments, R"(is, France","days":[1,2])");
+  EXPECT_TRUE(d.calls.empty());
+  d = parser.feed("}}\n</tool_call>\n<tool_call>{\"name\": \"g\", \"arguments\": {}");
+  ASSERT_EQ(d.fragments.size(), 2u);
+  EXPECT_EQ(d.fragments[0].call, 0u);
+  EXPECT_EQ(d.fragments[0].arguments, "}");
+  EXPECT_EQ(d.fragments[1].call, 1u);
+  EXPECT_EQ(d.fragments[1].name, "g");
+  EXPECT_EQ(d.fragments[1].arguments, "{}");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.calls[0].arguments, R"({"city":"Paris, France","days":[1,2]})");
+
+  ToolCallDelta late =
+      feedInPieces(ToolCallFormat::kLlama3Json,
+                   R"({"parameters": {"x": 1}, "name": "f", "type": "function"})", 4);
+  ASSERT_EQ(late.fragments.size(), 1u);
+  EXPECT_EQ(late.fragments[0].name, "f");
+  EXPECT_EQ(late.fragments[0].arguments, R"({"x":1})");
+  expectCallsAreTheirFragments(late);
+
+  ToolCallDelta quoted =
+      feedInPieces(ToolCallFormat::kHermes,
+                   R"(<tool_call>{"name": "f", "arguments": "{\"a\": 1}"}</tool_call>)", 2);
+  ASSERT_EQ(joinFragments(quoted.fragments).size(), 1u);
+  EXPECT_EQ(joinFragments(quoted.fragments)[0].arguments, R"({"a": 1})");
+  EXPECT_EQ(quoted.fragments.back().arguments, R"({"a": 1})"); // in one piece, at the end
+
+  // A character cut between pieces waits for its last byte: no fragment splits it.
+  ToolCallParser cut(ToolCallFormat::kLlama3Json);
+  d = cut.feed("{\"name\": \"f\", \"parameters\": {\"a\": \"caf\xC3");
+  ASSERT_EQ(d.fragments.size(), 1u);
+  EXPECT_EQ(d.fragments[0].arguments, R"({"a":"caf)");
+  d = cut.feed("\xA9\xE2\x82");
+  ASSERT_EQ(d.fragments.size(), 1u);
+  EXPECT_EQ(d.fragments[0].arguments, "\xC3\xA9");
+  d = cut.feed("\xAC\"}}");
+  ASSERT_EQ(d.calls.size(), 1u);
+  EXPECT_EQ(d.fragments[0].arguments, "\xE2\x82\xAC\"}");
+
+  ToolCallParser named(ToolCallFormat::kMistral);
+  d = named.feed("[TOOL_CALLS]get_time[ARGS]{\"zone\": \"CE");
+  ASSERT_EQ(d.fragments.size(), 1u);
+  EXPECT_EQ(d.fragments[0].name, "get_time");
+  EXPECT_EQ(d.fragments[0].arguments, R"({"zone":"CE)");
 }
 
 TEST(ToolCallParserTest, FormatNamesAndTemplates) {
