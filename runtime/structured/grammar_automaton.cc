@@ -30,14 +30,23 @@ int32_t GrammarAutomaton::next(int32_t state, uint8_t byte) {
   return id;
 }
 
-void GrammarAutomaton::markSubtree(int32_t state, uint32_t node, std::vector<uint8_t> &mask) {
-  for (const auto &[byte, child] : vocab_->nodes()[node].children) {
-    const int32_t to = next(state, byte);
-    if (to == kDead)
+// One forward pass over the trie's preorder entries (TokenTrie::entries), skipping the subtree
+// of every byte that leads nowhere from its parent's state.
+void GrammarAutomaton::markTokens(int32_t state, std::vector<uint8_t> &mask) {
+  const std::vector<TokenTrie::Entry> &entries = vocab_->entries();
+  depthStates_.resize(vocab_->maxDepth() + 1);
+  depthStates_[0] = state;
+  for (uint32_t i = 1; i < vocab_->numNodes();) {
+    const TokenTrie::Entry &e = entries[i];
+    const int32_t to = next(depthStates_[e.depth - 1], e.byte);
+    if (to == kDead) {
+      i = e.subtreeEnd;
       continue;
-    for (int32_t token : vocab_->nodes()[child].tokens)
+    }
+    for (int32_t token : vocab_->tokensAt(i))
       mask[token] = 1;
-    markSubtree(to, child, mask);
+    depthStates_[e.depth] = to;
+    ++i;
   }
 }
 
@@ -54,7 +63,7 @@ GrammarAutomaton::allowedTokens(const std::vector<GrammarStack> &stacks) {
   if (!masks_[state].empty())
     return masks_[state];
   std::vector<uint8_t> mask(vocab_->vocabSize(), 0);
-  markSubtree(state, 0, mask);
+  markTokens(state, mask);
   if (numMasks_ >= kMaxMasks) {
     scratch_ = std::move(mask);
     return scratch_;

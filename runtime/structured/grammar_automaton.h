@@ -2,9 +2,10 @@
 // of stack copies: each distinct set of stacks (GrammarMatcher) gets a state id the first time it
 // is reached, each (state, byte) transition is computed once by GrammarMatcher::advance and kept,
 // and each state's token mask is computed once (a walk of the vocabulary trie along the kept
-// transitions) and kept. Inside a JSON string every step is the same state, so its mask is a
-// lookup; measured on Qwen2.5's 151,665 tokens, the first mask of a string state took 400 ms
-// walking stacks, a table walk takes a few ms (docs/benchmarks.md).
+// transitions: one forward pass over the trie's preorder entries, TokenTrie::entries) and kept.
+// Inside a JSON string every step is the same state, so its mask is a lookup; measured on
+// Qwen2.5's 151,665 tokens, the first mask of a string state took 400 ms walking stacks, and
+// takes 4 ms on the flat trie (docs/benchmarks.md).
 //
 // Shared by every request with the same grammar (runtime/engine/engine_core.cc keeps one per
 // grammar); not thread-safe: only the engine thread uses it. Past kMaxStates it forgets every
@@ -36,7 +37,7 @@ private:
   static constexpr int32_t kDead = -1, kUnknown = -2;
   int32_t intern(std::vector<GrammarStack> stacks);
   int32_t next(int32_t state, uint8_t byte);
-  void markSubtree(int32_t state, uint32_t node, std::vector<uint8_t> &mask);
+  void markTokens(int32_t state, std::vector<uint8_t> &mask);
 
   GrammarMatcher matcher_; // its advance() computes transitions
   std::shared_ptr<const TokenTrie> vocab_;
@@ -45,7 +46,8 @@ private:
   std::vector<std::array<int32_t, 256>> transitions_;
   std::vector<std::vector<uint8_t>> masks_; // empty until computed
   size_t numMasks_ = 0;
-  std::vector<uint8_t> scratch_; // a mask past kMaxMasks
+  std::vector<uint8_t> scratch_;     // a mask past kMaxMasks
+  std::vector<int32_t> depthStates_; // markTokens' state at each depth of the trie
 };
 
 } // namespace kiln::structured

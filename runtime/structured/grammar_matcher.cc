@@ -94,28 +94,67 @@ bool GrammarMatcher::mustEnd() const {
   return std::all_of(stacks_.begin(), stacks_.end(), [](const auto &s) { return s.empty(); });
 }
 
+namespace {
+
+// The trie as linked nodes, while it is built.
+struct TrieNode {
+  std::vector<std::pair<uint8_t, uint32_t>> children; // (byte, node), sorted by byte
+  std::vector<int32_t> tokens;                        // the tokens whose bytes end here
+};
+
+} // namespace
+
 TokenTrie::TokenTrie(std::vector<std::string> tokenBytes) : tokenBytes_(std::move(tokenBytes)) {
-  nodes_.emplace_back();
+  std::vector<TrieNode> nodes(1);
   for (size_t t = 0; t < tokenBytes_.size(); ++t) {
     if (tokenBytes_[t].empty())
       continue;
     uint32_t node = 0;
     for (char c : tokenBytes_[t]) {
       const auto byte = static_cast<uint8_t>(c);
-      auto &children = nodes_[node].children;
+      auto &children = nodes[node].children;
       auto it = std::lower_bound(children.begin(), children.end(), byte,
                                  [](const auto &child, uint8_t b) { return child.first < b; });
       if (it != children.end() && it->first == byte) {
         node = it->second;
         continue;
       }
-      const auto created = static_cast<uint32_t>(nodes_.size());
+      const auto created = static_cast<uint32_t>(nodes.size());
       children.insert(it, {byte, created});
-      nodes_.emplace_back(); // invalidates `children`: not used after this
+      nodes.emplace_back(); // invalidates `children`: not used after this
       node = created;
     }
-    nodes_[node].tokens.push_back(static_cast<int32_t>(t));
+    nodes[node].tokens.push_back(static_cast<int32_t>(t));
   }
+  // Preorder, without recursion (a token may be long): each node's entry, then its children's
+  // subtrees in byte order; a node's subtreeEnd is set when the walk has left it.
+  struct Visit {
+    uint32_t node, entry;
+    size_t child; // the next child to visit
+  };
+  entries_.reserve(nodes.size() + 1);
+  std::vector<Visit> path;
+  const auto enter = [&](uint32_t node, uint8_t byte) {
+    const auto depth = static_cast<uint32_t>(path.size());
+    maxDepth_ = std::max(maxDepth_, depth);
+    entries_.push_back({0, static_cast<uint32_t>(tokens_.size()), depth, byte});
+    tokens_.insert(tokens_.end(), nodes[node].tokens.begin(), nodes[node].tokens.end());
+    path.push_back({node, static_cast<uint32_t>(entries_.size() - 1), 0});
+  };
+  enter(0, 0);
+  while (!path.empty()) {
+    Visit &top = path.back();
+    const auto &children = nodes[top.node].children;
+    if (top.child == children.size()) {
+      entries_[top.entry].subtreeEnd = static_cast<uint32_t>(entries_.size());
+      path.pop_back();
+      continue;
+    }
+    const auto [byte, child] = children[top.child++];
+    enter(child, byte); // may move `top`: not used after this
+  }
+  entries_.push_back({static_cast<uint32_t>(entries_.size() + 1),
+                      static_cast<uint32_t>(tokens_.size()), 0, 0}); // the end
 }
 
 const std::string &TokenTrie::bytesOf(int32_t t) const {
@@ -123,25 +162,24 @@ const std::string &TokenTrie::bytesOf(int32_t t) const {
   return t >= 0 && static_cast<size_t>(t) < tokenBytes_.size() ? tokenBytes_[t] : kNone;
 }
 
-namespace {
-
-void markSubtree(const GrammarMatcher &matcher, const TokenTrie &trie, uint32_t node,
-                 const std::vector<GrammarStack> &stacks, std::vector<uint8_t> &allowed) {
-  for (const auto &[byte, child] : trie.nodes()[node].children) {
-    const std::vector<GrammarStack> next = matcher.advance(stacks, byte);
-    if (next.empty())
-      continue;
-    for (int32_t token : trie.nodes()[child].tokens)
-      allowed[token] = 1;
-    markSubtree(matcher, trie, child, next, allowed);
-  }
-}
-
-} // namespace
-
+// The preorder walk, each depth's stacks kept for the entries below it.
 std::vector<uint8_t> allowedTokens(const GrammarMatcher &matcher, const TokenTrie &trie) {
   std::vector<uint8_t> allowed(trie.vocabSize(), 0);
-  markSubtree(matcher, trie, 0, matcher.stacks(), allowed);
+  const std::vector<TokenTrie::Entry> &entries = trie.entries();
+  std::vector<std::vector<GrammarStack>> at(trie.maxDepth() + 1);
+  at[0] = matcher.stacks();
+  for (uint32_t i = 1; i < trie.numNodes();) {
+    const TokenTrie::Entry &e = entries[i];
+    std::vector<GrammarStack> next = matcher.advance(at[e.depth - 1], e.byte);
+    if (next.empty()) {
+      i = e.subtreeEnd;
+      continue;
+    }
+    for (int32_t token : trie.tokensAt(i))
+      allowed[token] = 1;
+    at[e.depth] = std::move(next);
+    ++i;
+  }
   return allowed;
 }
 

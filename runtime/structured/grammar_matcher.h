@@ -14,6 +14,7 @@
 #include "runtime/structured/grammar.h"
 
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -62,15 +63,30 @@ public:
   // Token t's bytes ("" for an id outside the vocabulary).
   const std::string &bytesOf(int32_t t) const;
 
-  struct Node {
-    std::vector<std::pair<uint8_t, uint32_t>> children; // (byte, node), sorted by byte
-    std::vector<int32_t> tokens;                        // the tokens whose bytes end here
+  // The trie's nodes in preorder, flat, so a mask is one forward pass over contiguous memory
+  // (the walk skips the subtree of a byte the grammar refuses): entry 0 is the root; entry i > 0
+  // is reached from the nearest entry before it of depth - 1 by `byte`, and its subtree is
+  // [i, subtreeEnd). One entry more than the nodes ends the list (its firstToken closes the
+  // last node's tokens).
+  struct Entry {
+    uint32_t subtreeEnd;
+    uint32_t firstToken; // tokensAt(i) = the tokens [firstToken, the next entry's firstToken)
+    uint32_t depth;      // bytes from the root
+    uint8_t byte;
   };
-  const std::vector<Node> &nodes() const { return nodes_; } // nodes_[0] is the root
+  const std::vector<Entry> &entries() const { return entries_; }
+  size_t numNodes() const { return entries_.size() - 1; }
+  uint32_t maxDepth() const { return maxDepth_; }
+  // The tokens whose bytes end at entry i.
+  std::span<const int32_t> tokensAt(uint32_t i) const {
+    return {tokens_.data() + entries_[i].firstToken, tokens_.data() + entries_[i + 1].firstToken};
+  }
 
 private:
   std::vector<std::string> tokenBytes_;
-  std::vector<Node> nodes_;
+  std::vector<Entry> entries_;
+  std::vector<int32_t> tokens_;
+  uint32_t maxDepth_ = 0;
 };
 
 // allowed[t] = 1 when token t's bytes can all be consumed from the matcher's state, else 0; the
