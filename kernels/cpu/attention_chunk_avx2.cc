@@ -21,6 +21,8 @@ inline V madd(V acc, V x, V w) {
   return _mm256_fmadd_ps(x, w, acc);
 }
 
+#include "kernels/cpu/exp_lanes.inc"
+
 #include "kernels/cpu/attention_chunk.inc"
 #undef KILN_ATTENTION_LANES
 
