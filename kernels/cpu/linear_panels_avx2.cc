@@ -16,6 +16,7 @@
 #include <cstring>
 #include <immintrin.h>
 #include <utility>
+#include <vector>
 
 KILN_TARGET_BEGIN(KILN_ISA_AVX2)
 
