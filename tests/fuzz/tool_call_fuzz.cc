@@ -42,15 +42,6 @@ void append(ToolCallDelta &all, ToolCallDelta piece) {
   }
 }
 
-bool sameFragments(const std::vector<ToolCallFragment> &a, const std::vector<ToolCallFragment> &b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (a[i].name != b[i].name || a[i].arguments != b[i].arguments)
-      return false;
-  return true;
-}
-
 // Each completed call is its fragments joined; at most one call more (its object cut off or
 // malformed after its name went out) has fragments.
 bool callsAreTheirFragments(const ToolCallDelta &all) {
@@ -63,7 +54,8 @@ bool callsAreTheirFragments(const ToolCallDelta &all) {
   return true;
 }
 
-bool sameCalls(const std::vector<ToolCall> &a, const std::vector<ToolCall> &b) {
+// The same length and, item by item, the same name and arguments: calls, or fragments joined.
+template <class T> bool sameNamesAndArguments(const std::vector<T> &a, const std::vector<T> &b) {
   if (a.size() != b.size())
     return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -88,10 +80,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   for (size_t at = 0; at < text.size(); at += step)
     append(streamed, pieces.feed(text.substr(at, step)));
   append(streamed, pieces.finish());
-  KILN_FUZZ_CHECK(sameCalls(once.calls, streamed.calls) && once.content == streamed.content,
+  KILN_FUZZ_CHECK(sameNamesAndArguments(once.calls, streamed.calls) &&
+                      once.content == streamed.content,
                   "the parser fed in pieces of " + std::to_string(step) + " says otherwise");
   KILN_FUZZ_CHECK(whole.failed() == pieces.failed(), "failure depends on the pieces");
-  KILN_FUZZ_CHECK(sameFragments(once.fragments, streamed.fragments),
+  KILN_FUZZ_CHECK(sameNamesAndArguments(once.fragments, streamed.fragments),
                   "the fragments fed in pieces of " + std::to_string(step) + " differ");
   KILN_FUZZ_CHECK(callsAreTheirFragments(once), "a call is not its fragments joined");
 
@@ -101,7 +94,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                     "an output without calls is not all content");
     return 0;
   }
-  KILN_FUZZ_CHECK(sameCalls(parsed.calls, once.calls) &&
+  KILN_FUZZ_CHECK(sameNamesAndArguments(parsed.calls, once.calls) &&
                       parsed.content.value_or("") == once.content,
                   "the whole-text answer differs from the parser's");
   return 0;
