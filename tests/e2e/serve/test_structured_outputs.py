@@ -4,14 +4,17 @@ sample of 20 JSON schemas (nested objects, arrays, enums, anyOf, $ref, pattern, 
 number bounds) validates with the reference validator (the `jsonschema` package), every regex
 sample matches Python's re.fullmatch, every choice sample is one of the choices; through OpenAI's
 response_format, vLLM's guided_* and structured_outputs fields (guided_grammar: kiln's grammar
-text), TGI's parameters.grammar, with n > 1 and streaming. Schemas and patterns kiln cannot
-compile fail with 400 naming the keyword."""
+text), TGI's parameters.grammar, with n > 1 and streaming; the openai client's `parse` helper
+with Pydantic models, unmodified. Schemas and patterns kiln cannot compile fail with 400 naming
+the keyword."""
 import json
 import re
+import typing
 import unittest
 
 import jsonschema
 import openai
+import pydantic
 
 import serve_harness as h
 
@@ -96,6 +99,32 @@ class StructuredOutputsTest(unittest.TestCase):
         return self.client.chat.completions.create(
             model="tiny-llama", messages=PROMPT, n=n, seed=seed, temperature=1.0, max_tokens=160,
             **kwargs)
+
+    def test_openai_parse_helper_with_pydantic_models(self):
+        # The client turns the models into a strict json_schema (nested model as $defs / $ref,
+        # the Literal as an enum, every field required, no additional properties) and parses
+        # each choice back into the model; a truncated or invalid sample would raise.
+        class Address(pydantic.BaseModel):
+            city: str = pydantic.Field(max_length=12)
+            zip: str = pydantic.Field(pattern=r"^[0-9]{5}$")
+
+        class Person(pydantic.BaseModel):
+            name: str = pydantic.Field(max_length=10)
+            age: int = pydantic.Field(ge=0, le=130)
+            role: typing.Literal["admin", "user"]
+            tags: typing.List[typing.Annotated[str, pydantic.Field(max_length=6)]] = \
+                pydantic.Field(max_length=3)
+            home: Address
+
+        r = self.client.chat.completions.parse(
+            model="tiny-llama", messages=PROMPT, n=6, seed=31, temperature=1.0, max_tokens=200,
+            response_format=Person)
+        self.assertEqual(len(r.choices), 6)
+        for c in r.choices:
+            with self.subTest(sample=c.index):
+                self.assertEqual(c.finish_reason, "stop", c.message.content)
+                self.assertIsInstance(c.message.parsed, Person)
+                self.assertEqual(c.message.parsed, Person.model_validate_json(c.message.content))
 
     def test_unconstrained_samples_are_not_json(self):
         r = self.chat(10, 1)
