@@ -127,6 +127,21 @@ CpuIsa detectedCpuIsa() {
   return detected;
 }
 
+// CPUID leaf 1, ECX bit 29 (clang 14's __builtin_cpu_supports does not know "f16c"). The OS
+// saving the registers F16C writes is what the avx2 level already checked; the panels use F16C
+// only from that level up.
+bool cpuHasF16c() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & bit_F16C) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 std::vector<CpuIsa> availableCpuIsas() {
   std::vector<CpuIsa> levels;
   for (const IsaName &n : kNames)

@@ -26,6 +26,9 @@ const char *cpuIsaName(CpuIsa isa);
 bool parseCpuIsa(std::string_view name, CpuIsa &isa);
 // The highest level this CPU runs.
 CpuIsa detectedCpuIsa();
+// Whether this CPU converts fp16 to fp32 in vectors (F16C: every AVX2 CPU made has it, but a
+// level does not require it): fp16 weights then run on the Linear panels from avx2 up.
+bool cpuHasF16c();
 // Every level this CPU runs, lowest first.
 std::vector<CpuIsa> availableCpuIsas();
 

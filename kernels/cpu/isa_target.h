@@ -7,9 +7,12 @@
 // in the region.
 #pragma once
 
-// The levels of cpu_isa.h as target strings.
+// The levels of cpu_isa.h as target strings; the _F16C ones add fp16 conversions for
+// linear_panels_*.cc, whose fp16 path runs only where cpuHasF16c() (cpu_isa.h).
 #define KILN_ISA_AVX2 "avx2,fma"
 #define KILN_ISA_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
+#define KILN_ISA_AVX2_F16C "avx2,fma,f16c"
+#define KILN_ISA_AVX512_F16C "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
 #define KILN_ISA_AMX "amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 
 #define KILN_PRAGMA(text) _Pragma(#text)

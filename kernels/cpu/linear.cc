@@ -4,10 +4,10 @@
 // linear_avx2.cc (8 lanes, FMA) or linear_avx512.cc (16 lanes, FMA), all built from
 // linear_impl.inc, which fixes each output element's summation order for its width. This file is
 // built for the baseline and only picks the tile function and splits the tiles over the worker pool
-// (worker_pool.h). From avx2 up, Linears with fp32 or bf16 weights run on panels
-// (linear_panels_impl.inc: weights packed in their own type when the op is prepared, widened after
-// each load, x broadcast) of 16 outputs at avx2 (linear_panels_avx2.cc) and 32 from avx512 up
-// (linear_panels_avx512.cc); fp16 weights run on the tiles. avx512bf16 does not use its
+// (worker_pool.h). From avx2 up, Linears with fp32, bf16 or (where the CPU has F16C) fp16 weights
+// run on panels (linear_panels_impl.inc: weights packed in their own type when the op is prepared,
+// widened after each load, x broadcast) of 16 outputs at avx2 (linear_panels_avx2.cc) and 32 from
+// avx512 up (linear_panels_avx512.cc). avx512bf16 does not use its
 // dot-product instruction: it multiplies bf16 activations, which would round the fp32 x that the
 // references expect. amx runs Linears with bf16 weights on the tiles (linear_amx.cc: x rounded
 // to bf16, as llama.cpp's and vLLM's bf16 paths do).
@@ -56,7 +56,8 @@ Path pathFor(WeightType type) {
   const CpuIsa isa = activeCpuIsa();
   if (isa == CpuIsa::kAmx && type == WeightType::kBF16)
     return Path::kAmx;
-  const bool panelType = type == WeightType::kF32 || type == WeightType::kBF16;
+  const bool panelType = type == WeightType::kF32 || type == WeightType::kBF16 ||
+                         (type == WeightType::kF16 && cpuHasF16c());
   if (panelType && isa >= CpuIsa::kAvx512)
     return Path::kPanelsAvx512;
   if (panelType && isa == CpuIsa::kAvx2)

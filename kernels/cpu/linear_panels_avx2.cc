@@ -1,4 +1,4 @@
-// Linear with fp32 or bf16 weights in panels of 16 outputs on AVX2 + FMA (CpuIsa::kAvx2):
+// Linear with fp32, bf16 or fp16 weights in panels of 16 outputs on AVX2 + FMA (CpuIsa::kAvx2):
 // linear_panels_impl.inc at 8 lanes, micro-kernels of up to 12 accumulators in AVX2's 16
 // registers (6 rows x 1 panel, the shape of BLIS's Haswell kernel): 12 fused multiply-adds for 8
 // loads, where the 8-lane tiles of linear_avx2.cc reach 6 for 5 and add lanes at the end. A task of
@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-KILN_TARGET_BEGIN(KILN_ISA_AVX2)
+KILN_TARGET_BEGIN(KILN_ISA_AVX2_F16C)
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -44,6 +44,9 @@ inline Vec addVec(Vec a, Vec b) {
 }
 inline Vec fmaddVec(Vec a, Vec b, Vec c) {
   return _mm256_fmadd_ps(a, b, c);
+}
+inline Vec loadF16Vec(const uint16_t *p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
 }
 inline Vec loadBf16Vec(const uint16_t *p) {
   const __m256i wide = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));

@@ -1,6 +1,6 @@
-// Linear with fp32 or bf16 weights in panels of 32 outputs on AVX-512 (CpuIsa::kAvx512 and above):
-// linear_panels_impl.inc at 16 lanes, micro-kernels of up to 24 accumulators (6 rows x 4 vectors
-// for many rows, 12 rows x 2 vectors for few): 24 fused multiply-adds for 10 loads.
+// Linear with fp32, bf16 or fp16 weights in panels of 32 outputs on AVX-512 (CpuIsa::kAvx512 and
+// above): linear_panels_impl.inc at 16 lanes, micro-kernels of up to 24 accumulators (6 rows x 4
+// vectors for many rows, 12 rows x 2 vectors for few): 24 fused multiply-adds for 10 loads.
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/kernels.h"
@@ -15,7 +15,7 @@
 #include <utility>
 #include <vector>
 
-KILN_TARGET_BEGIN(KILN_ISA_AVX512)
+KILN_TARGET_BEGIN(KILN_ISA_AVX512_F16C)
 
 namespace kiln::kernels::cpu {
 namespace {
@@ -41,6 +41,9 @@ inline Vec addVec(Vec a, Vec b) {
 }
 inline Vec fmaddVec(Vec a, Vec b, Vec c) {
   return _mm512_fmadd_ps(a, b, c);
+}
+inline Vec loadF16Vec(const uint16_t *p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
 }
 inline Vec loadBf16Vec(const uint16_t *p) {
   const __m512i wide =

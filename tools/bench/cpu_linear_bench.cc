@@ -1,5 +1,5 @@
 // kiln-cpu-linear-bench: times kernels/cpu's Linear on SmolLM2-135M's shapes at every
-// instruction-set level this CPU has (kernels/cpu/cpu_isa.h), fp32 and bf16 weights, on the
+// instruction-set level this CPU has (kernels/cpu/cpu_isa.h), fp32, bf16 and fp16 weights, on the
 // threads OMP_NUM_THREADS gives (kernels/cpu/worker_pool.h), against the machine's own limits
 // measured in the same run:
 //   decode (1 row): weight bytes per second over a read-only pass over a buffer of the same size
@@ -12,6 +12,7 @@
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/worker_pool.h"
+#include "runtime/base/half.h"
 
 #include <algorithm>
 #include <chrono>
@@ -68,9 +69,7 @@ Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) 
     } else {
       for (size_t i = 0; i < count; ++i) {
         const float v = dist(rng);
-        uint32_t bits;
-        std::memcpy(&bits, &v, 4);
-        copy[i] = static_cast<uint16_t>(bits >> 16);
+        copy[i] = type == cpu::WeightType::kF16 ? kiln::f32ToF16(v) : kiln::f32ToBf16(v);
       }
     }
   }
@@ -153,7 +152,8 @@ int main(int argc, char **argv) {
     if (oneIsa && isa != only)
       continue;
     cpu::setCpuIsa(isa);
-    for (cpu::WeightType type : {cpu::WeightType::kF32, cpu::WeightType::kBF16}) {
+    for (cpu::WeightType type :
+         {cpu::WeightType::kF32, cpu::WeightType::kBF16, cpu::WeightType::kF16}) {
       for (const Shape &s : kShapes) {
         const Weights w = makeWeights(s, type, spread);
         const double decode = timeLinear(s, type, w, 1, repeats);
@@ -161,8 +161,10 @@ int main(int argc, char **argv) {
         const bool prefillToo = s.out <= 4096; // the lm_head runs on a few rows only
         const double prefill = prefillToo ? timeLinear(s, type, w, 512, std::min(repeats, 3)) : 0;
         std::printf("%-10s %-6s %-20s %10.1f %9.2f %8.2f", cpu::cpuIsaName(isa),
-                    type == cpu::WeightType::kF32 ? "fp32" : "bf16", s.name, decode * 1e6,
-                    w.bytes / decode / 1e9, w.bytes / decode / read);
+                    type == cpu::WeightType::kF32    ? "fp32"
+                    : type == cpu::WeightType::kBF16 ? "bf16"
+                                                     : "fp16",
+                    s.name, decode * 1e6, w.bytes / decode / 1e9, w.bytes / decode / read);
         if (prefillToo)
           std::printf(" %12.1f\n", 2.0 * 512 * s.in * s.out / prefill / 1e9);
         else

@@ -31,7 +31,7 @@ std::vector<float> runLinear(const std::vector<float> &x, const TypedWeights &w,
 // fp32 accumulation error grows with k: bound it by a relative tolerance on sum |x*w| (the
 // magnitude of the dot product's terms), plus 1e-6 absolute for the bias add. Per level: sse2 sums
 // 4 lanes with separate multiply and add, avx2 8 and avx512 16 lanes with fused multiply-adds
-// (fewer roundings, shorter chains), except fp32 and bf16 weights from avx2 up, which sum each
+// (fewer roundings, shorter chains), except fp32 and half weights from avx2 up, which sum each
 // output as one chain of fused multiply-adds per 64-column block
 // (kernels/cpu/linear_panels_impl.inc); amx's bf16-weight tiles sum in the tile unit's own order
 // (kernels/cpu/linear_amx.cc); 1e-5 bounds all of them over this grid.
@@ -153,14 +153,15 @@ TEST_P(LinearTest, RowResultsAreBitIdenticalAcrossBatchSizes) {
 }
 
 // A level may read weights packed ahead in a layout of its own, when the op is prepared: amx packs
-// bf16 weights in the tiles' pair layout, avx2 packs fp32 and bf16 weights in 16-output panels and
-// avx512 and up in 32-output ones (kernels/cpu/linear_panels_impl.inc); no other level or type
-// packs.
+// bf16 weights in the tiles' pair layout, avx2 packs fp32, bf16 and (with F16C) fp16 weights in
+// 16-output panels and avx512 and up in 32-output ones (kernels/cpu/linear_panels_impl.inc); no
+// other level or type packs.
 // Packed weights give the very bits the stored ones give (and so the reference's values), for any
 // rows.
 bool packs(CpuIsa isa, WeightType type) {
-  return (isa == CpuIsa::kAmx && type == WeightType::kBF16) ||
-         (isa >= CpuIsa::kAvx2 && (type == WeightType::kF32 || type == WeightType::kBF16));
+  const bool panels = type == WeightType::kF32 || type == WeightType::kBF16 ||
+                      (type == WeightType::kF16 && cpuHasF16c());
+  return (isa == CpuIsa::kAmx && type == WeightType::kBF16) || (isa >= CpuIsa::kAvx2 && panels);
 }
 
 TEST_P(LinearTest, PackedWeightsGiveTheBitsOfTheStoredOnes) {
@@ -190,27 +191,26 @@ TEST_P(LinearTest, PackedWeightsGiveTheBitsOfTheStoredOnes) {
         }
 }
 
-// On panels (avx2 up to avx512bf16) bf16 weights are kept in bf16 and widened after each load, then
-// multiplied as fp32 panels are: a bf16 Linear's outputs are the bits of the fp32 Linear on the
-// widened weights, packed or not, for decode rows and prefill tasks of several panels. (A widening
-// that lost or moved bits, or a packing that mixed up bf16 columns, would show here.)
-void expectBf16PanelsMultiplyAsFp32() {
+// On panels (avx2 up to avx512bf16) half weights are kept in their type and widened after each
+// load, then multiplied as fp32 panels are: a bf16 or fp16 Linear's outputs are the bits of the
+// fp32 Linear on the widened weights, packed or not, for decode rows and prefill tasks of several
+// panels. (A widening that lost or moved bits, or a packing that mixed up columns, would show.)
+void expectHalfPanelsMultiplyAsFp32(WeightType type) {
   uint32_t seed = 900;
   for (int32_t rows : {1, 7, 130})
     for (int32_t in : {8, 300, 576})
       for (int32_t out : {7, 33, 130}) {
         SCOPED_TRACE(::testing::Message() << "rows=" << rows << " in=" << in << " out=" << out);
         const auto x = randomFloats(static_cast<size_t>(rows) * in, ++seed);
-        const auto bf16 =
-            makeWeights(randomFloats(static_cast<size_t>(out) * in, ++seed), WeightType::kBF16);
-        const auto widened = makeWeights(bf16.values, WeightType::kF32);
+        const auto half = makeWeights(randomFloats(static_cast<size_t>(out) * in, ++seed), type);
+        const auto widened = makeWeights(half.values, WeightType::kF32);
         const auto bias = randomFloats(out, ++seed);
         const auto fp32 = runLinear(x, widened, &bias, rows, in, out);
-        EXPECT_TRUE(testing::bitwiseEqual(runLinear(x, bf16, &bias, rows, in, out), fp32));
-        std::vector<uint32_t> packed((linearPackedWeightBytes(WeightType::kBF16, out, in) + 3) / 4);
-        packLinearWeights(bf16.data(), WeightType::kBF16, out, in, packed.data());
+        EXPECT_TRUE(testing::bitwiseEqual(runLinear(x, half, &bias, rows, in, out), fp32));
+        std::vector<uint32_t> packed((linearPackedWeightBytes(type, out, in) + 3) / 4);
+        packLinearWeights(half.data(), type, out, in, packed.data());
         std::vector<float> y(fp32.size(), -12345.0f);
-        LinearArgs args{x.data(), bf16.data(), bf16.type, bias.data(), y.data(), rows, in, out};
+        LinearArgs args{x.data(), half.data(), half.type, bias.data(), y.data(), rows, in, out};
         args.packedWeight = packed.data();
         linear(args);
         EXPECT_TRUE(testing::bitwiseEqual(y, fp32));
@@ -230,19 +230,23 @@ INSTANTIATE_TEST_SUITE_P(EveryLevelOfThisCpu, LinearTest, ::testing::ValuesIn(av
                            return std::string(cpuIsaName(info.param));
                          });
 
-// Every level with bf16 panels this CPU has (every CPU CI runs on has avx2).
-TEST(LinearBf16PanelsTest, MultiplyAsFp32PanelsOnTheWidenedWeights) {
+// Every level with half panels this CPU has (every CPU CI runs on has avx2 and F16C).
+TEST(LinearHalfPanelsTest, MultiplyAsFp32PanelsOnTheWidenedWeights) {
+  ASSERT_TRUE(cpuHasF16c()) << "this CPU has no F16C: its fp16 weights run on the tiles";
   int levels = 0;
   for (CpuIsa isa : availableCpuIsas()) {
     if (isa < CpuIsa::kAvx2 || isa == CpuIsa::kAmx)
       continue;
     SCOPED_TRACE(cpuIsaName(isa));
     ASSERT_TRUE(setCpuIsa(isa));
-    expectBf16PanelsMultiplyAsFp32();
+    for (WeightType type : {WeightType::kBF16, WeightType::kF16}) {
+      SCOPED_TRACE(testing::weightTypeName(type));
+      expectHalfPanelsMultiplyAsFp32(type);
+    }
     ++levels;
   }
   setCpuIsa(detectedCpuIsa());
-  EXPECT_GT(levels, 0) << "this CPU has no level with bf16 panels (avx2 or above)";
+  EXPECT_GT(levels, 0) << "this CPU has no level with half panels (avx2 or above)";
 }
 
 TEST(CpuIsaTest, LevelsAboveTheDetectedOneAreRefused) {
