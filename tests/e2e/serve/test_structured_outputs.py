@@ -4,9 +4,9 @@ sample of 20 JSON schemas (nested objects, arrays, enums, anyOf, $ref, pattern, 
 number bounds) validates with the reference validator (the `jsonschema` package), every regex
 sample matches Python's re.fullmatch, every choice sample is one of the choices; through OpenAI's
 response_format, vLLM's guided_* and structured_outputs fields (guided_grammar: kiln's grammar
-text), TGI's parameters.grammar, with n > 1 and streaming; the openai client's `parse` helper
-with Pydantic models, unmodified. Schemas and patterns kiln cannot compile fail with 400 naming
-the keyword."""
+text), TGI's parameters.grammar, with n > 1, streaming and stop strings; the openai client's
+`parse` helper with Pydantic models, unmodified. Schemas and patterns kiln cannot compile fail
+with 400 naming the keyword."""
 import json
 import re
 import typing
@@ -151,6 +151,20 @@ class StructuredOutputsTest(unittest.TestCase):
                                         format_checker=jsonschema.FormatChecker())
                     checked += 1
         self.assertEqual(checked, 200)
+
+    def test_stop_strings_cut_constrained_output(self):
+        # The grammar allows one text; a stop string inside it ends every sample there, whole and
+        # streamed, with finish_reason "stop" (the grammar is not asked to be complete).
+        regex = r'\{"city": "Paris", "zone": "CET"\}'
+        r = self.chat(3, 41, extra_body={"guided_regex": regex}, stop=['", "zone'])
+        for c in r.choices:
+            self.assertEqual((c.message.content, c.finish_reason), ('{"city": "Paris', "stop"))
+        text, finish = "", None
+        for chunk in self.chat(1, 42, extra_body={"guided_regex": regex}, stop=["CET"],
+                               stream=True):
+            text += chunk.choices[0].delta.content or ""
+            finish = chunk.choices[0].finish_reason or finish
+        self.assertEqual((text, finish), ('{"city": "Paris", "zone": "', "stop"))
 
     def test_json_object_and_vllm_guided_json(self):
         # Any JSON object: its strings are unbounded, so a random model may still be inside one
