@@ -3,14 +3,6 @@
 #include <nlohmann/json.hpp>
 
 namespace kiln::rt::serve {
-namespace {
-
-bool isBlank(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
-} // namespace
-
 void ToolCallObjectScanner::start(bool named) {
   *this = ToolCallObjectScanner();
   named_ = named;
@@ -54,7 +46,7 @@ size_t ToolCallObjectScanner::scan(std::string_view text, size_t from) {
         expect_ = Expect::kValue;
       break;
     case Expect::kValue: {
-      if (isBlank(c))
+      if (isJsonBlank(c))
         break;
       valueStart_ = at;
       const bool arguments = !argumentsSeen_ && (key_ == "arguments" || key_ == "parameters");
@@ -105,7 +97,7 @@ size_t ToolCallObjectScanner::scan(std::string_view text, size_t from) {
 }
 
 void ToolCallObjectScanner::scanNested(char c) {
-  const bool blankOutside = !inString_ && isBlank(c);
+  const bool blankOutside = !inString_ && isJsonBlank(c);
   if (inString_) {
     if (escaped_)
       escaped_ = false;

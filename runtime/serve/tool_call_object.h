@@ -21,6 +21,11 @@
 
 namespace kiln::rt::serve {
 
+// JSON's insignificant whitespace, which the tool-call parser also skips between calls.
+inline bool isJsonBlank(char c) {
+  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
+}
+
 class ToolCallObjectScanner {
 public:
   // A new object starting at the '{' that scan() is next given. `named`: that object is the

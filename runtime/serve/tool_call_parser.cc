@@ -1,6 +1,7 @@
 #include "runtime/serve/tool_call_parser.h"
 
 #include "runtime/serve/json_text.h"
+#include "runtime/text/tokenizer_utf8.h"
 
 #include <nlohmann/json.hpp>
 
@@ -14,20 +15,16 @@ constexpr std::string_view kMistralArgs = "[ARGS]";
 constexpr std::string_view kMistralCallId = "[CALL_ID]";
 constexpr std::string_view kPythonTag = "<|python_tag|>";
 
-bool isBlank(char c) {
-  return c == ' ' || c == '\n' || c == '\t' || c == '\r';
-}
-
 bool allBlank(std::string_view text) {
   for (char c : text)
-    if (!isBlank(c))
+    if (!isJsonBlank(c))
       return false;
   return true;
 }
 
 size_t firstNonBlank(std::string_view text) {
   size_t i = 0;
-  while (i < text.size() && isBlank(text[i]))
+  while (i < text.size() && isJsonBlank(text[i]))
     ++i;
   return i;
 }
@@ -81,11 +78,10 @@ bool isNameChar(char c) {
 size_t wholeUtf8Length(std::string_view text) {
   const size_t n = text.size();
   for (size_t back = 1; back <= 4 && back <= n; ++back) {
-    const auto c = static_cast<unsigned char>(text[n - back]);
+    const auto c = static_cast<uint8_t>(text[n - back]);
     if ((c & 0xC0) == 0x80)
       continue; // a continuation byte: look further back for the lead
-    const size_t length = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
-    return length > back ? n - back : n;
+    return utf8::seqLength(c) > back ? n - back : n;
   }
   return n;
 }
@@ -401,7 +397,7 @@ void ToolCallParser::emitContent(std::string_view text, ToolCallDelta &out) {
     return;
   }
   size_t end = text.size();
-  while (end > 0 && isBlank(text[end - 1]))
+  while (end > 0 && isJsonBlank(text[end - 1]))
     --end;
   if (end > 0) {
     out.content += blanks_;
