@@ -10,14 +10,14 @@
 // four positions at a time and the values accumulated with a block of columns held in registers,
 // at the CPU's instruction-set level (attention_chunk.h: 4 lanes at the baseline, 8 with AVX2 +
 // FMA): prefill attention was bound by one chain of adds per dot product and by the accumulator's
-// round trip through memory at every position. At the AVX-512 levels a (token, head) pair a lane
-// does it instead where head and block sizes are multiples of 16 (attention_f32_avx512.cc; the
-// 16-lane loops of attention_chunk.h otherwise), and bf16 queries over a bf16 cache run on AMX
-// tiles when the CPU has them (attention_amx.cc). Soft-capped scores (Gemma 2: tanh(s / c) * c)
-// are folded by the chunked path only.
+// round trip through memory at every position. From AVX2 up a (token, head) pair a lane does it
+// instead where head and block sizes are multiples of 16 (attention_f32_avx2.cc,
+// attention_f32_avx512.cc; the loops of attention_chunk.h otherwise), and bf16 queries over a bf16
+// cache run on AMX tiles when the CPU has them (attention_amx.cc). Soft-capped scores (Gemma 2:
+// tanh(s / c) * c) are folded by the chunked path only.
 #include "kernels/cpu/attention_amx.h"
 #include "kernels/cpu/attention_chunk.h"
-#include "kernels/cpu/attention_f32_avx512.h"
+#include "kernels/cpu/attention_f32_lanes.h"
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
@@ -211,7 +211,9 @@ void attention(const AttentionArgs &args) {
   if (lanes && activeCpuIsa() == CpuIsa::kAmx && attentionRunsOnAmx(args))
     return attentionAmx(args);
   if (lanes && activeCpuIsa() >= CpuIsa::kAvx512 && attentionRunsOnF32Lanes(args))
-    return attentionF32Lanes(args);
+    return attentionF32LanesAvx512(args);
+  if (lanes && activeCpuIsa() == CpuIsa::kAvx2 && attentionRunsOnF32Lanes(args))
+    return attentionF32LanesAvx2(args);
   // Called from the engine thread once per layer and step: no allocation once warmed up.
   // (A named reference, not the thread_local itself, is what the workers' lambda must see.)
   thread_local std::vector<AttentionItem> callerItems;

@@ -49,6 +49,8 @@ namespace {
 
 #include "kernels/cpu/attention_lanes.inc"
 
+#include "kernels/cpu/transpose16_avx512.inc"
+
 #include "kernels/cpu/amx_tiles.inc"
 
 constexpr int32_t kPairs = kLanePairs;         // a tile's rows, a vector's lanes

@@ -34,7 +34,7 @@
 // token by token). For that no multiply and add may be fused but those named (_mm512_fmadd_ps): the
 // file is built with -ffp-contract=off (kernels/cpu/CMakeLists.txt), since GCC fuses a * b + c in
 // C++ otherwise, in ISO mode too.
-#include "kernels/cpu/attention_f32_avx512.h"
+#include "kernels/cpu/attention_f32_lanes.h"
 #include "kernels/cpu/attention_items.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/isa_target.h"
@@ -59,92 +59,11 @@ namespace {
 
 #include "kernels/cpu/attention_lanes.inc"
 
-constexpr int32_t kDims = 16;    // dimensions of acc^T held in registers at a time
-constexpr float kSlack = 8.0f;   // how far a pair's running max may lag its scaled scores
-constexpr int32_t kFewPairs = 8; // items of at most this many pairs run by attendFewPairs
+#include "kernels/cpu/transpose16_avx512.inc"
 
-// A worker's buffers, 64-byte aligned: the item's queries transposed ([headDim][16]), one step's
-// scores then weights ([16 positions][16]), the accumulators transposed ([headDim][16]), one
-// pair's output row, and a half cache's step widened (keys, values: [16][headDim] each).
-// attendFewPairs holds two steps' keys transposed in `fewKeys` ([2][headDim][16]), its pairs'
-// scores then weights as rows ([steps][pairs][16]) in `weights`, their accumulators as rows
-// ([pairs][headDim]) in `acc`, and the pairs' queries as fp32 rows ([pairs][headDim]) in
-// `fewQueries`.
-struct Scratch {
-  float *queries, *weights, *acc, *row, *keys, *values, *fewQueries, *fewKeys;
-};
+#include "kernels/cpu/attention_f32_lanes.inc"
 
-int64_t scratchFloats(int32_t headDim) {
-  const int64_t transposed = int64_t(headDim) * kLanePairs;
-  return 16 + 2 * transposed + kLanePositions * kLanePairs + headDim +
-         2 * int64_t(kLanePositions) * headDim + int64_t(kFewPairs) * headDim + 2 * transposed;
-}
-
-Scratch scratchOf(float *raw, int32_t headDim) {
-  float *p = raw + ((64 - reinterpret_cast<uintptr_t>(raw) % 64) % 64) / sizeof(float);
-  const int64_t transposed = int64_t(headDim) * kLanePairs;
-  Scratch s;
-  s.queries = p;
-  s.weights = s.queries + transposed;
-  s.acc = s.weights + kLanePositions * kLanePairs;
-  s.row = s.acc + transposed;
-  s.keys = s.row + headDim;
-  s.values = s.keys + int64_t(kLanePositions) * headDim;
-  s.fewQueries = s.values + int64_t(kLanePositions) * headDim;
-  s.fewKeys = s.fewQueries + int64_t(kFewPairs) * headDim;
-  return s;
-}
-
-// An item's kv head in the cache: its 16-position steps' key and value rows (headDim apart), as
-// fp32 (a half cache's step widened into the worker's scratch).
-struct ItemCache {
-  const void *k, *v;
-  ElemType type;
-  const int32_t *blockTable;
-  int64_t blockStride, headOffset;
-  int32_t blockSize, headDim;
-
-  int64_t offset(int32_t start) const {
-    const int32_t block = start / blockSize;
-    return blockTable[block] * blockStride + headOffset +
-           int64_t(start - block * blockSize) * headDim;
-  }
-  const float *rows(const void *cache, int32_t start, float *widened) const {
-    if (type == ElemType::kF32)
-      return static_cast<const float *>(cache) + offset(start);
-    loadRun(cache, type, offset(start), int64_t(kLanePositions) * headDim, widened);
-    return widened;
-  }
-  const float *keys(int32_t start, const Scratch &s) const { return rows(k, start, s.keys); }
-  const float *values(int32_t start, const Scratch &s) const { return rows(v, start, s.values); }
-};
-
-ItemCache itemCache(const AttentionArgs &args, const AttentionItem &item) {
-  const int32_t kvHead = item.head0 / (args.numHeads / args.numKvHeads);
-  return {args.kCache,
-          args.vCache,
-          args.kvType,
-          args.blockTables + int64_t(item.seq) * args.maxBlocksPerSeq,
-          int64_t(args.numKvHeads) * args.blockSize * args.headDim,
-          int64_t(kvHead) * args.blockSize * args.headDim,
-          args.blockSize,
-          args.headDim};
-}
-
-// Where a pair's query, and its output, is in its row.
-int64_t pairOffset(const AttentionArgs &args, const AttentionItem &item, int32_t n) {
-  const int64_t rowStride = int64_t(args.numHeads) * args.headDim;
-  return (item.token0 + n / item.heads) * rowStride + (item.head0 + n % item.heads) * args.headDim;
-}
-
-// Pair n's query as fp32: in place, or widened into `widened` (headDim floats).
-const float *pairQuery(const AttentionArgs &args, const AttentionItem &item, int32_t n,
-                       float *widened) {
-  if (args.type == ElemType::kF32)
-    return static_cast<const float *>(args.q) + pairOffset(args, item, n);
-  loadRun(args.q, args.type, pairOffset(args, item, n), args.headDim, widened);
-  return widened;
-}
+constexpr int32_t kDims = 16; // dimensions of acc^T held in registers at a time
 
 // dst[d][n] = pair n's query at dimension d; zero for lanes past `pairs`.
 void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t pairs,
@@ -257,13 +176,6 @@ void fewScores(const float *queries, int32_t headDim, const float *keysT, float 
 // e^x of expFmaLanes (exp_fma_lanes.inc) on every lane, or 0 where a lane is not `live`.
 __m512 weightsOf(__m512 x, __mmask16 live) {
   return _mm512_maskz_mov_ps(live, expFmaLanes(x));
-}
-
-// The max a pair's weights are taken against after a step whose scaled scores peak at rowMax: it
-// moves only when a score passes it by more than kSlack (each weight stays below e^kSlack), so
-// the accumulators are rarely rescaled; lane by lane, so a pair's max depends on its scores only.
-F32x16 laggingMax(F32x16 max, F32x16 rowMax) {
-  return rowMax > max + kSlack ? rowMax : max;
 }
 
 // The pairs' lanes: scores (16 positions from `position0`, 16 pairs a row) to weights, in place:
@@ -428,11 +340,7 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
 
 } // namespace
 
-bool attentionRunsOnF32Lanes(const AttentionArgs &args) {
-  return args.headDim > 0 && args.headDim % kDims == 0 && args.blockSize % kLanePositions == 0;
-}
-
-void attentionF32Lanes(const AttentionArgs &args) {
+void attentionF32LanesAvx512(const AttentionArgs &args) {
   thread_local std::vector<AttentionItem> callerItems;
   std::vector<AttentionItem> &items = callerItems;
   laneItems(args, items);

@@ -337,9 +337,10 @@ PagedBatch tokenAlone(const PagedBatch &b, int32_t t) {
 }
 
 // A prompt's attention computed at once (prefill: work items of many (token, head) pairs) and token
-// by token (decode: items of one token's heads) is bit-identical. At the AVX-512 levels the two put
-// different things on the vector lanes (kernels/cpu/attention_f32_avx512.cc: pairs, or positions
-// for items of a few pairs) and must still do the same arithmetic per pair.
+// by token (decode: items of one token's heads) is bit-identical. From the AVX2 level up the two
+// put different things on the vector lanes (kernels/cpu/attention_f32_avx2.cc and
+// attention_f32_avx512.cc: pairs, or positions for items of a few pairs) and must still do the same
+// arithmetic per pair.
 TEST_P(AttentionTest, PromptAtOnceIsBitIdenticalToTokenByToken) {
   const std::pair<int32_t, int32_t> headCounts[] = {{4, 4}, {9, 3}, {8, 2}, {16, 1}};
   uint32_t seed = 7000;
