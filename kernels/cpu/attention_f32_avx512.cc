@@ -341,16 +341,7 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
 } // namespace
 
 void attentionF32LanesAvx512(const AttentionArgs &args) {
-  thread_local std::vector<AttentionItem> callerItems;
-  std::vector<AttentionItem> &items = callerItems;
-  laneItems(args, items);
-  DynamicRanges chunks(static_cast<int64_t>(items.size()), 1);
-  parallelRun(items.size() > 1, [&](int, int) {
-    const Scratch s = scratchOf(threadScratch(size_t(scratchFloats(args.headDim))), args.headDim);
-    for (IndexRange chunk; chunks.next(chunk);)
-      for (int64_t i = chunk.begin; i < chunk.end; ++i)
-        attendItem(args, items[static_cast<size_t>(i)], s);
-  });
+  runLaneItems(args, attendItem);
 }
 
 } // namespace kiln::kernels::cpu
