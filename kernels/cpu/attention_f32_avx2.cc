@@ -39,36 +39,9 @@ namespace {
 
 #include "kernels/cpu/attention_f32_lanes.inc"
 
-constexpr int32_t kFewGroup = 3; // pairs of a few-pairs item worked at a time
+#include "kernels/cpu/exp_fma_avx2.inc"
 
-// e^x on 8 lanes with fused multiply-adds: exp_fma_lanes.inc's steps and limits, the same
-// operations but for 2^n, which goes into exponent bits as two powers of two (exact where the
-// result is a normal float, as the AVX-512 copy's scalef is).
-__m256 expFma8(__m256 x) {
-  const __m256 lo = _mm256_set1_ps(-87.33654022216797f), hi = _mm256_set1_ps(88.72283172607421875f);
-  const __m256 in = _mm256_min_ps(_mm256_max_ps(x, lo), hi); // NaN becomes lo: put back below
-  const __m256 n = _mm256_round_ps(_mm256_mul_ps(in, _mm256_set1_ps(1.44269504088896341f)),
-                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), in);
-  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440054690583e-4f), r);
-  __m256 p = _mm256_fmadd_ps(r, _mm256_set1_ps(1.0f / 5040), _mm256_set1_ps(1.0f / 720));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
-  const __m256i exponent = _mm256_cvtps_epi32(n), half = _mm256_srai_epi32(exponent, 1);
-  const __m256i bias = _mm256_set1_epi32(127);
-  const __m256 scale1 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(half, bias), 23));
-  const __m256 scale2 = _mm256_castsi256_ps(
-      _mm256_slli_epi32(_mm256_add_epi32(_mm256_sub_epi32(exponent, half), bias), 23));
-  __m256 result = _mm256_mul_ps(_mm256_mul_ps(p, scale1), scale2);
-  result = _mm256_blendv_ps(result, _mm256_set1_ps(__builtin_huge_valf()),
-                            _mm256_cmp_ps(x, hi, _CMP_GT_OQ));
-  result = _mm256_blendv_ps(result, _mm256_setzero_ps(), _mm256_cmp_ps(x, lo, _CMP_LT_OQ));
-  return _mm256_blendv_ps(result, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
-}
+constexpr int32_t kFewGroup = 3; // pairs of a few-pairs item worked at a time
 
 // Two 8-lane registers of a 16-lane vector, and back.
 struct Halves {
@@ -449,6 +422,9 @@ void attendFewPairs(const AttentionArgs &args, const AttentionItem &item, const 
   const ItemCache cache = itemCache(args, item);
   for (int32_t start = lo / kLanePositions * kLanePositions; start < hi;) {
     const int32_t steps = start + kLanePositions < hi ? 2 : 1;
+    for (int32_t ahead = start + steps * kLanePositions;
+         ahead < std::min(hi, start + 2 * steps * kLanePositions); ahead += kLanePositions)
+      cache.prefetch(ahead);
     for (int32_t t = 0; t < steps; ++t)
       transposeKeys(cache.keys(start + t * kLanePositions, s), headDim,
                     s.fewKeys + int64_t(t) * headDim * kLanePositions);

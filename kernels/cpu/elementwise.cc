@@ -38,11 +38,13 @@ void siluMulRow(const float *gate, const float *up, float *out, int64_t intermed
   }
 }
 
-// The fp32 row function of the active level (16 lanes from avx512 up, silu_row.h): a widened fp16
-// row takes the fp32 row's function, so it is that row rounded.
+// The fp32 row function of the active level (16 lanes from avx512 up, 8 at avx2, silu_row.h): a
+// widened fp16 row takes the fp32 row's function, so it is that row rounded.
 using SiluRowFn = void (*)(const float *, const float *, float *, int64_t);
 SiluRowFn siluRowFunction() {
-  return activeCpuIsa() >= CpuIsa::kAvx512 ? siluMulRowAvx512 : siluMulRow;
+  const CpuIsa isa = activeCpuIsa();
+  return isa >= CpuIsa::kAvx512 ? siluMulRowAvx512
+                                : (isa == CpuIsa::kAvx2 ? siluMulRowAvx2 : siluMulRow);
 }
 
 // Gated rows through fp32 scratch: each row widened, `row` run on it, the result rounded once to
@@ -83,12 +85,15 @@ void addHalf(const AddArgs &args) {
 } // namespace
 
 void siluMul(const SiluMulArgs &args) {
-  if (activeCpuIsa() >= CpuIsa::kAvx512 &&
-      (args.type == ElemType::kF32 || args.type == ElemType::kBF16)) {
+  const CpuIsa isa = activeCpuIsa();
+  if (isa >= CpuIsa::kAvx2 && (args.type == ElemType::kF32 || args.type == ElemType::kBF16)) {
     parallelRun(args.rows * int64_t(args.intermediate) > kParallelElements,
                 [&](int worker, int workers) {
                   const IndexRange rows = staticRange(args.rows, worker, workers);
-                  siluMulRowsAvx512(args, rows.begin, rows.end);
+                  if (isa >= CpuIsa::kAvx512)
+                    siluMulRowsAvx512(args, rows.begin, rows.end);
+                  else
+                    siluMulRowsAvx2(args, rows.begin, rows.end);
                 });
     return;
   }

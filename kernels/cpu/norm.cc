@@ -25,10 +25,12 @@ void rmsNormRow(const float *x, const float *weight, float *out, int32_t hidden,
 constexpr int64_t kParallelElements = 16384;
 
 // The fp32 row function of the active level: a widened fp16 row is normalised exactly as an fp32
-// row of the same level (16 lanes from avx512 up, norm_rows.h).
+// row of the same level (16 lanes from avx512 up, 8 at avx2, norm_rows.h).
 void normalizeRow(const float *x, const float *weight, float *out, int32_t hidden, float eps) {
   if (activeCpuIsa() >= CpuIsa::kAvx512)
     return rmsNormRowsAvx512({x, weight, out, 1, hidden, eps}, 0, 1);
+  if (activeCpuIsa() == CpuIsa::kAvx2)
+    return rmsNormRowsAvx2({x, weight, out, 1, hidden, eps}, 0, 1);
   rmsNormRow(x, weight, out, hidden, eps);
 }
 
@@ -77,9 +79,9 @@ void addRmsNormHalf(const AddRmsNormArgs &args) {
   });
 }
 
-// fp32 and bf16 rows from the avx512 level up: 16 lanes (norm_rows.h).
-bool normOnAvx512(ElemType type) {
-  return activeCpuIsa() >= CpuIsa::kAvx512 && (type == ElemType::kF32 || type == ElemType::kBF16);
+// fp32 and bf16 rows from the avx2 level up: 8 or 16 lanes (norm_rows.h).
+bool normOnLanes(ElemType type) {
+  return activeCpuIsa() >= CpuIsa::kAvx2 && (type == ElemType::kF32 || type == ElemType::kBF16);
 }
 
 // rows(begin, end) over the workers' static shares of `rows`.
@@ -116,9 +118,12 @@ void layerNorm(const LayerNormArgs &args) {
 }
 
 void rmsNorm(const RmsNormArgs &args) {
-  if (normOnAvx512(args.type))
-    return normRows(args.rows, int64_t(args.rows) * args.hidden,
-                    [&](int64_t begin, int64_t end) { rmsNormRowsAvx512(args, begin, end); });
+  if (normOnLanes(args.type))
+    return normRows(args.rows, int64_t(args.rows) * args.hidden, [&](int64_t begin, int64_t end) {
+      if (activeCpuIsa() >= CpuIsa::kAvx512)
+        return rmsNormRowsAvx512(args, begin, end);
+      rmsNormRowsAvx2(args, begin, end);
+    });
   if (args.type != ElemType::kF32)
     return rmsNormHalf(args);
   const int64_t hidden = args.hidden;
@@ -130,9 +135,12 @@ void rmsNorm(const RmsNormArgs &args) {
 }
 
 void addRmsNorm(const AddRmsNormArgs &args) {
-  if (normOnAvx512(args.type))
-    return normRows(args.rows, int64_t(args.rows) * args.hidden,
-                    [&](int64_t begin, int64_t end) { addRmsNormRowsAvx512(args, begin, end); });
+  if (normOnLanes(args.type))
+    return normRows(args.rows, int64_t(args.rows) * args.hidden, [&](int64_t begin, int64_t end) {
+      if (activeCpuIsa() >= CpuIsa::kAvx512)
+        return addRmsNormRowsAvx512(args, begin, end);
+      addRmsNormRowsAvx2(args, begin, end);
+    });
   if (args.type != ElemType::kF32)
     return addRmsNormHalf(args);
   const int64_t hidden = args.hidden;

@@ -15,8 +15,8 @@ namespace {
 using testing::randomFloats;
 
 // Each SiLU test at every instruction-set level of this CPU (16 lanes with fused multiply-adds
-// from avx512 up, kernels/cpu/silu_row.h; the baseline's 4 lanes below that), the detected one put
-// back after.
+// from avx512 up, 8 at avx2, kernels/cpu/silu_row.h; the baseline's 4 lanes below that), the
+// detected one put back after.
 class SiluMulTest : public ::testing::TestWithParam<CpuIsa> {
 protected:
   void SetUp() override { ASSERT_TRUE(setCpuIsa(GetParam())) << cpuIsaName(GetParam()); }
@@ -54,7 +54,7 @@ TEST_P(SiluMulTest, SaturatesWithoutNaN) {
   EXPECT_EQ(out[3], 0.0f);
 }
 
-// bf16 rows (widened and rounded in registers from avx512 up) give their fp32 rows' results
+// bf16 rows (widened and rounded in registers from avx2 up) give their fp32 rows' results
 // rounded, at every level, partial last group included; a row's bits do not depend on the rows
 // around it.
 TEST_P(SiluMulTest, Bf16RowsAreTheirFp32RowsRounded) {

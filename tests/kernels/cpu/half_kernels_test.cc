@@ -168,7 +168,7 @@ TEST(HalfKernelsTest, LinearHalfRowsAreBitIdenticalAcrossBatchSizes) {
 }
 
 TEST(HalfKernelsTest, RmsNormRoundsTheFp32Result) {
-  for (CpuIsa isa : availableCpuIsas()) { // 16 lanes from avx512 up (norm_rows.h)
+  for (CpuIsa isa : availableCpuIsas()) { // 16 lanes from avx512 up, 8 at avx2 (norm_rows.h)
     ASSERT_TRUE(setCpuIsa(isa));
     SCOPED_TRACE(cpuIsaName(isa));
     uint32_t seed = 9100;
@@ -191,7 +191,7 @@ TEST(HalfKernelsTest, RmsNormRoundsTheFp32Result) {
 
 // plan.fbs: the residual is rounded once when stored, and y normalises the residual as stored.
 TEST(HalfKernelsTest, AddRmsNormRoundsTheResidualThenNormalisesIt) {
-  for (CpuIsa isa : availableCpuIsas()) { // 16 lanes from avx512 up (norm_rows.h)
+  for (CpuIsa isa : availableCpuIsas()) { // 16 lanes from avx512 up, 8 at avx2 (norm_rows.h)
     ASSERT_TRUE(setCpuIsa(isa));
     SCOPED_TRACE(cpuIsaName(isa));
     uint32_t seed = 9200;

@@ -13,7 +13,7 @@ namespace {
 
 using testing::randomFloats;
 
-// Each test at every instruction-set level of this CPU (16 lanes from avx512 up,
+// Each test at every instruction-set level of this CPU (16 lanes from avx512 up, 8 at avx2,
 // kernels/cpu/norm_rows.h; the baseline's loops below that), the detected one put back after.
 class RmsNormTest : public ::testing::TestWithParam<CpuIsa> {
 protected:

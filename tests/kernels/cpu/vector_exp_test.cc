@@ -1,5 +1,6 @@
-// expF32x4 and, from avx512 up, exp_fma_lanes.inc's e^x (through silu_row.h's expFmaRunAvx512)
-// against std::exp (glibc, correctly rounded to within 1 ulp) over the whole input range.
+// expF32x4 and the fused multiply-add e^x of the wider levels (exp_fma_lanes.inc from avx512 up,
+// exp_fma_avx2.inc at avx2, through silu_row.h's expFmaRunAvx512 / expFmaRunAvx2) against std::exp
+// (glibc, correctly rounded to within 1 ulp) over the whole input range.
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/silu_row.h"
 #include "kernels/cpu/vector_exp.h"
@@ -65,20 +66,17 @@ TEST(VectorExpTest, EdgesGiveInfinityZeroAndNaN) {
   EXPECT_EQ(expLane(-0.0f, 2), 1.0f);
 }
 
-// exp_fma_lanes.inc over the same inputs (a run of 16 lanes at a time, the input's lane changing
-// with it), and its edges. A CPU without AVX-512 has no such level to run it at.
-TEST(VectorExpTest, FmaLanesWithinTwoUlpAndTheSameEdges) {
-  if (detectedCpuIsa() < CpuIsa::kAvx512) {
-    std::printf("no avx512 level on this CPU: expFmaLanes is not used here\n");
-    return;
-  }
+// A fused multiply-add e^x run (16 or 8 lanes at a time, the input's lane changing with it) over
+// the same inputs, and its edges.
+using ExpRun = void (*)(const float *, int64_t, float *);
+void expectFmaRunWithinTwoUlpAndTheSameEdges(ExpRun run) {
   std::vector<float> inputs, outputs;
   for (uint32_t bits = 0; bits < 0x7f800000u; bits += 97)
     for (float x : {std::bit_cast<float>(bits), -std::bit_cast<float>(bits)})
       if (x <= 88.72283172607421875f && x >= -87.33654022216797f)
         inputs.push_back(x);
   outputs.resize(inputs.size());
-  expFmaRunAvx512(inputs.data(), int64_t(inputs.size()), outputs.data());
+  run(inputs.data(), int64_t(inputs.size()), outputs.data());
   int64_t worst = 0;
   float worstInput = 0.0f;
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -95,7 +93,7 @@ TEST(VectorExpTest, FmaLanesWithinTwoUlpAndTheSameEdges) {
   const std::vector<float> edges = {88.8f, 1000.0f, inf, 88.72283172607421875f, -87.4f, -1000.0f,
                                     -inf,  0.0f,    nan};
   std::vector<float> out(edges.size());
-  expFmaRunAvx512(edges.data(), int64_t(edges.size()), out.data());
+  run(edges.data(), int64_t(edges.size()), out.data());
   EXPECT_EQ(out[0], inf);
   EXPECT_EQ(out[1], inf);
   EXPECT_EQ(out[2], inf);
@@ -105,6 +103,24 @@ TEST(VectorExpTest, FmaLanesWithinTwoUlpAndTheSameEdges) {
   EXPECT_EQ(out[6], 0.0f);
   EXPECT_EQ(out[7], 1.0f);
   EXPECT_TRUE(std::isnan(out[8]));
+}
+
+// A CPU without AVX-512 has no such level to run it at.
+TEST(VectorExpTest, FmaLanesWithinTwoUlpAndTheSameEdges) {
+  if (detectedCpuIsa() < CpuIsa::kAvx512) {
+    std::printf("no avx512 level on this CPU: expFmaLanes is not used here\n");
+    return;
+  }
+  expectFmaRunWithinTwoUlpAndTheSameEdges(expFmaRunAvx512);
+}
+
+// Every x86-64 CPU with AVX2 and FMA (the avx2 level) runs it.
+TEST(VectorExpTest, FmaEightLanesWithinTwoUlpAndTheSameEdges) {
+  if (detectedCpuIsa() < CpuIsa::kAvx2) {
+    std::printf("no avx2 level on this CPU: expFma8 is not used here\n");
+    return;
+  }
+  expectFmaRunWithinTwoUlpAndTheSameEdges(expFmaRunAvx2);
 }
 
 } // namespace
