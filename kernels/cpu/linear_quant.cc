@@ -1,13 +1,15 @@
 // Linear with quantized weights: out = x W^T (+ b), W in the layout of
 // runtime/base/quant_layout.h (Q8, Q4, Q4M, Q4Z, Q8F), x fp32/fp16/bf16, fp32 accumulation.
 //
-// From avx512 up, on weights packed into panels when the op is prepared (linear_quant.h "Panels";
-// linearQuantPanels below, linear_quant_panels_avx512.cc): a panel's 16 outputs are the lanes, and
-// each group's sum of x times the stored integers is scaled once (Q4M: plus the min times the
+// From avx512 up, and at avx2 where the CPU has F16C, on weights packed into panels when the op is
+// prepared (linear_quant.h "Panels"; linearQuantPanels below, linear_quant_panels_avx512.cc,
+// linear_quant_panels_avx2.cc: two 8-lane registers a panel): a panel's 16 outputs are the lanes,
+// and each group's sum of x times the stored integers is scaled once (Q4M: plus the min times the
 // group's sum of x; Q4Z: plus -zero * scale times it). The tasks are a row tile x a run of at most
 // kMaxTaskPanels panels, the runs cut so that every worker gets as many panels.
 //
-// Otherwise (sse2, avx2, and avx512 on weights nobody packed: the avx2 code) each weight is
+// Otherwise (sse2, avx2 without F16C, and avx2 and avx512 on weights nobody packed: the avx2
+// code) each weight is
 // dequantized inside the dot product to its exact fp32 value (Q8 scale * q, Q8F scale * e and Q4
 // scale * (u - 8) are exact in fp32; Q4M scale * u is exact, so scale * u + min is rounded once;
 // Q4Z scale * u - zero * scale is exact), never into a copy of the matrix. The tasks are kRowTile
@@ -206,16 +208,34 @@ void storeSums(const LinearArgs &args, const DotTile &tile, int32_t row0, float 
   }
 }
 
+// The panel functions of a level that runs panels.
+struct PanelFns {
+  void (*tile)(const linear_quant::PanelTile &);
+  void (*groupSums)(const float *, int32_t, int32_t, float *);
+};
+PanelFns panelFnsFor(CpuIsa isa) {
+  if (isa >= CpuIsa::kAvx512)
+    return {linear_quant::panelTileAvx512, linear_quant::groupSumsAvx512};
+  return {linear_quant::panelTileAvx2, linear_quant::groupSumsAvx2};
+}
+
+// Whether the active level runs packed panels: from avx512 up, and at avx2 with F16C (the panels'
+// fp16 scales).
+bool levelRunsPanels() {
+  const CpuIsa isa = activeCpuIsa();
+  return isa >= CpuIsa::kAvx512 || (isa == CpuIsa::kAvx2 && cpuHasF16c());
+}
+
 // Panels [p0, p1) of the packed weights against rows [row0, row0 + rows) of x, stored.
-void runPanelTask(const LinearArgs &args, linear_quant::PanelTile tile, int32_t row0, int32_t p0,
-                  int32_t p1, float *xSums) {
+void runPanelTask(const LinearArgs &args, const PanelFns &fns, linear_quant::PanelTile tile,
+                  int32_t row0, int32_t p0, int32_t p1, float *xSums) {
   tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
   tile.panelCount = p1 - p0;
   if (hasQuantMins(tile.format))
     for (int32_t r = 0; r < tile.rows; ++r)
-      linear_quant::groupSumsAvx512(tile.x + r * tile.xStride, tile.groupSize, tile.layout.groups,
-                                    xSums + int64_t(r) * tile.layout.groups);
-  linear_quant::panelTileAvx512(tile);
+      fns.groupSums(tile.x + r * tile.xStride, tile.groupSize, tile.layout.groups,
+                    xSums + int64_t(r) * tile.layout.groups);
+  fns.tile(tile);
   const int32_t out0 = p0 * linear_quant::kPanelOutputs;
   const int32_t outs = std::min(p1 * linear_quant::kPanelOutputs, args.outFeatures) - out0;
   for (int32_t r = 0; r < tile.rows; ++r) {
@@ -227,9 +247,10 @@ void runPanelTask(const LinearArgs &args, linear_quant::PanelTile tile, int32_t 
   }
 }
 
-// The packed panels (linear_quant.h), from avx512 up.
+// The packed panels (linear_quant.h), where levelRunsPanels.
 void linearQuantPanels(const LinearArgs &args) {
   using namespace linear_quant;
+  const PanelFns fns = panelFnsFor(activeCpuIsa());
   const PanelLayout layout = panelLayout(args.quant, args.outFeatures, args.inFeatures);
   // Runs of at most kMaxTaskPanels panels, as many for each worker (their sizes differ by one).
   const int threads = cpuThreads();
@@ -253,7 +274,7 @@ void linearQuantPanels(const LinearArgs &args) {
       const int32_t run = static_cast<int32_t>(task / rowTiles);
       tile.rows = std::min(kRowTile, args.rows - row0);
       tile.x = xRowsOf(args, row0, tile.rows, x);
-      runPanelTask(args, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
+      runPanelTask(args, fns, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
                    int32_t(int64_t(run + 1) * layout.panels / runs), xSums);
     }
   });
@@ -331,13 +352,13 @@ void linearQuantRows(const LinearArgs &args) {
 } // namespace
 
 void linearQuant(const LinearArgs &args) {
-  if (args.packedWeight && activeCpuIsa() >= CpuIsa::kAvx512)
+  if (args.packedWeight && levelRunsPanels())
     return linearQuantPanels(args);
   linearQuantRows(args);
 }
 
 size_t quantPackedWeightBytes(QuantWeight quant, int32_t outFeatures, int32_t inFeatures) {
-  if (activeCpuIsa() < CpuIsa::kAvx512)
+  if (!levelRunsPanels())
     return 0;
   return linear_quant::panelLayout(quant, outFeatures, inFeatures).totalBytes;
 }

@@ -72,7 +72,8 @@ struct DotTile {
 using DotTileFn = void (*)(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
 void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights);
 
-// Panels (from avx512 up; packed when the op is prepared, kernels.h packLinearWeights): the
+// Panels (from avx512 up, and at avx2 where the CPU has F16C; packed when the op is prepared,
+// kernels.h packLinearWeights): the
 // matrix's outputs in panels of 16 (the last one padded with zero bytes, scales and mins), each
 // panel its groups in order, each group
 //   values  Q8 / Q8F: groupSize x 16 bytes, [column][output]; 4-bit: per run of 32 columns 16 x 16
@@ -94,7 +95,8 @@ PanelLayout panelLayout(QuantWeight quant, int32_t outFeatures, int32_t inFeatur
 void packPanels(const QuantMatrix &w, int32_t outFeatures, void *packed);
 
 // Rows [0, rows) of fp32 x against panels [0, panelCount) from `panels`: sums[r *
-// kPanelSumStride + 16 * p + o] = row r's output o of panel p (linear_quant_panels_avx512.cc).
+// kPanelSumStride + 16 * p + o] = row r's output o of panel p (linear_quant_panels_avx512.cc,
+// linear_quant_panels_avx2.cc).
 struct PanelTile {
   const uint8_t *panels;
   PanelLayout layout;
@@ -108,8 +110,11 @@ struct PanelTile {
   float *sums;
 };
 void panelTileAvx512(const PanelTile &tile);
+// The same at the avx2 level on a CPU with F16C (linear_quant_panels_avx2.cc).
+void panelTileAvx2(const PanelTile &tile);
 // sums[g] = the sum of x over group g (groupSize columns each), in the panels' fixed order.
 void groupSumsAvx512(const float *x, int32_t groupSize, int32_t groups, float *sums);
+void groupSumsAvx2(const float *x, int32_t groupSize, int32_t groups, float *sums);
 
 } // namespace linear_quant
 } // namespace kiln::kernels::cpu

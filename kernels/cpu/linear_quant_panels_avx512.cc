@@ -36,22 +36,7 @@ inline __m128i load16Bytes(const uint8_t *p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
 }
 
-// f(std::integral_constant<int, n>{}) for a run-time n in [1, Max]; nothing for other n.
-template <int Max, class F> inline void withCount(int32_t n, F &&f) {
-  if constexpr (Max >= 1) {
-    if (n == Max)
-      return f(std::integral_constant<int, Max>{});
-    withCount<Max - 1>(n, f);
-  }
-}
-
-// f(size, begin) over [0, count) in chunks of Chunk, the last one smaller.
-template <int Chunk, class F> inline void forChunks(int32_t count, F &&f) {
-  int32_t begin = 0;
-  for (; begin + Chunk <= count; begin += Chunk)
-    f(std::integral_constant<int, Chunk>{}, begin);
-  withCount<Chunk - 1>(count - begin, [&](auto size) { f(size, begin); });
-}
+#include "kernels/cpu/count_dispatch.inc"
 
 // The parts of one group: R rows x P panels, each 16 outputs' sums of x * u.
 template <int R, int P> struct Parts {

@@ -61,7 +61,7 @@ struct Call {
 };
 
 // As the cpu device runs it: with the weights packed where the level packs them (from avx512 up,
-// the panels of kernels/cpu/linear_quant.h), read as stored otherwise.
+// and at avx2 with F16C: the panels of kernels/cpu/linear_quant.h), read as stored otherwise.
 Output runLinear(const Call &call) {
   Output y{call.outType, {}, {}};
   const size_t n = size_t(call.rows) * call.out;
