@@ -58,6 +58,7 @@ struct Call {
   int32_t rows, in, out;
   ElemType outType = ElemType::kF32;
   WeightType weightType = WeightType::kF32; // must not be read
+  bool pack = true;                         // false: the weights as stored, whatever the level
 };
 
 // As the cpu device runs it: with the weights packed where the level packs them (from avx512 up,
@@ -78,7 +79,7 @@ Output runLinear(const Call &call) {
   const size_t packedBytes =
       linearPackedWeightBytes(call.weightType, call.out, call.in, args.quant);
   std::vector<uint32_t> packed((packedBytes + 3) / 4, 0xdeadbeefu);
-  if (packedBytes > 0) {
+  if (packedBytes > 0 && call.pack) {
     packLinearWeights(call.w.bytes.data(), call.weightType, call.out, call.in, packed.data(),
                       args.quant);
     args.packedWeight = packed.data();
@@ -159,6 +160,25 @@ TEST_P(LinearQuantTest, MatchesDoubleReferenceOverShapeGrid) {
                 call.weightType = kTypes[seed % 3];
                 expectMatchesReference(call, runLinear(call));
               }
+}
+
+// Weights nobody packed (the levels that run panels read them through the dot-product tiles of
+// kernels/cpu/linear_quant.cc: linear_quant_avx2.cc from avx2 up), through each row path (1-4,
+// 5-8 and more rows a tile), grouped and per channel.
+TEST_P(LinearQuantTest, UnpackedWeightsMatchReference) {
+  uint32_t seed = 300;
+  for (QuantFormat format : kFormats)
+    for (int32_t group : {32, 192})
+      for (int32_t rows : {1, 3, 6, 8, 40}) {
+        SCOPED_TRACE(::testing::Message()
+                     << quantFormatName(format) << " group=" << group << " rows=" << rows);
+        const int32_t in = 192, out = 21;
+        const auto x = makeWeights(randomFloats(size_t(rows) * in, ++seed), ElemType::kF32);
+        const auto w = randomQuantized(format, out, in, group, ++seed);
+        Call call{x, w, nullptr, rows, in, out, ElemType::kF32};
+        call.pack = false;
+        expectMatchesReference(call, runLinear(call));
+      }
 }
 
 // SmolLM2-135M's decode shapes, one row: long weight rows, many output tiles across the workers.
