@@ -23,13 +23,15 @@
 //      LastPositions and ShiftedTokenIds, Plan.output HiddenStates, ModelInfo.pooling /
 //      normalize_embeddings / decoder_start_token_id.
 //  10: Qwen2-MoE's shared experts: op kind SigmoidGatedAdd.
+//  11: DType Q8F32 (fp8 weights with fp32 scales: fp8 checkpoints kept packed); an older runtime
+//      would refuse the dtype only as an unknown one.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 10;
+inline constexpr uint32_t kSchemaVersion = 11;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

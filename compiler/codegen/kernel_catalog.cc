@@ -41,7 +41,7 @@ bool isDtypeConstant(const std::string &name) {
 }
 
 // Quantized experts' weight_dtype (MoE gate_up / down kernels): "q<format>g<group>", format the
-// kernels' 1..5 (params.h kQuantFormat*), group a positive multiple of 32; the type
+// kernels' 1..6 (params.h kQuantFormat*), group a positive multiple of 32; the type
 // kernels/cuda/moe_grouped.cuh reads them through.
 bool takesQuantWeights(const std::string &op) {
   return op == "moe_gate_up" || op == "moe_down";
@@ -50,7 +50,7 @@ std::optional<std::string> quantExpertsType(const std::string &dtype) {
   int format = 0, group = 0;
   char tail = 0;
   if (std::sscanf(dtype.c_str(), "q%dg%d%c", &format, &group, &tail) != 2 || format < 1 ||
-      format > 5 || group <= 0 || group % 32 != 0 || group > (1 << 20) ||
+      format > 6 || group <= 0 || group % 32 != 0 || group > (1 << 20) ||
       dtype != "q" + std::to_string(format) + "g" + std::to_string(group))
     return std::nullopt;
   return "kiln::kernels::cuda::QuantExperts<" + std::to_string(format) + ", " +
@@ -114,7 +114,7 @@ Status checkConstantValue(const KernelInstance &instance, const std::string &nam
                              "'; expected f32, f16 or bf16" +
                              (name == "kv_dtype" ? std::string(" or f8")
                               : name == "weight_dtype" && takesQuantWeights(instance.op)
-                                  ? std::string(" or q<format 1..5>g<group, a multiple of 32>")
+                                  ? std::string(" or q<format 1..6>g<group, a multiple of 32>")
                                   : std::string()));
     return okStatus();
   }

@@ -142,9 +142,22 @@ Status Compilation::import() {
                                    ? "one scale per output channel"
                                    : "a scale per [" + std::to_string(q.blockRows) + ", " +
                                          std::to_string(q.blockColumns) + "] block";
+    // Kept in fp8 (Q8F32, every target reads it) where the blocks are whole groups and no --dtype
+    // asks for a float copy; the rest dequantized.
+    const size_t kept = options_.keepGgufBlocks ? fp8->packableLinears() : 0;
+    const size_t dequantized = fp8->quantizedLinears() - kept;
+    std::string fate;
+    if (kept)
+      fate = std::to_string(kept) + " kept in fp8 (Q8F32: fp32 scales)";
+    if (dequantized)
+      fate += std::string(kept ? ", " : "") + std::to_string(dequantized) + " dequantized to " +
+              options_.dtype +
+              (options_.keepGgufBlocks
+                   ? " (their scale blocks are not a multiple of 32 columns dividing the row)"
+                   : " (--dtype)");
     log(std::string("import: ") + (q.compressedTensors ? "compressed-tensors fp8" : "fp8") +
         " checkpoint, " + std::to_string(fp8->quantizedLinears()) + " linears with " + scales +
-        ", dequantized to " + options_.dtype);
+        ": " + fate);
     checkpoint_ = std::move(fp8);
   } else if (config_.quantization) {
     KILN_ASSIGN_OR_RETURN(auto quantized,

@@ -149,6 +149,8 @@ schema::DType quantDType(QuantFormat format) {
     return schema::DType::Q4M;
   case QuantFormat::kQ8Float:
     return schema::DType::Q8F;
+  case QuantFormat::kQ8FloatF32:
+    return schema::DType::Q8F32;
   case QuantFormat::kQ4Zero:
     break;
   }

@@ -79,6 +79,10 @@ Status HfFp8Checkpoint::addLinear(const TensorInfo &weight) {
   TensorInfo info = weight;
   info.dtype = TensorDType::kF32;
   info.rawReadable = false;
+  if (validQuantGroup(linear.in, linear.blockColumns)) {
+    info.packed = TensorInfo::Packed{QuantFormat::kQ8FloatF32, linear.blockColumns};
+    ++packable_;
+  }
   addWeight(info);
   linears_[weight.name] = std::move(linear);
   return okStatus();
@@ -101,6 +105,29 @@ Result<std::vector<float>> HfFp8Checkpoint::readF32(const std::string &name) con
           f8e4m3ToF32(codes[size_t(o * in + k)]) * rowScales[k / linear.blockColumns];
   }
   return values;
+}
+
+Result<QuantizedMatrix> HfFp8Checkpoint::readPacked(const std::string &name) const {
+  auto it = linears_.find(name);
+  KILN_ASSIGN_OR_RETURN(const TensorInfo *info, this->info(name));
+  if (it == linears_.end() || !info->packed)
+    return Checkpoint::readPacked(name);
+  const Linear &linear = it->second;
+  KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> codes, stored_->rawBytes(name));
+  KILN_ASSIGN_OR_RETURN(std::vector<float> scales, stored_->readF32(linear.scaleName));
+  QuantizedMatrix m =
+      zeroQuantizedMatrix(QuantFormat::kQ8FloatF32, linear.blockColumns, linear.out, linear.in);
+  for (size_t i = 0; i < codes.size(); ++i)
+    if ((codes[i] & 0x7F) == 0x7F)
+      return invalidArgument("tensor '" + name + "' holds an fp8 NaN at [" +
+                             std::to_string(i / size_t(linear.in)) + ", " +
+                             std::to_string(i % size_t(linear.in)) + "]");
+  std::copy(codes.begin(), codes.end(), m.values.begin());
+  const int64_t groups = m.groupsPerRow();
+  for (int64_t o = 0; o < linear.out; ++o)
+    for (int64_t g = 0; g < groups; ++g)
+      m.wideScales[size_t(o * groups + g)] = scales[size_t((o / linear.blockRows) * groups + g)];
+  return m;
 }
 
 } // namespace kiln::compiler

@@ -12,8 +12,12 @@
 // (and a static checkpoint's input_scale, a kv_cache_scheme's k_scale / v_scale) are not listed
 // themselves. Linears the quantizer left alone (modules_to_not_convert / ignore, e.g. lm_head) and
 // every other tensor pass through.
-// The values come only through readF32: the compile's --dtype (or the model's own) holds them, no
-// packed form (kiln's Q8F keeps fp16 scales, these are fp32).
+// A weight whose column blocks are whole groups of kiln's layout (blockColumns, or the whole row
+// for per-tensor and per-channel scales, a multiple of 32 that divides `in`) also reports `packed`
+// Q8F32 with that group, and readPacked hands out its e4m3 bytes as stored with each row's fp32
+// block scales (a block's scale repeated for each of its rows): the same weights, kept in fp8
+// when the compile keeps packed weights (no --dtype). Any other block shape (DeepSeek's 128 x 128
+// blocks are whole groups; 48-column blocks are not) comes only through readF32.
 #pragma once
 
 #include "compiler/import/hf_quantization.h"
@@ -32,6 +36,10 @@ public:
   create(std::shared_ptr<const Checkpoint> stored, const HfQuantization &quantization);
 
   Result<std::vector<float>> readF32(const std::string &name) const override;
+  // Fails naming the tensor and position where an e4m3 byte is NaN (0x7F or 0xFF).
+  Result<QuantizedMatrix> readPacked(const std::string &name) const override;
+  // Linears whose weights report `packed`.
+  size_t packableLinears() const { return packable_; }
 
 private:
   HfFp8Checkpoint(std::shared_ptr<const Checkpoint> stored, const HfQuantization &q)
@@ -46,6 +54,7 @@ private:
 
   HfQuantization quantization_;
   std::map<std::string, Linear> linears_; // by weight name
+  size_t packable_ = 0;
 };
 
 } // namespace kiln::compiler

@@ -31,8 +31,10 @@ float absMax(const float *w, int64_t n) {
   return amax;
 }
 
-// Stores `scale` as the group's fp16 scale and returns the value stored (what the weights use).
+// Stores `scale` as the group's scale and returns the value stored (what the weights use).
 float storeScale(QuantizedMatrix &m, size_t index, float scale) {
+  if (m.format == QuantFormat::kQ8FloatF32)
+    return m.wideScales[index] = scale;
   m.scales[index] = f32ToF16(scale);
   return f16ToF32(m.scales[index]);
 }
@@ -42,7 +44,7 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
   const size_t scaleIndex = static_cast<size_t>(r * m.groupsPerRow() + g);
   uint8_t *row = m.values.data() + r * m.rowValueBytes();
   const int64_t c0 = g * m.groupSize;
-  if (m.format == QuantFormat::kQ8Float) {
+  if (isFp8Quant(m.format)) {
     const float s = storeScale(m, scaleIndex, absMax(w, n) / 448.0f);
     for (int64_t i = 0; i < n; ++i) // w / s beyond 448 (the scale rounded down) saturates
       row[c0 + i] = s == 0.0f ? 0 : f32ToF8E4M3(w[i] / s);
@@ -96,11 +98,16 @@ void quantizeGroup(const float *w, int64_t n, int64_t r, int64_t g, QuantizedMat
 
 } // namespace
 
+float QuantizedMatrix::scaleAt(size_t slot) const {
+  return format == QuantFormat::kQ8FloatF32 ? wideScales[slot] : f16ToF32(scales[slot]);
+}
+
 std::vector<uint8_t> QuantizedMatrix::bytes() const {
   const QuantLayout layout = quantLayout(format, rows, cols, groupSize);
   std::vector<uint8_t> out(layout.totalBytes, 0);
   std::memcpy(out.data(), values.data(), values.size());
   std::memcpy(out.data() + layout.scalesOffset, scales.data(), scales.size() * 2);
+  std::memcpy(out.data() + layout.scalesOffset, wideScales.data(), wideScales.size() * 4);
   if (hasQuantMins(format))
     std::memcpy(out.data() + layout.minsOffset, mins.data(), mins.size() * 2);
   return out;
@@ -108,11 +115,15 @@ std::vector<uint8_t> QuantizedMatrix::bytes() const {
 
 QuantizedMatrix zeroQuantizedMatrix(QuantFormat format, int64_t groupSize, int64_t rows,
                                     int64_t cols) {
-  QuantizedMatrix m{format, groupSize, rows, cols, {}, {}, {}};
+  QuantizedMatrix m{format, groupSize, rows, cols, {}, {}, {}, {}};
   m.values.assign(static_cast<size_t>(rows * m.rowValueBytes()), 0);
-  m.scales.assign(static_cast<size_t>(rows * m.groupsPerRow()), 0);
+  const size_t slots = static_cast<size_t>(rows * m.groupsPerRow());
+  if (format == QuantFormat::kQ8FloatF32)
+    m.wideScales.assign(slots, 0.0f);
+  else
+    m.scales.assign(slots, 0);
   if (hasQuantMins(format))
-    m.mins.assign(m.scales.size(), 0);
+    m.mins.assign(slots, 0);
   return m;
 }
 
@@ -145,9 +156,13 @@ Result<QuantizedMatrix> sliceQuantizedMatrix(const QuantizedMatrix &m, int64_t r
                 m.values.data() + r * m.rowValueBytes() + quantValueBytes(m.format, colBegin),
                 static_cast<size_t>(out.rowValueBytes()));
     for (int64_t g = 0; g < out.groupsPerRow(); ++g) {
-      out.scales[o * out.groupsPerRow() + g] = m.scales[r * m.groupsPerRow() + g0 + g];
+      const size_t to = o * out.groupsPerRow() + g, from = r * m.groupsPerRow() + g0 + g;
+      if (m.format == QuantFormat::kQ8FloatF32)
+        out.wideScales[to] = m.wideScales[from];
+      else
+        out.scales[to] = m.scales[from];
       if (hasQuantMins(m.format))
-        out.mins[o * out.groupsPerRow() + g] = m.mins[r * m.groupsPerRow() + g0 + g];
+        out.mins[to] = m.mins[from];
     }
   }
   return out;
@@ -161,18 +176,20 @@ Status appendQuantizedRows(QuantizedMatrix &top, const QuantizedMatrix &bottom) 
   top.rows += bottom.rows;
   top.values.insert(top.values.end(), bottom.values.begin(), bottom.values.end());
   top.scales.insert(top.scales.end(), bottom.scales.begin(), bottom.scales.end());
+  top.wideScales.insert(top.wideScales.end(), bottom.wideScales.begin(), bottom.wideScales.end());
   top.mins.insert(top.mins.end(), bottom.mins.begin(), bottom.mins.end());
   return okStatus();
 }
 
 float dequantizedWeight(const QuantizedMatrix &m, int64_t r, int64_t c) {
   const size_t group = static_cast<size_t>(r * m.groupsPerRow() + c / m.groupSize);
-  const float s = f16ToF32(m.scales[group]);
+  const float s = m.scaleAt(group);
   const uint8_t *row = m.values.data() + r * m.rowValueBytes();
   switch (m.format) {
   case QuantFormat::kQ8:
     return s * static_cast<float>(static_cast<int8_t>(row[c]));
   case QuantFormat::kQ8Float:
+  case QuantFormat::kQ8FloatF32:
     return s * f8e4m3ToF32(row[c]);
   case QuantFormat::kQ4:
     return s * static_cast<float>(nibbleAt(row, c) - 8);

@@ -19,11 +19,14 @@ struct QuantizedMatrix {
   int64_t groupSize = 0;
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> values;  // rows x cols, row-major (4-bit: two per byte, as quant_layout.h)
-  std::vector<uint16_t> scales; // rows x cols / groupSize, fp16 bits
-  std::vector<uint16_t> mins;   // Q4M fp16 mins, Q4Z integer zero points; as scales
+  std::vector<uint16_t> scales; // rows x cols / groupSize, fp16 bits (empty for Q8F32)
+  std::vector<float> wideScales; // Q8F32: its fp32 scales, shaped as scales; else empty
+  std::vector<uint16_t> mins;    // Q4M fp16 mins, Q4Z integer zero points; as scales
 
   int64_t rowValueBytes() const { return static_cast<int64_t>(quantValueBytes(format, cols)); }
   int64_t groupsPerRow() const { return cols / groupSize; }
+  // The scale of slot `slot` (row * groupsPerRow() + group) in fp32.
+  float scaleAt(size_t slot) const;
   // The artifact's layout: sections aligned as quant_layout.h says, padding zero.
   std::vector<uint8_t> bytes() const;
 };
@@ -38,7 +41,7 @@ QuantizedMatrix zeroQuantizedMatrix(QuantFormat format, int64_t groupSize, int64
 // min = the group's minimum, s = (max - min) / 15, u = clamp(round((w - min) / s), 0, 15); Q4Z
 // (GPTQ's asymmetric rounding) lo = min(w, 0), hi = max(w, 0), s = (hi - lo) / 15, zero =
 // round(-lo / s), u = clamp(round(w / s) + zero, 0, 15); Q8F s = amax / 448, e = the fp8 E4M3
-// nearest w / s (runtime/base/fp8.h, saturating).
+// nearest w / s (runtime/base/fp8.h, saturating); Q8F32 the same with s kept in fp32.
 // `values` holds rows x cols fp32; the caller checked validQuantGroup.
 QuantizedMatrix quantizeMatrix(const std::vector<float> &values, int64_t rows, int64_t cols,
                                QuantFormat format, int64_t groupSize);

@@ -1,5 +1,6 @@
 // Linear with quantized weights: out = x W^T (+ b), W in the layout of
-// runtime/base/quant_layout.h (Q8, Q4, Q4M, Q4Z, Q8F), x fp32/fp16/bf16, fp32 accumulation.
+// runtime/base/quant_layout.h (Q8, Q4, Q4M, Q4Z, Q8F, Q8F32), x fp32/fp16/bf16, fp32
+// accumulation.
 //
 // From avx512 up, and at avx2 where the CPU has F16C, on weights packed into panels when the op is
 // prepared (linear_quant.h "Panels"; linearQuantPanels below, linear_quant_panels_avx512.cc,
@@ -54,7 +55,7 @@ QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int
   // A row slice: its first row's values, scales and mins.
   const int64_t firstSlot = quant.firstRow * layout.groupsPerRow;
   w.values = bytes + quant.firstRow * w.rowBytes;
-  w.scales = reinterpret_cast<const uint16_t *>(bytes + layout.scalesOffset) + firstSlot;
+  w.scales = bytes + layout.scalesOffset + firstSlot * quantScaleBytes(quant.format);
   if (hasQuantMins(quant.format))
     w.mins = reinterpret_cast<const uint16_t *>(bytes + layout.minsOffset) + firstSlot;
   return w;
@@ -89,16 +90,16 @@ void dequantizeQ4OffsetGroup(const uint8_t *values, float scale, float min, int3
 
 void dequantizeRow(const QuantMatrix &w, int64_t row, float *dst) {
   const uint8_t *values = w.values + row * w.rowBytes;
-  const uint16_t *scales = w.scales + row * w.groupsPerRow;
   const int32_t n = w.groupSize;
   for (int32_t g = 0; g < w.groupsPerRow; ++g) {
-    const float scale = f16ToF32(scales[g]);
+    const float scale = quantScale(w, row * w.groupsPerRow + g);
     float *groupDst = dst + int64_t(g) * n;
     switch (w.format) {
     case QuantFormat::kQ8:
       dequantizeQ8Group(values + int64_t(g) * n, scale, n, groupDst);
       break;
     case QuantFormat::kQ8Float:
+    case QuantFormat::kQ8FloatF32:
       f8e4m3RunToF32(values + int64_t(g) * n, n, groupDst); // exact: 4 x 11 significant bits
       for (int32_t k = 0; k < n; ++k)
         groupDst[k] *= scale;
@@ -289,7 +290,8 @@ PanelLayout panelLayout(QuantWeight quant, int32_t outFeatures, int32_t inFeatur
   layout.panels = (outFeatures + kPanelOutputs - 1) / kPanelOutputs;
   layout.groups = inFeatures / quant.groupSize;
   layout.valueBytes = int64_t(quant.groupSize) * (isByteQuant(quant.format) ? 16 : 8);
-  layout.groupBytes = layout.valueBytes + (hasQuantMins(quant.format) ? 64 : 32);
+  layout.groupBytes = layout.valueBytes + kPanelOutputs * int64_t(quantScaleBytes(quant.format)) +
+                      (hasQuantMins(quant.format) ? 32 : 0);
   layout.panelBytes = layout.groups * layout.groupBytes;
   layout.totalBytes = size_t(layout.panels) * size_t(layout.panelBytes);
   return layout;
@@ -310,7 +312,9 @@ void packPanels(const QuantMatrix &w, int32_t outFeatures, void *packed) {
       for (int64_t i = 0; i < groupValueBytes; ++i)
         block[i * kPanelOutputs + o] = src[i];
       const int64_t slot = int64_t(row) * w.groupsPerRow + g;
-      std::memcpy(block + layout.valueBytes + 2 * o, w.scales + slot, 2);
+      const uint64_t scaleBytes = quantScaleBytes(w.format);
+      std::memcpy(block + layout.valueBytes + scaleBytes * o,
+                  static_cast<const uint8_t *>(w.scales) + scaleBytes * slot, scaleBytes);
       if (w.mins)
         std::memcpy(block + layout.valueBytes + 32 + 2 * o, w.mins + slot, 2);
     }

@@ -10,6 +10,7 @@
 #include "runtime/base/quant_layout.h"
 
 #include <cstdint>
+#include <cstring>
 
 namespace kiln::kernels::cpu {
 
@@ -21,9 +22,19 @@ struct QuantMatrix {
   int32_t groupsPerRow = 0;
   int64_t rowBytes = 0; // of one row's values: cols (Q8, Q8F) or cols / 2 (4-bit)
   const uint8_t *values = nullptr;
-  const uint16_t *scales = nullptr; // fp16, [rows, groupsPerRow]
+  const void *scales = nullptr;     // fp16 (Q8F32: fp32), [rows, groupsPerRow]
   const uint16_t *mins = nullptr;   // as scales: Q4M fp16 mins, Q4Z integer zero points; else null
 };
+
+// The scale of slot `slot` (row * groupsPerRow + group) in fp32.
+inline float quantScale(const QuantMatrix &w, int64_t slot) {
+  if (w.format == QuantFormat::kQ8FloatF32) {
+    float scale;
+    std::memcpy(&scale, static_cast<const uint8_t *>(w.scales) + 4 * slot, 4);
+    return scale;
+  }
+  return f16ToF32(static_cast<const uint16_t *>(w.scales)[slot]);
+}
 
 // What a group's stored 4-bit u is offset by, w = scale * u + offset, exact in fp32: Q4 -8 scale,
 // Q4M the min, Q4Z -zero * scale (slot: row * groupsPerRow + group).
@@ -79,7 +90,8 @@ void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *
 //   values  Q8 / Q8F: groupSize x 16 bytes, [column][output]; 4-bit: per run of 32 columns 16 x 16
 //           bytes, [b][output], byte b of that run of the output's row as stored (low nibble
 //           column b, high nibble column b + 16);
-//   scales  the 16 outputs' fp16 scales of the group; mins (Q4M, Q4Z) the same, after them.
+//   scales  the 16 outputs' fp16 scales of the group (Q8F32: fp32); mins (Q4M, Q4Z) fp16 or
+//           zero points as uint16, after them.
 // So a panel is one stream read front to back, and one 16-byte load gives 16 outputs' values.
 constexpr int32_t kPanelOutputs = 16;
 constexpr int32_t kMaxTaskPanels = 8; // panels of one task

@@ -41,9 +41,8 @@ inline void dequantizeNibbleRun(const uint8_t *run, __m256 scale, __m256 offset,
 
 void dequantizeRowAvx2(const QuantMatrix &w, int64_t row, float *dst) {
   const uint8_t *values = w.values + row * w.rowBytes;
-  const uint16_t *scales = w.scales + row * w.groupsPerRow;
   for (int32_t g = 0; g < w.groupsPerRow; ++g) {
-    const float s = f16ToF32(scales[g]);
+    const float s = quantScale(w, row * w.groupsPerRow + g);
     const __m256 scale = _mm256_set1_ps(s);
     if (w.format == QuantFormat::kQ8) {
       for (int32_t k = 0; k < w.groupSize; k += 8, values += 8, dst += 8)
@@ -105,11 +104,10 @@ void dotRowsPacked(const QuantMatrix &w, int32_t out, const DotTile &tile, int32
           _mm256_fmadd_ps(_mm256_loadu_ps(x + r * tile.xStride + k), weights8, acc[r][half]);
   };
   const uint8_t *values = w.values + int64_t(out) * w.rowBytes;
-  const uint16_t *scales = w.scales + int64_t(out) * w.groupsPerRow;
   const __m128i mask = _mm_set1_epi8(0x0F);
   int32_t k = 0;
   for (int32_t g = 0; g < w.groupsPerRow; ++g) {
-    const float s = f16ToF32(scales[g]);
+    const float s = quantScale(w, int64_t(out) * w.groupsPerRow + g);
     const __m256 scale = _mm256_set1_ps(s);
     if (w.format == QuantFormat::kQ8) {
       for (int32_t i = 0; i < w.groupSize; i += 16, values += 16, k += 16) {
@@ -136,8 +134,8 @@ void dotRowsPacked(const QuantMatrix &w, int32_t out, const DotTile &tile, int32
 } // namespace
 
 void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *weights) {
-  // Q8F: every row count from the dequantized row (the fp8 values through a table).
-  if (tile.rows <= 4 && w.format != QuantFormat::kQ8Float) {
+  // Q8F, Q8F32: every row count from the dequantized row (the fp8 values through a table).
+  if (tile.rows <= 4 && !isFp8Quant(w.format)) {
     for (int32_t o = 0; o < tile.outs; ++o)
       switch (tile.rows) {
       case 4:
@@ -155,7 +153,7 @@ void dotTileAvx2(const QuantMatrix &w, const DotTile &tile, float *sums, float *
     return;
   }
   for (int32_t o = 0; o < tile.outs; ++o) {
-    if (w.format == QuantFormat::kQ8Float)
+    if (isFp8Quant(w.format))
       dequantizeRow(w, tile.out0 + o, weights);
     else
       dequantizeRowAvx2(w, tile.out0 + o, weights);

@@ -6,16 +6,17 @@
 //
 // linear_quant_panels_avx512.cc's method and per-output order (its top comment), a panel's 16
 // outputs held as two 8-lane registers: per group, each (row, output) sums x * u in one chain of
-// fused multiply-adds from zero in the panel's column order (Q8 / Q8F column by column; 4-bit
-// formats byte b's low nibble, then its high one), u the stored value (Q8 q; Q8F the fp8 value /
-// 256; Q4 u - 8; Q4M and Q4Z u), then acc = part * scale or fma(part, scale, acc), and for Q4M /
-// Q4Z fma(the row's sum of x over the group, the min, acc). Only the decoding and the blocking are
-// this file's own: values are widened by integer instructions and converted (the AVX-512 copy
-// looks nibbles up in a table: the same floats), and micro-kernels hold 8 to 12 accumulators (up to
-// 6 rows; a decode row takes 4 panels at once). Every output lane is computed alone in that order,
-// whatever micro-kernel shape or tile it falls in: a row's result is bit-identical alone or
-// anywhere in a batch. Before, this level dequantized each weight row into scratch and summed dot
-// products across lanes (linear_quant_avx2.cc, still the path for weights nobody packed).
+// fused multiply-adds from zero in the panel's column order (Q8 / Q8F / Q8F32 column by column;
+// 4-bit formats byte b's low nibble, then its high one), u the stored value (Q8 q; Q8F, Q8F32 the
+// fp8 value / 256; Q4 u - 8; Q4M and Q4Z u), then acc = part * scale or fma(part, scale, acc), and
+// for Q4M / Q4Z fma(the row's sum of x over the group, the min, acc). Only the decoding and the
+// blocking are this file's own: values are widened by integer instructions and converted (the
+// AVX-512 copy looks nibbles up in a table: the same floats), and micro-kernels hold 8 to 12
+// accumulators (up to 6 rows; a decode row takes 4 panels at once). Every output lane is computed
+// alone in that order, whatever micro-kernel shape or tile it falls in: a row's result is
+// bit-identical alone or anywhere in a batch. Before, this level dequantized each weight row into
+// scratch and summed dot products across lanes (linear_quant_avx2.cc, still the path for weights
+// nobody packed).
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_quant.h"
 
@@ -82,7 +83,7 @@ inline Lanes16 fp8Over256(__m128i bytes) {
           _mm256_cvtph_ps(_mm256_extracti128_si256(halves, 1))};
 }
 
-// Q8 and Q8F: one byte a value, column by column.
+// Q8, Q8F and Q8F32: one byte a value, column by column.
 template <int R, int P, QuantFormat F>
 inline void addByteGroup(const PanelTile &t, const uint8_t *block, const float *x,
                          Parts<R, P> &parts) {
@@ -93,7 +94,7 @@ inline void addByteGroup(const PanelTile &t, const uint8_t *block, const float *
       if (k % 4 == 0)
         _mm_prefetch(reinterpret_cast<const char *>(bytes + kPrefetchBytes), _MM_HINT_T0);
       Lanes16 w;
-      if constexpr (F == QuantFormat::kQ8Float) {
+      if constexpr (isFp8Quant(F)) {
         w = fp8Over256(load16Bytes(bytes));
       } else {
         __m256i lo, hi;
@@ -149,9 +150,11 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
       const uint8_t *tail = block + p * layout.panelBytes + layout.valueBytes;
       __m256 scale[2];
       for (int h = 0; h < 2; ++h) {
-        scale[h] =
-            _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(tail + 16 * h)));
-        if constexpr (F == QuantFormat::kQ8Float) // exact: fp8Over256's factor
+        scale[h] = F == QuantFormat::kQ8FloatF32
+                       ? _mm256_loadu_ps(reinterpret_cast<const float *>(tail) + 8 * h)
+                       : _mm256_cvtph_ps(
+                             _mm_loadu_si128(reinterpret_cast<const __m128i *>(tail + 16 * h)));
+        if constexpr (isFp8Quant(F)) // exact: fp8Over256's factor
           scale[h] = _mm256_mul_ps(scale[h], _mm256_set1_ps(256.0f));
       }
       // The weight of u = 0: Q4M the min, Q4Z -zero * scale (exact).
@@ -210,6 +213,8 @@ void panelTileAvx2(const PanelTile &tile) {
     return panelTile<QuantFormat::kQ4Zero>(tile);
   case QuantFormat::kQ8Float:
     return panelTile<QuantFormat::kQ8Float>(tile);
+  case QuantFormat::kQ8FloatF32:
+    return panelTile<QuantFormat::kQ8FloatF32>(tile);
   }
 }
 

@@ -6,17 +6,16 @@
 // The 16 lanes of a vector are a panel's 16 outputs, so no dot product ends in a sum across lanes
 // and one decoded weight vector serves every row of the micro-kernel (up to 8), each row's x value
 // broadcast. Per group of groupSize columns, each (row, output) sums x * u in one chain of fused
-// multiply-adds starting from zero, u the stored value (Q8 q; Q8F the fp8 value / 256, the 256
-// going into the scale; Q4 u - 8; Q4M u, looked up by one
-// permute from a table of the 16 nibble values; Q4Z as Q4M), in the order the panel stores them: Q8
-// column by column; Q4 / Q4M per run of 32 columns, byte b's low nibble (column b) then its high
-// one (column b + 16), b = 0..15. Then acc = that part * the group's scale (the first group) or
-// fma(part, scale, acc); Q4M adds fma(the row's sum of x over the group, the min, acc) and Q4Z
-// the same with -zero * scale (exact) for the min, that sum
-// taken in a fixed order (groupSumsAvx512). The accumulators live in the tile's sums (one load and
-// store per group), so a micro-kernel holds only its parts in registers. Every output lane is
-// computed alone in that order, whatever micro-kernel shape or tile it falls in: a row's result is
-// bit-identical alone or anywhere in a batch.
+// multiply-adds starting from zero, u the stored value (Q8 q; Q8F, Q8F32 the fp8 value / 256, the
+// 256 going into the scale; Q4 u - 8; Q4M u, looked up by one permute from a table of the 16 nibble
+// values; Q4Z as Q4M), in the order the panel stores them: Q8 column by column; Q4 / Q4M per run of
+// 32 columns, byte b's low nibble (column b) then its high one (column b + 16), b = 0..15. Then acc
+// = that part * the group's scale (the first group) or fma(part, scale, acc); Q4M adds fma(the
+// row's sum of x over the group, the min, acc) and Q4Z the same with -zero * scale (exact) for the
+// min, that sum taken in a fixed order (groupSumsAvx512). The accumulators live in the tile's sums
+// (one load and store per group), so a micro-kernel holds only its parts in registers. Every output
+// lane is computed alone in that order, whatever micro-kernel shape or tile it falls in: a row's
+// result is bit-identical alone or anywhere in a batch.
 #include "kernels/cpu/isa_target.h"
 #include "kernels/cpu/linear_quant.h"
 
@@ -65,7 +64,7 @@ inline __m512 fp8Over256(__m128i bytes) {
   return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_or_si512(sign, magnitude)));
 }
 
-// Q8 and Q8F: one byte a value, column by column.
+// Q8, Q8F and Q8F32: one byte a value, column by column.
 template <int R, int P, QuantFormat F>
 inline void addByteGroup(const PanelTile &t, const uint8_t *block, const float *x,
                          Parts<R, P> &parts) {
@@ -75,7 +74,7 @@ inline void addByteGroup(const PanelTile &t, const uint8_t *block, const float *
       const uint8_t *bytes = block + p * t.layout.panelBytes + k * kPanelOutputs;
       if (k % 4 == 0)
         _mm_prefetch(reinterpret_cast<const char *>(bytes + kPrefetchBytes), _MM_HINT_T0);
-      if constexpr (F == QuantFormat::kQ8Float)
+      if constexpr (isFp8Quant(F))
         w[p] = fp8Over256(load16Bytes(bytes));
       else
         w[p] = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(load16Bytes(bytes)));
@@ -122,8 +121,11 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
       addQ4Group(t, block, xg, table, parts);
     for (int p = 0; p < P; ++p) {
       const uint8_t *tail = block + p * layout.panelBytes + layout.valueBytes;
-      __m512 scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
-      if constexpr (F == QuantFormat::kQ8Float)
+      __m512 scale =
+          F == QuantFormat::kQ8FloatF32
+              ? _mm512_loadu_ps(tail)
+              : _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
+      if constexpr (isFp8Quant(F))
         scale = _mm512_mul_ps(scale, _mm512_set1_ps(256.0f)); // exact: fp8Over256's factor
       // The weight of u = 0: Q4M the min, Q4Z -zero * scale (exact).
       __m512 min = _mm512_setzero_ps();
@@ -182,6 +184,8 @@ void panelTileAvx512(const PanelTile &tile) {
     return panelTile<QuantFormat::kQ4Zero>(tile);
   case QuantFormat::kQ8Float:
     return panelTile<QuantFormat::kQ8Float>(tile);
+  case QuantFormat::kQ8FloatF32:
+    return panelTile<QuantFormat::kQ8FloatF32>(tile);
   }
 }
 

@@ -239,19 +239,20 @@ struct SiluMulParams {
 
 // Quantized weights (runtime/base/quant_layout.h): the kernels' `format` constant is the
 // layout's QuantFormat + 1 (template constants are positive integers), `group` its group size.
-// Values are read in runs of 32 columns (a group is a whole number of them): 32 bytes (Q8, Q8F)
-// or 16 bytes (4-bit, value b in the low nibble of byte b, value b + 16 in its high nibble).
+// Values are read in runs of 32 columns (a group is a whole number of them): 32 bytes (Q8, Q8F,
+// Q8F32) or 16 bytes (4-bit, value b in the low nibble of byte b, value b + 16 in its high nibble).
 constexpr int32_t kQuantFormatQ8 = 1;
 constexpr int32_t kQuantFormatQ4 = 2;
 constexpr int32_t kQuantFormatQ4Min = 3;
 constexpr int32_t kQuantFormatQ4Zero = 4;
 constexpr int32_t kQuantFormatQ8Float = 5;
+constexpr int32_t kQuantFormatQ8FloatF32 = 6; // fp32 scales
 constexpr int32_t kQuantRun = 32;
 
 // A quantized [rows, in] matrix's sections, located by the host (quantLayout).
 struct QuantSections {
   const void *values;
-  const void *scales; // fp16, [rows, in / group]
+  const void *scales; // fp16 (Q8F32: fp32), [rows, in / group]
   const void *mins;   // Q4M fp16 mins, Q4Z uint16 zero points, shaped as scales; else null
 };
 

@@ -3,6 +3,7 @@
 // dequantizeRow (kernels/cpu/linear_quant.cc) does:
 //   Q8   scale * q             (q int8: 8 x 11 significant bits, exact)
 //   Q8F  scale * e             (e fp8 E4M3: 4 x 11 bits, exact)
+//   Q8F32 scale * e            (an fp32 scale: rounded once, as the cpu's product)
 //   Q4   scale * (u - 8)       (exact; -0 where u is 8 and the scale negative, as on the cpu)
 //   Q4M  fma(scale, u, min)    (scale * u exact, rounded once with the min)
 //   Q4Z  scale * u - zero scale (exact, +0 for u == zero)
@@ -33,7 +34,8 @@ __device__ __forceinline__ float halfBitsToFloat(unsigned int h) {
 // Where run `run` (columns [32 run, 32 run + 32)) of W row `row` keeps its values and scale.
 template <int FORMAT, int IN, int GROUP> struct QuantRun {
   static_assert(IN % GROUP == 0 && GROUP % kQuantRun == 0, "groups are whole runs of 32");
-  static constexpr bool kByte = FORMAT == kQuantFormatQ8 || FORMAT == kQuantFormatQ8Float;
+  static constexpr bool kFp8 = FORMAT == kQuantFormatQ8Float || FORMAT == kQuantFormatQ8FloatF32;
+  static constexpr bool kByte = FORMAT == kQuantFormatQ8 || kFp8;
   static constexpr int kRowBytes = kByte ? IN : IN / 2;
   static constexpr int kRunBytes = kByte ? kQuantRun : kQuantRun / 2;
   static constexpr int kRuns = IN / kQuantRun;
@@ -58,7 +60,9 @@ template <int FORMAT, int IN, int GROUP> struct QuantRun {
                                                 const Raw &raw, float (&out)[kQuantRun]) {
     const int64_t slot = row * (IN / GROUP) + run * kQuantRun / GROUP;
     const float scale =
-        halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.scales) + slot));
+        FORMAT == kQuantFormatQ8FloatF32
+            ? __ldg(static_cast<const float *>(w.scales) + slot)
+            : halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.scales) + slot));
     const auto *bytes = reinterpret_cast<const unsigned char *>(raw.v);
     if constexpr (kByte) {
 #pragma unroll

@@ -30,7 +30,7 @@ Status checkCpuBuffer(const OpEntry &entry, const BoundOp &op, const BoundBuffer
     bool matrix = isIn && index < 32 && (entry.matrixWeightInputs >> index & 1u);
     if (matrix ? isFloatDType(b.dtype) || isQuantDType(b.dtype) : b.dtype == DType::F32)
       return okStatus();
-    return refuse(matrix ? "weight matrices are F32, F16, BF16, Q8, Q4, Q4M, Q4Z or Q8F"
+    return refuse(matrix ? "weight matrices are F32, F16, BF16, Q8, Q4, Q4M, Q4Z, Q8F or Q8F32"
                          : "norm weights, biases and inv_freq are read as F32");
   }
   if (!isFloatDType(b.dtype))

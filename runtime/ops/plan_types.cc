@@ -37,15 +37,17 @@ bool isKvCacheDType(schema::DType dtype) {
 
 bool isQuantDType(schema::DType dtype) {
   return dtype == schema::DType::Q8 || dtype == schema::DType::Q4 || dtype == schema::DType::Q4M ||
-         dtype == schema::DType::Q4Z || dtype == schema::DType::Q8F;
+         dtype == schema::DType::Q4Z || dtype == schema::DType::Q8F ||
+         dtype == schema::DType::Q8F32;
 }
 
 QuantFormat quantFormatOf(schema::DType dtype) {
-  return dtype == schema::DType::Q8    ? QuantFormat::kQ8
-         : dtype == schema::DType::Q4  ? QuantFormat::kQ4
-         : dtype == schema::DType::Q4M ? QuantFormat::kQ4Min
-         : dtype == schema::DType::Q8F ? QuantFormat::kQ8Float
-                                       : QuantFormat::kQ4Zero;
+  return dtype == schema::DType::Q8      ? QuantFormat::kQ8
+         : dtype == schema::DType::Q4    ? QuantFormat::kQ4
+         : dtype == schema::DType::Q4M   ? QuantFormat::kQ4Min
+         : dtype == schema::DType::Q8F   ? QuantFormat::kQ8Float
+         : dtype == schema::DType::Q8F32 ? QuantFormat::kQ8FloatF32
+                                         : QuantFormat::kQ4Zero;
 }
 
 WeightSize quantWeightSize(schema::DType dtype, uint64_t rows, uint64_t cols, uint64_t groupSize) {
@@ -73,7 +75,7 @@ WeightSize weightSize(schema::DType dtype, std::span<const uint64_t> shape, uint
   }
   if (groupSize != 0)
     return {0, "group_size " + std::to_string(groupSize) + " on a " + dtypeName(dtype) +
-                   " weight (only Q8, Q4, Q4M, Q4Z and Q8F have groups)"};
+                   " weight (only Q8, Q4, Q4M, Q4Z, Q8F and Q8F32 have groups)"};
   uint64_t bytes = dtypeSize(dtype);
   if (bytes == 0)
     return {0, "unknown dtype " + dtypeName(dtype)};

@@ -17,7 +17,8 @@ static_assert(kernels::cuda::kQuantFormatQ8 == int(QuantFormat::kQ8) + 1 &&
                   kernels::cuda::kQuantFormatQ4 == int(QuantFormat::kQ4) + 1 &&
                   kernels::cuda::kQuantFormatQ4Min == int(QuantFormat::kQ4Min) + 1 &&
                   kernels::cuda::kQuantFormatQ4Zero == int(QuantFormat::kQ4Zero) + 1 &&
-                  kernels::cuda::kQuantFormatQ8Float == int(QuantFormat::kQ8Float) + 1,
+                  kernels::cuda::kQuantFormatQ8Float == int(QuantFormat::kQ8Float) + 1 &&
+                  kernels::cuda::kQuantFormatQ8FloatF32 == int(QuantFormat::kQ8FloatF32) + 1,
               "the kernels' format constant is QuantFormat + 1");
 
 // b is a bound quantized weight [fixedRows, width] (the plan check validated its layout).

@@ -53,6 +53,12 @@ TEST(CudaQuantized, MoeExpertsInt4Groups) {
 TEST(CudaQuantized, Fp8PerRow) {
   checkQuantized("tiny-llama.fp8", kData + "/models/tiny-llama", quantize("fp8"), "Q8F g64", 8, 5);
 }
+// An fp8 checkpoint kept in fp8 with its fp32 scales of 32 x 64 blocks (Q8F32 g64; the lm_head
+// and the table stay F32).
+TEST(CudaQuantized, Fp8CheckpointBlocks) {
+  checkQuantized("tiny-llama-fp8-block", kData + "/models/tiny-llama-fp8-block", {}, "Q8F32 g64", 8,
+                 5);
+}
 TEST(CudaQuantized, Int4GroupsTiedTable) {
   checkQuantized("tiny-llama-tied.int4", kData + "/models/tiny-llama-tied", quantize("int4"),
                  "Q4 g32", 13, 6);

@@ -4,8 +4,10 @@
 // compiler and run on the cpu backend, against transformers in fp32 on the weights each layout
 // stands for (tools/goldens/make_fp8_goldens.py writes the fixtures and dequantizes them with
 // torch): logits within 1e-4 at every position, greedy ids, chunked prefill and prefix-cache
-// hits. The weights are dequantized into the compile's dtype; a layout or config kiln cannot read
-// fails to compile, naming the tensor or field.
+// hits. Weights whose scale blocks are whole groups (per tensor, per channel) stay fp8 with their
+// fp32 scales (Q8F32) unless --dtype asks for floats; 48-column blocks are dequantized into the
+// compile's dtype. A layout or config kiln cannot read fails to compile, naming the tensor or
+// field.
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
@@ -21,9 +23,9 @@ namespace {
 namespace fs = std::filesystem;
 const std::string kData = std::string(KILN_TEST_DATA_DIR);
 
-// tiny-llama: 2 layers of qkv, o, gate_up, down (fused as kiln fuses them) dequantized to fp32,
-// and the embedding table, the lm_head (left in fp32 by the quantizer), 5 norms and the rope
-// inverse frequencies.
+// tiny-llama: 2 layers of qkv, o, gate_up, down (fused as kiln fuses them) dequantized to fp32
+// (48-column blocks are no whole groups of kiln's layout), and the embedding table, the lm_head
+// (left in fp32 by the quantizer), 5 norms and the rope inverse frequencies.
 TEST(Fp8Models, BlockScaledCheckpointMatchesTransformers) {
   std::map<std::string, int> formats =
       weightFormats(compileForTest(kData + "/models/tiny-llama-fp8")).count;
@@ -32,15 +34,42 @@ TEST(Fp8Models, BlockScaledCheckpointMatchesTransformers) {
   checkGoldenChunkedAndCached("tiny-llama-fp8", 5);
 }
 
+// weight_block_size [32, 64]: whole groups of 64 columns, so the 8 linears stay fp8 (Q8F32 g64),
+// each row with its block's fp32 scale.
+TEST(Fp8Models, WholeGroupBlocksStayFp8AndMatchTransformers) {
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-fp8-block")).count;
+  EXPECT_EQ(formats["Q8F32 g64"], 8);
+  EXPECT_EQ(formats["F32"], 8);
+  checkGoldenLogits("tiny-llama-fp8-block");
+  checkGoldenChunkedAndCached("tiny-llama-fp8-block", 5);
+}
+
+// Kept in fp8: the 8 linears as Q8F32, one fp32 scale a row (the tensor's scale repeated, or the
+// channel's), groups of 64 inputs (qkv, o, gate_up) and 128 (down); 8 F32 tensors left.
 TEST(Fp8Models, CompressedTensorsPerTensorAndPerChannelMatchTransformers) {
   for (const char *model : {"tiny-llama-fp8-tensor", "tiny-llama-fp8-channel"}) {
     SCOPED_TRACE(model);
     std::map<std::string, int> formats =
         weightFormats(compileForTest(kData + "/models/" + model)).count;
-    EXPECT_EQ(formats["F32"], 16);
+    EXPECT_EQ(formats["Q8F32 g64"], 6);
+    EXPECT_EQ(formats["Q8F32 g128"], 2);
+    EXPECT_EQ(formats["F32"], 8);
     checkGoldenLogits(model);
     checkGoldenChunkedAndCached(model, 6);
   }
+}
+
+// --dtype fp32 (keepGgufBlocks off, as the CLI sets it) dequantizes every fp8 linear instead.
+TEST(Fp8Models, DtypeDequantizesTheFp8Linears) {
+  compiler::CompileOptions options;
+  options.dtype = "fp32";
+  options.keepGgufBlocks = false;
+  std::map<std::string, int> formats =
+      weightFormats(compileForTest(kData + "/models/tiny-llama-fp8-channel", options)).count;
+  EXPECT_EQ(formats["F32"], 16);
+  EXPECT_EQ(formats["Q8F32 g64"], 0);
+  checkGoldenLogits("tiny-llama-fp8-channel", "cpu", options);
 }
 
 // A copy of an fp8 fixture with its quantization_config edited (`changes` at its top level, or
@@ -59,6 +88,34 @@ std::string editedFixture(const std::string &name, const nlohmann::json &changes
                                                     : q)[key] = value;
   std::ofstream(dir / "config.json") << config.dump(2);
   return dir.string();
+}
+
+// A NaN among the e4m3 bytes of a weight kept in fp8 fails the compile, naming the tensor and the
+// position (the kernels read the bytes as numbers: a NaN would come out as a finite weight).
+TEST(Fp8Models, AnFp8NanFailsNamingTensorAndPosition) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "kiln-fp8-nan";
+  fs::remove_all(dir);
+  fs::copy(kData + "/models/tiny-llama-fp8-channel", dir);
+  const std::string tensor = "model.layers.0.mlp.down_proj.weight"; // [64, 128]
+  std::fstream file(dir / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+  uint64_t headerBytes = 0;
+  file.read(reinterpret_cast<char *>(&headerBytes), 8);
+  std::string header(headerBytes, '\0');
+  file.read(header.data(), std::streamsize(headerBytes));
+  const nlohmann::json entry = nlohmann::json::parse(header).at(tensor);
+  ASSERT_EQ(entry.at("dtype"), "F8_E4M3");
+  const uint64_t at = 8 + headerBytes + entry.at("data_offsets")[0].get<uint64_t>() + 1 * 128 + 2;
+  file.seekp(std::streamoff(at));
+  file.put(char(0xFF)); // -NaN
+  file.close();
+  compiler::CompileOptions options;
+  options.modelDir = dir.string();
+  options.outDir = ::testing::TempDir() + "/kiln-fp8-never-written.kiln";
+  const Status status = compiler::compileModel(options);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("tensor '" + tensor + "' holds an fp8 NaN at [1, 2]"),
+            std::string::npos)
+      << status.message();
 }
 
 TEST(Fp8Models, UnreadableConfigsAndLayoutsFailNamingTheFieldOrTensor) {

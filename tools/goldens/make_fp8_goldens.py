@@ -21,6 +21,8 @@ Fixtures, tests/data/models/<name>/ (config.json with its quantization_config, t
 files, model.safetensors):
   tiny-llama-fp8          quant_method fp8, weight_block_size [48, 48]: partial blocks at the
                           edges of tiny-llama's 64- and 128-wide matrices (32-row k/v: one block)
+  tiny-llama-fp8-block    quant_method fp8, weight_block_size [32, 64]: blocks that are whole
+                          groups of kiln's layout, so kiln keeps these weights in fp8 (Q8F32)
   tiny-llama-fp8-tensor   compressed-tensors, strategy tensor (scale [1])
   tiny-llama-fp8-channel  compressed-tensors, strategy channel (scale [out, 1])
 Goldens, tests/data/golden/<name>.json + .case<i>.logits.f32 (make_llama_goldens.py's format): the
@@ -43,6 +45,7 @@ FIXTURES = [
     # name, quant_method, block [outputs, inputs] per scale (0: the whole dimension), the fp32
     # golden's cases used (per tensor, the one-token prompt's first greedy step is a near-tie)
     ("tiny-llama-fp8", "fp8", [48, 48], [0, 1, 2]),
+    ("tiny-llama-fp8-block", "fp8", [32, 64], [0, 2]),
     ("tiny-llama-fp8-tensor", "compressed-tensors", [0, 0], [1, 2]),
     ("tiny-llama-fp8-channel", "compressed-tensors", [1, 0], [0, 1, 2]),
 ]

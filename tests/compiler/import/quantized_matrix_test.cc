@@ -3,10 +3,13 @@
 // worked out by hand from the definitions in those headers.
 #include "compiler/import/quantized_matrix.h"
 
+#include "runtime/base/fp8.h"
 #include "runtime/base/half.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstring>
 
 namespace kiln::compiler {
@@ -106,10 +109,34 @@ TEST(QuantizedMatrixTest, Q8FloatScalesTheLargestTo448) {
   EXPECT_EQ(dequantizedWeight(m, 0, 2), -1.25f * 0x1p-7f);
 }
 
+// Q8F32 keeps its scale in fp32 (what an fp8 checkpoint stores): a slice and a stack keep every
+// bit of it, and the bytes hold it as the scales section (runtime/base/quant_layout.h).
+TEST(QuantizedMatrixTest, Fp32ScalesSurviveSliceStackAndBytes) {
+  std::vector<float> w = ramp(2 * 64, 0.013f, -0.7f);
+  const QuantizedMatrix m = quantizeMatrix(w, 2, 64, QuantFormat::kQ8FloatF32, 32);
+  ASSERT_EQ(m.wideScales.size(), 4u);
+  EXPECT_TRUE(m.scales.empty());
+  const float amax = std::max(std::fabs(w[0]), std::fabs(w[31])); // the ramp's ends
+  EXPECT_EQ(m.wideScales[0], amax / 448.0f);
+  EXPECT_NE(f16ToF32(f32ToF16(m.wideScales[0])), m.wideScales[0]); // fp16 would round it
+  EXPECT_EQ(dequantizedWeight(m, 0, 0), m.wideScales[0] * f8e4m3ToF32(m.values[0]));
+  Result<QuantizedMatrix> s = sliceQuantizedMatrix(m, 1, 3, 32, 64);
+  ASSERT_TRUE(s.isOk()) << s.status().toString();
+  EXPECT_EQ(s->wideScales, (std::vector<float>{m.wideScales[3], 0.0f}));
+  QuantizedMatrix top = m;
+  ASSERT_TRUE(appendQuantizedRows(top, m).isOk());
+  EXPECT_EQ(dequantizedWeight(top, 3, 40), dequantizedWeight(m, 1, 40));
+  const std::vector<uint8_t> bytes = m.bytes();
+  const QuantLayout layout = quantLayout(QuantFormat::kQ8FloatF32, 2, 64, 32);
+  ASSERT_EQ(bytes.size(), layout.totalBytes);
+  EXPECT_EQ(layout.totalBytes, 128u + 16u);
+  EXPECT_EQ(std::memcmp(bytes.data() + layout.scalesOffset, m.wideScales.data(), 16), 0);
+}
+
 TEST(QuantizedMatrixTest, ZeroGroupsHaveZeroScaleAndWeights) {
   const std::vector<float> w(64, 0.0f);
   for (QuantFormat f : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
-                        QuantFormat::kQ4Zero, QuantFormat::kQ8Float}) {
+                        QuantFormat::kQ4Zero, QuantFormat::kQ8Float, QuantFormat::kQ8FloatF32}) {
     const QuantizedMatrix m = quantizeMatrix(w, 1, 64, f, 32);
     for (int64_t c = 0; c < 64; ++c)
       EXPECT_EQ(dequantizedWeight(m, 0, c), 0.0f) << quantFormatName(f);

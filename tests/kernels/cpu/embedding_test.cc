@@ -127,7 +127,7 @@ TEST(EmbeddingTest, QuantizedRowsAreDequantizedThenRoundedOnce) {
   const int32_t n = static_cast<int32_t>(ids.size());
   uint32_t seed = 900;
   for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
-                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float})
+                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float, QuantFormat::kQ8FloatF32})
     for (int32_t hidden : {64, 96})
       for (int32_t group : {32, hidden})
         for (ElemType outType : {ElemType::kF32, ElemType::kF16, ElemType::kBF16}) {
@@ -157,7 +157,7 @@ TEST(EmbeddingTest, QuantizedShardReadsItsIdsAndZerosTheRest) {
   const std::vector<int32_t> ids = {9, 10, 13, 14, -1, 2147483647, 12, 0};
   const int32_t n = static_cast<int32_t>(ids.size());
   for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
-                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float})
+                             QuantFormat::kQ4Zero, QuantFormat::kQ8Float, QuantFormat::kQ8FloatF32})
     for (ElemType outType : {ElemType::kF32, ElemType::kBF16}) {
       SCOPED_TRACE(::testing::Message()
                    << quantFormatName(format) << " out=" << testing::weightTypeName(outType));

@@ -76,7 +76,8 @@ struct QuantMatrixBytes {
   std::vector<float> values;
 };
 
-// Each group's scale and min (drawGroup, rounded to fp16 here; Q4Z: the zero point, 0..15) and
+// Each group's scale and min (drawGroup, rounded to fp16 here, except Q8F32's fp32 scale; Q4Z: the
+// zero point, 0..15) and
 // each stored value (drawValue: Q8 -128..127, 4-bit 0..15) written in the layout, and the weights
 // they stand for.
 struct GroupParams {
@@ -98,10 +99,14 @@ inline QuantMatrixBytes writeQuantized(QuantFormat format, int32_t rows, int32_t
       const uint16_t minBits =
           format == QuantFormat::kQ4Zero ? uint16_t(params.zero) : f32ToF16(params.min);
       const int64_t slot = r * layout.groupsPerRow + g;
-      std::memcpy(&m.bytes[layout.scalesOffset + 2 * slot], &scaleBits, 2);
+      const bool wide = format == QuantFormat::kQ8FloatF32;
+      if (wide)
+        std::memcpy(&m.bytes[layout.scalesOffset + 4 * slot], &params.scale, 4);
+      else
+        std::memcpy(&m.bytes[layout.scalesOffset + 2 * slot], &scaleBits, 2);
       if (hasQuantMins(format))
         std::memcpy(&m.bytes[layout.minsOffset + 2 * slot], &minBits, 2);
-      const float scale = f16ToF32(scaleBits), min = f16ToF32(minBits);
+      const float scale = wide ? params.scale : f16ToF32(scaleBits), min = f16ToF32(minBits);
       for (int64_t c = g * groupSize; c < (g + 1) * groupSize; ++c) {
         const int q = drawValue(rng);
         float &value = m.values[r * cols + c];
@@ -110,7 +115,7 @@ inline QuantMatrixBytes writeQuantized(QuantFormat format, int32_t rows, int32_t
           value = scale * float(q);
           continue;
         }
-        if (format == QuantFormat::kQ8Float) { // q's byte as an E4M3 code, NaN codes moved by one
+        if (isFp8Quant(format)) { // q's byte as an E4M3 code, NaN codes moved by one
           uint8_t code = static_cast<uint8_t>(static_cast<int8_t>(q));
           if ((code & 0x7F) == 0x7F)
             code ^= 1;

@@ -129,8 +129,9 @@ protected:
   void TearDown() override { setCpuIsa(detectedCpuIsa()); }
 };
 
-constexpr QuantFormat kFormats[] = {QuantFormat::kQ8, QuantFormat::kQ4, QuantFormat::kQ4Min,
-                                    QuantFormat::kQ4Zero, QuantFormat::kQ8Float};
+constexpr QuantFormat kFormats[] = {QuantFormat::kQ8,      QuantFormat::kQ4,
+                                    QuantFormat::kQ4Min,   QuantFormat::kQ4Zero,
+                                    QuantFormat::kQ8Float, QuantFormat::kQ8FloatF32};
 constexpr ElemType kTypes[] = {ElemType::kF32, ElemType::kF16, ElemType::kBF16};
 
 // Groups of 32, 64, 128 and per channel (0 here: groupSize = inFeatures); 96 and 160 columns are

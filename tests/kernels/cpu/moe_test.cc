@@ -150,7 +150,8 @@ TEST_P(MoeTest, QuantizedExpertsMatchTheReferenceOnTheirWeights) {
     int32_t gateUpGroup, downGroup;
   };
   for (const Form &f : {Form{QuantFormat::kQ8, 64, 96}, Form{QuantFormat::kQ4, 32, 32},
-                        Form{QuantFormat::kQ4Zero, 32, 96}, Form{QuantFormat::kQ8Float, 64, 32}}) {
+                        Form{QuantFormat::kQ4Zero, 32, 96}, Form{QuantFormat::kQ8Float, 64, 32},
+                        Form{QuantFormat::kQ8FloatF32, 32, 96}}) {
     SCOPED_TRACE(::testing::Message()
                  << quantFormatName(f.format) << " groups " << f.gateUpGroup << "/" << f.downGroup);
     // The random weights reach +-4 (Q8) and +-7 (Q8F): a small x keeps the products near 1, where

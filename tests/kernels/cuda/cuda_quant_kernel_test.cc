@@ -23,8 +23,9 @@ namespace {
 namespace kc = kiln::kernels::cuda;
 namespace cpu = kiln::kernels::cpu;
 
-constexpr QuantFormat kFormats[] = {QuantFormat::kQ8, QuantFormat::kQ8Float, QuantFormat::kQ4,
-                                    QuantFormat::kQ4Min, QuantFormat::kQ4Zero};
+constexpr QuantFormat kFormats[] = {QuantFormat::kQ8,     QuantFormat::kQ8Float,
+                                    QuantFormat::kQ4,     QuantFormat::kQ4Min,
+                                    QuantFormat::kQ4Zero, QuantFormat::kQ8FloatF32};
 
 // A random [rows, cols] matrix in the layout: random value bytes (no fp8 NaN), fp16 scales of
 // either sign around 0.02, Q4M mins in [-0.2, 0.2], Q4Z zero points 0..15.
@@ -40,7 +41,7 @@ struct QuantCase {
     bytes.assign(layout.totalBytes, 0);
     for (uint64_t i = 0; i < layout.valuesBytes; ++i) {
       bytes[i] = static_cast<uint8_t>(rng());
-      if (format == QuantFormat::kQ8Float && (bytes[i] & 0x7F) == 0x7F)
+      if (isFp8Quant(format) && (bytes[i] & 0x7F) == 0x7F)
         bytes[i] ^= 0x01;
     }
     std::uniform_real_distribution<float> unit(-1.0f, 1.0f);
@@ -48,7 +49,10 @@ struct QuantCase {
     for (int64_t s = 0; s < slots; ++s) {
       const float scale = 0.02f * (unit(rng) < 0 ? -1.0f : 1.0f) * (0.5f + std::fabs(unit(rng)));
       const uint16_t scaleBits = f32ToF16(scale);
-      std::memcpy(bytes.data() + layout.scalesOffset + 2 * s, &scaleBits, 2);
+      if (format == QuantFormat::kQ8FloatF32) // every bit of the fp32 scale
+        std::memcpy(bytes.data() + layout.scalesOffset + 4 * s, &scale, 4);
+      else
+        std::memcpy(bytes.data() + layout.scalesOffset + 2 * s, &scaleBits, 2);
       if (!hasQuantMins(format))
         continue;
       const uint16_t min = format == QuantFormat::kQ4Min ? f32ToF16(0.2f * unit(rng))
@@ -263,11 +267,10 @@ std::map<std::string, KernelInstance> moeQuantInstances(const MoeQuantCase &c) {
 
 TEST(CudaQuantKernels, MoeQuantizedExpertsMatchTheCpuReadingThemInPlace) {
   KILN_GPU_OR_SKIP(gpu);
-  const std::vector<MoeQuantCase> cases = {{QuantFormat::kQ8, 64, 96, "f32"},
-                                           {QuantFormat::kQ8Float, 32, 32, "f32"},
-                                           {QuantFormat::kQ4, 32, 32, "bf16"},
-                                           {QuantFormat::kQ4Min, 64, 32, "f32"},
-                                           {QuantFormat::kQ4Zero, 32, 96, "f32"}};
+  const std::vector<MoeQuantCase> cases = {
+      {QuantFormat::kQ8, 64, 96, "f32"},          {QuantFormat::kQ8Float, 32, 32, "f32"},
+      {QuantFormat::kQ8FloatF32, 64, 32, "bf16"}, {QuantFormat::kQ4, 32, 32, "bf16"},
+      {QuantFormat::kQ4Min, 64, 32, "f32"},       {QuantFormat::kQ4Zero, 32, 96, "f32"}};
   std::vector<KernelInstance> instances;
   std::set<std::string> symbols;
   for (const MoeQuantCase &c : cases)
@@ -351,11 +354,11 @@ TEST(CudaQuantKernels, CatalogNamesAndChecksTheKernels) {
   std::map<std::string, KernelInstance> moe = moeQuantInstances({QuantFormat::kQ4, 32, 32, "f32"});
   EXPECT_TRUE(compiler::validateKernelInstance(moe.at("gate_up")).isOk());
   EXPECT_EQ(moe.at("gate_up").constants.at("weight_dtype"), "q2g32");
-  for (const char *wrong : {"q6g32", "q2g48", "q2g32x", "q2", "q0g32", "q2_32"}) {
+  for (const char *wrong : {"q7g32", "q2g48", "q2g32x", "q2", "q0g32", "q2_32"}) {
     KernelInstance k = moe.at("down");
     k.constants["weight_dtype"] = wrong;
     Status status = compiler::validateKernelInstance(k);
-    EXPECT_NE(status.message().find("or q<format 1..5>g<group, a multiple of 32>"),
+    EXPECT_NE(status.message().find("or q<format 1..6>g<group, a multiple of 32>"),
               std::string::npos)
         << wrong << ": " << status.toString();
   }
