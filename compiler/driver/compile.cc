@@ -158,6 +158,10 @@ Status Compilation::import() {
     log(std::string("import: ") + (q.compressedTensors ? "compressed-tensors fp8" : "fp8") +
         " checkpoint, " + std::to_string(fp8->quantizedLinears()) + " linears with " + scales +
         ": " + fate);
+    if (fp8->kvCacheScales())
+      log("import: note: the checkpoint's " + std::to_string(fp8->kvCacheScales()) +
+          " calibrated k_scale / v_scale tensors (kv_cache_scheme) are not applied; kiln's fp8 KV "
+          "cache (--kv-dtype fp8) stores k and v with a scale of 1");
     checkpoint_ = std::move(fp8);
   } else if (config_.quantization) {
     KILN_ASSIGN_OR_RETURN(auto quantized,

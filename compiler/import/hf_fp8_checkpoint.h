@@ -40,6 +40,9 @@ public:
   Result<QuantizedMatrix> readPacked(const std::string &name) const override;
   // Linears whose weights report `packed`.
   size_t packableLinears() const { return packable_; }
+  // Stored k_scale / v_scale tensors (a kv_cache_scheme's calibrated fp8 KV-cache scales), which
+  // kiln does not apply: its fp8 KV cache has a per-tensor scale of 1 (docs/design.md "Not yet").
+  size_t kvCacheScales() const { return kvCacheScales_; }
 
 private:
   HfFp8Checkpoint(std::shared_ptr<const Checkpoint> stored, const HfQuantization &q)
@@ -55,6 +58,7 @@ private:
   HfQuantization quantization_;
   std::map<std::string, Linear> linears_; // by weight name
   size_t packable_ = 0;
+  size_t kvCacheScales_ = 0;
 };
 
 } // namespace kiln::compiler

@@ -14,8 +14,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 namespace kiln::e2e {
 namespace {
@@ -88,6 +90,57 @@ std::string editedFixture(const std::string &name, const nlohmann::json &changes
                                                     : q)[key] = value;
   std::ofstream(dir / "config.json") << config.dump(2);
   return dir.string();
+}
+
+// A copy of fixture `fixture` whose model.safetensors also holds `extra` F32 scalars (appended
+// after the stored data, the header rewritten and padded to 8 bytes as safetensors requires).
+std::string fixtureWithScalars(const std::string &name, const std::string &fixture,
+                               const std::map<std::string, float> &extra) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-fp8-" + name);
+  fs::remove_all(dir);
+  fs::copy(kData + "/models/" + fixture, dir);
+  std::ifstream in(dir / "model.safetensors", std::ios::binary);
+  uint64_t headerBytes = 0;
+  in.read(reinterpret_cast<char *>(&headerBytes), 8);
+  std::string header(headerBytes, '\0');
+  in.read(header.data(), std::streamsize(headerBytes));
+  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  in.close();
+  nlohmann::json table = nlohmann::json::parse(header);
+  for (const auto &[tensor, value] : extra) {
+    table[tensor] = {{"dtype", "F32"},
+                     {"shape", nlohmann::json::array()},
+                     {"data_offsets", {data.size(), data.size() + 4}}};
+    data.append(reinterpret_cast<const char *>(&value), 4);
+  }
+  std::string text = table.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  const uint64_t textBytes = text.size();
+  std::ofstream out(dir / "model.safetensors", std::ios::binary | std::ios::trunc);
+  out.write(reinterpret_cast<const char *>(&textBytes), 8);
+  out << text << data;
+  return dir.string();
+}
+
+// The compile says which fp8 linears it keeps, and that a kv_cache_scheme's calibrated k_scale /
+// v_scale are not applied (kiln's fp8 KV cache has a scale of 1); the weights still match.
+TEST(Fp8Models, CompileLogSaysWhatIsKeptAndThatKvScalesAreNotApplied) {
+  const std::string dir = fixtureWithScalars(
+      "kvscales", "tiny-llama-fp8-block",
+      {{"model.layers.0.self_attn.k_scale", 0.05f}, {"model.layers.0.self_attn.v_scale", 0.02f}});
+  std::ostringstream log;
+  compiler::CompileOptions options;
+  options.log = &log;
+  const std::string artifact = compileForTest(dir, options);
+  EXPECT_NE(log.str().find("fp8 checkpoint, 14 linears with a scale per [32, 64] block: 14 kept "
+                           "in fp8 (Q8F32: fp32 scales)"),
+            std::string::npos)
+      << log.str();
+  EXPECT_NE(log.str().find("the checkpoint's 2 calibrated k_scale / v_scale tensors "
+                           "(kv_cache_scheme) are not applied"),
+            std::string::npos)
+      << log.str();
+  EXPECT_EQ(weightFormats(artifact).count["Q8F32 g64"], 8);
 }
 
 // A NaN among the e4m3 bytes of a weight kept in fp8 fails the compile, naming the tensor and the

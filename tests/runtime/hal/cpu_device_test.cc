@@ -150,7 +150,7 @@ TEST_F(CpuLinearTest, RejectsUnsupportedDtypesAndBadBindings) {
   ASSERT_FALSE(byteWeights.isOk());
   EXPECT_EQ(byteWeights.status().message(),
             "cpu backend: op 'proj' (Linear): input 1 has dtype U8; weight matrices are F32, F16, "
-            "BF16, Q8, Q4, Q4M, Q4Z or Q8F");
+            "BF16, Q8, Q4, Q4M, Q4Z, Q8F or Q8F32");
   op_.inputs[1].dtype = schema::DType::BF16;
   op_.inputs.pop_back();
   auto missing = device->prepareOp(op_);
