@@ -106,8 +106,10 @@ std::vector<uint8_t> QuantizedMatrix::bytes() const {
   const QuantLayout layout = quantLayout(format, rows, cols, groupSize);
   std::vector<uint8_t> out(layout.totalBytes, 0);
   std::memcpy(out.data(), values.data(), values.size());
-  std::memcpy(out.data() + layout.scalesOffset, scales.data(), scales.size() * 2);
-  std::memcpy(out.data() + layout.scalesOffset, wideScales.data(), wideScales.size() * 4);
+  if (format == QuantFormat::kQ8FloatF32)
+    std::memcpy(out.data() + layout.scalesOffset, wideScales.data(), wideScales.size() * 4);
+  else
+    std::memcpy(out.data() + layout.scalesOffset, scales.data(), scales.size() * 2);
   if (hasQuantMins(format))
     std::memcpy(out.data() + layout.minsOffset, mins.data(), mins.size() * 2);
   return out;

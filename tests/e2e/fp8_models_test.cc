@@ -74,13 +74,27 @@ TEST(Fp8Models, DtypeDequantizesTheFp8Linears) {
   checkGoldenLogits("tiny-llama-fp8-channel", "cpu", options);
 }
 
+// A fresh copy of fixture `fixture` under the test's temp directory, as kiln-fp8-<name>.
+fs::path fixtureCopy(const std::string &name, const std::string &fixture) {
+  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-fp8-" + name);
+  fs::remove_all(dir);
+  fs::copy(kData + "/models/" + fixture, dir);
+  return dir;
+}
+
+// A safetensors file's header table, read from the start of `in`; `headerBytes` its length.
+nlohmann::json safetensorsHeader(std::istream &in, uint64_t &headerBytes) {
+  in.read(reinterpret_cast<char *>(&headerBytes), 8);
+  std::string header(headerBytes, '\0');
+  in.read(header.data(), std::streamsize(headerBytes));
+  return nlohmann::json::parse(header);
+}
+
 // A copy of an fp8 fixture with its quantization_config edited (`changes` at its top level, or
 // in its config group's weights for compressed-tensors).
 std::string editedFixture(const std::string &name, const nlohmann::json &changes,
                           const std::string &fixture = "tiny-llama-fp8") {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-fp8-" + name);
-  fs::remove_all(dir);
-  fs::copy(kData + "/models/" + fixture, dir);
+  const fs::path dir = fixtureCopy(name, fixture);
   std::ifstream in(dir / "config.json");
   nlohmann::json config = nlohmann::json::parse(in);
   in.close();
@@ -96,17 +110,12 @@ std::string editedFixture(const std::string &name, const nlohmann::json &changes
 // after the stored data, the header rewritten and padded to 8 bytes as safetensors requires).
 std::string fixtureWithScalars(const std::string &name, const std::string &fixture,
                                const std::map<std::string, float> &extra) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-fp8-" + name);
-  fs::remove_all(dir);
-  fs::copy(kData + "/models/" + fixture, dir);
+  const fs::path dir = fixtureCopy(name, fixture);
   std::ifstream in(dir / "model.safetensors", std::ios::binary);
   uint64_t headerBytes = 0;
-  in.read(reinterpret_cast<char *>(&headerBytes), 8);
-  std::string header(headerBytes, '\0');
-  in.read(header.data(), std::streamsize(headerBytes));
+  nlohmann::json table = safetensorsHeader(in, headerBytes);
   std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   in.close();
-  nlohmann::json table = nlohmann::json::parse(header);
   for (const auto &[tensor, value] : extra) {
     table[tensor] = {{"dtype", "F32"},
                      {"shape", nlohmann::json::array()},
@@ -146,16 +155,11 @@ TEST(Fp8Models, CompileLogSaysWhatIsKeptAndThatKvScalesAreNotApplied) {
 // A NaN among the e4m3 bytes of a weight kept in fp8 fails the compile, naming the tensor and the
 // position (the kernels read the bytes as numbers: a NaN would come out as a finite weight).
 TEST(Fp8Models, AnFp8NanFailsNamingTensorAndPosition) {
-  const fs::path dir = fs::path(::testing::TempDir()) / "kiln-fp8-nan";
-  fs::remove_all(dir);
-  fs::copy(kData + "/models/tiny-llama-fp8-channel", dir);
+  const fs::path dir = fixtureCopy("nan", "tiny-llama-fp8-channel");
   const std::string tensor = "model.layers.0.mlp.down_proj.weight"; // [64, 128]
   std::fstream file(dir / "model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
   uint64_t headerBytes = 0;
-  file.read(reinterpret_cast<char *>(&headerBytes), 8);
-  std::string header(headerBytes, '\0');
-  file.read(header.data(), std::streamsize(headerBytes));
-  const nlohmann::json entry = nlohmann::json::parse(header).at(tensor);
+  const nlohmann::json entry = safetensorsHeader(file, headerBytes).at(tensor);
   ASSERT_EQ(entry.at("dtype"), "F8_E4M3");
   const uint64_t at = 8 + headerBytes + entry.at("data_offsets")[0].get<uint64_t>() + 1 * 128 + 2;
   file.seekp(std::streamoff(at));
