@@ -20,6 +20,9 @@
 //     in a pairwise tree.
 //   avx2 (linear_quant_avx2.cc): the same lanes, one fused multiply-add per product, the lanes
 //     added l + 8 first.
+// With KILN_CPU_ACTIVATIONS=int8 (activation_mode.h), Linears with Q8 / Q4 / Q4M / Q4Z weights
+// quantize each task's x rows to int8 first and multiply integers (linear_quant_int8.h: the avx2
+// panels from avx2 with F16C up, else its portable rows), the same bits at every level.
 // Every order is fixed per level and path, so a row's result is the same alone or anywhere in a
 // batch. Row tiles are innermost, so a worker's consecutive tasks read the same weights from
 // cache; half x is widened once per worker and row tile, as linear.cc's XCache does. The bias is
@@ -27,6 +30,7 @@
 #include "kernels/cpu/linear_quant.h"
 #include "kernels/cpu/elem_io.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/vector4.h"
 #include "kernels/cpu/weight_convert.h"
 #include "kernels/cpu/worker_pool.h"
@@ -39,8 +43,10 @@ namespace kiln::kernels::cpu {
 
 using linear_quant::DotTile;
 using linear_quant::DotTileFn;
+using linear_quant::Int8Rows;
 using linear_quant::kOutTile;
 using linear_quant::kRowTile;
+using linear_quant::runsInt8Activations;
 
 QuantMatrix quantMatrixOf(const void *data, QuantWeight quant, int64_t rows, int32_t cols) {
   const int64_t matrixRows = quant.matrixRows > 0 ? quant.matrixRows : rows;
@@ -227,25 +233,62 @@ bool levelRunsPanels() {
   return isa >= CpuIsa::kAvx512 || (isa == CpuIsa::kAvx2 && cpuHasF16c());
 }
 
-// Panels [p0, p1) of the packed weights against rows [row0, row0 + rows) of x, stored.
-void runPanelTask(const LinearArgs &args, const PanelFns &fns, linear_quant::PanelTile tile,
-                  int32_t row0, int32_t p0, int32_t p1, float *xSums) {
-  tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
-  tile.panelCount = p1 - p0;
-  if (hasQuantMins(tile.format))
-    for (int32_t r = 0; r < tile.rows; ++r)
-      fns.groupSums(tile.x + r * tile.xStride, tile.groupSize, tile.layout.groups,
-                    xSums + int64_t(r) * tile.layout.groups);
-  fns.tile(tile);
+// Int8 rows (linear_quant_int8.h) of one row tile, in a worker's scratch: `floats` of it.
+size_t int8RowsFloats(const LinearArgs &args) {
+  const size_t values = size_t(kRowTile) * args.inFeatures;
+  const size_t blocks = values / linear_quant::kInt8Block;
+  return (values + 1) / 2 + 2 * blocks;
+}
+linear_quant::Int8Rows int8RowsAt(const LinearArgs &args, float *scratch) {
+  const size_t values = size_t(kRowTile) * args.inFeatures;
+  linear_quant::Int8Rows rows;
+  rows.scales = scratch;
+  rows.sums = reinterpret_cast<int32_t *>(scratch + values / linear_quant::kInt8Block);
+  rows.q = reinterpret_cast<int16_t *>(scratch + 2 * (values / linear_quant::kInt8Block));
+  rows.cols = args.inFeatures;
+  return rows;
+}
+void quantizeRows(const float *x, int64_t xStride, int32_t rows,
+                  const linear_quant::Int8Rows &out) {
+  if (activeCpuIsa() >= CpuIsa::kAvx2)
+    linear_quant::quantizeRowsAvx2(x, xStride, rows, out);
+  else
+    linear_quant::quantizeRowsPortable(x, xStride, rows, out);
+}
+
+// Adds the bias to a panel task's sums and stores each output once in outType.
+void storePanelSums(const LinearArgs &args, float *sums, int32_t rows, int32_t row0, int32_t p0,
+                    int32_t p1) {
   const int32_t out0 = p0 * linear_quant::kPanelOutputs;
   const int32_t outs = std::min(p1 * linear_quant::kPanelOutputs, args.outFeatures) - out0;
-  for (int32_t r = 0; r < tile.rows; ++r) {
-    float *rowSums = tile.sums + r * linear_quant::kPanelSumStride;
+  for (int32_t r = 0; r < rows; ++r) {
+    float *rowSums = sums + r * linear_quant::kPanelSumStride;
     if (args.bias)
       for (int32_t o = 0; o < outs; ++o)
         rowSums[o] += args.bias[out0 + o];
     storeRun(rowSums, outs, args.out, args.outType, int64_t(row0 + r) * args.outFeatures + out0);
   }
+}
+
+// Panels [p0, p1) of the packed weights against rows [row0, row0 + rows) of x, stored: on fp32
+// rows, or on `int8` (not null) quantized from them.
+void runPanelTask(const LinearArgs &args, const PanelFns &fns, linear_quant::PanelTile tile,
+                  int32_t row0, int32_t p0, int32_t p1, float *xSums,
+                  const linear_quant::Int8Rows *int8) {
+  tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
+  tile.panelCount = p1 - p0;
+  if (int8) {
+    quantizeRows(tile.x, tile.xStride, tile.rows, *int8);
+    linear_quant::panelTileInt8Avx2({tile.panels, tile.layout, tile.format, tile.groupSize,
+                                     tile.panelCount, *int8, tile.rows, tile.sums});
+    return storePanelSums(args, tile.sums, tile.rows, row0, p0, p1);
+  }
+  if (hasQuantMins(tile.format))
+    for (int32_t r = 0; r < tile.rows; ++r)
+      fns.groupSums(tile.x + r * tile.xStride, tile.groupSize, tile.layout.groups,
+                    xSums + int64_t(r) * tile.layout.groups);
+  fns.tile(tile);
+  storePanelSums(args, tile.sums, tile.rows, row0, p0, p1);
 }
 
 // The packed panels (linear_quant.h), where levelRunsPanels.
@@ -262,10 +305,13 @@ void linearQuantPanels(const LinearArgs &args) {
   const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
   const size_t sumFloats = size_t(kRowTile) * kPanelSumStride;
   const size_t xSumFloats = hasQuantMins(args.quant.format) ? size_t(kRowTile) * layout.groups : 0;
+  const bool int8 = runsInt8Activations(args.quant.format);
+  const size_t int8Floats = int8 ? int8RowsFloats(args) : 0;
   parallelRun(work > 65536, [&](int worker, int workers) {
-    float *sums = threadScratch(sumFloats + xSumFloats + xFloats(args));
+    float *sums = threadScratch(sumFloats + xSumFloats + int8Floats + xFloats(args));
     float *xSums = sums + sumFloats;
-    XRows x = xRowsAt(args, xSums + xSumFloats);
+    const Int8Rows int8Rows = int8RowsAt(args, xSums + xSumFloats);
+    XRows x = xRowsAt(args, xSums + xSumFloats + int8Floats);
     PanelTile tile{nullptr, layout,  args.quant.format, args.quant.groupSize,
                    0,       nullptr, args.inFeatures,   0,
                    xSums,   sums};
@@ -276,7 +322,8 @@ void linearQuantPanels(const LinearArgs &args) {
       tile.rows = std::min(kRowTile, args.rows - row0);
       tile.x = xRowsOf(args, row0, tile.rows, x);
       runPanelTask(args, fns, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
-                   int32_t(int64_t(run + 1) * layout.panels / runs), xSums);
+                   int32_t(int64_t(run + 1) * layout.panels / runs), xSums,
+                   int8 ? &int8Rows : nullptr);
     }
   });
 }
@@ -333,10 +380,13 @@ void linearQuantRows(const LinearArgs &args) {
   const int64_t tasks = int64_t(rowTiles) * outTiles;
   const int64_t work = int64_t(args.rows) * args.inFeatures * args.outFeatures;
   const size_t headFloats = kRowTile * kOutTile + size_t(kOutTile) * args.inFeatures;
+  const bool int8 = runsInt8Activations(args.quant.format);
+  const size_t int8Floats = int8 ? int8RowsFloats(args) : 0;
   parallelRun(work > 65536, [&](int worker, int workers) {
-    float *sums = threadScratch(headFloats + xFloats(args));
+    float *sums = threadScratch(headFloats + int8Floats + xFloats(args));
     float *weights = sums + kRowTile * kOutTile;
-    XRows x = xRowsAt(args, sums + headFloats);
+    const Int8Rows int8Rows = int8RowsAt(args, sums + headFloats);
+    XRows x = xRowsAt(args, sums + headFloats + int8Floats);
     const IndexRange range = staticRange(tasks, worker, workers);
     for (int64_t task = range.begin; task < range.end; ++task) {
       const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
@@ -347,7 +397,13 @@ void linearQuantRows(const LinearArgs &args) {
       tile.xStride = args.inFeatures;
       tile.out0 = out0;
       tile.outs = std::min(kOutTile, args.outFeatures - out0);
-      dotTile(w, tile, sums, weights);
+      if (int8) {
+        quantizeRows(tile.x, tile.xStride, tile.rows, int8Rows);
+        linear_quant::dotTileInt8Portable(w, int8Rows, tile.rows, tile.out0, tile.outs, sums,
+                                          reinterpret_cast<int16_t *>(weights));
+      } else {
+        dotTile(w, tile, sums, weights);
+      }
       storeSums(args, tile, row0, sums);
     }
   });
