@@ -1,5 +1,6 @@
 #include "runtime/hal/cpu_device.h"
 
+#include "kernels/cpu/activation_mode.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/worker_pool.h"
 #include "runtime/ops/op_table.h"
@@ -90,8 +91,14 @@ int cpuKernelThreads() {
   return kernels::cpu::cpuThreads();
 }
 
+std::string cpuKernelActivations() {
+  return kernels::cpu::cpuActivationsName(kernels::cpu::activeCpuActivations());
+}
+
 Status checkCpuKernelIsa() {
-  const std::string why = kernels::cpu::cpuIsaEnvError();
+  std::string why = kernels::cpu::cpuIsaEnvError();
+  if (why.empty())
+    why = kernels::cpu::cpuActivationsEnvError();
   return why.empty() ? okStatus() : invalidArgument(why);
 }
 

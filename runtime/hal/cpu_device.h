@@ -41,10 +41,14 @@ private:
 std::string cpuKernelIsa();
 // Every level this CPU runs, lowest first ("sse2", "avx2", ...): what KILN_CPU_ISA may name.
 std::vector<std::string> cpuKernelIsasAvailable();
+// What Linears with integer weights multiply (kernels/cpu/activation_mode.h): "fp32", or "int8"
+// when KILN_CPU_ACTIVATIONS=int8 asked for rows quantized to int8.
+std::string cpuKernelActivations();
 // Threads the calling thread's cpu kernels run on (kernels/cpu/worker_pool.h).
 int cpuKernelThreads();
-// Fails when KILN_CPU_ISA names no level, or one above what this CPU has (createDevice("cpu")
-// calls it, so such a run stops before a step rather than silently running another level).
+// Fails when KILN_CPU_ISA names no level, or one above what this CPU has, or KILN_CPU_ACTIVATIONS
+// no mode (createDevice("cpu") calls it, so such a run stops before a step rather than silently
+// running another level or mode).
 Status checkCpuKernelIsa();
 
 // The op's cpu function from the op table (OpEntry::runCpu) after checking the bound dtypes; an

@@ -404,8 +404,10 @@ Result<nlohmann::ordered_json> runBench(const BenchConfig &c) {
                               {"batch", limits.maxBatch}, {"input_len", c.inputLen},
                               {"output_len", c.outputLen}, {"num_prompts", numPrompts}};
   r["ignore_eos"] = true; // benchRequest: every prompt generates exactly --output-len tokens
-  if (c.device == "cpu")
+  if (c.device == "cpu") {
     r["cpu_isa"] = rt::cpuKernelIsa(); // the kernels' instruction-set level (KILN_CPU_ISA)
+    r["cpu_activations"] = rt::cpuKernelActivations(); // KILN_CPU_ACTIVATIONS
+  }
   nlohmann::ordered_json modelInfo = modelJson(model->artifact());
   r["weights_dtype"] = modelInfo["weights_dtype"];
   r["model"] = std::move(modelInfo);

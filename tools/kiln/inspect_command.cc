@@ -318,6 +318,7 @@ json cpuDeviceJson() {
   return {{"kind", "cpu"},
           {"cpu_isa", rt::cpuKernelIsa()},
           {"cpu_isas_available", rt::cpuKernelIsasAvailable()},
+          {"cpu_activations", rt::cpuKernelActivations()},
           {"threads", rt::cpuKernelThreads()}};
 }
 

@@ -1,7 +1,8 @@
 // `kiln inspect --device cpu` through the binary: alone it prints the cpu kernels' instruction-set
-// level, the levels this CPU has and the thread count, each following what the environment asks
-// (KILN_CPU_ISA, OMP_NUM_THREADS); with an artifact the same object is the output's "device";
-// other devices and a level the CPU lacks are refused naming the flag or the variable.
+// level, the levels this CPU has, what Linears with integer weights multiply and the thread count,
+// each following what the environment asks (KILN_CPU_ISA, KILN_CPU_ACTIVATIONS, OMP_NUM_THREADS);
+// with an artifact the same object is the output's "device"; other devices, a level the CPU lacks
+// and an unknown mode are refused naming the flag or the variable.
 #include "kernels/cpu/cpu_isa.h"
 #include "tests/tools/kiln/kiln_command.h"
 
@@ -37,6 +38,18 @@ TEST(InspectDevice, CpuAlonePrintsTheLevelsAndThreads) {
   EXPECT_EQ(j["cpu_isa"], kc::cpuIsaName(kc::detectedCpuIsa()));
   EXPECT_EQ(j["cpu_isas_available"].get<std::vector<std::string>>(), levelsOfThisCpu());
   EXPECT_EQ(j["threads"], 3);
+  EXPECT_EQ(j["cpu_activations"], "fp32");
+}
+
+TEST(InspectDevice, FollowsKilnCpuActivations) {
+  nlohmann::json j = inspectJson("KILN_CPU_ACTIVATIONS=int8 " + kKiln + " inspect --device cpu");
+  EXPECT_EQ(j["cpu_activations"], "int8");
+  CommandResult r =
+      runCommand("KILN_CPU_ACTIVATIONS=int4 " + kKiln + " inspect --device cpu", true);
+  EXPECT_NE(r.exitCode, 0);
+  EXPECT_NE(r.output.find("KILN_CPU_ACTIVATIONS='int4' is not a mode: use fp32 or int8"),
+            std::string::npos)
+      << r.output;
 }
 
 TEST(InspectDevice, FollowsKilnCpuIsa) {
