@@ -10,8 +10,11 @@
 //   artifact's tokenizer and chat template (both converted from the GGUF metadata) equal to
 //   transformers' GGUF tokenizer + apply_chat_template. Skipped with a message when the file is
 //   absent, except in CI (CI=true), where that is a failure.
+// - The Q8_0 and Q4_0 fixtures again with KILN_CPU_ACTIVATIONS=int8, against transformers with the
+//   same int8 rows (tools/goldens/make_int8_activation_goldens.py).
 #include "tests/e2e/e2e_util.h"
 
+#include "kernels/cpu/activation_mode.h"
 #include "runtime/base/file.h"
 
 #include <gtest/gtest.h>
@@ -44,6 +47,41 @@ TEST(GgufFixtures, Qwen3QkNormTiedF16) {
 TEST(GgufFixtures, Phi3FusedQ5_1) {
   checkGoldenLogits("tiny-phi3.gguf");
   checkGoldenChunkedAndCached("tiny-phi3.gguf", 5);
+}
+
+// KILN_CPU_ACTIVATIONS=int8 (kernels/cpu/activation_mode.h): the Q8_0 and Q4_0 fixtures with each
+// Linear's rows quantized to int8, against transformers quantizing each nn.Linear's input by the
+// same rule (tools/goldens/make_int8_activation_goldens.py), within the same 1e-4, prefill and 16
+// greedy steps, chunked and from the prefix cache.
+class GgufInt8Activations : public ::testing::Test {
+protected:
+  void SetUp() override { kernels::cpu::setCpuActivations(kernels::cpu::CpuActivations::kInt8); }
+  void TearDown() override { kernels::cpu::setCpuActivations(kernels::cpu::CpuActivations::kF32); }
+};
+
+TEST_F(GgufInt8Activations, LlamaQ8_0) {
+  checkGoldenLogits("tiny-llama.gguf.int8-activations");
+  checkGoldenChunkedAndCached("tiny-llama.gguf.int8-activations", 5);
+}
+
+TEST_F(GgufInt8Activations, Qwen2Q4_0) {
+  checkGoldenLogits("tiny-qwen2-untied.gguf.int8-activations");
+  checkGoldenChunkedAndCached("tiny-qwen2-untied.gguf.int8-activations", 6);
+}
+
+// The int8 goldens are not the fp32 ones: the quantization moves the logits by far more than the
+// tolerance, so a run that ignored the mode would fail the tests above.
+TEST(GgufInt8ActivationGoldens, DifferFromTheFp32RowGoldens) {
+  for (const char *fixture : {"tiny-llama.gguf", "tiny-qwen2-untied.gguf"}) {
+    const std::string dir = std::string(KILN_TEST_DATA_DIR) + "/golden/" + fixture;
+    Result<std::string> fp32 = readFile(dir + ".case2.logits.f32");
+    Result<std::string> int8 = readFile(dir + ".int8-activations.case2.logits.f32");
+    ASSERT_TRUE(fp32.isOk() && int8.isOk()) << fixture;
+    ASSERT_EQ(fp32->size(), int8->size());
+    const auto *a = reinterpret_cast<const float *>(fp32->data());
+    const auto *b = reinterpret_cast<const float *>(int8->data());
+    EXPECT_GT(maxAbsDiff(a, b, fp32->size() / sizeof(float)), 1e-2f) << fixture;
+  }
 }
 
 // The compile log names the stored types, and those kiln dequantizes rather than keeps packed.
