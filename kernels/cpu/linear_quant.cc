@@ -237,7 +237,7 @@ bool levelRunsPanels() {
 size_t int8RowsFloats(const LinearArgs &args) {
   const size_t values = size_t(kRowTile) * args.inFeatures;
   const size_t blocks = values / linear_quant::kInt8Block;
-  return (values + 1) / 2 + 2 * blocks;
+  return (values + 1) / 2 + (values + 3) / 4 + 2 * blocks;
 }
 linear_quant::Int8Rows int8RowsAt(const LinearArgs &args, float *scratch) {
   const size_t values = size_t(kRowTile) * args.inFeatures;
@@ -245,6 +245,7 @@ linear_quant::Int8Rows int8RowsAt(const LinearArgs &args, float *scratch) {
   rows.scales = scratch;
   rows.sums = reinterpret_cast<int32_t *>(scratch + values / linear_quant::kInt8Block);
   rows.q = reinterpret_cast<int16_t *>(scratch + 2 * (values / linear_quant::kInt8Block));
+  rows.bytes = reinterpret_cast<int8_t *>(rows.q + values);
   rows.cols = args.inFeatures;
   return rows;
 }

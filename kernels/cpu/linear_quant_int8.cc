@@ -19,6 +19,7 @@ void quantizeRowsPortable(const float *x, int64_t xStride, int32_t rows, const I
     for (int32_t b = 0; b < blocks; ++b) {
       const float *in = x + r * xStride + b * kInt8Block;
       int16_t *q = out.q + int64_t(r) * out.cols + b * kInt8Block;
+      int8_t *bytes = out.bytes + int64_t(r) * out.cols + b * kInt8Block;
       float amax = 0.0f;
       bool finite = true;
       for (int32_t k = 0; k < kInt8Block; ++k) {
@@ -40,6 +41,8 @@ void quantizeRowsPortable(const float *x, int64_t xStride, int32_t rows, const I
         out.scales[slot] = amax / 127.0f;
       }
       out.sums[slot] = sum;
+      for (int32_t k = 0; k < kInt8Block; ++k)
+        bytes[k] = static_cast<int8_t>(q[k]);
     }
 }
 

@@ -33,6 +33,7 @@ constexpr int32_t kInt8Block = 32;
 // of q per block.
 struct Int8Rows {
   int16_t *q = nullptr;    // [rows][cols]
+  int8_t *bytes = nullptr; // [rows][cols]: the same q as bytes (the 4-bit panels' operand)
   float *scales = nullptr; // [rows][cols / 32]
   int32_t *sums = nullptr; // [rows][cols / 32]
   int32_t cols = 0;        // a multiple of 32

@@ -1,9 +1,11 @@
 // linear_quant_int8.h on AVX2 + FMA + F16C: its rule for quantizing rows on 8 lanes, and its
 // products on the quantized panels (linear_quant.h "Panels"), which linear_quant.cc runs from avx2
 // up where the CPU has F16C. A panel's 16 outputs are two registers of 8 int32 lanes; two columns
-// at a time, the two bytes of an output are interleaved and widened to int16 (so one
-// _mm256_madd_epi16 multiplies 8 outputs by two columns of x and adds the pair), and a row's two
-// int16 q values are broadcast as one 32-bit lane. Integer sums are exact, so the order of
+// at a time, the two bytes of an output are interleaved: Q8 widens them to int16 (one
+// _mm256_madd_epi16 multiplies 8 outputs by two columns of x, a row's two int16 q values broadcast
+// as one 32-bit lane, and adds the pair); the 4-bit formats keep their unsigned nibbles as bytes
+// (one _mm256_maddubs_epi16 takes 16 outputs by two columns against the row's int8 q, and sums
+// stay in int16 for 16 columns: addNibbleBlock). Integer sums are exact, so the order of
 // columns within a block is free; per block and group the floats are combined exactly as the rule
 // says, and every output lane is computed alone: a row's bits do not depend on its tile.
 // Built like linear_quant_panels_avx2.cc (KILN_TARGET_BEGIN after the includes).
@@ -48,7 +50,7 @@ inline float maxLanes(__m256 v) {
 }
 
 // One block of 32 columns, by the rule of linear_quant_int8.h.
-void quantizeBlock(const float *in, int16_t *q, float &scale, int32_t &sum) {
+void quantizeBlock(const float *in, int16_t *q, int8_t *bytes, float &scale, int32_t &sum) {
   const __m256 magnitude = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   const __m256 huge = _mm256_set1_ps(3.4028234663852886e38f);
   __m256 v[4], amax = _mm256_setzero_ps(), bad = _mm256_setzero_ps();
@@ -61,6 +63,7 @@ void quantizeBlock(const float *in, int16_t *q, float &scale, int32_t &sum) {
   const float top = maxLanes(amax);
   if (_mm256_movemask_ps(bad) != 0 || top == 0.0f) {
     std::memset(q, 0, kInt8Block * sizeof(int16_t));
+    std::memset(bytes, 0, kInt8Block);
     scale = _mm256_movemask_ps(bad) != 0 ? __builtin_nanf("") : 0.0f;
     sum = 0;
     return;
@@ -71,10 +74,14 @@ void quantizeBlock(const float *in, int16_t *q, float &scale, int32_t &sum) {
     ints[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], inverse)); // nearest, ties to even
     total = _mm256_add_epi32(total, ints[i]);
   }
-  for (int i = 0; i < 2; ++i) // packs interleaves 128-bit halves; the permute restores the order
-    _mm256_storeu_si256(
-        reinterpret_cast<__m256i *>(q + 16 * i),
-        _mm256_permute4x64_epi64(_mm256_packs_epi32(ints[2 * i], ints[2 * i + 1]), 0xD8));
+  // packs interleaves 128-bit halves; the permutes restore the order.
+  __m256i halves[2];
+  for (int i = 0; i < 2; ++i) {
+    halves[i] = _mm256_permute4x64_epi64(_mm256_packs_epi32(ints[2 * i], ints[2 * i + 1]), 0xD8);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(q + 16 * i), halves[i]);
+  }
+  _mm256_storeu_si256(reinterpret_cast<__m256i *>(bytes),
+                      _mm256_permute4x64_epi64(_mm256_packs_epi16(halves[0], halves[1]), 0xD8));
   scale = top / 127.0f;
   sum = sumLanes(total);
 }
@@ -133,25 +140,69 @@ inline void addByteBlock(const Int8PanelTile &t, const uint8_t *group, int32_t b
     }
 }
 
-// 4-bit: block b of the group is its run b, byte row j holding column j (low nibble) and j + 16.
+// Two int8 of a row (columns k, k + 1) in every 16-bit lane.
+inline __m256i bytePairOf(const int8_t *q) {
+  int16_t pair;
+  std::memcpy(&pair, q, 2);
+  return _mm256_set1_epi16(pair);
+}
+
+// 4-bit: block b of the group is its run b, byte row j holding column j (low nibble) and j + 16
+// (high). Two byte rows interleaved give each output's columns (j, j + 1) as unsigned bytes, which
+// _mm256_maddubs_epi16 multiplies by the row's int8 q and adds in pairs: 16 outputs' int16 sums.
+// Eight of them are added in int16 (|sum| <= 8 * 2 * 15 * 127 = 30480) before widening. Q4 takes
+// sum(q * u) - 8 * sum(q); qSums: each row's sum of q over the block, rowBlocks apart.
 template <int R, int P, QuantFormat F>
-inline void addNibbleBlock(const Int8PanelTile &t, const uint8_t *group, int32_t b,
-                           const int16_t *q, BlockSums<R, P> &sums) {
-  const __m256i mask = _mm256_set1_epi16(0x0F);
-  const __m256i offset = _mm256_set1_epi16(F == QuantFormat::kQ4 ? 8 : 0);
+inline void addNibbleBlock(const Int8PanelTile &t, const uint8_t *group, int32_t b, const int8_t *q,
+                           const int32_t *qSums, int32_t rowBlocks, BlockSums<R, P> &sums) {
+  const __m256i mask = _mm256_set1_epi8(0x0F);
+  for (int32_t half = 0; half < 16; half += 8) {
+    __m256i acc[R][P];
 #pragma GCC unroll 8
-  for (int32_t j = 0; j < 16; j += 2)
+    for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int p = 0; p < P; ++p) {
-      const uint8_t *bytes = group + p * t.layout.panelBytes + b * 256 + j * kPanelOutputs;
-      if (j % 4 == 0)
-        _mm_prefetch(reinterpret_cast<const char *>(bytes + kPrefetchBytes), _MM_HINT_T0);
-      const IntLanes16 u =
-          interleave<false>(load16Bytes(bytes), load16Bytes(bytes + kPanelOutputs));
-      auto low = [&](__m256i v) { return _mm256_sub_epi16(_mm256_and_si256(v, mask), offset); };
-      auto high = [&](__m256i v) { return _mm256_sub_epi16(_mm256_srli_epi16(v, 4), offset); };
-      sums.add(q + j, t.x.cols, p, {low(u.lo), low(u.hi)});
-      sums.add(q + j + 16, t.x.cols, p, {high(u.lo), high(u.hi)});
+      for (int p = 0; p < P; ++p)
+        acc[r][p] = _mm256_setzero_si256();
+#pragma GCC unroll 4
+    for (int32_t j = half; j < half + 8; j += 2)
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        const uint8_t *bytes = group + p * t.layout.panelBytes + b * 256 + j * kPanelOutputs;
+        if (j % 4 == 0)
+          _mm_prefetch(reinterpret_cast<const char *>(bytes + kPrefetchBytes), _MM_HINT_T0);
+        const __m128i a = load16Bytes(bytes), c = load16Bytes(bytes + kPanelOutputs);
+        const __m256i u = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_unpacklo_epi8(a, c)),
+                                                  _mm_unpackhi_epi8(a, c), 1);
+        const __m256i low = _mm256_and_si256(u, mask);
+        const __m256i high = _mm256_and_si256(_mm256_srli_epi16(u, 4), mask);
+#pragma GCC unroll 8
+        for (int r = 0; r < R; ++r) {
+          const int8_t *row = q + int64_t(r) * t.x.cols;
+          acc[r][p] = _mm256_add_epi16(acc[r][p], _mm256_maddubs_epi16(low, bytePairOf(row + j)));
+          acc[r][p] =
+              _mm256_add_epi16(acc[r][p], _mm256_maddubs_epi16(high, bytePairOf(row + 16 + j)));
+          asm("" : "+x"(acc[r][p])); // as in BlockSums::add
+        }
+      }
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        sums.v[r][p].lo = _mm256_add_epi32(
+            sums.v[r][p].lo, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(acc[r][p])));
+        sums.v[r][p].hi = _mm256_add_epi32(
+            sums.v[r][p].hi, _mm256_cvtepi16_epi32(_mm256_extracti128_si256(acc[r][p], 1)));
+      }
+  }
+  if constexpr (F == QuantFormat::kQ4)
+#pragma GCC unroll 8
+    for (int r = 0; r < R; ++r) {
+      const __m256i offset = _mm256_set1_epi32(8 * qSums[r * rowBlocks]);
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        sums.v[r][p].lo = _mm256_sub_epi32(sums.v[r][p].lo, offset);
+        sums.v[r][p].hi = _mm256_sub_epi32(sums.v[r][p].hi, offset);
+      }
     }
 }
 
@@ -175,7 +226,9 @@ void int8Micro(const Int8PanelTile &t, int32_t r0, int32_t p0) {
       if constexpr (F == QuantFormat::kQ8)
         addByteBlock<R, P>(t, group, b, q + block * kInt8Block, sums);
       else
-        addNibbleBlock<R, P, F>(t, group, b, q + block * kInt8Block, sums);
+        addNibbleBlock<R, P, F>(t, group, b,
+                                t.x.bytes + int64_t(r0) * t.x.cols + block * kInt8Block,
+                                qSums + block, rowBlocks, sums);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         const float dr = d[r * rowBlocks + block];
@@ -245,7 +298,8 @@ void quantizeRowsAvx2(const float *x, int64_t xStride, int32_t rows, const Int8R
   for (int32_t r = 0; r < rows; ++r)
     for (int32_t b = 0; b < blocks; ++b)
       quantizeBlock(x + r * xStride + b * kInt8Block,
-                    out.q + int64_t(r) * out.cols + b * kInt8Block, out.scales[r * blocks + b],
+                    out.q + int64_t(r) * out.cols + b * kInt8Block,
+                    out.bytes + int64_t(r) * out.cols + b * kInt8Block, out.scales[r * blocks + b],
                     out.sums[r * blocks + b]);
 }
 

@@ -201,6 +201,34 @@ TEST_F(Int8Mode, ZeroAndNonFiniteRows) {
   }
 }
 
+// The largest integer sums: every q at +-127 (a row of equal magnitudes) times Q8 -128 / 127 or
+// 4-bit 15 / 0 everywhere, where an int16 partial sum would saturate if it held more than the
+// kernels allow; every level against the reference.
+TEST_F(Int8Mode, ExtremeValuesDoNotSaturate) {
+  const int32_t rows = 2, in = 128, out = 17;
+  std::vector<float> values(size_t(rows) * in);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = i < size_t(in) ? 1.5f : (i % 64 < 32 ? -0.75f : 0.75f);
+  const auto x = makeWeights(values, ElemType::kF32);
+  for (CpuIsa isa : availableCpuIsas()) {
+    ASSERT_TRUE(setCpuIsa(isa));
+    for (QuantFormat format : kIntFormats)
+      for (bool high : {true, false}) {
+        SCOPED_TRACE(::testing::Message()
+                     << cpuIsaName(isa) << " " << quantFormatName(format) << " high=" << high);
+        const auto w = testing::writeQuantized(
+            format, out, in, 64, 3,
+            [](std::mt19937 &) {
+              return testing::GroupParams{0.5f, 1.25f, 3};
+            },
+            [format, high](std::mt19937 &) {
+              return isByteQuant(format) ? (high ? 127 : -128) : (high ? 15 : 0);
+            });
+        expectMatchesReference(x, w, nullptr, rows, in, out, run(x, w, nullptr, rows, in, out));
+      }
+  }
+}
+
 // fp8 weights keep fp32 rows: the same bits in either mode.
 TEST_F(Int8Mode, Fp8WeightsAreUnaffected) {
   for (QuantFormat format : {QuantFormat::kQ8Float, QuantFormat::kQ8FloatF32}) {
