@@ -233,7 +233,8 @@ bool levelRunsPanels() {
   return isa >= CpuIsa::kAvx512 || (isa == CpuIsa::kAvx2 && cpuHasF16c());
 }
 
-// Int8 rows (linear_quant_int8.h) of one row tile, in a worker's scratch: `floats` of it.
+// One row tile's int8 rows (linear_quant_int8.h) in a worker's scratch: how many floats of it
+// they take, and where their parts go.
 size_t int8RowsFloats(const LinearArgs &args) {
   const size_t values = size_t(kRowTile) * args.inFeatures;
   const size_t blocks = values / linear_quant::kInt8Block;
@@ -251,7 +252,7 @@ linear_quant::Int8Rows int8RowsAt(const LinearArgs &args, float *scratch) {
 }
 void quantizeRows(const float *x, int64_t xStride, int32_t rows,
                   const linear_quant::Int8Rows &out) {
-  if (activeCpuIsa() >= CpuIsa::kAvx2)
+  if (activeCpuIsa() >= CpuIsa::kAvx2 && cpuHasF16c()) // the file's target: AVX2 + FMA + F16C
     linear_quant::quantizeRowsAvx2(x, xStride, rows, out);
   else
     linear_quant::quantizeRowsPortable(x, xStride, rows, out);

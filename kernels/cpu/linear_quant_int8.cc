@@ -4,6 +4,7 @@
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/activation_mode.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
