@@ -92,12 +92,10 @@ struct IntLanes16 {
 };
 
 // Two columns of 16 outputs, as int16 pairs [output][column, column + 1]: from the panel's rows
-// of bytes `a` (column k) and `b` (column k + 1), sign- or zero-extended.
-template <bool kSigned> inline IntLanes16 interleave(__m128i a, __m128i b) {
-  const __m128i lo = _mm_unpacklo_epi8(a, b), hi = _mm_unpackhi_epi8(a, b);
-  if constexpr (kSigned)
-    return {_mm256_cvtepi8_epi16(lo), _mm256_cvtepi8_epi16(hi)};
-  return {_mm256_cvtepu8_epi16(lo), _mm256_cvtepu8_epi16(hi)};
+// of signed bytes `a` (column k) and `b` (column k + 1).
+inline IntLanes16 interleave(__m128i a, __m128i b) {
+  return {_mm256_cvtepi8_epi16(_mm_unpacklo_epi8(a, b)),
+          _mm256_cvtepi8_epi16(_mm_unpackhi_epi8(a, b))};
 }
 
 // The integer sums of one block: R rows x P panels.
@@ -136,7 +134,7 @@ inline void addByteBlock(const Int8PanelTile &t, const uint8_t *group, int32_t b
       if (k % 4 == 0)
         _mm_prefetch(reinterpret_cast<const char *>(bytes + kPrefetchBytes), _MM_HINT_T0);
       sums.add(q + k, t.x.cols, p,
-               interleave<true>(load16Bytes(bytes), load16Bytes(bytes + kPanelOutputs)));
+               interleave(load16Bytes(bytes), load16Bytes(bytes + kPanelOutputs)));
     }
 }
 
