@@ -45,11 +45,13 @@ void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const 
   }
 }
 
-// angles[i] = cos(angles[i]) and sines[i] = sin(angles[i]), i < n: 8 lanes of double from avx512
-// up (rope_angles.h: correctly rounded), else std::cos and std::sin (within an ulp of those).
+// angles[i] = cos(angles[i]) and sines[i] = sin(angles[i]), i < n: lanes of double from avx2 up
+// (rope_angles.h: correctly rounded), else std::cos and std::sin (within an ulp of those).
 void cosSinOf(float *angles, int32_t n, float *sines) {
   if (activeCpuIsa() >= CpuIsa::kAvx512)
     return cosSinAvx512(angles, n, angles, sines);
+  if (activeCpuIsa() >= CpuIsa::kAvx2)
+    return cosSinAvx2(angles, n, angles, sines);
   for (int32_t i = 0; i < n; ++i) {
     sines[i] = std::sin(angles[i]);
     angles[i] = std::cos(angles[i]);

@@ -386,7 +386,7 @@ TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
       const float *got = q.data() + (t * s.numHeads + h) * s.headDim;
       for (int32_t i = 0; i < half; ++i) {
         const float angle = static_cast<float>(positions[t]) * invFreq[i];
-        const bool vector = activeCpuIsa() >= CpuIsa::kAvx512;
+        const bool vector = activeCpuIsa() >= CpuIsa::kAvx2;
         const float c = vector ? roundedCos(angle) : std::cos(angle);
         const float sn = vector ? roundedSin(angle) : std::sin(angle);
         ASSERT_EQ(std::bit_cast<uint32_t>(got[i]),
@@ -399,34 +399,59 @@ TEST(RopeKvWriteTest, StaticWithoutScalingIsBitIdenticalToThePlainRotation) {
     }
 }
 
-// From avx512 up the rotary cosines and sines are computed 8 at a time in double and rounded once
-// (kernels/cpu/rope_angles.h): the fp32 angles of positions 0..32767 with Llama's frequencies at
-// theta 1e4 and 5e5 (128 dimensions) give the correctly rounded values, glibc's double cos and sin
-// rounded to fp32 (glibc's cosf and sinf are within an ulp of them, not always equal:
-// cosf(0.973935) is one ulp low).
-TEST(RopeKvWriteTest, VectorCosinesAndSinesAreCorrectlyRounded) {
-  if (detectedCpuIsa() < CpuIsa::kAvx512) {
-    std::printf("no avx512 level on this CPU: cosSinAvx512 is not used here\n");
-    return;
-  }
+// From avx2 up the rotary cosines and sines are computed in double and rounded once
+// (kernels/cpu/rope_angles.h), 4 lanes at avx2 and 8 from avx512: the fp32 angles of positions
+// 0..32767 with Llama's frequencies at theta 1e4 and 5e5 (128 dimensions), and a count that leaves
+// a tail of 3 lanes, give the correctly rounded values, glibc's double cos and sin rounded to fp32
+// (glibc's cosf and sinf are within an ulp of them, not always equal: cosf(0.973935) is one ulp
+// low). Each level the CPU has runs; the CI machines have avx2.
+using CosSinFn = void (*)(const float *, int32_t, float *, float *);
+void expectCorrectlyRounded(CosSinFn cosSin, const char *level) {
   int64_t checked = 0;
   for (float theta : {10000.0f, 500000.0f}) {
     const auto invFreq = llamaInvFreq(128, theta);
-    std::vector<float> angles(invFreq.size()), cosines(angles.size()), sines(angles.size());
-    for (int32_t position = 0; position < 32768; ++position) {
-      for (size_t i = 0; i < invFreq.size(); ++i)
-        angles[i] = static_cast<float>(position) * invFreq[i];
-      cosSinAvx512(angles.data(), int32_t(angles.size()), cosines.data(), sines.data());
-      for (size_t i = 0; i < angles.size(); ++i, ++checked) {
-        ASSERT_EQ(std::bit_cast<uint32_t>(cosines[i]),
-                  std::bit_cast<uint32_t>(roundedCos(angles[i])))
-            << "cos of " << angles[i] << " (position " << position << ")";
-        ASSERT_EQ(std::bit_cast<uint32_t>(sines[i]), std::bit_cast<uint32_t>(roundedSin(angles[i])))
-            << "sin of " << angles[i] << " (position " << position << ")";
+    for (size_t count : {invFreq.size(), invFreq.size() - 5}) {
+      std::vector<float> angles(count), cosines(count), sines(count);
+      for (int32_t position = 0; position < 32768; position += count == invFreq.size() ? 1 : 7) {
+        for (size_t i = 0; i < count; ++i)
+          angles[i] = static_cast<float>(position) * invFreq[i];
+        cosSin(angles.data(), int32_t(count), cosines.data(), sines.data());
+        for (size_t i = 0; i < count; ++i, ++checked) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(cosines[i]),
+                    std::bit_cast<uint32_t>(roundedCos(angles[i])))
+              << level << ": cos of " << angles[i] << " (position " << position << ")";
+          ASSERT_EQ(std::bit_cast<uint32_t>(sines[i]),
+                    std::bit_cast<uint32_t>(roundedSin(angles[i])))
+              << level << ": sin of " << angles[i] << " (position " << position << ")";
+        }
       }
     }
   }
-  std::printf("%lld angles, every cosine and sine equal\n", static_cast<long long>(checked));
+  std::printf("%s: %lld angles, every cosine and sine equal\n", level,
+              static_cast<long long>(checked));
+}
+
+TEST(RopeKvWriteTest, VectorCosinesAndSinesAreCorrectlyRounded) {
+  ASSERT_GE(detectedCpuIsa(), CpuIsa::kAvx2) << "this test needs a CPU with AVX2 and FMA";
+  expectCorrectlyRounded(cosSinAvx2, "avx2");
+  if (detectedCpuIsa() >= CpuIsa::kAvx512)
+    expectCorrectlyRounded(cosSinAvx512, "avx512");
+  else
+    std::printf("no avx512 level on this CPU: cosSinAvx512 is checked where there is one\n");
+}
+
+// In place (cosines == angles), as rope_kv.cc calls them.
+TEST(RopeKvWriteTest, VectorCosinesInPlaceEqualTheSeparateOutputs) {
+  ASSERT_GE(detectedCpuIsa(), CpuIsa::kAvx2) << "this test needs a CPU with AVX2 and FMA";
+  std::vector<float> angles(61);
+  for (size_t i = 0; i < angles.size(); ++i)
+    angles[i] = 0.37f * static_cast<float>(i * i) - 11.0f;
+  std::vector<float> cosines(angles.size()), sines(angles.size()), inPlace = angles,
+                                                                   sinesInPlace(angles.size());
+  cosSinAvx2(angles.data(), int32_t(angles.size()), cosines.data(), sines.data());
+  cosSinAvx2(inPlace.data(), int32_t(inPlace.size()), inPlace.data(), sinesInPlace.data());
+  EXPECT_EQ(inPlace, cosines);
+  EXPECT_EQ(sinesInPlace, sines);
 }
 
 // dynamicNtkInvFreq against the formula evaluated in double: within transformers' float32
