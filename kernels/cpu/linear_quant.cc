@@ -21,8 +21,9 @@
 //   avx2 (linear_quant_avx2.cc): the same lanes, one fused multiply-add per product, the lanes
 //     added l + 8 first.
 // With KILN_CPU_ACTIVATIONS=int8 (activation_mode.h), Linears with Q8 / Q4 / Q4M / Q4Z weights
-// quantize each task's x rows to int8 first and multiply integers (linear_quant_int8.h: the avx2
-// panels from avx2 with F16C up, else its portable rows), the same bits at every level.
+// quantize x rows to int8 first, once per worker and row tile (Int8Cache below), and multiply
+// integers (linear_quant_int8.h: the avx2 panels from avx2 with F16C up, else its portable rows),
+// the same bits at every level.
 // Every order is fixed per level and path, so a row's result is the same alone or anywhere in a
 // batch. Row tiles are innermost, so a worker's consecutive tasks read the same weights from
 // cache; half x is widened once per worker and row tile, as linear.cc's XCache does. The bias is
@@ -166,10 +167,20 @@ struct XRows {
 constexpr int64_t kMaxCachedXFloats = int64_t(1) << 20; // 4 MiB per worker
 constexpr int32_t kMaxCachedRowTiles = 64;
 
-bool cachesX(const LinearArgs &args) {
+// Whether a worker keeps every row of the call: not too many row tiles for the bit mask, nor
+// floats.
+bool keepsAllRows(const LinearArgs &args) {
   const int32_t rowTiles = (args.rows + kRowTile - 1) / kRowTile;
-  return args.xType != ElemType::kF32 && rowTiles <= kMaxCachedRowTiles &&
+  return rowTiles <= kMaxCachedRowTiles &&
          int64_t(args.rows) * args.inFeatures <= kMaxCachedXFloats;
+}
+// Whether a worker keeps the call's int8 rows (Int8Cache below); then widened x is needed only once
+// per row tile, to quantize it, and is not kept.
+bool cachesInt8(const LinearArgs &args) {
+  return runsInt8Activations(args.quant.format) && keepsAllRows(args);
+}
+bool cachesX(const LinearArgs &args) {
+  return args.xType != ElemType::kF32 && keepsAllRows(args) && !cachesInt8(args);
 }
 
 // Floats of a worker's widened x: every row of the call, one row tile's, or none (fp32 x).
@@ -233,22 +244,36 @@ bool levelRunsPanels() {
   return isa >= CpuIsa::kAvx512 || (isa == CpuIsa::kAvx2 && cpuHasF16c());
 }
 
-// One row tile's int8 rows (linear_quant_int8.h) in a worker's scratch: how many floats of it
-// they take, and where their parts go.
+// A worker's int8 rows (linear_quant_int8.h) for one call: every row, quantized the first time
+// the worker runs a task of its row tile (as XRows keeps widened x), where cachesInt8; else one
+// row tile's, quantized for each task. A panel task reads a row tile once per run of panels, so
+// keeping them saves a quantization per run after the first.
+struct Int8Cache {
+  linear_quant::Int8Rows rows;
+  bool all = false;
+  uint64_t quantized = 0; // bit t: row tile t is in `rows`
+};
+
+// Rows the worker's scratch holds int8 rows for, and how many floats they take there.
+int64_t int8CachedRows(const LinearArgs &args) {
+  return cachesInt8(args) ? args.rows : kRowTile;
+}
 size_t int8RowsFloats(const LinearArgs &args) {
-  const size_t values = size_t(kRowTile) * args.inFeatures;
+  const size_t values = size_t(int8CachedRows(args)) * args.inFeatures;
   const size_t blocks = values / linear_quant::kInt8Block;
   return (values + 1) / 2 + (values + 3) / 4 + 2 * blocks;
 }
-linear_quant::Int8Rows int8RowsAt(const LinearArgs &args, float *scratch) {
-  const size_t values = size_t(kRowTile) * args.inFeatures;
-  linear_quant::Int8Rows rows;
+Int8Cache int8CacheAt(const LinearArgs &args, float *scratch) {
+  const size_t values = size_t(int8CachedRows(args)) * args.inFeatures;
+  Int8Cache cache;
+  cache.all = cachesInt8(args);
+  linear_quant::Int8Rows &rows = cache.rows;
   rows.scales = scratch;
   rows.sums = reinterpret_cast<int32_t *>(scratch + values / linear_quant::kInt8Block);
   rows.q = reinterpret_cast<int16_t *>(scratch + 2 * (values / linear_quant::kInt8Block));
   rows.bytes = reinterpret_cast<int8_t *>(rows.q + values);
   rows.cols = args.inFeatures;
-  return rows;
+  return cache;
 }
 void quantizeRows(const float *x, int64_t xStride, int32_t rows,
                   const linear_quant::Int8Rows &out) {
@@ -256,6 +281,27 @@ void quantizeRows(const float *x, int64_t xStride, int32_t rows,
     linear_quant::quantizeRowsAvx2(x, xStride, rows, out);
   else
     linear_quant::quantizeRowsPortable(x, xStride, rows, out);
+}
+
+// The row tile [row0, row0 + rows) of x as int8 rows, quantized unless the worker kept them.
+linear_quant::Int8Rows int8RowsOf(const LinearArgs &args, int32_t row0, int32_t rows, XRows &x,
+                                  Int8Cache &cache) {
+  if (!cache.all) {
+    quantizeRows(xRowsOf(args, row0, rows, x), args.inFeatures, rows, cache.rows);
+    return cache.rows;
+  }
+  const int64_t blocks = int64_t(row0) * (args.inFeatures / linear_quant::kInt8Block);
+  linear_quant::Int8Rows tile = cache.rows;
+  tile.q += int64_t(row0) * args.inFeatures;
+  tile.bytes += int64_t(row0) * args.inFeatures;
+  tile.scales += blocks;
+  tile.sums += blocks;
+  const uint64_t bit = uint64_t(1) << (row0 / kRowTile);
+  if (!(cache.quantized & bit)) {
+    cache.quantized |= bit;
+    quantizeRows(xRowsOf(args, row0, rows, x), args.inFeatures, rows, tile);
+  }
+  return tile;
 }
 
 // Adds the bias to a panel task's sums and stores each output once in outType.
@@ -273,14 +319,13 @@ void storePanelSums(const LinearArgs &args, float *sums, int32_t rows, int32_t r
 }
 
 // Panels [p0, p1) of the packed weights against rows [row0, row0 + rows) of x, stored: on fp32
-// rows, or on `int8` (not null) quantized from them.
+// rows (tile.x), or on `int8` (not null) quantized from them.
 void runPanelTask(const LinearArgs &args, const PanelFns &fns, linear_quant::PanelTile tile,
                   int32_t row0, int32_t p0, int32_t p1, float *xSums,
                   const linear_quant::Int8Rows *int8) {
   tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
   tile.panelCount = p1 - p0;
   if (int8) {
-    quantizeRows(tile.x, tile.xStride, tile.rows, *int8);
     linear_quant::panelTileInt8Avx2({tile.panels, tile.layout, tile.format, tile.groupSize,
                                      tile.panelCount, *int8, tile.rows, tile.sums});
     return storePanelSums(args, tile.sums, tile.rows, row0, p0, p1);
@@ -312,7 +357,7 @@ void linearQuantPanels(const LinearArgs &args) {
   parallelRun(work > 65536, [&](int worker, int workers) {
     float *sums = threadScratch(sumFloats + xSumFloats + int8Floats + xFloats(args));
     float *xSums = sums + sumFloats;
-    const Int8Rows int8Rows = int8RowsAt(args, xSums + xSumFloats);
+    Int8Cache int8Cache = int8CacheAt(args, xSums + xSumFloats);
     XRows x = xRowsAt(args, xSums + xSumFloats + int8Floats);
     PanelTile tile{nullptr, layout,  args.quant.format, args.quant.groupSize,
                    0,       nullptr, args.inFeatures,   0,
@@ -322,7 +367,11 @@ void linearQuantPanels(const LinearArgs &args) {
       const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
       const int32_t run = static_cast<int32_t>(task / rowTiles);
       tile.rows = std::min(kRowTile, args.rows - row0);
-      tile.x = xRowsOf(args, row0, tile.rows, x);
+      Int8Rows int8Rows;
+      if (int8)
+        int8Rows = int8RowsOf(args, row0, tile.rows, x, int8Cache);
+      else
+        tile.x = xRowsOf(args, row0, tile.rows, x);
       runPanelTask(args, fns, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
                    int32_t(int64_t(run + 1) * layout.panels / runs), xSums,
                    int8 ? &int8Rows : nullptr);
@@ -387,7 +436,7 @@ void linearQuantRows(const LinearArgs &args) {
   parallelRun(work > 65536, [&](int worker, int workers) {
     float *sums = threadScratch(headFloats + int8Floats + xFloats(args));
     float *weights = sums + kRowTile * kOutTile;
-    const Int8Rows int8Rows = int8RowsAt(args, sums + headFloats);
+    Int8Cache int8Cache = int8CacheAt(args, sums + headFloats);
     XRows x = xRowsAt(args, sums + headFloats + int8Floats);
     const IndexRange range = staticRange(tasks, worker, workers);
     for (int64_t task = range.begin; task < range.end; ++task) {
@@ -395,15 +444,15 @@ void linearQuantRows(const LinearArgs &args) {
       const int32_t out0 = static_cast<int32_t>(task / rowTiles) * kOutTile;
       DotTile tile;
       tile.rows = std::min(kRowTile, args.rows - row0);
-      tile.x = xRowsOf(args, row0, tile.rows, x);
       tile.xStride = args.inFeatures;
       tile.out0 = out0;
       tile.outs = std::min(kOutTile, args.outFeatures - out0);
       if (int8) {
-        quantizeRows(tile.x, tile.xStride, tile.rows, int8Rows);
+        const Int8Rows int8Rows = int8RowsOf(args, row0, tile.rows, x, int8Cache);
         linear_quant::dotTileInt8Portable(w, int8Rows, tile.rows, tile.out0, tile.outs, sums,
                                           reinterpret_cast<int16_t *>(weights));
       } else {
+        tile.x = xRowsOf(args, row0, tile.rows, x);
         dotTile(w, tile, sums, weights);
       }
       storeSums(args, tile, row0, sums);

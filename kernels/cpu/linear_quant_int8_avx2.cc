@@ -23,6 +23,7 @@ namespace kiln::kernels::cpu::linear_quant {
 namespace {
 
 #include "kernels/cpu/count_dispatch.inc"
+#include "kernels/cpu/panel_scales_avx2.inc"
 
 constexpr int64_t kPrefetchBytes = 2048;
 
@@ -246,19 +247,8 @@ void int8Micro(const Int8PanelTile &t, int32_t r0, int32_t p0) {
     }
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
-      const uint8_t *tail = group + p * layout.panelBytes + layout.valueBytes;
       __m256 scale[2], offset[2];
-      for (int h = 0; h < 2; ++h) {
-        scale[h] = _mm256_cvtph_ps(load16Bytes(tail + 16 * h));
-        const __m128i mins = load16Bytes(tail + 32 + 16 * h);
-        if constexpr (F == QuantFormat::kQ4Min)
-          offset[h] = _mm256_cvtph_ps(mins);
-        else if constexpr (F == QuantFormat::kQ4Zero)
-          offset[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(mins)),
-                                    _mm256_sub_ps(_mm256_setzero_ps(), scale[h]));
-        else
-          offset[h] = _mm256_setzero_ps();
-      }
+      panelGroupScales<F>(group + p * layout.panelBytes + layout.valueBytes, scale, offset);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         float *acc = t.sums + (r0 + r) * kPanelSumStride + (p0 + p) * kPanelOutputs;
@@ -275,7 +265,7 @@ void int8Micro(const Int8PanelTile &t, int32_t r0, int32_t p0) {
   }
 }
 
-// Micro-kernels of up to 4 rows and 8 integer accumulators: fewer rows take more panels at once.
+// Micro-kernels of up to 6 rows: fewer rows take more panels at once.
 template <QuantFormat F> void int8Tile(const Int8PanelTile &t) {
   const int32_t groups = (t.rows + 5) / 6;
   for (int32_t i = 0, r = 0; i < groups; ++i) {

@@ -33,6 +33,7 @@ namespace {
 constexpr int64_t kPrefetchBytes = 2048;
 
 #include "kernels/cpu/count_dispatch.inc"
+#include "kernels/cpu/panel_scales_avx2.inc"
 
 inline __m128i load16Bytes(const uint8_t *p) {
   return _mm_loadu_si128(reinterpret_cast<const __m128i *>(p));
@@ -147,26 +148,8 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
       addNibbleGroup<R, P, F>(t, block, xg, parts);
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
-      const uint8_t *tail = block + p * layout.panelBytes + layout.valueBytes;
-      __m256 scale[2];
-      for (int h = 0; h < 2; ++h) {
-        scale[h] = F == QuantFormat::kQ8FloatF32
-                       ? _mm256_loadu_ps(reinterpret_cast<const float *>(tail) + 8 * h)
-                       : _mm256_cvtph_ps(
-                             _mm_loadu_si128(reinterpret_cast<const __m128i *>(tail + 16 * h)));
-        if constexpr (isFp8Quant(F)) // exact: fp8Over256's factor
-          scale[h] = _mm256_mul_ps(scale[h], _mm256_set1_ps(256.0f));
-      }
-      // The weight of u = 0: Q4M the min, Q4Z -zero * scale (exact).
-      __m256 min[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
-      for (int h = 0; h < 2; ++h) {
-        const __m128i mins = _mm_loadu_si128(reinterpret_cast<const __m128i *>(tail + 32 + 16 * h));
-        if constexpr (F == QuantFormat::kQ4Min)
-          min[h] = _mm256_cvtph_ps(mins);
-        if constexpr (F == QuantFormat::kQ4Zero)
-          min[h] = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu16_epi32(mins)),
-                                 _mm256_sub_ps(_mm256_setzero_ps(), scale[h]));
-      }
+      __m256 scale[2], min[2];
+      panelGroupScales<F>(block + p * layout.panelBytes + layout.valueBytes, scale, min);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         float *acc = t.sums + (r0 + r) * kPanelSumStride + (p0 + p) * kPanelOutputs;

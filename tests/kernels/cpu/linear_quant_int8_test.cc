@@ -172,6 +172,27 @@ TEST_F(Int8Mode, RowResultsAreBitIdenticalAcrossBatchSizes) {
   }
 }
 
+// A worker keeps a call's int8 rows up to 2^20 values (linear_quant.cc Int8Cache); past that each
+// task quantizes its row tile again. Both give a row the bits it has alone, fp32 and bf16 x.
+TEST_F(Int8Mode, RowsPastTheKeptRowsAreBitIdenticalToARowAlone) {
+  const int32_t in = 8192, out = 20, rows = 130; // 1.06M values: not kept
+  for (QuantFormat format : {QuantFormat::kQ8, QuantFormat::kQ4Zero})
+    for (ElemType xType : {ElemType::kF32, ElemType::kBF16}) {
+      SCOPED_TRACE(::testing::Message() << quantFormatName(format) << " " << int(xType));
+      const auto w = randomQuantized(format, out, in, 64, 41);
+      const auto x = makeWeights(randomFloats(size_t(rows) * in, 43), xType);
+      const auto batched = run(x, w, nullptr, rows, in, out);
+      for (int32_t r : {0, 64, 129}) {
+        const std::vector<float> xRow(x.values.begin() + int64_t(r) * in,
+                                      x.values.begin() + int64_t(r + 1) * in);
+        const auto alone = run(makeWeights(xRow, xType), w, nullptr, 1, in, out);
+        EXPECT_TRUE(testing::bitwiseEqual(
+            alone, std::vector<float>(batched.begin() + r * out, batched.begin() + (r + 1) * out)))
+            << "row " << r;
+      }
+    }
+}
+
 // A block of zeros contributes nothing; a NaN or infinity anywhere in a row makes its outputs
 // NaN, as fp32 rows would, at every level.
 TEST_F(Int8Mode, ZeroAndNonFiniteRows) {
