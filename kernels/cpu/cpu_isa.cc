@@ -142,6 +142,21 @@ bool cpuHasF16c() {
 #endif
 }
 
+// CPUID leaf 7, ECX bits 11 (AVX512_VNNI) and 1 (AVX512_VBMI); the avx512 level already checked
+// that the OS saves the registers.
+bool cpuHasAvx512Vnni() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 11)) != 0 &&
+           (ecx & (1u << 1)) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 std::vector<CpuIsa> availableCpuIsas() {
   std::vector<CpuIsa> levels;
   for (const IsaName &n : kNames)

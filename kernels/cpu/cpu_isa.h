@@ -29,6 +29,9 @@ CpuIsa detectedCpuIsa();
 // Whether this CPU converts fp16 to fp32 in vectors (F16C: every AVX2 CPU made has it, but a
 // level does not require it): fp16 weights then run on the Linear panels from avx2 up.
 bool cpuHasF16c();
+// Whether this CPU has AVX512-VNNI and AVX512-VBMI (integer dot products and byte permutes): from
+// the avx512 level up, Linears on int8 rows then run linear_quant_int8_vnni.cc.
+bool cpuHasAvx512Vnni();
 // Every level this CPU runs, lowest first.
 std::vector<CpuIsa> availableCpuIsas();
 

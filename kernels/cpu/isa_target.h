@@ -13,6 +13,9 @@
 #define KILN_ISA_AVX512 "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma"
 #define KILN_ISA_AVX2_F16C "avx2,fma,f16c"
 #define KILN_ISA_AVX512_F16C "avx512f,avx512bw,avx512vl,avx512dq,avx2,fma,f16c"
+// The avx512 level with VNNI and VBMI, for linear_quant_int8_vnni.cc (cpuHasAvx512Vnni).
+#define KILN_ISA_AVX512_VNNI                                                                       \
+  "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c"
 #define KILN_ISA_AMX "amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
 
 #define KILN_PRAGMA(text) _Pragma(#text)

@@ -326,8 +326,10 @@ void runPanelTask(const LinearArgs &args, const PanelFns &fns, linear_quant::Pan
   tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
   tile.panelCount = p1 - p0;
   if (int8) {
-    linear_quant::panelTileInt8Avx2({tile.panels, tile.layout, tile.format, tile.groupSize,
-                                     tile.panelCount, *int8, tile.rows, tile.sums});
+    (linear_quant::int8PanelsRunVnni()
+         ? linear_quant::panelTileInt8Vnni
+         : linear_quant::panelTileInt8Avx2)({tile.panels, tile.layout, tile.format, tile.groupSize,
+                                             tile.panelCount, *int8, tile.rows, tile.sums});
     return storePanelSums(args, tile.sums, tile.rows, row0, p0, p1);
   }
   if (hasQuantMins(tile.format))

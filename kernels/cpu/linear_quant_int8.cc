@@ -3,6 +3,7 @@
 // the tile. std::fma is the one rounding the rule names, so these give the avx2 panels' bits.
 #include "kernels/cpu/linear_quant_int8.h"
 #include "kernels/cpu/activation_mode.h"
+#include "kernels/cpu/cpu_isa.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +13,10 @@ namespace kiln::kernels::cpu::linear_quant {
 
 bool runsInt8Activations(QuantFormat format) {
   return activeCpuActivations() == CpuActivations::kInt8 && !isFp8Quant(format);
+}
+
+bool int8PanelsRunVnni() {
+  return activeCpuIsa() >= CpuIsa::kAvx512 && cpuHasAvx512Vnni();
 }
 
 void quantizeRowsPortable(const float *x, int64_t xStride, int32_t rows, const Int8Rows &out) {

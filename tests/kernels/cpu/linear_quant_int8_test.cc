@@ -5,12 +5,14 @@
 #include "kernels/cpu/activation_mode.h"
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
+#include "kernels/cpu/linear_quant_int8.h"
 #include "runtime/base/quant_layout.h"
 #include "tests/kernels/cpu/kernel_test_util.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -151,6 +153,18 @@ TEST_F(Int8Mode, EveryLevelAndPathGivesTheSameBits) {
               << cpuIsaName(isa) << " pack=" << pack;
         }
     }
+}
+
+// From avx512 up a CPU with VNNI runs the int8 panels on it (linear_quant_int8_vnni.cc), so the
+// test above compares them with the avx2 panels' bits there.
+TEST_F(Int8Mode, Avx512LevelsRunTheVnniPanelsWhereTheCpuHasThem) {
+  for (CpuIsa isa : availableCpuIsas()) {
+    ASSERT_TRUE(setCpuIsa(isa));
+    EXPECT_EQ(linear_quant::int8PanelsRunVnni(), isa >= CpuIsa::kAvx512 && cpuHasAvx512Vnni())
+        << cpuIsaName(isa);
+  }
+  if (!cpuHasAvx512Vnni())
+    std::printf("no AVX512-VNNI on this CPU: the VNNI panels are checked where there is one\n");
 }
 
 // A row's outputs are the same bits alone and anywhere in a batch.
