@@ -22,8 +22,8 @@
 //     added l + 8 first.
 // With KILN_CPU_ACTIVATIONS=int8 (activation_mode.h), Linears with Q8 / Q4 / Q4M / Q4Z weights
 // quantize x rows to int8 first, once per worker and row tile (Int8Cache below), and multiply
-// integers (linear_quant_int8.h: the avx2 panels from avx2 with F16C up, else its portable rows),
-// the same bits at every level.
+// integers (linear_quant_int8.h: the VNNI panels from avx512 up on CPUs with AVX512-VNNI, the
+// avx2 panels from avx2 with F16C up, else its portable rows), the same bits at every level.
 // Every order is fixed per level and path, so a row's result is the same alone or anywhere in a
 // batch. Row tiles are innermost, so a worker's consecutive tasks read the same weights from
 // cache; half x is widened once per worker and row tile, as linear.cc's XCache does. The bias is
