@@ -293,5 +293,30 @@ TEST_F(SafetensorsTest, Fp8TensorsOpenButNeedTheirScales) {
   EXPECT_NE(values.status().message().find("quantization_config"), std::string::npos);
 }
 
+// An I32 tensor (a GPTQ / AWQ checkpoint's packed words) opens, raw bytes as stored, but readF32
+// refuses it, naming the tensor and the quantization_config it needs, even with no elements
+// (docs/reliability.md, finding 15: safetensors_fuzz had taken every readF32 of an opened
+// checkpoint to succeed).
+TEST_F(SafetensorsTest, I32TensorsOpenButAreNotWeights) {
+  writeModel(
+      {{"model.layers.0.q.qweight", {{"dtype", "I32"}, {"shape", {2}}, {"data_offsets", {0, 8}}}},
+       {"empty", {{"dtype", "I32"}, {"shape", {0, 5}}, {"data_offsets", {8, 8}}}}},
+      std::string("\x01\x00\x00\x00\xff\xff\xff\xff", 8));
+  auto checkpoint = SafetensorsCheckpoint::open(dir_);
+  ASSERT_TRUE(checkpoint.isOk()) << checkpoint.status().toString();
+  auto bytes = checkpoint->rawBytes("model.layers.0.q.qweight");
+  ASSERT_TRUE(bytes.isOk());
+  EXPECT_EQ(std::string(bytes->begin(), bytes->end()),
+            std::string("\x01\x00\x00\x00\xff\xff\xff\xff", 8));
+  for (const char *name : {"model.layers.0.q.qweight", "empty"}) {
+    auto values = checkpoint->readF32(name);
+    ASSERT_FALSE(values.isOk()) << name;
+    EXPECT_NE(values.status().message().find(std::string("'") + name + "' holds I32 values"),
+              std::string::npos)
+        << values.status().message();
+    EXPECT_NE(values.status().message().find("quantization_config"), std::string::npos);
+  }
+}
+
 } // namespace
 } // namespace kiln::compiler
