@@ -166,16 +166,11 @@ void vnniMicro(const Int8PanelTile &t, int32_t r0, int32_t p0) {
 
 // Micro-kernels of up to 6 rows: fewer rows take more panels at once.
 template <QuantFormat F> void vnniTile(const Int8PanelTile &t) {
-  const int32_t groups = (t.rows + 5) / 6;
-  for (int32_t i = 0, r = 0; i < groups; ++i) {
-    const int32_t rows = (t.rows - r + (groups - i) - 1) / (groups - i);
-    withCount<6>(rows, [&](auto n) {
-      constexpr int kPanels = n() == 1 ? 4 : n() <= 3 ? 2 : 1;
-      forChunks<kPanels>(t.panelCount,
-                         [&](auto panels, int32_t p0) { vnniMicro<n(), panels(), F>(t, r, p0); });
-    });
-    r += rows;
-  }
+  forRowGroups<6>(t.rows, [&](auto n, int32_t r) {
+    constexpr int kPanels = n() == 1 ? 4 : n() <= 3 ? 2 : 1;
+    forChunks<kPanels>(t.panelCount,
+                       [&](auto panels, int32_t p0) { vnniMicro<n(), panels(), F>(t, r, p0); });
+  });
 }
 
 } // namespace

@@ -170,16 +170,11 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
 // Micro-kernels of up to 6 rows, 8 to 12 accumulators: fewer rows take more panels at once (a
 // decode row: 4 panels, so eight chains of fused multiply-adds are in flight).
 template <QuantFormat F> void panelTile(const PanelTile &t) {
-  const int32_t groups = (t.rows + 5) / 6;
-  for (int32_t i = 0, r = 0; i < groups; ++i) {
-    const int32_t rows = (t.rows - r + (groups - i) - 1) / (groups - i);
-    withCount<6>(rows, [&](auto n) {
-      constexpr int kPanels = n() == 1 ? 4 : n() <= 3 ? 2 : 1;
-      forChunks<kPanels>(t.panelCount,
-                         [&](auto panels, int32_t p0) { panelMicro<n(), panels(), F>(t, r, p0); });
-    });
-    r += rows;
-  }
+  forRowGroups<6>(t.rows, [&](auto n, int32_t r) {
+    constexpr int kPanels = n() == 1 ? 4 : n() <= 3 ? 2 : 1;
+    forChunks<kPanels>(t.panelCount,
+                       [&](auto panels, int32_t p0) { panelMicro<n(), panels(), F>(t, r, p0); });
+  });
 }
 
 } // namespace

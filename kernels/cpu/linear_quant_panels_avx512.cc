@@ -150,16 +150,11 @@ template <int R, int P, QuantFormat F> void panelMicro(const PanelTile &t, int32
 // Micro-kernels of up to 8 rows; fewer rows take more panels at once (a decode row: 8 panels, so
 // eight chains of fused multiply-adds are in flight).
 template <QuantFormat F> void panelTile(const PanelTile &t) {
-  const int32_t groups = (t.rows + 7) / 8;
-  for (int32_t i = 0, r = 0; i < groups; ++i) {
-    const int32_t rows = (t.rows - r + (groups - i) - 1) / (groups - i);
-    withCount<8>(rows, [&](auto n) {
-      constexpr int kPanels = n() <= 2 ? 8 : n() <= 4 ? 4 : 2;
-      forChunks<kPanels>(t.panelCount,
-                         [&](auto panels, int32_t p0) { panelMicro<n(), panels(), F>(t, r, p0); });
-    });
-    r += rows;
-  }
+  forRowGroups<8>(t.rows, [&](auto n, int32_t r) {
+    constexpr int kPanels = n() <= 2 ? 8 : n() <= 4 ? 4 : 2;
+    forChunks<kPanels>(t.panelCount,
+                       [&](auto panels, int32_t p0) { panelMicro<n(), panels(), F>(t, r, p0); });
+  });
 }
 
 // The 16 lanes as a fixed tree: halves, then quarters, ...
