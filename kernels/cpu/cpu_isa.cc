@@ -157,6 +157,19 @@ bool cpuHasAvx512Vnni() {
 #endif
 }
 
+// CPUID leaf 7, EDX bit 25 (AMX-INT8); the amx level already saw a tile instruction run.
+bool cpuHasAmxInt8() {
+#if defined(__x86_64__) && defined(__linux__)
+  static const bool has = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) != 0 && (edx & (1u << 25)) != 0;
+  }();
+  return has;
+#else
+  return false;
+#endif
+}
+
 std::vector<CpuIsa> availableCpuIsas() {
   std::vector<CpuIsa> levels;
   for (const IsaName &n : kNames)

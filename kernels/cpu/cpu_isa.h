@@ -32,6 +32,9 @@ bool cpuHasF16c();
 // Whether this CPU has AVX512-VNNI and AVX512-VBMI (integer dot products and byte permutes): from
 // the avx512 level up, Linears on int8 rows then run linear_quant_int8_vnni.cc.
 bool cpuHasAvx512Vnni();
+// Whether this CPU has AMX-INT8 (integer tile products): at the amx level, with cpuHasAvx512Vnni,
+// Linears on int8 rows then run linear_quant_int8_amx.cc.
+bool cpuHasAmxInt8();
 // Every level this CPU runs, lowest first.
 std::vector<CpuIsa> availableCpuIsas();
 

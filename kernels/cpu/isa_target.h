@@ -17,6 +17,9 @@
 #define KILN_ISA_AVX512_VNNI                                                                       \
   "avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c"
 #define KILN_ISA_AMX "amx-tile,amx-bf16,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16,avx2,fma"
+// The amx level with AMX-INT8, VNNI and VBMI, for linear_quant_int8_amx.cc (cpuHasAmxInt8).
+#define KILN_ISA_AMX_INT8                                                                          \
+  "amx-tile,amx-int8,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi,avx2,fma,f16c"
 
 #define KILN_PRAGMA(text) _Pragma(#text)
 #ifdef __clang__

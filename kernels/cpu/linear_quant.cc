@@ -22,8 +22,9 @@
 //     added l + 8 first.
 // With KILN_CPU_ACTIVATIONS=int8 (activation_mode.h), Linears with Q8 / Q4 / Q4M / Q4Z weights
 // quantize x rows to int8 first, once per worker and row tile (Int8Cache below), and multiply
-// integers (linear_quant_int8.h: the VNNI panels from avx512 up on CPUs with AVX512-VNNI, the
-// avx2 panels from avx2 with F16C up, else its portable rows), the same bits at every level.
+// integers (linear_quant_int8.h: AMX-INT8 tiles for whole groups of 16 rows at amx on CPUs with
+// AMX-INT8, the VNNI panels from avx512 up on CPUs with AVX512-VNNI, the avx2 panels from avx2
+// with F16C up, else its portable rows), the same bits at every level.
 // Every order is fixed per level and path, so a row's result is the same alone or anywhere in a
 // batch. Row tiles are innermost, so a worker's consecutive tasks read the same weights from
 // cache; half x is widened once per worker and row tile, as linear.cc's XCache does. The bias is
@@ -320,16 +321,22 @@ void storePanelSums(const LinearArgs &args, float *sums, int32_t rows, int32_t r
 
 // Panels [p0, p1) of the packed weights against rows [row0, row0 + rows) of x, stored: on fp32
 // rows (tile.x), or on `int8` (not null) quantized from them.
+// `panelsAsBefore`: the worker's previous task had the same panels.
 void runPanelTask(const LinearArgs &args, const PanelFns &fns, linear_quant::PanelTile tile,
                   int32_t row0, int32_t p0, int32_t p1, float *xSums,
-                  const linear_quant::Int8Rows *int8) {
+                  const linear_quant::Int8Rows *int8, bool panelsAsBefore) {
   tile.panels = static_cast<const uint8_t *>(args.packedWeight) + p0 * tile.layout.panelBytes;
   tile.panelCount = p1 - p0;
   if (int8) {
-    (linear_quant::int8PanelsRunVnni()
-         ? linear_quant::panelTileInt8Vnni
-         : linear_quant::panelTileInt8Avx2)({tile.panels, tile.layout, tile.format, tile.groupSize,
-                                             tile.panelCount, *int8, tile.rows, tile.sums});
+    const linear_quant::Int8PanelTile int8Tile{tile.panels,    tile.layout,     tile.format,
+                                               tile.groupSize, tile.panelCount, *int8,
+                                               tile.rows,      tile.sums,       panelsAsBefore};
+    if (linear_quant::int8PanelsRunAmx())
+      linear_quant::panelTileInt8Amx(int8Tile);
+    else if (linear_quant::int8PanelsRunVnni())
+      linear_quant::panelTileInt8Vnni(int8Tile);
+    else
+      linear_quant::panelTileInt8Avx2(int8Tile);
     return storePanelSums(args, tile.sums, tile.rows, row0, p0, p1);
   }
   if (hasQuantMins(tile.format))
@@ -365,9 +372,12 @@ void linearQuantPanels(const LinearArgs &args) {
                    0,       nullptr, args.inFeatures,   0,
                    xSums,   sums};
     const IndexRange range = staticRange(tasks, worker, workers);
+    int32_t lastRun = -1;
     for (int64_t task = range.begin; task < range.end; ++task) {
       const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
       const int32_t run = static_cast<int32_t>(task / rowTiles);
+      const bool panelsAsBefore = run == lastRun;
+      lastRun = run;
       tile.rows = std::min(kRowTile, args.rows - row0);
       Int8Rows int8Rows;
       if (int8)
@@ -376,7 +386,7 @@ void linearQuantPanels(const LinearArgs &args) {
         tile.x = xRowsOf(args, row0, tile.rows, x);
       runPanelTask(args, fns, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
                    int32_t(int64_t(run + 1) * layout.panels / runs), xSums,
-                   int8 ? &int8Rows : nullptr);
+                   int8 ? &int8Rows : nullptr, panelsAsBefore);
     }
   });
 }

@@ -19,6 +19,10 @@ bool int8PanelsRunVnni() {
   return activeCpuIsa() >= CpuIsa::kAvx512 && cpuHasAvx512Vnni();
 }
 
+bool int8PanelsRunAmx() {
+  return activeCpuIsa() >= CpuIsa::kAmx && cpuHasAmxInt8() && int8PanelsRunVnni();
+}
+
 void quantizeRowsPortable(const float *x, int64_t xStride, int32_t rows, const Int8Rows &out) {
   const int32_t blocks = out.cols / kInt8Block;
   for (int32_t r = 0; r < rows; ++r)

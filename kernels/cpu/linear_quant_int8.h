@@ -17,7 +17,8 @@
 //                   y = fma(xs, offset, y), offset the min (Q4M) or -zero * s (Q4Z).
 // The integer sums are exact (|sum| <= 32 * 127 * 128 < 2^24, so float() is exact too), so every
 // level and tile shape gives the same bits: the avx2 panels (linear_quant_int8_avx2.cc, also run
-// from avx512 up on CPUs without VNNI), the VNNI panels (linear_quant_int8_vnni.cc) and the
+// from avx512 up on CPUs without VNNI), the VNNI panels (linear_quant_int8_vnni.cc), the AMX
+// tiles (linear_quant_int8_amx.cc, rows in groups of 16) and the
 // portable rows (linear_quant_int8.cc, weights nobody packed and levels
 // without panels). This is y = W^ x^ with x^ = d * q, up to fp32 rounding of the sums.
 #pragma once
@@ -57,12 +58,21 @@ struct Int8PanelTile {
   Int8Rows x;
   int32_t rows; // at most kRowTile
   float *sums;
+  // The same panels as this thread's previous tile of the same Linear call: the AMX tiles keep
+  // what they built from them.
+  bool panelsAsBefore = false;
 };
 void panelTileInt8Avx2(const Int8PanelTile &tile);
 // The same bits with AVX-512 VNNI (linear_quant_int8_vnni.cc), where int8PanelsRunVnni().
 void panelTileInt8Vnni(const Int8PanelTile &tile);
 // Whether the active level runs int8 panels on VNNI: from avx512 up where cpuHasAvx512Vnni().
 bool int8PanelsRunVnni();
+// The same bits on AMX-INT8 tiles for the tile's whole groups of 16 rows, the rest on VNNI
+// (linear_quant_int8_amx.cc), where int8PanelsRunAmx().
+void panelTileInt8Amx(const Int8PanelTile &tile);
+// Whether the active level runs int8 panels on AMX: at amx where cpuHasAmxInt8() and
+// int8PanelsRunVnni().
+bool int8PanelsRunAmx();
 
 // Rows [0, rows) of `x` against weight rows [out0, out0 + outs) of w, unpacked:
 // sums[r * kOutTile + o]. `weightRow` has room for w.cols int16.

@@ -36,14 +36,7 @@ inline __m512i quadOf(const int8_t *q) {
   return _mm512_set1_epi32(quad);
 }
 
-// 64 bytes [row j: outputs 0-15][row j + 1] ... [row j + 3] to [output o: rows j .. j + 3].
-inline __m512i outputQuads(const uint8_t *bytes) {
-  alignas(64) static constexpr uint8_t kIndex[64] = {
-      0,  16, 32, 48, 1,  17, 33, 49, 2,  18, 34, 50, 3,  19, 35, 51, 4,  20, 36, 52, 5,  21,
-      37, 53, 6,  22, 38, 54, 7,  23, 39, 55, 8,  24, 40, 56, 9,  25, 41, 57, 10, 26, 42, 58,
-      11, 27, 43, 59, 12, 28, 44, 60, 13, 29, 45, 61, 14, 30, 46, 62, 15, 31, 47, 63};
-  return _mm512_permutexvar_epi8(_mm512_load_si512(kIndex), _mm512_loadu_si512(bytes));
-}
+#include "kernels/cpu/output_quads.inc"
 
 // The integer sums of one block: R rows x P panels.
 template <int R, int P> struct BlockSums {

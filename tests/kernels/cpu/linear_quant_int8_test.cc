@@ -136,23 +136,26 @@ TEST_F(Int8Mode, MatchesQuantizedReferenceAtEveryLevel) {
 }
 
 // The packed panels (from avx2 with F16C up) and the portable rows give the same bits, at every
-// level, packed or not.
+// level, packed or not. Rows 16 / 33 / 64 / 70 / 140 take the AMX tiles' row groups of 16 with and
+// without VNNI rows after them, and a worker's next row tile on the B tiles it built for the last.
 TEST_F(Int8Mode, EveryLevelAndPathGivesTheSameBits) {
   for (QuantFormat format : kIntFormats)
-    for (int32_t rows : {1, 3, 6, 40}) {
-      SCOPED_TRACE(::testing::Message() << quantFormatName(format) << " rows=" << rows);
-      const int32_t in = 192, out = 37;
-      const auto x = makeWeights(randomFloats(size_t(rows) * in, 21), ElemType::kF32);
-      const auto w = randomQuantized(format, out, in, 64, 22);
-      ASSERT_TRUE(setCpuIsa(CpuIsa::kSse2));
-      const auto portable = run(x, w, nullptr, rows, in, out);
-      for (CpuIsa isa : availableCpuIsas())
-        for (bool pack : {true, false}) {
-          ASSERT_TRUE(setCpuIsa(isa));
-          EXPECT_TRUE(testing::bitwiseEqual(portable, run(x, w, nullptr, rows, in, out, pack)))
-              << cpuIsaName(isa) << " pack=" << pack;
-        }
-    }
+    for (int32_t group : {32, 64, 0})
+      for (int32_t rows : {1, 3, 6, 16, 33, 40, 64, 70, 140}) {
+        const int32_t in = 192, out = 37;
+        SCOPED_TRACE(::testing::Message()
+                     << quantFormatName(format) << " group=" << group << " rows=" << rows);
+        const auto x = makeWeights(randomFloats(size_t(rows) * in, 21), ElemType::kF32);
+        const auto w = randomQuantized(format, out, in, group ? group : in, 22);
+        ASSERT_TRUE(setCpuIsa(CpuIsa::kSse2));
+        const auto portable = run(x, w, nullptr, rows, in, out);
+        for (CpuIsa isa : availableCpuIsas())
+          for (bool pack : {true, false}) {
+            ASSERT_TRUE(setCpuIsa(isa));
+            EXPECT_TRUE(testing::bitwiseEqual(portable, run(x, w, nullptr, rows, in, out, pack)))
+                << cpuIsaName(isa) << " pack=" << pack;
+          }
+      }
 }
 
 // From avx512 up a CPU with VNNI runs the int8 panels on it (linear_quant_int8_vnni.cc), so the
@@ -165,6 +168,19 @@ TEST_F(Int8Mode, Avx512LevelsRunTheVnniPanelsWhereTheCpuHasThem) {
   }
   if (!cpuHasAvx512Vnni())
     std::printf("no AVX512-VNNI on this CPU: the VNNI panels are checked where there is one\n");
+}
+
+// At amx a CPU with AMX-INT8 runs whole groups of 16 rows on the tiles (linear_quant_int8_amx.cc),
+// so the tests above compare them with the other paths' bits there.
+TEST_F(Int8Mode, TheAmxLevelRunsTheInt8TilesWhereTheCpuHasThem) {
+  for (CpuIsa isa : availableCpuIsas()) {
+    ASSERT_TRUE(setCpuIsa(isa));
+    EXPECT_EQ(linear_quant::int8PanelsRunAmx(),
+              isa == CpuIsa::kAmx && cpuHasAmxInt8() && cpuHasAvx512Vnni())
+        << cpuIsaName(isa);
+  }
+  if (detectedCpuIsa() != CpuIsa::kAmx || !cpuHasAmxInt8())
+    std::printf("no AMX-INT8 level on this CPU: the int8 tiles are checked where there is one\n");
 }
 
 // A row's outputs are the same bits alone and anywhere in a batch.
