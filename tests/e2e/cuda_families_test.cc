@@ -130,6 +130,9 @@ TEST(CudaFamilies, EmbeddingQwen3) {
 TEST(CudaFamilies, EmbeddingQwen2) {
   checkEncoderOnCuda("tiny-qwen2-embedding", 5);
 }
+TEST(CudaFamilies, EmbeddingMistral) {
+  checkEncoderOnCuda("tiny-mistral-embedding", 5);
+}
 
 } // namespace
 } // namespace kiln::e2e

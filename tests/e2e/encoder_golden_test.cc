@@ -34,6 +34,11 @@ TEST(EncoderGolden, Qwen3EmbeddingLastTokenPooling) {
 TEST(EncoderGolden, Qwen2EmbeddingLastTokenPooling) {
   checkEncoder("tiny-qwen2-embedding", 5, "cpu", {});
 }
+// MistralModel (e5-mistral style): an explicit head_dim (32, not hidden / heads), a sliding window
+// of 6 on every layer that the 84-96-token cases cross, no biases, last-token pooling.
+TEST(EncoderGolden, MistralEmbeddingLastTokenPooling) {
+  checkEncoder("tiny-mistral-embedding", 5, "cpu", {});
+}
 
 // Inputs the encoder cannot take are refused whole, naming the input and the limit.
 TEST(EncoderGolden, RefusesInputsBeyondTheLimits) {

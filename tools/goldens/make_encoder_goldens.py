@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes kiln's tiny embedding-model fixtures -- the encoders BertModel, XLMRobertaModel, BartModel
-and the decoder embedding models Qwen3Model (Qwen3-Embedding style) and Qwen2Model (gte-Qwen2
-style), both with last-token pooling -- and their HF golden hidden states.
+and the decoder embedding models Qwen3Model (Qwen3-Embedding style), Qwen2Model (gte-Qwen2
+style) and MistralModel (e5-mistral style), all with last-token pooling -- and their HF golden
+hidden states.
 
 Run from the repo root:  /opt/vllm-venv/bin/python tools/goldens/make_encoder_goldens.py
 (`--only NAME ...` writes only those fixtures and goldens; the others are left untouched.)
@@ -9,8 +10,8 @@ Run from the repo root:  /opt/vllm-venv/bin/python tools/goldens/make_encoder_go
 Outputs (formats in tests/data/README.md, section "Encoder fixtures"):
   tests/data/models/<fixture>/                       HF model dirs (random fp32 weights), with the
                                                      tokenizer files and, for tiny-bert,
-                                                     tiny-xlm-roberta, tiny-qwen3-embedding and
-                                                     tiny-qwen2-embedding, sentence-transformers
+                                                     tiny-xlm-roberta and the decoder
+                                                     embedding models, sentence-transformers
                                                      files
   tests/data/golden/<fixture>.embed.json             cases, ids, pooled embeddings, checks
   tests/data/golden/<fixture>.embed.case<i>.hidden.f32   last_hidden_state, [tokens, hidden] LE f32
@@ -26,7 +27,8 @@ CPU, one thread. The script also checks that
     left padding, as Qwen3-Embedding's tokenizer pads) gives each case's rows to 1e-5;
   - dropping or swapping one model feature (token type embedding, XLM-R's position offset, erf
     gelu, the bidirectional mask, layer_norm_eps, BART's shift / offset / layernorm_embedding,
-    Qwen3's causal mask / final norm / q-k norms / rope / GQA grouping, Qwen2's q/k/v biases ...)
+    Qwen3's causal mask / final norm / q-k norms / rope / GQA grouping, Qwen2's q/k/v biases,
+    Mistral's sliding window ...)
     moves the hidden states by more than kMustExceed (100x the tolerance; 5x for the gelu
     approximation and layer_norm_eps swaps); stored as the golden's feature_checks (the decoder
     embedding models: also pooling swaps -- first token or mean instead of the last token -- on the
@@ -146,7 +148,7 @@ kBertPostProcessor = {
 @dataclass
 class EncoderSpec:
     name: str
-    kind: str  # "bert", "xlm-roberta", "bart", "qwen3", "qwen2" (the model_type)
+    kind: str  # "bert", "xlm-roberta", "bart", "qwen3", "qwen2", "mistral" (the model_type)
     architecture: str
     seed: int
     tokenizer: str  # dir under kEncoderTokenizers
@@ -236,9 +238,27 @@ def qwen2Config(vocab: int) -> dict:
             "vocab_size": vocab}
 
 
+def mistralConfig(vocab: int) -> dict:
+    # tiny-mistral's Mistral key set (its config.json) as a bare MistralModel: architectures
+    # MistralModel, untied, F32, bos / eos tiny-mistral's tokenizer's <s> 1 / </s> 2; head_dim 32
+    # given explicitly (hidden 64 / 4 heads would be 16, as Mistral-Nemo's 128 differs from
+    # 5120 / 32); sliding_window 6 applied on every layer (MistralModel has no
+    # use_sliding_window flag, as e5-mistral-7b-instruct's 4096), so the longer cases attend
+    # to their last 6 tokens only.
+    return {"architectures": ["MistralModel"], "attention_dropout": 0.0, "bos_token_id": 1,
+            "eos_token_id": 2, "head_dim": 32, "hidden_act": "silu", "hidden_size": 64,
+            "initializer_range": 0.02, "intermediate_size": 128,
+            "max_position_embeddings": kDecoderMaxTokens, "model_type": "mistral",
+            "num_attention_heads": 4, "num_hidden_layers": 2, "num_key_value_heads": 2,
+            "rms_norm_eps": 1e-5, "rope_theta": 1000000.0, "sliding_window": 6,
+            "tie_word_embeddings": False, "torch_dtype": "float32", "use_cache": True,
+            "vocab_size": vocab}
+
+
 kConfigs = {"bert": bertConfig, "xlm-roberta": xlmrConfig, "bart": bartConfig,
-            "qwen3": qwen3Config, "qwen2": qwen2Config}
-kDecoderKinds = ("qwen3", "qwen2")  # the decoder embedding models (last-token pooling)
+            "qwen3": qwen3Config, "qwen2": qwen2Config, "mistral": mistralConfig}
+# the decoder embedding models (last-token pooling)
+kDecoderKinds = ("qwen3", "qwen2", "mistral")
 
 kFixtures = [
     EncoderSpec(
@@ -296,6 +316,16 @@ kFixtures = [
               "false; tiny-qwen2's byte-level BPE tokenizer (vocab 512, <s> prepended, no EOS "
               "appended); sentence-transformers last-token pooling + Normalize (gte-Qwen2's "
               "modules)"),
+    EncoderSpec(
+        name="tiny-mistral-embedding", kind="mistral", architecture="MistralModel", seed=3606,
+        tokenizer="", tokenizer_config={}, tokenizer_from="tests/data/models/tiny-mistral",
+        pooling="lasttoken", cases=kDecoderCases, max_tokens=kDecoderMaxTokens,
+        notes="MistralModel (no lm_head; tensors without the model. prefix), hidden 64, 2 layers, "
+              "GQA 4q/2kv, explicit head_dim 32, intermediate 128 (SwiGLU, silu), no biases, no "
+              "q/k norm, rope_theta 1e6, rms_norm_eps 1e-5, causal with a sliding window of 6 "
+              "on every layer, final norm; tiny-mistral's tokenizer (vocab 512, <s> prepended, "
+              "no EOS appended); sentence-transformers last-token pooling + Normalize "
+              "(e5-mistral's modules)"),
 ]
 
 
@@ -573,6 +603,13 @@ kQwen2StCrossCheck = (
     "1e-7)")
 
 
+# ... and the tiny-mistral-embedding golden's
+kMistralStCrossCheck = (
+    "Cross-checked against sentence-transformers 6.2.0's SentenceTransformer(model_dir).encode, "
+    "one text at a time with </s> set as its tokenizer's pad token (the tokenizer has none and "
+    "encode always pads) (max |diff| < 1e-7)")
+
+
 def crossCheckSentenceTransformers(spec: EncoderSpec, modelDir: str, cases: list) -> None:
     try:
         from sentence_transformers import SentenceTransformer
@@ -664,20 +701,25 @@ def npRope(x, positions, theta, interleaved=False):
 
 def referenceDecoder(W: dict, cfg: dict, ids: list[int], gqaModulo: bool = False,
                      ropeInterleaved: bool = False, biasAfterRope: bool = False,
-                     unitQkNorm: bool = False) -> np.ndarray:
+                     unitQkNorm: bool = False, noWindow: bool = False) -> np.ndarray:
     """Qwen3Model / Qwen2Model in float64 numpy (pre-norm decoder, causal), from the tensors
     present: q/k/v biases added when W has them (Qwen2), per-head q_norm / k_norm applied before
     rope when W has them (Qwen3); head_dim from the config or hidden / heads (Qwen2). The wrong
     variants for the feature checks: gqaModulo (query head h reads kv head h % kv instead of
     h // (heads / kv)), ropeInterleaved (GPT-J rope pairs instead of rotate_half), biasAfterRope
     (q / k biases added after rope instead of before), unitQkNorm (a per-head q / k RMSNorm with
-    unit weights where the model has none, as if it were Qwen3)."""
+    unit weights where the model has none, as if it were Qwen3), noWindow (Mistral's sliding
+    window not applied). Mistral (model_type mistral) attends from token i to tokens j with
+    i - sliding_window < j <= i on every layer; Qwen2's sliding_window is off
+    (use_sliding_window false)."""
     eps, heads, kv = (cfg["rms_norm_eps"], cfg["num_attention_heads"],
                       cfg["num_key_value_heads"])
     d = cfg.get("head_dim") or cfg["hidden_size"] // heads
     n = len(ids)
     x = W["embed_tokens.weight"][ids]
     causal = np.tri(n, n, dtype=bool)
+    if cfg["model_type"] == "mistral" and cfg.get("sliding_window") and not noWindow:
+        causal &= ~np.tri(n, n, -cfg["sliding_window"], dtype=bool)
 
     def proj(h, p, name, count, withBias=True):
         y = h @ W[f"{p}.self_attn.{name}.weight"].T
@@ -866,7 +908,8 @@ def mutations(spec: EncoderSpec, modelDir: str) -> dict:
 
 
 def decoderMutations(spec: EncoderSpec, modelDir: str) -> dict:
-    """Qwen3Model / Qwen2Model: label -> (model, inputs(case) -> forward kwargs), each drops or
+    """Qwen3Model / Qwen2Model / MistralModel: label -> (model, inputs(case) -> forward kwargs),
+    each drops or
     swaps one feature. (A constant position offset is no feature here: rope is relative, so
     positions 1..n give the golden rows to rounding.)"""
     plain = lambda case: {}  # noqa: E731
@@ -901,6 +944,10 @@ def decoderMutations(spec: EncoderSpec, modelDir: str) -> dict:
     }
     if spec.kind == "qwen3":
         out["q_norm / k_norm skipped"] = (patched(noQkNorm), plain)
+    elif spec.kind == "mistral":
+        unslid = loadModel(modelDir, spec, sliding_window=None)
+        assert unslid.config.sliding_window is None
+        out["sliding window 6 not applied (full causal attention)"] = (unslid, plain)
     else:
         for name in ("q_proj", "k_proj", "v_proj"):
             out[f"{name} bias not added"] = (patched(noBias(name)), plain)
@@ -955,6 +1002,8 @@ def decoderFeatureChecks(spec: EncoderSpec, modelDir: str, cfg: dict, cases: lis
          {"gqaModulo": True}),
         ("rope on interleaved pairs (2j, 2j+1) instead of rotate_half (float64 numpy)",
          {"ropeInterleaved": True})]
+    if spec.kind == "mistral":
+        variants += [("sliding window 6 not applied (float64 numpy)", {"noWindow": True})]
     if spec.kind == "qwen2":
         variants += [
             ("q / k biases added after rope instead of before (float64 numpy)",
@@ -1078,6 +1127,13 @@ def checkLayout(spec: EncoderSpec, modelDir: str, kinds: dict) -> list[str]:
                   "layers.1.mlp.down_proj.weight"):
             assert n in names, (n, names)
         assert not any(n.endswith("o_proj.bias") or "_norm." in n for n in names), names
+    if spec.kind == "mistral":
+        # a bare MistralModel: no "model." prefix, no lm_head, no biases, no q/k norms
+        assert not any(n.startswith("model.") or n.startswith("lm_head") for n in names), names
+        for n in ("embed_tokens.weight", "norm.weight", "layers.0.self_attn.q_proj.weight",
+                  "layers.1.mlp.down_proj.weight"):
+            assert n in names, (n, names)
+        assert not any(n.endswith(".bias") or "_norm." in n for n in names), names
     return names
 
 
@@ -1292,6 +1348,18 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
             f"{[i for i in range(len(cases)) if i not in autoDiffers]} and differ on "
             f"{autoDiffers} (stored there as auto_tokenizer_input_ids, checked to be exactly "
             f"that rule's encoding); the goldens follow tokenizer.json")
+    elif spec.kind == "mistral":
+        golden["golden_note"] = (
+            "hidden_file: AutoModel.from_pretrained(model_dir, dtype=float32, "
+            "attn_implementation='eager')(input_ids).last_hidden_state of MistralModel for one "
+            "unpadded sequence (no attention_mask, position_ids 0..n-1, use_cache false), CPU, "
+            "one thread: the residual stream after the last layer through the final RMSNorm "
+            "(norm.weight), causal attention within sliding_window 6 on every layer (token i "
+            "attends to tokens i-5..i). [tokens, 64] little-endian float32, row-major, no "
+            "header. input_ids are AutoTokenizer(model_dir)(text, add_special_tokens=True), "
+            "equal to tokenizer.json's encoding: tiny-mistral's tokenizer unchanged, which "
+            "prepends <s> (1) and appends nothing (e5-mistral's tokenizer appends </s>; kiln "
+            "must follow tokenizer.json, not a per-architecture rule)")
     else:
         golden["golden_note"] = (
             f"hidden_file: AutoModel.from_pretrained(model_dir, dtype=float32, "
@@ -1324,9 +1392,10 @@ def goldenForFixture(spec: EncoderSpec, repo: str, goldenDir: str) -> None:
                 "Computed in numpy (float64, rounded to 8 decimals) following "
                 "sentence-transformers' documented semantics"
                 + (": the package is not installed in the generating environment. "
-                   if spec.kind != "qwen2" else
+                   if spec.kind not in ("qwen2", "mistral") else
                    " (the same bytes whether or not the package is installed). ")
-                + {"qwen3": kQwen3StCrossCheck, "qwen2": kQwen2StCrossCheck}.get(
+                + {"qwen3": kQwen3StCrossCheck, "qwen2": kQwen2StCrossCheck,
+                   "mistral": kMistralStCrossCheck}.get(
                     spec.kind, "Cross-checked once against sentence-transformers 6.2.0's "
                                "SentenceTransformer(model_dir).encode (max |diff| < 1e-6)"))}
     golden["token_type_note"] = (
