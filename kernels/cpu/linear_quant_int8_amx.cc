@@ -49,7 +49,7 @@ TileConfig int8TileConfig() {
   return config;
 }
 
-#include "kernels/cpu/output_quads.inc"
+#include "kernels/cpu/int8_panels_avx512.inc"
 
 // The B tiles of every block of one panel into `out` (blocks x 512 bytes).
 template <QuantFormat F>
@@ -110,20 +110,6 @@ inline void blockTile(int32_t slot, const int8_t *a, int64_t aStride, const uint
 // do not wait on the tile stores; kBuffers > kLag of them.
 constexpr int32_t kLag = 2;
 constexpr int32_t kBuffers = 8;
-
-// A panel group's 16 scales, and the Q4M / Q4Z offsets (the weight of u = 0), from its tail.
-template <QuantFormat F>
-inline void groupScales(const uint8_t *tail, __m512 &scale, __m512 &offset) {
-  scale = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
-  if constexpr (hasQuantMins(F)) {
-    const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail + 32));
-    if constexpr (F == QuantFormat::kQ4Min)
-      offset = _mm512_cvtph_ps(mins);
-    else // Q4Z: -zero * scale (exact)
-      offset = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(mins)),
-                             _mm512_sub_ps(_mm512_setzero_ps(), scale));
-  }
-}
 
 // Rows [r0, r0 + 16) x panel p of the tile (its B tiles at `b`) into the tile's sums: per block,
 // part = fma(float(sum), d, part); per group, the scale (and Q4M / Q4Z offset) as

@@ -36,7 +36,7 @@ inline __m512i quadOf(const int8_t *q) {
   return _mm512_set1_epi32(quad);
 }
 
-#include "kernels/cpu/output_quads.inc"
+#include "kernels/cpu/int8_panels_avx512.inc"
 
 // The integer sums of one block: R rows x P panels.
 template <int R, int P> struct BlockSums {
@@ -132,18 +132,8 @@ void vnniMicro(const Int8PanelTile &t, int32_t r0, int32_t p0) {
     }
 #pragma GCC unroll 8
     for (int p = 0; p < P; ++p) {
-      const uint8_t *tail = group + p * layout.panelBytes + layout.valueBytes;
-      const __m512 scale =
-          _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail)));
-      __m512 offset = _mm512_setzero_ps();
-      if constexpr (hasQuantMins(F)) {
-        const __m256i mins = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(tail + 32));
-        if constexpr (F == QuantFormat::kQ4Min)
-          offset = _mm512_cvtph_ps(mins);
-        else // Q4Z: -zero * scale (exact)
-          offset = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_cvtepu16_epi32(mins)),
-                                 _mm512_sub_ps(_mm512_setzero_ps(), scale));
-      }
+      __m512 scale, offset = _mm512_setzero_ps();
+      groupScales<F>(group + p * layout.panelBytes + layout.valueBytes, scale, offset);
 #pragma GCC unroll 8
       for (int r = 0; r < R; ++r) {
         float *acc = t.sums + (r0 + r) * kPanelSumStride + (p0 + p) * kPanelOutputs;
