@@ -18,9 +18,9 @@
 // The integer sums are exact (|sum| <= 32 * 127 * 128 < 2^24, so float() is exact too), so every
 // level and tile shape gives the same bits: the avx2 panels (linear_quant_int8_avx2.cc, also run
 // from avx512 up on CPUs without VNNI), the VNNI panels (linear_quant_int8_vnni.cc), the AMX
-// tiles (linear_quant_int8_amx.cc, rows in groups of 16) and the
-// portable rows (linear_quant_int8.cc, weights nobody packed and levels
-// without panels). This is y = W^ x^ with x^ = d * q, up to fp32 rounding of the sums.
+// tiles (linear_quant_int8_amx.cc, rows in groups of 16) and the portable rows
+// (linear_quant_int8.cc, weights nobody packed and levels without panels). This is y = W^ x^
+// with x^ = d * q, up to fp32 rounding of the sums.
 #pragma once
 
 #include "kernels/cpu/linear_quant.h"

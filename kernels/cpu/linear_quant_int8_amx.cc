@@ -111,6 +111,23 @@ inline void blockTile(int32_t slot, const int8_t *a, int64_t aStride, const uint
 constexpr int32_t kLag = 2;
 constexpr int32_t kBuffers = 8;
 
+// Row group r0's blocks in turn against B tiles `b`: block `step`'s product is issued into buffer
+// step % kBuffers, and its stored sums go to combine(block, sums) kLag blocks later.
+template <class Combine>
+inline void pipelineBlocks(const Int8PanelTile &t, int32_t r0, const uint8_t *b,
+                           Combine &&combine) {
+  const int32_t blocks = t.x.cols / kInt8Block;
+  const int8_t *a = t.x.bytes + int64_t(r0) * t.x.cols;
+  alignas(64) int32_t c[kBuffers][kGroupRows][kPanelOutputs];
+  for (int32_t step = 0; step < blocks + kLag; ++step) {
+    if (step < blocks)
+      blockTile(step % 4, a + step * kInt8Block, t.x.cols, b + step * kBlockBTiles,
+                &c[step % kBuffers][0][0]);
+    if (step >= kLag)
+      combine(step - kLag, c[(step - kLag) % kBuffers]);
+  }
+}
+
 // Rows [r0, r0 + 16) x panel p of the tile (its B tiles at `b`) into the tile's sums: per block,
 // part = fma(float(sum), d, part); per group, the scale (and Q4M / Q4Z offset) as
 // linear_quant_int8_vnni.cc does, lane by lane.
@@ -118,29 +135,19 @@ template <QuantFormat F>
 void amxRowGroup(const Int8PanelTile &t, int32_t r0, int32_t p, const uint8_t *b) {
   const PanelLayout &layout = t.layout;
   const int32_t blocksPerGroup = t.groupSize / kInt8Block;
-  const int32_t blocks = layout.groups * blocksPerGroup;
   const int32_t rowBlocks = t.x.cols / kInt8Block;
-  const int8_t *a = t.x.bytes + int64_t(r0) * t.x.cols;
   const float *d = t.x.scales + int64_t(r0) * rowBlocks;
   const int32_t *qSums = t.x.sums + int64_t(r0) * rowBlocks;
   const uint8_t *panel = t.panels + p * layout.panelBytes;
-  alignas(64) int32_t c[kBuffers][kGroupRows][kPanelOutputs];
   alignas(64) float part[kGroupRows][kPanelOutputs];
   float xs[kGroupRows];
-  for (int32_t step = 0; step < blocks + kLag; ++step) {
-    if (step < blocks)
-      blockTile(step % 4, a + step * kInt8Block, t.x.cols, b + step * kBlockBTiles,
-                &c[step % kBuffers][0][0]);
-    const int32_t block = step - kLag;
-    if (block < 0)
-      continue;
+  pipelineBlocks(t, r0, b, [&](int32_t block, const int32_t(*sums)[kPanelOutputs]) {
     const int32_t g = block / blocksPerGroup;
     const bool first = block % blocksPerGroup == 0,
                last = block % blocksPerGroup + 1 == blocksPerGroup;
     __m512 scale = _mm512_setzero_ps(), offset = _mm512_setzero_ps();
     if (last)
       groupScales<F>(panel + g * layout.groupBytes + layout.valueBytes, scale, offset);
-    const int32_t(*sums)[kPanelOutputs] = c[block % kBuffers];
     for (int r = 0; r < kGroupRows; ++r) {
       const float dr = d[r * rowBlocks + block];
       if constexpr (hasQuantMins(F))
@@ -161,7 +168,7 @@ void amxRowGroup(const Int8PanelTile &t, int32_t r0, int32_t p, const uint8_t *b
         y = _mm512_fmadd_ps(_mm512_set1_ps(xs[r]), offset, y);
       _mm512_storeu_ps(acc, y);
     }
-  }
+  });
 }
 
 // amxRowGroup where every group is one block (GGUF's Q8_0 / Q4_0): the same operations, with
@@ -169,24 +176,14 @@ void amxRowGroup(const Int8PanelTile &t, int32_t r0, int32_t p, const uint8_t *b
 template <QuantFormat F>
 void amxRowGroupOneBlockGroups(const Int8PanelTile &t, int32_t r0, int32_t p, const uint8_t *b) {
   const PanelLayout &layout = t.layout;
-  const int32_t blocks = layout.groups;
   const int32_t rowBlocks = t.x.cols / kInt8Block;
-  const int8_t *a = t.x.bytes + int64_t(r0) * t.x.cols;
   const float *d = t.x.scales + int64_t(r0) * rowBlocks;
   const int32_t *qSums = t.x.sums + int64_t(r0) * rowBlocks;
   const uint8_t *panel = t.panels + p * layout.panelBytes;
-  alignas(64) int32_t c[kBuffers][kGroupRows][kPanelOutputs];
   __m512 y[kGroupRows];
-  for (int32_t step = 0; step < blocks + kLag; ++step) {
-    if (step < blocks)
-      blockTile(step % 4, a + step * kInt8Block, t.x.cols, b + step * kBlockBTiles,
-                &c[step % kBuffers][0][0]);
-    const int32_t g = step - kLag;
-    if (g < 0)
-      continue;
+  pipelineBlocks(t, r0, b, [&](int32_t g, const int32_t(*sums)[kPanelOutputs]) {
     __m512 scale, offset = _mm512_setzero_ps();
     groupScales<F>(panel + g * layout.groupBytes + layout.valueBytes, scale, offset);
-    const int32_t(*sums)[kPanelOutputs] = c[g % kBuffers];
 #pragma GCC unroll 16
     for (int r = 0; r < kGroupRows; ++r) {
       const float dr = d[r * rowBlocks + g];
@@ -200,7 +197,7 @@ void amxRowGroupOneBlockGroups(const Int8PanelTile &t, int32_t r0, int32_t p, co
         y[r] = _mm512_fmadd_ps(_mm512_set1_ps(xs), offset, y[r]);
       }
     }
-  }
+  });
 #pragma GCC unroll 16
   for (int r = 0; r < kGroupRows; ++r)
     _mm512_storeu_ps(t.sums + (r0 + r) * kPanelSumStride + p * kPanelOutputs, y[r]);
