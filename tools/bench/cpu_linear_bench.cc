@@ -1,4 +1,5 @@
-// kiln-cpu-linear-bench: times kernels/cpu's Linear on SmolLM2-135M's shapes at every
+// kiln-cpu-linear-bench: times kernels/cpu's Linear on SmolLM2-135M's shapes (or the random 98.6M
+// model's, tools/bench/make_random_llama.py) at every
 // instruction-set level this CPU has (kernels/cpu/cpu_isa.h), fp32, bf16 and fp16 weights, on the
 // threads OMP_NUM_THREADS gives (kernels/cpu/worker_pool.h), against the machine's own limits
 // measured in the same run:
@@ -8,7 +9,9 @@
 // Every weight set is 4x the last-level cache or more apart from the one timed, so decode reads
 // come from memory as in a real step (the model's 538 MB of fp32 weights never fit).
 //
-//   build/tools/bench/cpu_linear_bench [REPEATS [ISA]]   (ISA: only that level, e.g. avx2)
+//   build/tools/bench/cpu_linear_bench [REPEATS [ISA [MODEL [WEIGHT]]]]
+//     ISA: only that level, e.g. avx2 (or "all"); MODEL: smollm2 (default) or random-98.6m;
+//     WEIGHT: only that weight type, fp32, bf16 or fp16
 #include "kernels/cpu/cpu_isa.h"
 #include "kernels/cpu/kernels.h"
 #include "kernels/cpu/worker_pool.h"
@@ -32,12 +35,23 @@ using Clock = std::chrono::steady_clock;
 struct Shape {
   const char *name;
   int32_t in, out;
+  bool prefill = true; // timed on 512 rows too (not the lm_head, which runs on a few rows only)
 };
 // SmolLM2-135M: hidden 576, intermediate 1536, 9 + 2 x 3 heads of 64, vocab 49152.
-constexpr Shape kShapes[] = {
-    {"qkv 576->960", 576, 960},         {"o 576->576", 576, 576},
-    {"gate_up 576->3072", 576, 3072},   {"down 1536->576", 1536, 576},
-    {"lm_head 576->49152", 576, 49152},
+const std::vector<Shape> kSmolLm2Shapes = {
+    {"qkv 576->960", 576, 960},
+    {"o 576->576", 576, 576},
+    {"gate_up 576->3072", 576, 3072},
+    {"down 1536->576", 1536, 576},
+    {"lm_head 576->49152", 576, 49152, false},
+};
+// The random 98.6M model: hidden 1024, intermediate 2816, 16 + 2 x 4 heads of 64, vocab 8192.
+const std::vector<Shape> kRandom98Shapes = {
+    {"qkv 1024->1536", 1024, 1536},
+    {"o 1024->1024", 1024, 1024},
+    {"gate_up 1024->5632", 1024, 5632},
+    {"down 2816->1024", 2816, 1024},
+    {"lm_head 1024->8192", 1024, 8192, false},
 };
 
 double seconds(Clock::time_point a, Clock::time_point b) {
@@ -142,8 +156,11 @@ double readBandwidth(size_t bytes, size_t minTotalBytes, int repeats) {
 int main(int argc, char **argv) {
   const int repeats = argc > 1 ? std::max(1, std::atoi(argv[1])) : 9;
   const size_t spread = size_t(256) << 20; // rotate over >= 256 MiB: far above any LLC here
-  std::printf("cpu Linear on SmolLM2-135M shapes, %d threads, median of %d calls\n",
-              cpu::cpuThreads(), repeats);
+  const bool random98 = argc > 3 && std::strcmp(argv[3], "random-98.6m") == 0;
+  const std::vector<Shape> &shapes = random98 ? kRandom98Shapes : kSmolLm2Shapes;
+  const char *weightOnly = argc > 4 ? argv[4] : nullptr;
+  std::printf("cpu Linear on %s shapes, %d threads, median of %d calls\n",
+              random98 ? "random-98.6M" : "SmolLM2-135M", cpu::cpuThreads(), repeats);
   std::printf("%-10s %-6s %-20s %10s %9s %8s %12s\n", "isa", "weight", "shape", "decode us", "GB/s",
               "of read", "prefill GF/s");
   cpu::CpuIsa only{};
@@ -154,18 +171,19 @@ int main(int argc, char **argv) {
     cpu::setCpuIsa(isa);
     for (cpu::WeightType type :
          {cpu::WeightType::kF32, cpu::WeightType::kBF16, cpu::WeightType::kF16}) {
-      for (const Shape &s : kShapes) {
+      const char *typeName = type == cpu::WeightType::kF32    ? "fp32"
+                             : type == cpu::WeightType::kBF16 ? "bf16"
+                                                              : "fp16";
+      if (weightOnly && std::strcmp(weightOnly, typeName) != 0)
+        continue;
+      for (const Shape &s : shapes) {
         const Weights w = makeWeights(s, type, spread);
         const double decode = timeLinear(s, type, w, 1, repeats);
         const double read = readBandwidth(w.bytes, spread, repeats);
-        const bool prefillToo = s.out <= 4096; // the lm_head runs on a few rows only
-        const double prefill = prefillToo ? timeLinear(s, type, w, 512, std::min(repeats, 3)) : 0;
-        std::printf("%-10s %-6s %-20s %10.1f %9.2f %8.2f", cpu::cpuIsaName(isa),
-                    type == cpu::WeightType::kF32    ? "fp32"
-                    : type == cpu::WeightType::kBF16 ? "bf16"
-                                                     : "fp16",
-                    s.name, decode * 1e6, w.bytes / decode / 1e9, w.bytes / decode / read);
-        if (prefillToo)
+        const double prefill = s.prefill ? timeLinear(s, type, w, 512, repeats) : 0;
+        std::printf("%-10s %-6s %-20s %10.1f %9.2f %8.2f", cpu::cpuIsaName(isa), typeName, s.name,
+                    decode * 1e6, w.bytes / decode / 1e9, w.bytes / decode / read);
+        if (s.prefill)
           std::printf(" %12.1f\n", 2.0 * 512 * s.in * s.out / prefill / 1e9);
         else
           std::printf(" %12s\n", "-");
