@@ -22,9 +22,9 @@
 // storeRun rounds them (storeSixteen, storeTwoGroupsBf16).
 //
 // x is rounded into a zero-padded bf16 copy once per 64-row tile per worker for the whole call, in
-// windows of at most kMaxXWords (sized for L2) so a long prompt's x is not all held at once; each
-// worker runs its tasks outputs-outer, rows-inner within a window, so its weight tiles stay in L2
-// across the window's row tiles.
+// windows of at most kMaxXWords (sized for L2) so a long prompt's x is not all held at once; a
+// worker takes one output tile of a window at a time (whichever worker is free next) and runs its
+// row tiles in turn, so the tile's weights stay in L2 across the window's row tiles.
 //
 // Linux grants a process the tile data only on request (kernels/cpu/cpu_isa.cc asks before the
 // level is chosen); each worker loads the tile configuration when it starts its share of a call and
@@ -348,14 +348,16 @@ void linearAmx(const LinearArgs &args) {
   const int64_t tileWords = int64_t(kTaskRows) * stride / 2;
   // Row tiles per window of rounded x; tasks run window by window, outputs outer and row tiles
   // inner within one.
-  const int32_t windowTiles =
-      static_cast<int32_t>(std::clamp<int64_t>(kMaxXWords / tileWords, 1, std::min(rowTiles, 64)));
-  const int64_t tasks = int64_t(rowTiles) * outTiles;
+  const int32_t windowTiles = static_cast<int32_t>(
+      std::clamp<int64_t>(kMaxXWords / tileWords, 1, std::clamp(rowTiles, 1, 64)));
   const int64_t work = int64_t(args.rows) * in * args.outFeatures;
-  parallelRun(work > 65536, [&](int worker, int workers) {
-    const IndexRange range = staticRange(tasks, worker, workers);
-    if (range.begin >= range.end)
-      return;
+  // A worker takes one output tile of one window (all its row tiles) at a time, whichever worker is
+  // free next (as linear_panels_impl.inc's runTasks), so a worker slowed by others on its core does
+  // not hold the Linear back by its whole static share. Within a unit the row tiles run in turn,
+  // and a worker's units come in increasing order, so its windows of rounded x only move forward.
+  const int32_t windows = (rowTiles + windowTiles - 1) / windowTiles;
+  DynamicRanges units(int64_t(windows) * outTiles, 1);
+  parallelRun(work > 65536, [&](int, int) {
     // C tiles, a packed weight group when the weights are not packed, then the window's x
     // (64-byte aligned).
     const int64_t ownGroup = packed ? 0 : wGroupBytes;
@@ -368,7 +370,8 @@ void linearAmx(const LinearArgs &args) {
     int32_t roundedWindow = -1, ownGroupIndex = -1;
     uint64_t roundedTiles = 0; // bit t: row tile t of the window is rounded (windowTiles <= 64)
     beginTiles();
-    for (int64_t task = range.begin; task < range.end; ++task) {
+    // Task `task` of the window-major order: its window, output tile and slot in the window.
+    auto runTaskAt = [&](int64_t task) {
       const int64_t windowTasks = int64_t(windowTiles) * outTiles;
       const int32_t window = static_cast<int32_t>(task / windowTasks);
       const int32_t firstTile = window * windowTiles;
@@ -399,7 +402,7 @@ void linearAmx(const LinearArgs &args) {
       if (t.rows <= kGroupRows || t.groups == 1) {
         runMultiply(t, x, stride, w, wGroupBytes, blocks, c);
         storeTask(args, t, c);
-        continue;
+        return;
       }
       for (int32_t half = 0; half < t.rows; half += 2 * kGroupRows) {
         Task h = t;
@@ -408,6 +411,14 @@ void linearAmx(const LinearArgs &args) {
         runMultiply(h, x + half * stride, stride, w, wGroupBytes, blocks, c);
         storeTask(args, h, c);
       }
+    };
+    for (IndexRange unit; units.next(unit);) {
+      const int32_t window = static_cast<int32_t>(unit.begin / outTiles);
+      const int32_t tilesHere = std::min(windowTiles, rowTiles - window * windowTiles);
+      const int64_t first =
+          int64_t(window) * windowTiles * outTiles + (unit.begin % outTiles) * tilesHere;
+      for (int32_t slot = 0; slot < tilesHere; ++slot)
+        runTaskAt(first + slot);
     }
     endTiles();
   });

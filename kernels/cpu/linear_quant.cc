@@ -7,7 +7,8 @@
 // linear_quant_panels_avx2.cc: two 8-lane registers a panel): a panel's 16 outputs are the lanes,
 // and each group's sum of x times the stored integers is scaled once (Q4M: plus the min times the
 // group's sum of x; Q4Z: plus -zero * scale times it). The tasks are a row tile x a run of at most
-// kMaxTaskPanels panels, the runs cut so that every worker gets as many panels.
+// kMaxTaskPanels panels, the runs cut in a multiple of the workers, and a worker takes one run (all
+// its row tiles) at a time, whichever worker is free next.
 //
 // Otherwise (sse2, avx2 without F16C, and avx2 and avx512 on weights nobody packed: the avx2
 // code) each weight is
@@ -363,7 +364,11 @@ void linearQuantPanels(const LinearArgs &args) {
   const size_t xSumFloats = hasQuantMins(args.quant.format) ? size_t(kRowTile) * layout.groups : 0;
   const bool int8 = runsInt8Activations(args.quant.format);
   const size_t int8Floats = int8 ? int8RowsFloats(args) : 0;
-  parallelRun(work > 65536, [&](int worker, int workers) {
+  // A worker takes one run (all its row tiles) at a time, whichever worker is free next, so a
+  // worker slowed by others on its core does not hold the Linear back by its whole static share (as
+  // linear_panels_impl.inc's runTasks).
+  DynamicRanges runsOfRowTiles(tasks, rowTiles);
+  parallelRun(work > 65536, [&](int, int) {
     float *sums = threadScratch(sumFloats + xSumFloats + int8Floats + xFloats(args));
     float *xSums = sums + sumFloats;
     Int8Cache int8Cache = int8CacheAt(args, xSums + xSumFloats);
@@ -371,9 +376,8 @@ void linearQuantPanels(const LinearArgs &args) {
     PanelTile tile{nullptr, layout,  args.quant.format, args.quant.groupSize,
                    0,       nullptr, args.inFeatures,   0,
                    xSums,   sums};
-    const IndexRange range = staticRange(tasks, worker, workers);
     int32_t lastRun = -1;
-    for (int64_t task = range.begin; task < range.end; ++task) {
+    auto runTask = [&](int64_t task) {
       const int32_t row0 = static_cast<int32_t>(task % rowTiles) * kRowTile;
       const int32_t run = static_cast<int32_t>(task / rowTiles);
       const bool panelsAsBefore = run == lastRun;
@@ -387,7 +391,10 @@ void linearQuantPanels(const LinearArgs &args) {
       runPanelTask(args, fns, tile, row0, int32_t(int64_t(run) * layout.panels / runs),
                    int32_t(int64_t(run + 1) * layout.panels / runs), xSums,
                    int8 ? &int8Rows : nullptr, panelsAsBefore);
-    }
+    };
+    for (IndexRange range; runsOfRowTiles.next(range);)
+      for (int64_t task = range.begin; task < range.end; ++task)
+        runTask(task);
   });
 }
 
