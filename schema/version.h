@@ -25,13 +25,15 @@
 //  10: Qwen2-MoE's shared experts: op kind SigmoidGatedAdd.
 //  11: DType Q8F32 (fp8 weights with fp32 scales: fp8 checkpoints kept packed); an older runtime
 //      would refuse the dtype only as an unknown one.
+//  12: KvCacheSpec.k_scales / v_scales (calibrated fp8 KV-cache scales): an older runtime would
+//      read the scaled cache as unscaled and compute wrong attention.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 11;
+inline constexpr uint32_t kSchemaVersion = 12;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

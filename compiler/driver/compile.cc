@@ -10,6 +10,7 @@
 #include "compiler/import/gguf_model.h"
 #include "compiler/import/hf_fp8_checkpoint.h"
 #include "compiler/import/hf_quantized_checkpoint.h"
+#include "compiler/import/kv_cache_scales.h"
 #include "compiler/import/safetensors.h"
 #include "compiler/import/sentence_transformers.h"
 #include "compiler/models/model_family.h"
@@ -83,6 +84,7 @@ private:
       *options_.log << line << "\n";
   }
   Status import();
+  Status readKvCacheScales();
   Status build();
   Status markQuantizedWeights();
   Status runPasses();
@@ -97,6 +99,7 @@ private:
   std::unique_ptr<GgufModel> gguf_; // a GGUF compile: staged config/tokenizer files + tensors
   std::string configDir_;           // where config.json and the tokenizer files are read
   std::shared_ptr<const Checkpoint> checkpoint_;
+  KvCacheScales kvScales_; // applied (k, v not empty) only with --kv-dtype fp8
   mlir::OwningOpRef<mlir::ModuleOp> module_;
   std::vector<mlir::OwningOpRef<mlir::ModuleOp>> rankCopies_; // ranks 1.. of a tp > 1 compile
   std::vector<mlir::ModuleOp> rankModules_;                   // every rank, in order
@@ -134,6 +137,7 @@ Status Compilation::import() {
                           SafetensorsCheckpoint::open(options_.modelDir));
     checkpoint_ = std::make_shared<const SafetensorsCheckpoint>(std::move(checkpoint));
   }
+  KILN_RETURN_IF_ERROR(readKvCacheScales()); // the fp8 view below does not list them
   if (config_.quantization && config_.quantization->method == HfQuantization::Method::kFp8) {
     const HfQuantization &q = *config_.quantization;
     KILN_ASSIGN_OR_RETURN(auto fp8, HfFp8Checkpoint::create(checkpoint_, q));
@@ -158,10 +162,6 @@ Status Compilation::import() {
     log(std::string("import: ") + (q.compressedTensors ? "compressed-tensors fp8" : "fp8") +
         " checkpoint, " + std::to_string(fp8->quantizedLinears()) + " linears with " + scales +
         ": " + fate);
-    if (fp8->kvCacheScales())
-      log("import: note: the checkpoint's " + std::to_string(fp8->kvCacheScales()) +
-          " calibrated k_scale / v_scale tensors (kv_cache_scheme) are not applied; kiln's fp8 KV "
-          "cache (--kv-dtype fp8) stores k and v with a scale of 1");
     checkpoint_ = std::move(fp8);
   } else if (config_.quantization) {
     KILN_ASSIGN_OR_RETURN(auto quantized,
@@ -180,6 +180,35 @@ Status Compilation::import() {
       ", vocab " + std::to_string(config_.vocabSize) + "; limits: max-batch " +
       std::to_string(options_.maxBatch) + ", max-seq-len " + std::to_string(options_.maxSeqLen) +
       ", max-tokens-per-step " + std::to_string(options_.maxTokensPerStep));
+  return okStatus();
+}
+
+// A checkpoint's calibrated KV-cache scales (compiler/import/kv_cache_scales.h): applied to an
+// fp8 cache, where every layer must have both; else passed over with a note.
+Status Compilation::readKvCacheScales() {
+  KILN_ASSIGN_OR_RETURN(kvScales_, findKvCacheScales(*checkpoint_, config_.numLayers));
+  const std::string count = std::to_string(kvScales_.tensors);
+  if (kvScales_.tensors == 0)
+    return okStatus();
+  if (options_.kvDtype != "fp8") {
+    kvScales_.k.clear();
+    kvScales_.v.clear();
+    log("import: note: the checkpoint's " + count +
+        " calibrated k_scale / v_scale tensors (kv_cache_scheme) are not applied: they scale an "
+        "fp8 KV cache (--kv-dtype fp8)");
+    return okStatus();
+  }
+  if (kvScales_.k.empty())
+    return invalidArgument(
+        "checkpoint: --kv-dtype fp8 applies the checkpoint's calibrated KV-cache "
+        "scales, and it has " +
+        count + " of the " + std::to_string(2 * config_.numLayers) +
+        " (k_scale and v_scale of each layer); '" + kvScales_.firstMissing + "' is missing");
+  if (config_.decoderLayers > 0)
+    return invalidArgument("checkpoint: calibrated KV-cache scales of an encoder-decoder (" +
+                           config_.architecture + ") are not supported");
+  log("import: the checkpoint's calibrated k_scale / v_scale of " +
+      std::to_string(config_.numLayers) + " layers scale the fp8 KV cache");
   return okStatus();
 }
 
@@ -291,6 +320,8 @@ Status Compilation::emit() {
   emitOptions.maxLogitsPerStep = options_.maxLogitsPerStep;
   emitOptions.kvBlockSize = options_.kvBlockSize;
   emitOptions.kvDtype = options_.kvDtype;
+  emitOptions.kvKScales = kvScales_.k;
+  emitOptions.kvVScales = kvScales_.v;
   emitOptions.tp = options_.tp;
   emitOptions.targets = options_.targets;
   auto contents = emitArtifactContents(rankModules_, config_, checkpoint_, emitOptions);

@@ -24,6 +24,8 @@ struct EmitOptions {
   int64_t maxLogitsPerStep = 0; // likewise; 0: maxTokensPerStep
   int64_t kvBlockSize = 0;
   std::string kvDtype; // "" (the activations' dtype) | fp32 | fp16 | bf16 | fp8
+  // An fp8 cache's calibrated per-layer scales (plan.fbs KvCacheSpec.k_scales); empty: none.
+  std::vector<float> kvKScales, kvVScales;
   int64_t tp = 1;      // tensor-parallel degree: one module per rank
   std::vector<std::string> targets;
 };

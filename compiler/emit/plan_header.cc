@@ -176,6 +176,8 @@ mlir::LogicalResult fillPlanHeader(mlir::ModuleOp module, const HfModelConfig &c
   // says (plan.fbs "Dtypes").
   schema::DType activations = storedDType(moduleActivationType(module));
   plan.kv_cache->dtype = options.kvDtype.empty() ? activations : kvCacheDType(options.kvDtype);
+  plan.kv_cache->k_scales = options.kvKScales;
+  plan.kv_cache->v_scales = options.kvVScales;
   mlir::FailureOr<std::vector<std::unique_ptr<schema::KvCacheGroupT>>> groups =
       kvCacheGroups(module);
   if (mlir::failed(groups))

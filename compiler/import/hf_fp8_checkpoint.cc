@@ -34,8 +34,6 @@ HfFp8Checkpoint::create(std::shared_ptr<const Checkpoint> stored,
     KILN_ASSIGN_OR_RETURN(const TensorInfo *info, checkpoint->stored_->info(name));
     if (info->dtype == TensorDType::kF8E4M3)
       KILN_RETURN_IF_ERROR(checkpoint->addLinear(*info));
-    if (endsWith(name, ".k_scale") || endsWith(name, ".v_scale"))
-      ++checkpoint->kvCacheScales_;
   }
   checkpoint->listNames([](const std::string &name) {
     return endsWith(name, ".weight_scale_inv") || endsWith(name, ".weight_scale") ||

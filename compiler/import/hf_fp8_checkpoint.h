@@ -9,15 +9,16 @@
 //                              channel [out, 1] (or [out])
 //   w[o][k] = e4m3(weight[o][k]) * scale[o / blockRows][k / blockColumns]
 // rounded once to fp32, as a reference that dequantizes the layout in fp32 gets it; the scales
-// (and a static checkpoint's input_scale, a kv_cache_scheme's k_scale / v_scale) are not listed
-// themselves. Linears the quantizer left alone (modules_to_not_convert / ignore, e.g. lm_head) and
-// every other tensor pass through.
-// A weight whose column blocks are whole groups of kiln's layout (blockColumns, or the whole row
-// for per-tensor and per-channel scales, a multiple of 32 that divides `in`) also reports `packed`
-// Q8F32 with that group, and readPacked hands out its e4m3 bytes as stored with each row's fp32
-// block scales (a block's scale repeated for each of its rows): the same weights, kept in fp8
-// when the compile keeps packed weights (no --dtype). Any other block shape (DeepSeek's 128 x 128
-// blocks are whole groups; 48-column blocks are not) comes only through readF32.
+// (and a static checkpoint's input_scale, a kv_cache_scheme's k_scale / v_scale, which
+// compiler/import/kv_cache_scales.h reads from the stored checkpoint) are not listed themselves.
+// Linears the quantizer left alone (modules_to_not_convert / ignore, e.g. lm_head) and every other
+// tensor pass through. A weight whose column blocks are whole groups of kiln's layout
+// (blockColumns, or the whole row for per-tensor and per-channel scales, a multiple of 32 that
+// divides `in`) also reports `packed` Q8F32 with that group, and readPacked hands out its e4m3
+// bytes as stored with each row's fp32 block scales (a block's scale repeated for each of its
+// rows): the same weights, kept in fp8 when the compile keeps packed weights (no --dtype). Any
+// other block shape (DeepSeek's 128 x 128 blocks are whole groups; 48-column blocks are not) comes
+// only through readF32.
 #pragma once
 
 #include "compiler/import/hf_quantization.h"
@@ -40,9 +41,6 @@ public:
   Result<QuantizedMatrix> readPacked(const std::string &name) const override;
   // Linears whose weights report `packed`.
   size_t packableLinears() const { return packable_; }
-  // Stored k_scale / v_scale tensors (a kv_cache_scheme's calibrated fp8 KV-cache scales), which
-  // kiln does not apply: its fp8 KV cache has a per-tensor scale of 1 (docs/design.md "Not yet").
-  size_t kvCacheScales() const { return kvCacheScales_; }
 
 private:
   HfFp8Checkpoint(std::shared_ptr<const Checkpoint> stored, const HfQuantization &q)
@@ -58,7 +56,6 @@ private:
   HfQuantization quantization_;
   std::map<std::string, Linear> linears_; // by weight name
   size_t packable_ = 0;
-  size_t kvCacheScales_ = 0;
 };
 
 } // namespace kiln::compiler

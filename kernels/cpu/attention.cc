@@ -160,8 +160,8 @@ void attendItem(const AttentionArgs &args, const ChunkKernels &kernels, const At
     if (halfCache) { // the block's positions are contiguous: one run each
       const int64_t skip = int64_t(from - blockStart) * headDim;
       const int64_t count = int64_t(blockEnd - from) * headDim;
-      loadRun(args.kCache, args.kvType, base + skip, count, keyBlock + skip);
-      loadRun(args.vCache, args.kvType, base + skip, count, valueBlock + skip);
+      loadScaledRun(args.kCache, args.kvType, base + skip, count, args.kScale, keyBlock + skip);
+      loadScaledRun(args.vCache, args.kvType, base + skip, count, args.vScale, valueBlock + skip);
       keys = keyBlock;
       values = valueBlock;
     }

@@ -58,6 +58,25 @@ inline void storeRun(const float *src, int64_t n, void *base, ElemType type, int
   }
 }
 
+// A KV cache's elements and its layer's scale (plan.fbs KvCacheSpec.k_scales / v_scales): loadRun
+// then each value times `scale`, one fp32 product (a scale of 1 changes nothing).
+inline void loadScaledRun(const void *base, ElemType type, int64_t offset, int64_t n, float scale,
+                          float *dst) {
+  loadRun(base, type, offset, n, dst);
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] *= scale;
+}
+// storeRun of src[i] / scale (one fp32 division per value; `src` is left as it was).
+inline void storeScaledRun(const float *src, int64_t n, float scale, void *base, ElemType type,
+                           int64_t offset, float *scratch) {
+  if (scale == 1.0f)
+    return storeRun(src, n, base, type, offset);
+  for (int64_t i = 0; i < n; ++i)
+    scratch[i] = src[i] / scale;
+  storeRun(scratch, n, base, type, offset);
+}
+
 // Copies elements [srcOffset, +n) of `src` (srcType) to [dstOffset, +n) of `dst` (dstType):
 // bytes when the types agree (widening then rounding to the same type is the identity), else
 // through `scratch` (n floats).

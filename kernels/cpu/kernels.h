@@ -159,6 +159,10 @@ struct RopeKvWriteArgs {
   const float *qNorm = nullptr;
   const float *kNorm = nullptr;
   float qkNormEps = 0.0f;
+  // The layer's cache scales (plan.fbs KvCacheSpec.k_scales / v_scales, only for an fp8 cache):
+  // rotated k and v are divided by them, in fp32, before they are rounded to kvType.
+  float kScale = 1.0f;
+  float vScale = 1.0f;
 };
 void ropeKvWrite(const RopeKvWriteArgs &args);
 
@@ -196,6 +200,10 @@ struct AttentionArgs {
   ElemType kvType = ElemType::kF32; // of the cache
   int32_t slidingWindow = 0;        // W: positions each token sees, itself included; 0 = all
   float logitSoftcap = 0.0f;        // c > 0: each score s becomes tanh(s / c) * c (Gemma 2)
+  // The layer's cache scales (plan.fbs KvCacheSpec.k_scales / v_scales, only for an fp8 cache):
+  // cached k and v are widened to fp32, then multiplied by them.
+  float kScale = 1.0f;
+  float vScale = 1.0f;
 };
 void attention(const AttentionArgs &args);
 

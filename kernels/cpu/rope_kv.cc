@@ -1,6 +1,8 @@
 // RopeKvWrite for fp32/fp16/bf16 activations and cache. A half qkv row is widened once per token,
 // rotated by the same fp32 code as an fp32 row, and each rotated q/k element is rounded once when
-// stored; v is copied (bytes when the cache has the activations' type, else rounded once).
+// stored; v is copied (bytes when the cache has the activations' type, else rounded once). With a
+// layer's cache scales (an fp8 cache's k_scale / v_scale) k and v are divided by them in fp32
+// before that rounding.
 // The scaled modes (kLongShort, kDynamicNtk) pick each token's inverse frequencies from its
 // sequence's length after the step, so a token's result still depends only on its own sequence.
 #include "kernels/cpu/elem_io.h"
@@ -30,17 +32,18 @@ void rotateHead(const float *x, const float *cosines, const float *sines, int32_
 }
 
 // Rotates `heads` heads of the fp32 row `x` into elements [offset, ...) of `dst` (of `type`):
-// straight into an fp32 destination, through `staging` (headDim floats) into a half one.
+// straight into an fp32 destination, through `staging` (2 x headDim floats) into a half one, each
+// value divided by `scale` first when it is not 1 (an fp8 cache's k_scale).
 void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const float *sines,
                      int32_t half, int32_t headDim, void *dst, ElemType type, int64_t offset,
-                     int64_t headStride, float *staging) {
+                     int64_t headStride, float scale, float *staging) {
   for (int32_t h = 0; h < heads; ++h) {
     const int64_t at = offset + h * headStride;
-    if (type == ElemType::kF32) {
+    if (type == ElemType::kF32 && scale == 1.0f) {
       rotateHead(x + h * headDim, cosines, sines, half, headDim, static_cast<float *>(dst) + at);
     } else {
       rotateHead(x + h * headDim, cosines, sines, half, headDim, staging);
-      storeRun(staging, headDim, dst, type, at);
+      storeScaledRun(staging, headDim, scale, dst, type, at, staging + headDim);
     }
   }
 }
@@ -58,11 +61,11 @@ void cosSinOf(float *angles, int32_t n, float *sines) {
   }
 }
 
-// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head; for half qkv, or
-// with q/k norms, the widened (and normalized) row.
+// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head and its scaled copy;
+// for half qkv, or with q/k norms, the widened (and normalized) row.
 int64_t scratchFloats(const RopeKvWriteArgs &args, int64_t qkvStride) {
   const bool widen = args.type != ElemType::kF32 || args.qNorm;
-  return 3 * int64_t(args.rotaryDim / 2) + args.headDim + (widen ? qkvStride : 0);
+  return 3 * int64_t(args.rotaryDim / 2) + 2 * int64_t(args.headDim) + (widen ? qkvStride : 0);
 }
 
 // L of token t's sequence: args.sequenceLengths' entry, else positions[its last token] + 1 (a
@@ -142,7 +145,7 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
     float *sines = cosines + half;
     float *dynamicRow = sines + half;
     float *staging = dynamicRow + half;
-    float *widened = staging + headDim;
+    float *widened = staging + 2 * headDim;
     const float scaling = args.attentionScaling;
     const IndexRange tokens = staticRange(args.numTokens, worker, workers);
     for (int64_t t = tokens.begin; t < tokens.end; ++t) {
@@ -168,7 +171,7 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
                        args.qkNormEps);
       }
       rotateHeadsInto(qkv, args.numHeads, cosines, sines, half, args.headDim, args.q, args.type,
-                      t * qStride, headDim, staging);
+                      t * qStride, headDim, 1.0f, staging);
       const int32_t slot = args.slotMapping[t];
       if (slot < 0) // padding token (vLLM convention): nothing to cache
         continue;
@@ -177,12 +180,20 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
       const int64_t cacheOffset = block * blockStride + offset * headDim;
       const float *k = qkv + args.numHeads * headDim;
       rotateHeadsInto(k, args.numKvHeads, cosines, sines, half, args.headDim, args.kCache,
-                      args.kvType, cacheOffset, blockRowStride, staging);
+                      args.kvType, cacheOffset, blockRowStride, args.kScale, staging);
       // v's source elements: the row as stored, at the v heads.
       const int64_t vSource = t * qkvStride + (args.numHeads + args.numKvHeads) * headDim;
-      for (int32_t h = 0; h < args.numKvHeads; ++h)
-        convertRun(args.qkv, args.type, vSource + h * headDim, args.vCache, args.kvType,
-                   cacheOffset + h * blockRowStride, headDim, staging);
+      for (int32_t h = 0; h < args.numKvHeads; ++h) {
+        const int64_t at = cacheOffset + h * blockRowStride;
+        if (args.vScale == 1.0f) {
+          convertRun(args.qkv, args.type, vSource + h * headDim, args.vCache, args.kvType, at,
+                     headDim, staging);
+        } else {
+          loadRun(args.qkv, args.type, vSource + h * headDim, headDim, staging);
+          storeScaledRun(staging, headDim, args.vScale, args.vCache, args.kvType, at,
+                         staging + headDim);
+        }
+      }
     }
   });
 }

@@ -127,8 +127,12 @@ struct PagedDecode {
     }
   }
 
-  static __device__ __forceinline__ void toFloats(const RowSlice &row, float (&out)[kVec]) {
-    loadFloats<KV, kVec>(row.v, out);
+  // The slice widened, times the layer's scale (common.cuh kvToFloat; only an fp8 cache has one).
+  static __device__ __forceinline__ void toFloats(const RowSlice &row, float scale,
+                                                  float (&out)[kVec]) {
+#pragma unroll
+    for (int e = 0; e < kVec; ++e)
+      out[e] = kvToFloat<KV>(row.v[e], scale);
   }
 
   // Scores of tile positions [tileStart, tileStart + n) into shared.scores (scaled); rowAt(i) is
@@ -143,7 +147,7 @@ struct PagedDecode {
     for (int i = 0; i < kTileIters; ++i) { // uniform trip count: shuffles below
       const int j = tokenLane + i * kTokenLanes;
       float k[kVec];
-      toFloats(rowAt(i), k);
+      toFloats(rowAt(i), p.kScale, k);
       float dots[kGroup];
 #pragma unroll
       for (int g = 0; g < kGroup; ++g) {
@@ -166,8 +170,8 @@ struct PagedDecode {
 
   // acc += probabilities (shared.scores) x the tile's v rows (rowAt as in scoreRows).
   template <typename RowAt>
-  static __device__ __forceinline__ void accumulateRows(RowAt rowAt, int n, const Shared &sh,
-                                                        float (&acc)[kGroup][kVec]) {
+  static __device__ __forceinline__ void
+  accumulateRows(RowAt rowAt, int n, float vScale, const Shared &sh, float (&acc)[kGroup][kVec]) {
     const int tokenLane = threadIdx.x / kDimLanes;
 #pragma unroll
     for (int i = 0; i < kTileIters; ++i) {
@@ -175,7 +179,7 @@ struct PagedDecode {
       if (j >= n)
         break;
       float v[kVec];
-      toFloats(rowAt(i), v);
+      toFloats(rowAt(i), vScale, v);
 #pragma unroll
       for (int g = 0; g < kGroup; ++g)
 #pragma unroll
@@ -241,7 +245,7 @@ struct PagedDecode {
       __syncthreads();
       rescale(sh, acc);
       loadTileRows(static_cast<const KV *>(p.vCache), table, tileStart, n, rows);
-      accumulateRows([&](int i) -> const RowSlice & { return rows[i]; }, n, sh, acc);
+      accumulateRows([&](int i) -> const RowSlice & { return rows[i]; }, n, p.vScale, sh, acc);
     }
   }
 
@@ -274,8 +278,8 @@ struct PagedDecode {
         __syncthreads();
         rescale(sh, acc);
         asyncCopyWait<1>(); // V(t)
-        accumulateRows([&](int i) -> const RowSlice & { return sh.stage.v[i][threadSlot]; }, n, sh,
-                       acc);
+        accumulateRows([&](int i) -> const RowSlice & { return sh.stage.v[i][threadSlot]; }, n,
+                       p.vScale, sh, acc);
       }
       asyncCopyWait<0>();
     }

@@ -125,8 +125,7 @@ struct PagedPrefillSimt {
       loadKv(p, table, kvHead, kvStart, cols, sh);
       __syncthreads();
       float scores[kColsPerThread];
-      const float tileMax =
-          scoreTile<WINDOWED>(sh, p.scale, p.logitSoftcap, kvStart, position, rowFirstKey, scores);
+      const float tileMax = scoreTile<WINDOWED>(sh, p, kvStart, position, rowFirstKey, scores);
       const float newMax = fmaxf(runningMax, tileMax);
       // A row with nothing visible yet keeps an empty state (avoids -inf - -inf).
       const bool empty = newMax == negativeInfinity();
@@ -151,7 +150,7 @@ struct PagedPrefillSimt {
         const float prob = sh.probs[row][j];
 #pragma unroll
         for (int k = 0; k < kDimsPerThread; ++k)
-          acc[k] += prob * toFloat<KV>(sh.v[j][sub + k * kRowThreads]);
+          acc[k] += prob * kvToFloat<KV>(sh.v[j][sub + k * kRowThreads], p.vScale);
       }
     }
     if (position < 0)
@@ -165,7 +164,7 @@ struct PagedPrefillSimt {
 
   // This thread's scaled scores of the KV tile at kvStart (-inf where masked) and their row's max.
   template <bool WINDOWED>
-  static __device__ __forceinline__ float scoreTile(const Shared &sh, float scale, float softcap,
+  static __device__ __forceinline__ float scoreTile(const Shared &sh, const AttentionParams &p,
                                                     int kvStart, int position, int rowFirstKey,
                                                     float (&scores)[kColsPerThread]) {
     const int row = threadIdx.x / kRowThreads;
@@ -183,8 +182,8 @@ struct PagedPrefillSimt {
         float dot = 0.0f;
 #pragma unroll 8
         for (int d = 0; d < HEAD_DIM; ++d)
-          dot += toFloat<T>(sh.q[row][d]) * toFloat<KV>(sh.k[j][d]);
-        scores[c] = softcapScore(dot * scale, softcap);
+          dot += toFloat<T>(sh.q[row][d]) * kvToFloat<KV>(sh.k[j][d], p.kScale);
+        scores[c] = softcapScore(dot * p.scale, p.logitSoftcap);
       }
       tileMax = fmaxf(tileMax, scores[c]);
     }

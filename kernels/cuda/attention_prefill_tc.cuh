@@ -169,7 +169,7 @@ struct PagedPrefillTensorCores {
     KvStage stage;
     __syncthreads(); // every warp holds its Q fragments: the tiles may overwrite the staging
     stage.fetch(p, table, kvHead, range.first, min(kCols, range.last + 1 - range.first));
-    stage.store(sh);
+    stage.store(p, sh);
     __syncthreads();
     for (int kvStart = range.first; kvStart <= range.last; kvStart += kCols) {
       const int next = kvStart + kCols;
@@ -186,7 +186,7 @@ struct PagedPrefillTensorCores {
       }
       if (next <= range.last) {
         __syncthreads(); // the current tile is consumed
-        stage.store(sh);
+        stage.store(p, sh);
         __syncthreads();
       }
     }
@@ -353,7 +353,7 @@ struct PagedPrefillTensorCores {
       }
     }
 
-    __device__ __forceinline__ void store(Shared &sh) const {
+    __device__ __forceinline__ void store(const AttentionParams &p, Shared &sh) const {
 #pragma unroll
       for (int i = 0; i < kPerThread; ++i) {
         const int index = threadIdx.x + i * kThreads;
@@ -364,13 +364,13 @@ struct PagedPrefillTensorCores {
         if constexpr (IsSame<T, KV>::value) {
           *reinterpret_cast<uint4 *>(&sh.kv[0][r][c]) = k[i];
           *reinterpret_cast<uint4 *>(&sh.kv[1][r][c]) = v[i];
-        } else { // each cache element widened exactly, then rounded once to T
+        } else { // each cache element widened (times an fp8 cache's scale), rounded once to T
           const KV *kIn = reinterpret_cast<const KV *>(&k[i]);
           const KV *vIn = reinterpret_cast<const KV *>(&v[i]);
 #pragma unroll
           for (int e = 0; e < kWide; ++e) {
-            sh.kv[0][r][c + e] = fromFloat<T>(toFloat<KV>(kIn[e]));
-            sh.kv[1][r][c + e] = fromFloat<T>(toFloat<KV>(vIn[e]));
+            sh.kv[0][r][c + e] = fromFloat<T>(kvToFloat<KV>(kIn[e], p.kScale));
+            sh.kv[1][r][c + e] = fromFloat<T>(kvToFloat<KV>(vIn[e], p.vScale));
           }
         }
       }

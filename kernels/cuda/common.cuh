@@ -146,6 +146,22 @@ template <typename E, int N> __device__ __forceinline__ void copyElements(const 
 template <typename A, typename B> struct IsSame { static constexpr bool value = false; };
 template <typename A> struct IsSame<A, A> { static constexpr bool value = true; };
 
+// A KV cache element and its layer's scale (plan.fbs KvCacheSpec.k_scales / v_scales): an fp8
+// cache stores fromFloat(x / scale) and reads toFloat(e) * scale, as the CPU reference
+// (kernels/cpu/rope_kv.cc, attention.cc); other cache types have a scale of 1 and convert as is.
+template <typename KV> __device__ __forceinline__ float kvToFloat(KV e, float scale) {
+  if constexpr (IsSame<KV, Fp8E4M3>::value)
+    return toFloat<KV>(e) * scale;
+  else
+    return toFloat<KV>(e);
+}
+template <typename KV> __device__ __forceinline__ KV kvFromFloat(float x, float scale) {
+  if constexpr (IsSame<KV, Fp8E4M3>::value)
+    return fromFloat<KV>(x / scale);
+  else
+    return fromFloat<KV>(x);
+}
+
 // Select<c, A, B>::type: A when c, else B (NVRTC has no <type_traits>).
 template <bool C, typename A, typename B> struct Select { using type = A; };
 template <typename A, typename B> struct Select<false, A, B> { using type = B; };

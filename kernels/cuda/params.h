@@ -195,6 +195,10 @@ struct RopeKvWriteParams {
   const float *qNorm = nullptr;             // [HEAD_DIM] fp32 each; null: no q/k norm
   const float *kNorm = nullptr;
   float qkNormEps = 0.0f;
+  // The layer's fp8 cache scales (plan.fbs KvCacheSpec.k_scales / v_scales; common.cuh
+  // kvFromFloat): k and v are stored divided by them. 1 for other caches.
+  float kScale = 1.0f;
+  float vScale = 1.0f;
 };
 
 // Paged causal attention (plan.fbs Attention), optionally over a sliding window. Decode: grid
@@ -227,6 +231,10 @@ struct AttentionParams {
   // (PagedDecode::kCanStage, kernels/cuda/attention_decode.cuh), 0 loads them into registers.
   // The host chooses per step (runtime/ops/attention_op.cc: kvStagingFor).
   int32_t kvStaging = 1;
+  // The layer's fp8 cache scales (plan.fbs KvCacheSpec.k_scales / v_scales; common.cuh
+  // kvToFloat): cached k and v are read times them. 1 for other caches.
+  float kScale = 1.0f;
+  float vScale = 1.0f;
 };
 
 // out[r, i] = silu(gu[r, i]) * gu[r, I + i]      grid (rows, ceil(I / chunk))

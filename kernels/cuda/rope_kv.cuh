@@ -139,7 +139,7 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
       qOut[h * HEAD_DIM + d] = fromFloat<T>(value);
     else if (cached)
       kCache[cacheBase + static_cast<int64_t>(h - NUM_HEADS) * BLOCK_SIZE * HEAD_DIM + d] =
-          fromFloat<KV>(value);
+          kvFromFloat<KV>(value, p.kScale);
   };
 
   const int first = blockIdx.y * THREADS + threadIdx.x;
@@ -168,7 +168,7 @@ __device__ __forceinline__ void ropeKvWrite(const RopeKvWriteParams &p) {
     const int h = item / HEAD_DIM;
     const int d = item % HEAD_DIM;
     vCache[cacheBase + static_cast<int64_t>(h) * BLOCK_SIZE * HEAD_DIM + d] =
-        fromFloat<KV>(toFloat<T>(v[item]));
+        kvFromFloat<KV>(toFloat<T>(v[item]), p.vScale);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "schema/version.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace kiln::rt {
@@ -66,6 +67,8 @@ public:
 
 private:
   Status checkHeader();
+  Status checkKvScales(const schema::KvCacheSpec &kv, const char *field,
+                       const flatbuffers::Vector<float> *scales);
   Status checkCollectivesMatch();
   Status checkRank(const schema::Rank &rank);
   Status checkActivationDtypes(const schema::Rank &rank);
@@ -145,10 +148,32 @@ Status PlanChecker::checkHeader() {
   if (!isFloatDType(plan_.activation_dtype()))
     return error("activation_dtype is " + dtypeName(plan_.activation_dtype()) +
                  "; it must be F32, F16 or BF16");
+  KILN_RETURN_IF_ERROR(checkKvScales(kv, "k_scales", kv.k_scales()));
+  KILN_RETURN_IF_ERROR(checkKvScales(kv, "v_scales", kv.v_scales()));
   if (uint64_t(l.max_blocks_per_seq()) * kv.block_size() < l.max_seq_len())
     return error("limits.max_blocks_per_seq " + std::to_string(l.max_blocks_per_seq()) +
                  " x kv block_size " + std::to_string(kv.block_size()) +
                  " does not cover max_seq_len " + std::to_string(l.max_seq_len()));
+  return okStatus();
+}
+
+// kv_cache.k_scales / v_scales (plan.fbs KvCacheSpec): none, or one finite positive scale per
+// layer of an F8E4M3 cache.
+Status PlanChecker::checkKvScales(const schema::KvCacheSpec &kv, const char *field,
+                                  const flatbuffers::Vector<float> *scales) {
+  if (!scales || scales->size() == 0)
+    return okStatus();
+  const std::string name = std::string("kv_cache.") + field;
+  if (kv.dtype() != schema::DType::F8E4M3)
+    return error(name + " is set for a " + dtypeName(kv.dtype()) +
+                 " cache; scales apply only to an F8E4M3 cache");
+  if (scales->size() != kv.num_layers())
+    return error(name + " holds " + std::to_string(scales->size()) + " values; the cache has " +
+                 std::to_string(kv.num_layers()) + " layers");
+  for (uint32_t l = 0; l < scales->size(); ++l)
+    if (!(std::isfinite(scales->Get(l)) && scales->Get(l) > 0.0f))
+      return error(name + "[" + std::to_string(l) + "] is " + std::to_string(scales->Get(l)) +
+                   "; a scale must be finite and positive");
   return okStatus();
 }
 

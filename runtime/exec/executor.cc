@@ -153,6 +153,12 @@ Status Executor::allocate(const ExecutorOptions &options) {
   kvCache_.dtype = kv.dtype();
   kvCache_.keys.assign(kv.num_layers(), nullptr);
   kvCache_.values.assign(kv.num_layers(), nullptr);
+  kvCache_.kScales.assign(kv.num_layers(), 1.0f);
+  kvCache_.vScales.assign(kv.num_layers(), 1.0f);
+  if (kv.k_scales() && kv.k_scales()->size() == kv.num_layers()) // else empty (plan_check.cc)
+    kvCache_.kScales.assign(kv.k_scales()->begin(), kv.k_scales()->end());
+  if (kv.v_scales() && kv.v_scales()->size() == kv.num_layers())
+    kvCache_.vScales.assign(kv.v_scales()->begin(), kv.v_scales()->end());
   for (const schema::Buffer *b : *rank_.buffers()) {
     BoundBuffer bound;
     bound.dtype = b->dtype();

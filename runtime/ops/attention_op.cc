@@ -61,26 +61,29 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   const auto *p = op.op->params_as_AttentionParams();
   const KvCacheBinding &kv = *op.kvCache;
   const BoundBuffer &blockTables = op.inputs[4];
-  kernels::cpu::attention({op.inputs[0].data,
-                           i32(op.inputs[1]),
-                           i32(op.inputs[2]),
-                           i32(op.inputs[3]),
-                           i32(blockTables),
-                           widthOf(blockTables),
-                           kv.keys[p->layer()],
-                           kv.values[p->layer()],
-                           op.outputs[0].data,
-                           c.numSeqs,
-                           c.numTokens,
-                           static_cast<int32_t>(p->num_heads()),
-                           static_cast<int32_t>(p->num_kv_heads()),
-                           static_cast<int32_t>(p->head_dim()),
-                           kv.blockSize,
-                           p->scale(),
-                           elemType(op.inputs[0]),
-                           elemType(kv.dtype),
-                           static_cast<int32_t>(p->sliding_window()),
-                           p->logit_softcap()});
+  kernels::cpu::AttentionArgs args{op.inputs[0].data,
+                                   i32(op.inputs[1]),
+                                   i32(op.inputs[2]),
+                                   i32(op.inputs[3]),
+                                   i32(blockTables),
+                                   widthOf(blockTables),
+                                   kv.keys[p->layer()],
+                                   kv.values[p->layer()],
+                                   op.outputs[0].data,
+                                   c.numSeqs,
+                                   c.numTokens,
+                                   static_cast<int32_t>(p->num_heads()),
+                                   static_cast<int32_t>(p->num_kv_heads()),
+                                   static_cast<int32_t>(p->head_dim()),
+                                   kv.blockSize,
+                                   p->scale(),
+                                   elemType(op.inputs[0]),
+                                   elemType(kv.dtype),
+                                   static_cast<int32_t>(p->sliding_window()),
+                                   p->logit_softcap()};
+  args.kScale = kv.kScale(p->layer());
+  args.vScale = kv.vScale(p->layer());
+  kernels::cpu::attention(args);
 }
 
 Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
@@ -159,6 +162,8 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const O
                              p->scale(),
                              static_cast<int32_t>(p->sliding_window()),
                              p->logit_softcap()};
+  params.kScale = op.kvCache->kScale(p->layer());
+  params.vScale = op.kvCache->vScale(p->layer());
   const uint32_t heads = p->num_heads();
   const auto block = static_cast<uint32_t>(kc::kAttentionThreads);
   // Every sequence has one token: decode. Any longer query: the prefill kernel serves them all.

@@ -46,10 +46,16 @@ struct BoundBuffer {
   int64_t groupSize = 0; // a quantized weight's (Q8, Q4, Q4M, Q4Z) columns per scale; else 0
 };
 
-// The paged KV cache as ops see it: per layer, K and V of [numBlocks][kvHeads][blockSize][headDim].
+// The paged KV cache as ops see it: per layer, K and V of [numBlocks][kvHeads][blockSize][headDim],
+// and the layer's scales (plan.fbs KvCacheSpec.k_scales / v_scales; 1 when the plan has none): k
+// is stored as k / kScales[l] rounded to `dtype`, and read back widened times it.
 struct KvCacheBinding {
   std::vector<void *> keys;
   std::vector<void *> values;
+  std::vector<float> kScales; // empty, or one per layer
+  std::vector<float> vScales;
+  float kScale(uint32_t layer) const { return layer < kScales.size() ? kScales[layer] : 1.0f; }
+  float vScale(uint32_t layer) const { return layer < vScales.size() ? vScales[layer] : 1.0f; }
   int32_t numBlocks = 0;
   int32_t blockSize = 0;
   schema::DType dtype = schema::DType::F32;

@@ -149,6 +149,8 @@ void runCpu(const BoundOp &op, const StepCounts &c) {
   args.ropeTheta = p->rope_theta();
   args.dynamicFactor = p->dynamic_factor();
   args.attentionScaling = p->attention_scaling();
+  args.kScale = kv.kScale(p->layer());
+  args.vScale = kv.vScale(p->layer());
   kernels::cpu::ropeKvWrite(args);
 }
 
@@ -193,6 +195,8 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const O
   params.ropeTheta = p->rope_theta();
   params.dynamicFactor = p->dynamic_factor();
   params.attentionScaling = p->attention_scaling();
+  params.kScale = op.kvCache->kScale(layer);
+  params.vScale = op.kvCache->vScale(layer);
   return {launchWith(params)};
 }
 

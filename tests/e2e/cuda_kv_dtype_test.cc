@@ -33,5 +33,12 @@ TEST(CudaKvDtype, Fp8CacheUnderFp32ActivationsMatchesTransformers) {
   checkOnCuda("tiny-llama-tied.kv-fp8", "tiny-llama-tied", schema::DType::F8E4M3, kFp8FlipBound);
 }
 
+// With a checkpoint's calibrated per-layer k_scale / v_scale (kernels/cuda/common.cuh kvFromFloat
+// / kvToFloat), as kv_dtype_test checks on the cpu.
+TEST(CudaKvDtype, Fp8CacheWithCalibratedScalesMatchesTransformers) {
+  checkOnCuda("tiny-llama-tied.kv-fp8-scaled", "tiny-llama-tied", schema::DType::F8E4M3,
+              kFp8FlipBound);
+}
+
 } // namespace
 } // namespace kiln::e2e

@@ -9,6 +9,7 @@
 // compile's dtype. A layout or config kiln cannot read fails to compile, naming the tensor or
 // field.
 #include "tests/e2e/e2e_util.h"
+#include "tests/e2e/fixture_edit.h"
 
 #include <gtest/gtest.h>
 
@@ -74,22 +75,6 @@ TEST(Fp8Models, DtypeDequantizesTheFp8Linears) {
   checkGoldenLogits("tiny-llama-fp8-channel", "cpu", options);
 }
 
-// A fresh copy of fixture `fixture` under the test's temp directory, as kiln-fp8-<name>.
-fs::path fixtureCopy(const std::string &name, const std::string &fixture) {
-  const fs::path dir = fs::path(::testing::TempDir()) / ("kiln-fp8-" + name);
-  fs::remove_all(dir);
-  fs::copy(kData + "/models/" + fixture, dir);
-  return dir;
-}
-
-// A safetensors file's header table, read from the start of `in`; `headerBytes` its length.
-nlohmann::json safetensorsHeader(std::istream &in, uint64_t &headerBytes) {
-  in.read(reinterpret_cast<char *>(&headerBytes), 8);
-  std::string header(headerBytes, '\0');
-  in.read(header.data(), std::streamsize(headerBytes));
-  return nlohmann::json::parse(header);
-}
-
 // A copy of an fp8 fixture with its quantization_config edited (`changes` at its top level, or
 // in its config group's weights for compressed-tensors).
 std::string editedFixture(const std::string &name, const nlohmann::json &changes,
@@ -106,33 +91,8 @@ std::string editedFixture(const std::string &name, const nlohmann::json &changes
   return dir.string();
 }
 
-// A copy of fixture `fixture` whose model.safetensors also holds `extra` F32 scalars (appended
-// after the stored data, the header rewritten and padded to 8 bytes as safetensors requires).
-std::string fixtureWithScalars(const std::string &name, const std::string &fixture,
-                               const std::map<std::string, float> &extra) {
-  const fs::path dir = fixtureCopy(name, fixture);
-  std::ifstream in(dir / "model.safetensors", std::ios::binary);
-  uint64_t headerBytes = 0;
-  nlohmann::json table = safetensorsHeader(in, headerBytes);
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  in.close();
-  for (const auto &[tensor, value] : extra) {
-    table[tensor] = {{"dtype", "F32"},
-                     {"shape", nlohmann::json::array()},
-                     {"data_offsets", {data.size(), data.size() + 4}}};
-    data.append(reinterpret_cast<const char *>(&value), 4);
-  }
-  std::string text = table.dump();
-  text.append((8 - text.size() % 8) % 8, ' ');
-  const uint64_t textBytes = text.size();
-  std::ofstream out(dir / "model.safetensors", std::ios::binary | std::ios::trunc);
-  out.write(reinterpret_cast<const char *>(&textBytes), 8);
-  out << text << data;
-  return dir.string();
-}
-
 // The compile says which fp8 linears it keeps, and that a kv_cache_scheme's calibrated k_scale /
-// v_scale are not applied (kiln's fp8 KV cache has a scale of 1); the weights still match.
+// v_scale are not applied without an fp8 KV cache (--kv-dtype fp8); the weights still match.
 TEST(Fp8Models, CompileLogSaysWhatIsKeptAndThatKvScalesAreNotApplied) {
   const std::string dir = fixtureWithScalars(
       "kvscales", "tiny-llama-fp8-block",
@@ -150,6 +110,24 @@ TEST(Fp8Models, CompileLogSaysWhatIsKeptAndThatKvScalesAreNotApplied) {
             std::string::npos)
       << log.str();
   EXPECT_EQ(weightFormats(artifact).count["Q8F32 g64"], 8);
+}
+
+// --kv-dtype fp8 applies a checkpoint's calibrated scales, so they must be there for every layer:
+// one layer's only fails the compile, naming the first missing tensor.
+TEST(Fp8Models, KvScalesOfSomeLayersOnlyFailAnFp8CacheCompile) {
+  const std::string dir = fixtureWithScalars(
+      "kvscales-partial", "tiny-llama-fp8-block",
+      {{"model.layers.0.self_attn.k_scale", 0.05f}, {"model.layers.0.self_attn.v_scale", 0.02f}});
+  compiler::CompileOptions options;
+  options.modelDir = dir;
+  options.outDir = ::testing::TempDir() + "/kiln-fp8-never-written.kiln";
+  options.kvDtype = "fp8";
+  const Status status = compiler::compileModel(options);
+  ASSERT_FALSE(status.isOk());
+  EXPECT_NE(status.message().find("it has 2 of the 4 (k_scale and v_scale of each layer); "
+                                  "'model.layers.1.self_attn.k_scale' is missing"),
+            std::string::npos)
+      << status.message();
 }
 
 // A NaN among the e4m3 bytes of a weight kept in fp8 fails the compile, naming the tensor and the

@@ -40,6 +40,15 @@ TEST(KvDtype, Fp8CacheUnderFp32ActivationsMatchesTransformers) {
                 kReproducedFraction);
 }
 
+// A checkpoint's calibrated per-layer k_scale / v_scale (tools/goldens/make_kv_dtype_goldens.py:
+// amax of each layer's k and v over the prompts / 448, as llm-compressor calibrates them): the
+// cache stores fp8(k / k_scale), attention reads it times k_scale. The golden moves by more than
+// the flip bound from the unscaled fp8 golden's rows, so a cache that ignored the scales fails.
+TEST(KvDtype, Fp8CacheWithCalibratedScalesMatchesTransformers) {
+  checkKvGolden("tiny-llama-tied.kv-fp8-scaled", "tiny-llama-tied", schema::DType::F8E4M3,
+                kFp8FlipBound, kReproducedFraction);
+}
+
 TEST(KvDtype, AsDtypeWhenNotGiven) {
   expectKvDtype("tiny-llama", "", schema::DType::F32);
   expectKvDtype("tiny-llama", "fp32", schema::DType::F32);

@@ -1,4 +1,5 @@
 #include "tests/e2e/kv_golden_util.h"
+#include "tests/e2e/fixture_edit.h"
 
 #include "runtime/artifact/artifact.h"
 
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 namespace kiln::e2e {
@@ -23,6 +25,32 @@ void expectRoundingMovesTheGolden(const std::string &name) {
   const double moved = golden.at("rows_max_abs_diff_from_fp32").get<double>();
   const double tolerance = golden.at("tolerance").at("logits_max_abs").get<double>();
   EXPECT_GT(moved, 20 * tolerance) << name;
+  if (golden.contains("kv_scales")) // the scales must matter too
+    EXPECT_GT(golden.at("rows_max_abs_diff_from_unscaled_fp8").get<double>(), 20 * tolerance)
+        << name;
+}
+
+// The golden's "kv_scales" (tensor name -> value); empty when it has none.
+std::map<std::string, float> kvScalesOf(const std::string &name) {
+  std::ifstream file(kData + "/golden/" + name + ".json");
+  const nlohmann::json golden = nlohmann::json::parse(file);
+  return golden.value("kv_scales", std::map<std::string, float>());
+}
+
+// The plan's kv_cache.k_scales / v_scales are the checkpoint's, layer by layer.
+void expectPlanKvScales(const std::string &artifactDir,
+                        const std::map<std::string, float> &scales) {
+  auto artifact = rt::Artifact::load(artifactDir);
+  ASSERT_TRUE(artifact.isOk()) << artifact.status().toString();
+  const schema::KvCacheSpec &kv = *(*artifact)->plan().kv_cache();
+  ASSERT_TRUE(kv.k_scales() && kv.v_scales());
+  ASSERT_EQ(kv.k_scales()->size(), kv.num_layers());
+  ASSERT_EQ(kv.v_scales()->size(), kv.num_layers());
+  for (uint32_t l = 0; l < kv.num_layers(); ++l) {
+    const std::string attention = "model.layers." + std::to_string(l) + ".self_attn.";
+    EXPECT_EQ(kv.k_scales()->Get(l), scales.at(attention + "k_scale")) << l;
+    EXPECT_EQ(kv.v_scales()->Get(l), scales.at(attention + "v_scale")) << l;
+  }
 }
 
 } // namespace
@@ -97,8 +125,15 @@ void checkKvGolden(const std::string &name, const std::string &model, schema::DT
   ASSERT_TRUE(golden) << skipReason;
   ASSERT_FALSE(golden->kvDtype.empty());
   expectKvDtype(model, golden->kvDtype, dtype);
-  LoadedArtifact loaded =
-      loadForTest(compileForTest(golden->modelDir, golden->compileOptions(options)), 64, device);
+  // A golden of calibrated cache scales: the model with its "kv_scales" tensors added.
+  std::string modelDir = golden->modelDir;
+  const std::map<std::string, float> scales = kvScalesOf(name);
+  if (!scales.empty())
+    modelDir = fixtureWithScalars(name + "-" + device, model, scales);
+  const std::string artifact = compileForTest(modelDir, golden->compileOptions(options));
+  if (!scales.empty())
+    expectPlanKvScales(artifact, scales);
+  LoadedArtifact loaded = loadForTest(artifact, 64, device);
   ASSERT_NE(loaded.executor, nullptr);
   const RowDiffs rows = compareRows(*golden, *loaded.executor, 2 * flipBound);
   size_t reproduced = 0;

@@ -108,6 +108,10 @@ json kvCacheJson(const schema::Plan &plan) {
                       {"sliding_window", layout->groupWindows[g]},
                       {"kv_blocks_per_sequence", blocksOfGroup[g]},
                       {"kv_bytes_per_sequence", bytes}});
+    if (kv.k_scales() && l < kv.k_scales()->size()) // an fp8 cache's calibrated scales
+      layers.back()["k_scale"] = kv.k_scales()->Get(l);
+    if (kv.v_scales() && l < kv.v_scales()->size())
+      layers.back()["v_scale"] = kv.v_scales()->Get(l);
   }
   out["block_bytes"] = uint64_t(layout->numSlots) * layerBlockBytes;
   out["groups"] = std::move(groups);

@@ -321,6 +321,49 @@ TEST(HalfKernelsTest, RopeKvWriteRoundsRotatedQAndKAndStoresV) {
   }
 }
 
+// An fp8 cache with a layer's calibrated scales (plan.fbs KvCacheSpec.k_scales / v_scales): the
+// cache holds the fp8 rounding of k / kScale and v / vScale, each quotient taken in fp32 from the
+// fp32 run's k and v, at every level.
+TEST(HalfKernelsTest, RopeKvWriteDividesByAnFp8CachesScales) {
+  const int32_t heads = 4, kvHeads = 2, headDim = 32, blockSize = 4, numTokens = 7;
+  const int32_t numBlocks = 4, rotaryDim = 32;
+  const float kScale = 0.25f, vScale = 3.0f;
+  const int64_t qkvWidth = int64_t(heads + 2 * kvHeads) * headDim;
+  const size_t cacheSize = size_t(numBlocks) * kvHeads * blockSize * headDim;
+  std::vector<int32_t> positions = {0, 1, 2, 9, 40, 41, 300};
+  std::vector<int32_t> slots = {3, 0, 15, -1, 7, 8, 12}; // a padding token
+  std::vector<float> invFreq(rotaryDim / 2);
+  for (int32_t i = 0; i < rotaryDim / 2; ++i)
+    invFreq[i] = 1.0f / std::pow(10000.0f, float(2 * i) / rotaryDim);
+  const std::vector<float> qkv = randomFloats(numTokens * qkvWidth, 83, -4.0f, 4.0f);
+  for (CpuIsa isa : availableCpuIsas()) { // each level's own rotation (its cosines' bits)
+    SCOPED_TRACE(cpuIsaName(isa));
+    ASSERT_TRUE(setCpuIsa(isa));
+    std::vector<float> q32(size_t(numTokens) * heads * headDim), k32(cacheSize, 0.0f),
+        v32(cacheSize, 0.0f);
+    ropeKvWrite({qkv.data(), positions.data(), slots.data(), invFreq.data(), q32.data(), k32.data(),
+                 v32.data(), numTokens, heads, kvHeads, headDim, rotaryDim, blockSize});
+    std::vector<float> q(q32.size());
+    std::vector<uint8_t> kCache(cacheSize, 0), vCache(cacheSize, 0);
+    RopeKvWriteArgs args{qkv.data(), positions.data(), slots.data(),     invFreq.data(),
+                         q.data(),   kCache.data(),    vCache.data(),    numTokens,
+                         heads,      kvHeads,          headDim,          rotaryDim,
+                         blockSize,  ElemType::kF32,   ElemType::kF8E4M3};
+    args.kScale = kScale;
+    args.vScale = vScale;
+    ropeKvWrite(args);
+    EXPECT_TRUE(testing::bitwiseEqual(q, q32)); // q is not scaled
+    size_t scaledAway = 0; // elements whose unscaled rounding differs: the scales mattered
+    for (size_t i = 0; i < cacheSize; ++i) {
+      ASSERT_EQ(kCache[i], f32ToF8E4M3(k32[i] / kScale)) << "k " << i;
+      ASSERT_EQ(vCache[i], f32ToF8E4M3(v32[i] / vScale)) << "v " << i;
+      scaledAway += kCache[i] != f32ToF8E4M3(k32[i]);
+    }
+    EXPECT_GT(scaledAway, cacheSize / 4);
+  }
+  setCpuIsa(detectedCpuIsa());
+}
+
 // A paged cache filled with half-representable K/V and a batch mixing a chunked prefill, a decode
 // and a fresh prefill, through shuffled block tables.
 struct HalfAttentionBatch {
@@ -375,6 +418,41 @@ struct HalfAttentionBatch {
             slidingWindow};
   }
 };
+
+// Attention over an fp8 cache with scales reads each element as fp8 widened times its scale: the
+// bits of fp32 attention over an fp32 cache holding those products, at every level.
+TEST(HalfKernelsTest, AttentionOverAScaledFp8CacheMultipliesTheWidenedValues) {
+  const float kScale = 0.5f, vScale = 5.0f;
+  for (CpuIsa isa : availableCpuIsas()) {
+    SCOPED_TRACE(cpuIsaName(isa));
+    ASSERT_TRUE(setCpuIsa(isa));
+    const HalfAttentionBatch b(ElemType::kF32, ElemType::kF32, 9900);
+    std::vector<uint8_t> k8(b.k.values.size()), v8(b.v.values.size());
+    std::vector<float> kScaled(k8.size()), vScaled(v8.size());
+    for (size_t i = 0; i < k8.size(); ++i) {
+      k8[i] = f32ToF8E4M3(b.k.values[i] * 3.0f);
+      v8[i] = f32ToF8E4M3(b.v.values[i] * 0.3f);
+      kScaled[i] = f8e4m3ToF32(k8[i]) * kScale;
+      vScaled[i] = f8e4m3ToF32(v8[i]) * vScale;
+    }
+    std::vector<float> expected(b.q.values.size());
+    attention(b.args(b.q.values.data(), kScaled.data(), vScaled.data(), expected.data(),
+                     ElemType::kF32, ElemType::kF32));
+    std::vector<float> out(expected.size());
+    AttentionArgs args = b.args(b.q.values.data(), k8.data(), v8.data(), out.data(), ElemType::kF32,
+                                ElemType::kF8E4M3);
+    args.kScale = kScale;
+    args.vScale = vScale;
+    attention(args);
+    EXPECT_TRUE(testing::bitwiseEqual(out, expected));
+    // Without the scales the output is another one.
+    std::vector<float> unscaled(expected.size());
+    attention(b.args(b.q.values.data(), k8.data(), v8.data(), unscaled.data(), ElemType::kF32,
+                     ElemType::kF8E4M3));
+    EXPECT_GT(std::fabs(unscaled[0] - expected[0]), 0.01f);
+  }
+  setCpuIsa(detectedCpuIsa());
+}
 
 TEST(HalfKernelsTest, AttentionOverAHalfCacheRoundsTheFp32Result) {
   const RopeCase cases[] = {{ElemType::kBF16, ElemType::kBF16},

@@ -11,6 +11,7 @@
 #include <limits>
 #include <numeric>
 #include <set>
+#include <utility>
 
 namespace kiln::testing {
 namespace {
@@ -99,12 +100,13 @@ void poisonBeforeWindows(const Step &step, const HeadShape &s, int32_t window,
 
 // window > 0: sliding-window attention, and the keys before every window are NaN.
 // kvDt: the cache's dtype when it has one of its own (`--kv-dtype`); the reference reads the
-// same values widened to fp32.
+// same values widened to fp32 (times kvScales, an fp8 cache's layer scales).
 void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                     const std::vector<Sequence> &seqs, bool decodePath, uint32_t seed,
                     float sharpen = 1.0f, int32_t window = 0, const std::string &kvDt = "",
                     float softcap = 0.0f, int32_t kvStaging = 1,
-                    std::vector<uint8_t> *gpuOut = nullptr) {
+                    std::vector<uint8_t> *gpuOut = nullptr,
+                    std::pair<float, float> kvScales = {1.0f, 1.0f}) {
   const std::string cacheDt = kvDt.empty() ? dt : kvDt;
   const Kernels k = kernelsFor(dt, s, kvDt);
   const Step step = makeStep(seqs, seed);
@@ -124,14 +126,19 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
   const float scale = sharpen / std::sqrt(static_cast<float>(s.headDim));
 
   std::vector<float> ref(numTokens * rowElems);
+  std::vector<float> kRef = kCache, vRef = vCache; // the cache as attention reads it
+  for (size_t i = 0; i < kRef.size(); ++i) {
+    kRef[i] *= kvScales.first;
+    vRef[i] *= kvScales.second;
+  }
   cpu::AttentionArgs args{q.data(),
                           step.positions.data(),
                           step.queryStartLoc.data(),
                           step.contextLens.data(),
                           step.blockTables.data(),
                           step.maxBlocksPerSeq,
-                          kCache.data(),
-                          vCache.data(),
+                          kRef.data(),
+                          vRef.data(),
                           ref.data(),
                           numSeqs,
                           numTokens,
@@ -165,6 +172,8 @@ void checkAttention(GpuHarness &gpu, const std::string &dt, const HeadShape &s,
                         window,
                         softcap};
   p.kvStaging = kvStaging;
+  p.kScale = kvScales.first;
+  p.vScale = kvScales.second;
   const auto threads = static_cast<uint32_t>(kc::kAttentionThreads);
   if (decodePath) {
     p.numSplits =
@@ -232,6 +241,15 @@ TEST(CudaAttention, DecodeAndPrefillMatchTheCpuReference) {
                    "/" + std::to_string(s.kvHeads) + " dim " + std::to_string(s.headDim));
       checkAttention(*gpu, dt, s, decodeStep, /*decodePath=*/true, seed++, 1.0f, 0, kv);
       checkAttention(*gpu, dt, s, prefillStep, /*decodePath=*/false, seed++, 1.0f, 0, kv);
+      if (std::string(kv) != "f8")
+        continue;
+      // A layer's calibrated scales (plan.fbs KvCacheSpec.k_scales): powers of two, so the
+      // tensor-core prefill's widened values stay exact in bf16 / f16 as the reference's.
+      const std::pair<float, float> scales = {0.5f, 4.0f};
+      checkAttention(*gpu, dt, s, decodeStep, true, seed++, 1.0f, 0, kv, 0.0f, 1, nullptr, scales);
+      checkAttention(*gpu, dt, s, decodeStep, true, seed++, 1.0f, 0, kv, 0.0f, 0, nullptr, scales);
+      checkAttention(*gpu, dt, s, prefillStep, false, seed++, 1.0f, 0, kv, 0.0f, 1, nullptr,
+                     scales);
     }
 }
 

@@ -423,6 +423,33 @@ TEST_F(ArtifactTest, KvAndActivationDtypesMustBeFloat) {
   EXPECT_EQ(loadError(dir), "plan.kiln: activation_dtype is F8E4M3; it must be F32, F16 or BF16");
 }
 
+// kv_cache.k_scales / v_scales (calibrated fp8 KV-cache scales): one finite positive value per
+// layer, and only for an F8E4M3 cache.
+TEST_F(ArtifactTest, KvCacheScalesAreChecked) {
+  auto fp8 = [](schema::PlanT &plan) { plan.kv_cache->dtype = schema::DType::F8E4M3; };
+  std::string dir = write([&](schema::PlanT &plan) {
+    fp8(plan);
+    plan.kv_cache->k_scales = {0.5f};
+    plan.kv_cache->v_scales = {0.25f};
+  });
+  auto scaled = Artifact::load(dir);
+  EXPECT_TRUE(scaled.isOk()) << scaled.status().toString();
+  dir = write([](schema::PlanT &plan) { plan.kv_cache->k_scales = {0.5f}; });
+  EXPECT_EQ(loadError(dir), "plan.kiln: kv_cache.k_scales is set for a F32 cache; scales apply "
+                            "only to an F8E4M3 cache");
+  dir = write([&](schema::PlanT &plan) {
+    fp8(plan);
+    plan.kv_cache->v_scales = {0.5f, 0.5f};
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: kv_cache.v_scales holds 2 values; the cache has 1 layers");
+  dir = write([&](schema::PlanT &plan) {
+    fp8(plan);
+    plan.kv_cache->k_scales = {0.0f};
+  });
+  EXPECT_EQ(loadError(dir), "plan.kiln: kv_cache.k_scales[0] is 0.000000; a scale must be finite "
+                            "and positive");
+}
+
 // KV cache groups (plan.fbs "KV cache groups"): every layer in exactly one group, and a step
 // input's kv_group naming one of them.
 TEST_F(ArtifactTest, KvCacheGroupsAreChecked) {

@@ -155,6 +155,16 @@ TEST_F(LaunchTest, RopeKvWriteUsesItsLayersCache) {
   EXPECT_EQ(p.vCache, fake(0x900));
   EXPECT_EQ(p.invFreq, fake(0x400));
   EXPECT_EQ(p.numTokens, 6);
+  EXPECT_EQ(p.kScale, 1.0f); // no scales bound: 1
+  EXPECT_EQ(p.vScale, 1.0f);
+  // Layer 1's calibrated scales of an fp8 cache reach the kernel.
+  kv_.kScales = {0.5f, 0.125f};
+  kv_.vScales = {0.25f, 0.0625f};
+  p = paramsOf<kc::RopeKvWriteParams>(planLaunches(op_, {6, 2, 2, 9}, {})[0]);
+  EXPECT_EQ(p.kScale, 0.125f);
+  EXPECT_EQ(p.vScale, 0.0625f);
+  kv_.kScales.clear();
+  kv_.vScales.clear();
 
   // A cache of its own dtype (--kv-dtype) is the kernels' kv_dtype; other dtypes are refused.
   kv_.dtype = DType::F8E4M3;
@@ -172,7 +182,13 @@ TEST_F(LaunchTest, DecodeStepsSplitByTheLongestContextThenReduce) {
   bindAttention(DType::BF16, 128);
   ASSERT_TRUE(checkCudaOp(op_).isOk()) << checkCudaOp(op_).toString();
   OpScratch scratch{fake(0xb000)};
+  kv_.kScales = {0.5f, 0.125f}; // the layer's (1) fp8 cache scales go to every kernel
+  kv_.vScales = {0.25f, 0.0625f};
   std::vector<CudaLaunch> launches = planLaunches(op_, {3, 3, 3, 250}, scratch);
+  for (const CudaLaunch &launch : launches) {
+    EXPECT_EQ(paramsOf<kc::AttentionParams>(launch).kScale, 0.125f);
+    EXPECT_EQ(paramsOf<kc::AttentionParams>(launch).vScale, 0.0625f);
+  }
   ASSERT_EQ(launches.size(), 2u);
   EXPECT_EQ(launches[0].kernel, 1u); // decode_sym
   EXPECT_EQ(launches[0].grid[0], 3u);
