@@ -34,7 +34,8 @@ const CommandSpec kCompileSpec = {
         {"--tp", "N", "tensor-parallel degree (default 1)"},
         {"--dtype", "fp32|fp16|bf16", "weights, activations, KV cache (default fp32)"},
         {"--kv-dtype", "fp32|fp16|bf16|fp8",
-         "KV cache dtype (default: as --dtype); another than --dtype: cpu target only"},
+         "KV cache dtype (default: as --dtype); fp8 applies the checkpoint's calibrated k_scale / "
+         "v_scale when it has them"},
         {"--quantize", "int8|int4|fp8",
          "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "
          "int4: 4-bit with a scale per group, fp8: E4M3 with a scale per group or row); cpu "
