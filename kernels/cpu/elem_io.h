@@ -67,14 +67,13 @@ inline void loadScaledRun(const void *base, ElemType type, int64_t offset, int64
     for (int64_t i = 0; i < n; ++i)
       dst[i] *= scale;
 }
-// storeRun of src[i] / scale (one fp32 division per value; `src` is left as it was).
-inline void storeScaledRun(const float *src, int64_t n, float scale, void *base, ElemType type,
-                           int64_t offset, float *scratch) {
-  if (scale == 1.0f)
-    return storeRun(src, n, base, type, offset);
-  for (int64_t i = 0; i < n; ++i)
-    scratch[i] = src[i] / scale;
-  storeRun(scratch, n, base, type, offset);
+// storeRun of values[i] / scale, each quotient one fp32 division taken in place in `values`.
+inline void storeScaledRun(float *values, int64_t n, float scale, void *base, ElemType type,
+                           int64_t offset) {
+  if (scale != 1.0f)
+    for (int64_t i = 0; i < n; ++i)
+      values[i] /= scale;
+  storeRun(values, n, base, type, offset);
 }
 
 // Copies elements [srcOffset, +n) of `src` (srcType) to [dstOffset, +n) of `dst` (dstType):

@@ -32,7 +32,7 @@ void rotateHead(const float *x, const float *cosines, const float *sines, int32_
 }
 
 // Rotates `heads` heads of the fp32 row `x` into elements [offset, ...) of `dst` (of `type`):
-// straight into an fp32 destination, through `staging` (2 x headDim floats) into a half one, each
+// straight into an fp32 destination, through `staging` (headDim floats) into a half one, each
 // value divided by `scale` first when it is not 1 (an fp8 cache's k_scale).
 void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const float *sines,
                      int32_t half, int32_t headDim, void *dst, ElemType type, int64_t offset,
@@ -43,7 +43,7 @@ void rotateHeadsInto(const float *x, int32_t heads, const float *cosines, const 
       rotateHead(x + h * headDim, cosines, sines, half, headDim, static_cast<float *>(dst) + at);
     } else {
       rotateHead(x + h * headDim, cosines, sines, half, headDim, staging);
-      storeScaledRun(staging, headDim, scale, dst, type, at, staging + headDim);
+      storeScaledRun(staging, headDim, scale, dst, type, at);
     }
   }
 }
@@ -61,11 +61,11 @@ void cosSinOf(float *angles, int32_t n, float *sines) {
   }
 }
 
-// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head and its scaled copy;
-// for half qkv, or with q/k norms, the widened (and normalized) row.
+// Scratch floats per thread: cos and sin; a dynamic-NTK row; a staging head; for half qkv, or
+// with q/k norms, the widened (and normalized) row.
 int64_t scratchFloats(const RopeKvWriteArgs &args, int64_t qkvStride) {
   const bool widen = args.type != ElemType::kF32 || args.qNorm;
-  return 3 * int64_t(args.rotaryDim / 2) + 2 * int64_t(args.headDim) + (widen ? qkvStride : 0);
+  return 3 * int64_t(args.rotaryDim / 2) + args.headDim + (widen ? qkvStride : 0);
 }
 
 // L of token t's sequence: args.sequenceLengths' entry, else positions[its last token] + 1 (a
@@ -145,7 +145,7 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
     float *sines = cosines + half;
     float *dynamicRow = sines + half;
     float *staging = dynamicRow + half;
-    float *widened = staging + 2 * headDim;
+    float *widened = staging + headDim;
     const float scaling = args.attentionScaling;
     const IndexRange tokens = staticRange(args.numTokens, worker, workers);
     for (int64_t t = tokens.begin; t < tokens.end; ++t) {
@@ -190,8 +190,7 @@ void ropeKvWrite(const RopeKvWriteArgs &args) {
                      headDim, staging);
         } else {
           loadRun(args.qkv, args.type, vSource + h * headDim, headDim, staging);
-          storeScaledRun(staging, headDim, args.vScale, args.vCache, args.kvType, at,
-                         staging + headDim);
+          storeScaledRun(staging, headDim, args.vScale, args.vCache, args.kvType, at);
         }
       }
     }
