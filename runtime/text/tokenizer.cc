@@ -23,7 +23,22 @@ struct Tokenizer::Impl {
   PreTokenizer preTokenizer;
   Decoder decoder;
   AddedVocabulary added;
-  std::vector<int32_t> prefixIds; // post-processor template around the sequence
+  // One piece of a post-processor template: special-token ids, or the tokens of text A or B.
+  // Every id a piece adds gets its typeId.
+  struct TemplatePiece {
+    enum class Kind { kSpecial, kSequenceA, kSequenceB };
+    Kind kind = Kind::kSpecial;
+    std::vector<int32_t> specialIds; // kSpecial only
+    int32_t typeId = 0;
+  };
+  using Template = std::vector<TemplatePiece>;
+  // The post-processor flattened into templates (see compileTemplate): one text with special
+  // tokens, and a text pair with and without them. pairStatus says why there is no pair template.
+  Template singleTemplate;
+  Template pairTemplate;
+  Template pairPlainTemplate;
+  Status pairStatus;
+  std::vector<int32_t> prefixIds; // singleTemplate's special ids before and after the sequence
   std::vector<int32_t> suffixIds;
   std::vector<uint8_t> specialById;
   SpecialTokenStrings special;
@@ -79,60 +94,200 @@ Result<int32_t> templateTokenId(const Json &id, const std::string &where) {
   return static_cast<int32_t>(id.get<int64_t>());
 }
 
-// One TemplateProcessing "single" template (or Bert/Roberta processing) as ids around $A.
-Status addTemplate(const Json &pp, const Tokenizer::Impl &impl, std::vector<int32_t> &prefix,
-                   std::vector<int32_t> &suffix, const std::string &where) {
+using Template = Tokenizer::Impl::Template;
+using TemplatePiece = Tokenizer::Impl::TemplatePiece;
+// What a post-processor passes to the next one (the `tokenizers` Vec<Encoding>): one template
+// per encoding, merged in order at the end.
+using Encodings = std::vector<Template>;
+
+TemplatePiece specialPiece(int32_t id, int32_t typeId) {
+  return {TemplatePiece::Kind::kSpecial, {id}, typeId};
+}
+
+void setTypeIds(Template &encoding, int32_t typeId) {
+  for (TemplatePiece &piece : encoding)
+    piece.typeId = typeId;
+}
+
+// BertProcessing: [CLS] A [SEP] (type ids kept, 0 on [CLS] and [SEP]) and B [SEP] ([SEP] 1).
+// RobertaProcessing: every type id 0, then <s> A </s> and </s> B </s>.
+Status applyBertOrRoberta(const Json &pp, bool roberta, bool addSpecialTokens, Encodings &encodings,
+                          const std::string &where) {
+  auto cls = pp.find("cls"), sep = pp.find("sep");
+  if (cls == pp.end() || sep == pp.end() || !cls->is_array() || cls->size() != 2 ||
+      !sep->is_array() || sep->size() != 2)
+    return invalidArgument(where + ": cls and sep must be [token, id]");
+  KILN_ASSIGN_OR_RETURN(int32_t clsId, templateTokenId((*cls)[1], where + ".cls"));
+  KILN_ASSIGN_OR_RETURN(int32_t sepId, templateTokenId((*sep)[1], where + ".sep"));
+  if (roberta)
+    for (Template &encoding : encodings)
+      setTypeIds(encoding, 0);
+  if (!addSpecialTokens)
+    return okStatus();
+  for (size_t i = 0; i < encodings.size(); ++i) {
+    Template &encoding = encodings[i];
+    const int32_t typeId = roberta || i == 0 ? 0 : 1;
+    if (i == 0 || roberta)
+      encoding.insert(encoding.begin(), specialPiece(i == 0 ? clsId : sepId, 0));
+    encoding.push_back(specialPiece(sepId, typeId));
+  }
+  return okStatus();
+}
+
+// A template piece's "type_id" (0 when absent).
+Result<int32_t> pieceTypeId(const Json &body, const std::string &where) {
+  auto it = body.find("type_id");
+  if (it == body.end())
+    return 0;
+  if (!it->is_number_integer() || it->get<int64_t>() < 0 || it->get<int64_t>() >= kTokenIdLimit)
+    return invalidArgument(where + ": type_id " + it->dump() + " is not an integer in [0, 2^24)");
+  return static_cast<int32_t>(it->get<int64_t>());
+}
+
+// One {"Sequence": {"id": "A"|"B", "type_id": n}} piece: a copy of that encoding, every type id n.
+Status addSequencePiece(const Json &body, const Encodings &encodings, Encodings &out,
+                        const std::string &where) {
+  std::string id = body.is_object() ? jsonStringOr(body, "id", "") : "";
+  if (id != "A" && id != "B")
+    return invalidArgument(where + ": a Sequence piece's id must be \"A\" or \"B\"");
+  const size_t index = id == "A" ? 0 : 1;
+  if (index >= encodings.size())
+    return invalidArgument(where + ": $B is used with one sequence");
+  KILN_ASSIGN_OR_RETURN(int32_t typeId, pieceTypeId(body, where));
+  out.push_back(encodings[index]);
+  setTypeIds(out.back(), typeId);
+  return okStatus();
+}
+
+// One {"SpecialToken": {"id": NAME, "type_id": n}} piece: special_tokens[NAME].ids, type id n.
+Status addSpecialTokenPiece(const Json &body, const Json &specials, Encodings &out,
+                            const std::string &where) {
+  if (!body.is_object() || !body.contains("id") || !body["id"].is_string())
+    return invalidArgument(where + ": each piece must be a Sequence or a SpecialToken");
+  std::string name = body["id"].get<std::string>();
+  auto sp = specials.find(name);
+  if (sp == specials.end() || !sp->is_object() || !sp->contains("ids") || !(*sp)["ids"].is_array())
+    return invalidArgument(where + ": special token '" + name + "' is not in special_tokens");
+  KILN_ASSIGN_OR_RETURN(int32_t typeId, pieceTypeId(body, where));
+  Template encoding;
+  for (const Json &id : (*sp)["ids"]) {
+    KILN_ASSIGN_OR_RETURN(int32_t value,
+                          templateTokenId(id, where + ": special token '" + name + "'"));
+    encoding.push_back(specialPiece(value, typeId));
+  }
+  out.push_back(std::move(encoding));
+  return okStatus();
+}
+
+// TemplateProcessing: "single" for one encoding, "pair" for two; one encoding per piece, the
+// special tokens' only when addSpecialTokens.
+Status applyTemplateProcessing(const Json &pp, bool addSpecialTokens, Encodings &encodings,
+                               const std::string &where) {
+  if (encodings.size() != 1 && encodings.size() != 2)
+    return unimplemented(where +
+                         ": TemplateProcessing after a processor that splits the text into " +
+                         std::to_string(encodings.size()) + " encodings is not supported");
+  const std::string key = encodings.size() == 1 ? "single" : "pair";
+  auto tmpl = pp.find(key);
+  if (key == "pair" && tmpl == pp.end())
+    return invalidArgument(where + ".pair is missing: this tokenizer has no text-pair template");
+  if (tmpl == pp.end() || !tmpl->is_array())
+    return invalidArgument(where + "." + key + " must be an array");
+  const Json specials = pp.value("special_tokens", Json::object());
+  Encodings out;
+  for (const Json &piece : *tmpl) {
+    auto sequence = piece.is_object() ? piece.find("Sequence") : piece.end();
+    if (piece.is_object() && sequence != piece.end()) {
+      KILN_RETURN_IF_ERROR(addSequencePiece(*sequence, encodings, out, where + "." + key));
+      continue;
+    }
+    auto special = piece.is_object() ? piece.find("SpecialToken") : piece.end();
+    if (!piece.is_object() || special == piece.end())
+      return invalidArgument(where + "." + key +
+                             ": each piece must be a Sequence or a SpecialToken");
+    if (addSpecialTokens)
+      KILN_RETURN_IF_ERROR(addSpecialTokenPiece(*special, specials, out, where + "." + key));
+  }
+  encodings = std::move(out);
+  return okStatus();
+}
+
+// One post-processor of tokenizer.json on the encodings, as `tokenizers` runs it.
+Status applyPostProcessor(const Json &pp, bool addSpecialTokens, Encodings &encodings,
+                          const std::string &where) {
   std::string type = jsonStringOr(pp, "type", "");
   if (type == "Sequence") {
     auto it = pp.find("processors");
     if (it == pp.end() || !it->is_array())
       return invalidArgument(where + ".processors must be an array");
     for (size_t i = 0; i < it->size(); ++i)
-      KILN_RETURN_IF_ERROR(addTemplate((*it)[i], impl, prefix, suffix,
-                                       where + ".processors[" + std::to_string(i) + "]"));
+      KILN_RETURN_IF_ERROR(applyPostProcessor((*it)[i], addSpecialTokens, encodings,
+                                              where + ".processors[" + std::to_string(i) + "]"));
     return okStatus();
   }
   if (type == "ByteLevel")
     return okStatus(); // only adjusts offsets
-  if (type == "BertProcessing" || type == "RobertaProcessing") {
-    auto cls = pp.find("cls"), sep = pp.find("sep");
-    if (cls == pp.end() || sep == pp.end() || !cls->is_array() || cls->size() != 2 ||
-        !sep->is_array() || sep->size() != 2)
-      return invalidArgument(where + ": cls and sep must be [token, id]");
-    KILN_ASSIGN_OR_RETURN(int32_t clsId, templateTokenId((*cls)[1], where + ".cls"));
-    KILN_ASSIGN_OR_RETURN(int32_t sepId, templateTokenId((*sep)[1], where + ".sep"));
-    prefix.push_back(clsId);
-    suffix.insert(suffix.begin(), sepId);
-    return okStatus();
-  }
+  if (type == "BertProcessing" || type == "RobertaProcessing")
+    return applyBertOrRoberta(pp, type == "RobertaProcessing", addSpecialTokens, encodings, where);
   if (type != "TemplateProcessing")
     return unimplemented(where + ": post_processor type '" + type + "' is not supported");
-  auto single = pp.find("single");
-  if (single == pp.end() || !single->is_array())
-    return invalidArgument(where + ".single must be an array");
-  const Json specials = pp.value("special_tokens", Json::object());
-  std::vector<int32_t> before, after;
+  return applyTemplateProcessing(pp, addSpecialTokens, encodings, where);
+}
+
+// The post-processor (null: none) flattened into one template for `sequences` (1 or 2) texts:
+// text A starts with type id 0 and text B with 1, as `tokenizers` encodes them.
+Result<Template> compileTemplate(const Json &pp, size_t sequences, bool addSpecialTokens,
+                                 const std::string &where) {
+  Encodings encodings = {{TemplatePiece{TemplatePiece::Kind::kSequenceA, {}, 0}}};
+  if (sequences == 2)
+    encodings.push_back({TemplatePiece{TemplatePiece::Kind::kSequenceB, {}, 1}});
+  if (!pp.is_null())
+    KILN_RETURN_IF_ERROR(applyPostProcessor(pp, addSpecialTokens, encodings, where));
+  Template merged;
+  for (Template &encoding : encodings)
+    merged.insert(merged.end(), encoding.begin(), encoding.end());
+  return merged;
+}
+
+// encode() adds the single template's special ids before its first sequence piece as prefixIds
+// and the ones after it as suffixIds.
+void deriveAffixes(Tokenizer::Impl &impl) {
+  impl.prefixIds.clear();
+  impl.suffixIds.clear();
   bool seenSequence = false;
-  for (const Json &piece : *single) {
-    if (piece.contains("Sequence")) {
+  for (const TemplatePiece &piece : impl.singleTemplate) {
+    if (piece.kind != TemplatePiece::Kind::kSpecial) {
       seenSequence = true;
       continue;
     }
-    if (!piece.contains("SpecialToken") || !piece["SpecialToken"].contains("id") ||
-        !piece["SpecialToken"]["id"].is_string())
-      return invalidArgument(where + ".single: each piece must be a Sequence or a SpecialToken");
-    std::string name = piece["SpecialToken"]["id"].get<std::string>();
-    auto sp = specials.find(name);
-    if (sp == specials.end() || !sp->contains("ids") || !(*sp)["ids"].is_array())
-      return invalidArgument(where + ": special token '" + name + "' is not in special_tokens");
-    for (const Json &id : (*sp)["ids"]) {
-      KILN_ASSIGN_OR_RETURN(int32_t value,
-                            templateTokenId(id, where + ": special token '" + name + "'"));
-      (seenSequence ? after : before).push_back(value);
-    }
+    std::vector<int32_t> &ids = seenSequence ? impl.suffixIds : impl.prefixIds;
+    ids.insert(ids.end(), piece.specialIds.begin(), piece.specialIds.end());
   }
-  prefix.insert(prefix.end(), before.begin(), before.end());
-  suffix.insert(suffix.begin(), after.begin(), after.end());
+}
+
+// The single template must compile (the load fails otherwise); a pair template that does not
+// leaves pairStatus for encodePair to return.
+Status loadPostProcessor(const Json &pp, Tokenizer::Impl &impl, const std::string &where) {
+  KILN_ASSIGN_OR_RETURN(impl.singleTemplate, compileTemplate(pp, 1, true, where));
+  deriveAffixes(impl);
+  Result<Template> pair = compileTemplate(pp, 2, true, where);
+  Result<Template> plain = compileTemplate(pp, 2, false, where);
+  impl.pairStatus = pair.isOk() ? plain.status() : pair.status();
+  impl.pairTemplate = pair.isOk() ? *pair : Template();
+  impl.pairPlainTemplate = plain.isOk() ? *plain : Template();
+  if (!impl.pairStatus.isOk())
+    return okStatus();
+  for (const Template *t : {&impl.pairTemplate, &impl.pairPlainTemplate}) {
+    bool hasA = false, hasB = false;
+    for (const TemplatePiece &piece : *t) {
+      hasA = hasA || piece.kind == TemplatePiece::Kind::kSequenceA;
+      hasB = hasB || piece.kind == TemplatePiece::Kind::kSequenceB;
+    }
+    // `tokenizers` builds no such template (its builder requires both) but loads one from JSON
+    // and drops a text; an error is more useful than a missing text.
+    if (!hasA || !hasB)
+      impl.pairStatus = invalidArgument(where + ".pair must use both sequences ($A and $B)");
+  }
   return okStatus();
 }
 
@@ -145,6 +300,47 @@ std::string specialString(const Json &v) {
   return {};
 }
 
+// The id of the bos/eos token that add_bos_token / add_eos_token asks for.
+Result<int32_t> configSpecialId(const Tokenizer::Impl &impl, const std::string &token,
+                                const char *flag, const char *field) {
+  int32_t id = impl.tokenToId(token);
+  if (token.empty() || id < 0)
+    return invalidArgument(std::string("tokenizer_config.json: ") + flag + " is true but " + field +
+                           " '" + token + "' is not a token");
+  return id;
+}
+
+Json specialTemplatePiece(const std::string &name, int32_t typeId) {
+  return {{"SpecialToken", {{"id", name}, {"type_id", typeId}}}};
+}
+Json sequenceTemplatePiece(const char *id, int32_t typeId) {
+  return {{"Sequence", {{"id", id}, {"type_id", typeId}}}};
+}
+
+// transformers' update_post_processor as a TemplateProcessing: single "bos? $A eos?" (type ids 0),
+// pair the same followed by "bos? $B eos?" (type ids 1). Ids < 0: not added.
+Json bosEosTemplate(const Tokenizer::Impl &impl, int32_t bosId, int32_t eosId) {
+  Json single = Json::array(), pair = Json::array(), specials = Json::object();
+  auto addSequence = [&](Json &pieces, const char *id, int32_t typeId) {
+    if (bosId >= 0)
+      pieces.push_back(specialTemplatePiece(impl.special.bos, typeId));
+    pieces.push_back(sequenceTemplatePiece(id, typeId));
+    if (eosId >= 0)
+      pieces.push_back(specialTemplatePiece(impl.special.eos, typeId));
+  };
+  addSequence(single, "A", 0);
+  addSequence(pair, "A", 0);
+  addSequence(pair, "B", 1);
+  if (bosId >= 0)
+    specials[impl.special.bos] = {{"id", impl.special.bos}, {"ids", Json::array({bosId})}};
+  if (eosId >= 0)
+    specials[impl.special.eos] = {{"id", impl.special.eos}, {"ids", Json::array({eosId})}};
+  return {{"type", "TemplateProcessing"},
+          {"single", single},
+          {"pair", pair},
+          {"special_tokens", specials}};
+}
+
 // transformers' Llama/Gemma-class fast tokenizers rebuild the post-processor from
 // add_bos_token / add_eos_token (update_post_processor); other classes keep tokenizer.json's.
 Status applyBosEosOverride(const Json &config, Tokenizer::Impl &impl) {
@@ -153,27 +349,19 @@ Status applyBosEosOverride(const Json &config, Tokenizer::Impl &impl) {
     cls.resize(cls.size() - 4);
   static const char *kRebuilding[] = {"LlamaTokenizer", "CodeLlamaTokenizer", "GemmaTokenizer",
                                       "CohereTokenizer", "GPTNeoXTokenizer"};
-  if (std::find(std::begin(kRebuilding), std::end(kRebuilding), cls) != std::end(kRebuilding)) {
-    bool addBos = jsonBoolOr(config, "add_bos_token", cls != "GPTNeoXTokenizer");
-    bool addEos = jsonBoolOr(config, "add_eos_token", false);
-    impl.prefixIds.clear();
-    impl.suffixIds.clear();
-    if (addBos) {
-      int32_t id = impl.tokenToId(impl.special.bos);
-      if (impl.special.bos.empty() || id < 0)
-        return invalidArgument("tokenizer_config.json: add_bos_token is true but bos_token '" +
-                               impl.special.bos + "' is not a token");
-      impl.prefixIds.push_back(id);
-    }
-    if (addEos) {
-      int32_t id = impl.tokenToId(impl.special.eos);
-      if (impl.special.eos.empty() || id < 0)
-        return invalidArgument("tokenizer_config.json: add_eos_token is true but eos_token '" +
-                               impl.special.eos + "' is not a token");
-      impl.suffixIds.push_back(id);
-    }
+  if (std::find(std::begin(kRebuilding), std::end(kRebuilding), cls) == std::end(kRebuilding))
+    return okStatus();
+  int32_t bosId = -1, eosId = -1;
+  if (jsonBoolOr(config, "add_bos_token", cls != "GPTNeoXTokenizer")) {
+    KILN_ASSIGN_OR_RETURN(bosId,
+                          configSpecialId(impl, impl.special.bos, "add_bos_token", "bos_token"));
   }
-  return okStatus();
+  if (jsonBoolOr(config, "add_eos_token", false)) {
+    KILN_ASSIGN_OR_RETURN(eosId,
+                          configSpecialId(impl, impl.special.eos, "add_eos_token", "eos_token"));
+  }
+  return loadPostProcessor(bosEosTemplate(impl, bosId, eosId), impl,
+                           "tokenizer_config.json: post_processor (add_bos_token/add_eos_token)");
 }
 
 Status loadConfig(std::string_view configText, std::string_view mapText, Tokenizer::Impl &impl) {
@@ -243,6 +431,26 @@ void finishImpl(Tokenizer::Impl &impl) {
       impl.eosIds.push_back(id);
 }
 
+// The first of `ids` that is not below vocabSize; -1 when none is.
+int32_t idOutsideVocabulary(const Tokenizer::Impl &impl, const std::vector<int32_t> &ids) {
+  for (int32_t id : ids)
+    if (id >= impl.vocabSize)
+      return id;
+  return -1;
+}
+
+int32_t pairIdOutsideVocabulary(const Tokenizer::Impl &impl) {
+  for (const TemplatePiece &piece : impl.pairTemplate)
+    if (int32_t id = idOutsideVocabulary(impl, piece.specialIds); id >= 0)
+      return id;
+  return -1;
+}
+
+Status outsideVocabulary(const std::string &where, int32_t id, const Tokenizer::Impl &impl) {
+  return invalidArgument(where + " adds token id " + std::to_string(id) +
+                         ", outside the vocabulary (" + std::to_string(impl.vocabSize) + " ids)");
+}
+
 } // namespace
 
 Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::string_view configJson,
@@ -261,19 +469,16 @@ Result<Tokenizer> Tokenizer::fromJson(std::string_view tokenizerJson, std::strin
                         Decoder::fromJson(root.value("decoder", Json()), j + ": decoder"));
   KILN_ASSIGN_OR_RETURN(std::vector<AddedToken> added, loadAddedTokens(root));
   impl->added.build(std::move(added), impl->normalizer);
-  Json pp = root.value("post_processor", Json());
-  if (!pp.is_null())
-    KILN_RETURN_IF_ERROR(
-        addTemplate(pp, *impl, impl->prefixIds, impl->suffixIds, j + ": post_processor"));
+  KILN_RETURN_IF_ERROR(
+      loadPostProcessor(root.value("post_processor", Json()), *impl, j + ": post_processor"));
   KILN_RETURN_IF_ERROR(loadConfig(configJson, specialTokensMapJson, *impl));
   finishImpl(*impl);
   // encode() emits these ids as they are; one outside the vocabulary would reach the model.
   for (const std::vector<int32_t> *ids : {&impl->prefixIds, &impl->suffixIds})
-    for (int32_t id : *ids)
-      if (id >= impl->vocabSize)
-        return invalidArgument(j + ": post_processor adds token id " + std::to_string(id) +
-                               ", outside the vocabulary (" + std::to_string(impl->vocabSize) +
-                               " ids)");
+    if (int32_t id = idOutsideVocabulary(*impl, *ids); id >= 0)
+      return outsideVocabulary(j + ": post_processor", id, *impl);
+  if (int32_t id = pairIdOutsideVocabulary(*impl); id >= 0 && impl->pairStatus.isOk())
+    impl->pairStatus = outsideVocabulary(j + ": post_processor.pair", id, *impl);
   Tokenizer t;
   t.impl_ = std::move(impl);
   return t;
@@ -371,6 +576,24 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text, bool addSp
   ids.insert(ids.end(), textIds.begin(), textIds.end());
   ids.insert(ids.end(), impl.suffixIds.begin(), impl.suffixIds.end());
   return ids;
+}
+
+Result<PairEncoding> Tokenizer::encodePair(std::string_view text, std::string_view textPair,
+                                           bool addSpecialTokens) const {
+  const Impl &impl = *impl_;
+  if (!impl.pairStatus.isOk())
+    return impl.pairStatus;
+  using Kind = Impl::TemplatePiece::Kind;
+  const std::vector<int32_t> a = encode(text, false), b = encode(textPair, false);
+  PairEncoding out;
+  for (const Impl::TemplatePiece &piece :
+       addSpecialTokens ? impl.pairTemplate : impl.pairPlainTemplate) {
+    const std::vector<int32_t> &ids =
+        piece.kind == Kind::kSpecial ? piece.specialIds : (piece.kind == Kind::kSequenceA ? a : b);
+    out.ids.insert(out.ids.end(), ids.begin(), ids.end());
+    out.typeIds.insert(out.typeIds.end(), ids.size(), piece.typeId);
+  }
+  return out;
 }
 
 std::string Tokenizer::decode(std::span<const int32_t> ids, bool skipSpecialTokens) const {

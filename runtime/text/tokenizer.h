@@ -41,6 +41,12 @@ struct Truncation {
   Side side = Side::kRight;
 };
 
+// A text pair's token ids and, for each id, its token type id (segment id).
+struct PairEncoding {
+  std::vector<int32_t> ids;
+  std::vector<int32_t> typeIds;
+};
+
 class Tokenizer {
 public:
   // tokenizerConfigPath / specialTokensMapPath may be "" (not used).
@@ -63,6 +69,18 @@ public:
   // text token is an error (HF raises one too).
   Result<std::vector<int32_t>> encode(std::string_view text, bool addSpecialTokens,
                                       const Truncation &truncation) const;
+  // HF `tokenizer([text], [text_pair], add_special_tokens=...)` (`tokenizers`' encode(text,
+  // text_pair)): each text encoded as encode(text, false) does, then joined by the
+  // post-processor's pair template (BERT: [CLS] A [SEP] B [SEP], type ids 0 on [CLS] A [SEP] and 1
+  // on B [SEP]; without special tokens A then B). An empty textPair is still a second sequence
+  // (transformers' one-pair call `tokenizer(text, "")` alone drops it and encodes text by itself).
+  // typeIds are the `tokenizers` encoding's type_ids, which transformers returns as token_type_ids
+  // for models that take them (XLM-R and BART tokenizers leave them out; they are all 0 there).
+  // Llama/Gemma-class add_bos_token / add_eos_token give "bos A eos" (type ids 0) then "bos B eos"
+  // (type ids 1). An InvalidArgument error naming post_processor.pair when tokenizer.json's
+  // TemplateProcessing has no usable "pair" template (single texts still encode).
+  Result<PairEncoding> encodePair(std::string_view text, std::string_view textPair,
+                                  bool addSpecialTokens) const;
   // HF `decode(ids, skip_special_tokens=...)` without clean_up_tokenization_spaces. Ids that are
   // not in the vocabulary are skipped, as HF does.
   std::string decode(std::span<const int32_t> ids, bool skipSpecialTokens) const;
