@@ -27,13 +27,15 @@
 //      would refuse the dtype only as an unknown one.
 //  12: KvCacheSpec.k_scales / v_scales (calibrated fp8 KV-cache scales): an older runtime would
 //      read the scaled cache as unscaled and compute wrong attention.
+//  13: step input TokenTypeIds and ModelInfo.type_vocab_size (an encoder's text pairs): an older
+//      runtime would refuse the step input kind only as an unknown one.
 #pragma once
 
 #include <cstdint>
 
 namespace kiln {
 
-inline constexpr uint32_t kSchemaVersion = 12;
+inline constexpr uint32_t kSchemaVersion = 13;
 inline constexpr uint32_t kMinSchemaVersion = 1;
 // The first plan version whose GEMV kernels runtime/hal/cuda/cuda_device.cc may launch.
 inline constexpr uint32_t kGemvSchemaVersion = 4;

@@ -33,7 +33,8 @@ def Kiln_StepInputKind : I32EnumAttr<"StepInputKind", "which step input a value 
   I32EnumAttrCase<"LogitsIndices", 7, "logits_indices">,
   I32EnumAttrCase<"SequenceLengths", 8, "sequence_lengths">,
   I32EnumAttrCase<"LastPositions", 9, "last_positions">,
-  I32EnumAttrCase<"ShiftedTokenIds", 10, "shifted_token_ids">
+  I32EnumAttrCase<"ShiftedTokenIds", 10, "shifted_token_ids">,
+  I32EnumAttrCase<"TokenTypeIds", 11, "token_type_ids">
 ]> {
   let cppNamespace = "::kiln::compiler";
 }

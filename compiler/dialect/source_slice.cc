@@ -42,7 +42,7 @@ bool composeRange(int64_t outerBegin, int64_t outerEnd, int64_t innerBegin, int6
   return outerEnd == -1 || (begin <= outerEnd && end != -1 && end <= outerEnd);
 }
 
-// "TENSOR@ROW" of "|add_row=TENSOR@ROW".
+// "TENSOR@ROW" of "|add_row=TENSOR@ROW" or "|sub_row=TENSOR@ROW".
 bool parseAddRow(std::string_view text, SourceSlice &slice) {
   const size_t at = text.rfind('@');
   if (at == std::string_view::npos || at == 0 || at + 1 == text.size())
@@ -71,6 +71,7 @@ std::optional<SourceSlice> composeSourceSlices(const SourceSlice &outer, const S
   slice.plusOne = outer.plusOne || inner.plusOne;
   slice.addRowTensor = outer.addRowTensor.empty() ? inner.addRowTensor : outer.addRowTensor;
   slice.addRow = outer.addRowTensor.empty() ? inner.addRow : outer.addRow;
+  slice.subtractRow = outer.addRowTensor.empty() ? inner.subtractRow : outer.subtractRow;
   return slice;
 }
 
@@ -83,7 +84,8 @@ std::string formatSourceSlice(const SourceSlice &slice) {
   if (slice.plusOne)
     spec += "|plus_one";
   if (!slice.addRowTensor.empty())
-    spec += "|add_row=" + slice.addRowTensor + "@" + std::to_string(slice.addRow);
+    spec += (slice.subtractRow ? "|sub_row=" : "|add_row=") + slice.addRowTensor + "@" +
+            std::to_string(slice.addRow);
   return spec;
 }
 
@@ -106,6 +108,8 @@ std::optional<SourceSlice> parseSourceSlice(std::string_view spec) {
       ok = slice.plusOne = true;
     else if (part.rfind("add_row=", 0) == 0)
       ok = parseAddRow(part.substr(8), slice);
+    else if (part.rfind("sub_row=", 0) == 0)
+      ok = slice.subtractRow = parseAddRow(part.substr(8), slice);
     if (!ok)
       return std::nullopt;
   }

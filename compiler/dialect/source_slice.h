@@ -1,7 +1,7 @@
 // A kiln.weight source is a checkpoint tensor name, optionally with a slice of it, written into
 // the source string itself ("model.norm.weight", "...q_proj.weight|rows=64:128|cols=0:32"), and
 // "|plus_one" when the weight is 1 + the tensor (Gemma's RMSNorm scales by 1 + w), "|add_row=T@R"
-// when row R of tensor T is added to each row. Tensor
+// when row R of tensor T is added to each row ("|sub_row=T@R": subtracted). Tensor
 // parallelism shards weights this way; keeping the slice inside the string means the fusion passes,
 // which concatenate the parts' sources, carry shards along without knowing about them.
 #pragma once
@@ -22,9 +22,11 @@ struct SourceSlice {
   int64_t colBegin = 0, colEnd = -1;
   bool plusOne = false; // the weight is 1 + each value, computed in fp32
   // Non-empty: row `addRow` of this other tensor is added to every row, in fp32 (an encoder's
-  // token type 0 folded into its word embeddings): "|add_row=TENSOR@ROW".
+  // token type 0 folded into its word embeddings): "|add_row=TENSOR@ROW"; with subtractRow it is
+  // subtracted instead (the token types' table less type 0's row): "|sub_row=TENSOR@ROW".
   std::string addRowTensor;
   int64_t addRow = 0;
+  bool subtractRow = false;
   bool transformed() const { return plusOne || !addRowTensor.empty(); }
 
   bool sliced() const { return rowBegin != 0 || rowEnd != -1 || colBegin != 0 || colEnd != -1; }

@@ -12,6 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 
 namespace kiln::compiler {
@@ -54,6 +55,7 @@ std::unique_ptr<schema::ModelInfoT> modelInfo(const HfModelConfig &config) {
   info->eos_token_ids.assign(config.eosTokenIds.begin(), config.eosTokenIds.end());
   info->pad_token_id = config.padTokenId;
   info->decoder_start_token_id = config.decoderStartTokenId;
+  info->type_vocab_size = static_cast<uint32_t>(std::max<int64_t>(config.typeVocabSize, 0));
   return info;
 }
 

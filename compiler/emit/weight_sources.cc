@@ -206,7 +206,8 @@ mlir::LogicalResult bindWeightSources(mlir::ModuleOp module, const Checkpoint &c
 
 namespace {
 
-// values (a tensor of `shape`) += row slice.addRow of slice.addRowTensor, on every row, in fp32.
+// values (a tensor of `shape`) += row slice.addRow of slice.addRowTensor (-= with
+// slice.subtractRow), on every row, in fp32.
 Status addRowOf(const Checkpoint &checkpoint, const SourceSlice &slice,
                 const std::vector<int64_t> &shape, std::vector<float> &values) {
   KILN_ASSIGN_OR_RETURN(const TensorInfo *other, checkpoint.info(slice.addRowTensor));
@@ -218,7 +219,7 @@ Status addRowOf(const Checkpoint &checkpoint, const SourceSlice &slice,
   KILN_ASSIGN_OR_RETURN(std::vector<float> rows, checkpoint.readF32(slice.addRowTensor));
   const float *row = rows.data() + slice.addRow * shape[1];
   for (size_t i = 0; i < values.size(); ++i)
-    values[i] += row[i % shape[1]];
+    values[i] = slice.subtractRow ? values[i] - row[i % shape[1]] : values[i] + row[i % shape[1]];
   return okStatus();
 }
 

@@ -101,7 +101,9 @@ Value EncoderGraph::layerNorm(const std::string &name, const std::string &hf, Va
 }
 
 // word + token type 0 (one table: the type row added to every word row in fp32, as transformers'
-// inputs_embeds + token_type_embeddings), + position p's row (p + offset), then LayerNorm.
+// inputs_embeds + token_type_embeddings), + the token's type row less type 0's (where the model
+// has more than one type: the TokenTypeIds step input; type 0 adds zeros, so a text alone sums as
+// before), + position p's row (p + offset), then LayerNorm.
 Value EncoderGraph::bertEmbeddings() {
   const HfModelConfig &c = config_;
   SourceSlice word;
@@ -123,9 +125,19 @@ Value EncoderGraph::bertEmbeddings() {
     return b_.create<EmbeddingOp>(loc(name), activation(c.hiddenSize), ids, t,
                                   b_.getI64IntegerAttr(0), b_.getF32FloatAttr(1));
   };
-  Value sum =
-      b_.create<AddOp>(loc("embed.sum"), activation(c.hiddenSize), embed("embed", tokenIds_, words),
-                       embed("embed.position", positions_, table));
+  Value tokens = embed("embed", tokenIds_, words);
+  if (c.typeVocabSize > 1) {
+    SourceSlice types;
+    types.tensor = types.addRowTensor = tensor("embeddings.token_type_embeddings.weight");
+    types.subtractRow = true;
+    Value typeTable = weight("embed.token_type.weight", formatSourceSlice(types),
+                             {c.typeVocabSize, c.hiddenSize}, options_.weightType);
+    tokens = b_.create<AddOp>(
+        loc("embed.typed"), activation(c.hiddenSize), tokens,
+        embed("embed.token_type", stepInput(StepInputKind::TokenTypeIds), typeTable));
+  }
+  Value sum = b_.create<AddOp>(loc("embed.sum"), activation(c.hiddenSize), tokens,
+                               embed("embed.position", positions_, table));
   return layerNorm("embed.norm", "embeddings.LayerNorm", sum);
 }
 

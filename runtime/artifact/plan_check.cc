@@ -342,6 +342,9 @@ Status PlanChecker::checkBuffer(const schema::Rank &rank, uint32_t index) {
          uint32_t(plan_.model()->decoder_start_token_id()) >= plan_.model()->vocab_size()))
       return error(name + ": shifted token ids need model.decoder_start_token_id in [0, "
                           "vocab_size)");
+    if (b.step_input() == StepInputKind::TokenTypeIds && plan_.model()->type_vocab_size() < 2)
+      return error(name + ": token type ids need model.type_vocab_size >= 2, not " +
+                   std::to_string(plan_.model()->type_vocab_size()));
     if (b.step_input() == StepInputKind::BlockTables &&
         (b.shape()->size() != 2 || b.shape()->Get(1) != plan_.limits()->max_blocks_per_seq()))
       return error(name + ": block tables must be [max_batch, max_blocks_per_seq " +

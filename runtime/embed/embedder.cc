@@ -18,7 +18,30 @@ int32_t Embedder::maxInputTokens() const {
   return std::min(limits().maxSeqLen, limits().maxTokensPerStep);
 }
 
-Status Embedder::validate(const std::vector<std::vector<int32_t>> &inputs) const {
+Status Embedder::validateTokenTypes(const std::vector<std::vector<int32_t>> &inputs,
+                                    const std::vector<std::vector<int32_t>> &tokenTypes) const {
+  if (tokenTypes.empty())
+    return okStatus();
+  if (tokenTypes.size() != inputs.size())
+    return invalidArgument("token types are given for " + std::to_string(tokenTypes.size()) +
+                           " inputs of " + std::to_string(inputs.size()));
+  const int32_t types = std::max(limits().typeVocabSize, 1);
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::string name = "input " + std::to_string(i);
+    if (!tokenTypes[i].empty() && tokenTypes[i].size() != inputs[i].size())
+      return invalidArgument(name + " has " + std::to_string(tokenTypes[i].size()) +
+                             " token types for " + std::to_string(inputs[i].size()) + " tokens");
+    for (int32_t type : tokenTypes[i])
+      if (type < 0 || type >= types)
+        return invalidArgument(name + " holds token type " + std::to_string(type) +
+                               "; the model has " + std::to_string(types) +
+                               (types == 1 ? " token type" : " token types"));
+  }
+  return okStatus();
+}
+
+Status Embedder::validate(const std::vector<std::vector<int32_t>> &inputs,
+                          const std::vector<std::vector<int32_t>> &tokenTypes) const {
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::string name = "input " + std::to_string(i);
     if (inputs[i].empty())
@@ -39,16 +62,19 @@ Status Embedder::validate(const std::vector<std::vector<int32_t>> &inputs) const
                                "; the vocabulary has " + std::to_string(limits().vocabSize) +
                                " tokens");
   }
-  return okStatus();
+  return validateTokenTypes(inputs, tokenTypes);
 }
 
-Status Embedder::runStep(const std::vector<std::vector<int32_t>> &inputs, size_t first, size_t end,
-                         std::vector<Embedding> &out) {
+Status Embedder::runStep(const std::vector<std::vector<int32_t>> &inputs,
+                         const std::vector<std::vector<int32_t>> &tokenTypes, size_t first,
+                         size_t end, std::vector<Embedding> &out) {
   StepBatch batch;
   int32_t nextBlock = 0;
   for (size_t i = first; i < end; ++i) {
     SequenceStep seq;
     seq.tokenIds = inputs[i];
+    if (!tokenTypes.empty())
+      seq.tokenTypeIds = tokenTypes[i];
     const int32_t blocks =
         (static_cast<int32_t>(inputs[i].size()) + limits().blockSize - 1) / limits().blockSize;
     seq.blockTables = ownBlockTables(limits(), nextBlock, blocks);
@@ -75,8 +101,10 @@ Status Embedder::runStep(const std::vector<std::vector<int32_t>> &inputs, size_t
   return okStatus();
 }
 
-Result<std::vector<Embedding>> Embedder::embed(const std::vector<std::vector<int32_t>> &inputs) {
-  KILN_RETURN_IF_ERROR(validate(inputs));
+Result<std::vector<Embedding>>
+Embedder::embed(const std::vector<std::vector<int32_t>> &inputs,
+                const std::vector<std::vector<int32_t>> &tokenTypes) {
+  KILN_RETURN_IF_ERROR(validate(inputs, tokenTypes));
   std::vector<Embedding> out(inputs.size());
   // Greedy packing in input order: a step takes inputs while their tokens, their count and their
   // KV blocks fit.
@@ -95,7 +123,7 @@ Result<std::vector<Embedding>> Embedder::embed(const std::vector<std::vector<int
       blocks += b;
       ++end;
     }
-    KILN_RETURN_IF_ERROR(runStep(inputs, first, end, out));
+    KILN_RETURN_IF_ERROR(runStep(inputs, tokenTypes, first, end, out));
     first = end;
   }
   return out;

@@ -31,12 +31,15 @@ class Embedder {
 public:
   static Result<Embedder> create(const EmbedderConfig &config);
 
-  // One Embedding per input, in order. Fails, computing nothing, on an empty input, an id outside
-  // the vocabulary or an input longer than the compiled limits (the error names the input, the
-  // length and the limit).
-  Result<std::vector<Embedding>> embed(const std::vector<std::vector<int32_t>> &inputs);
+  // One Embedding per input, in order. tokenTypes: empty, or per input its tokens' types (a text
+  // pair's second text type 1; an empty list: all type 0). Fails, computing nothing, on an empty
+  // input, an id outside the vocabulary, a token type the model does not have, or an input longer
+  // than the compiled limits (the error names the input, the length and the limit).
+  Result<std::vector<Embedding>> embed(const std::vector<std::vector<int32_t>> &inputs,
+                                       const std::vector<std::vector<int32_t>> &tokenTypes = {});
   // embed()'s checks alone (thread-safe: reads only the limits).
-  Status validate(const std::vector<std::vector<int32_t>> &inputs) const;
+  Status validate(const std::vector<std::vector<int32_t>> &inputs,
+                  const std::vector<std::vector<int32_t>> &tokenTypes = {}) const;
 
   int32_t width() const { return limits().outputWidth; }
   // The longest input: max_seq_len, and one step's tokens (a sequence is computed in one step).
@@ -46,8 +49,11 @@ public:
 private:
   explicit Embedder(const EmbedderConfig &config) : config_(config) {}
   // Inputs [first, end) as one step; their rows appended to out[first..end).
-  Status runStep(const std::vector<std::vector<int32_t>> &inputs, size_t first, size_t end,
+  Status runStep(const std::vector<std::vector<int32_t>> &inputs,
+                 const std::vector<std::vector<int32_t>> &tokenTypes, size_t first, size_t end,
                  std::vector<Embedding> &out);
+  Status validateTokenTypes(const std::vector<std::vector<int32_t>> &inputs,
+                            const std::vector<std::vector<int32_t>> &tokenTypes) const;
 
   EmbedderConfig config_;
 };

@@ -26,14 +26,16 @@ void EmbeddingService::shutdown() {
     worker_.join();
 }
 
-Result<std::vector<Embedding>> EmbeddingService::embed(std::vector<std::vector<int32_t>> inputs) {
-  KILN_RETURN_IF_ERROR(embedder_.validate(inputs));
+Result<std::vector<Embedding>>
+EmbeddingService::embed(std::vector<std::vector<int32_t>> inputs,
+                        std::vector<std::vector<int32_t>> tokenTypes) {
+  KILN_RETURN_IF_ERROR(embedder_.validate(inputs, tokenTypes));
   std::future<Result<std::vector<Embedding>>> result;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (stopping_)
       return unavailable("the embedding service is shutting down");
-    queue_.push_back({std::move(inputs), {}});
+    queue_.push_back({std::move(inputs), std::move(tokenTypes), {}});
     result = queue_.back().done.get_future();
   }
   wake_.notify_one();
@@ -55,11 +57,19 @@ void EmbeddingService::run() {
 }
 
 void EmbeddingService::serve(std::deque<Pending> &batch) {
-  std::vector<std::vector<int32_t>> all;
-  for (Pending &p : batch)
-    for (std::vector<int32_t> &input : p.inputs)
-      all.push_back(std::move(input));
-  Result<std::vector<Embedding>> out = embedder_.embed(all);
+  std::vector<std::vector<int32_t>> all, allTypes;
+  bool typed = false;
+  for (Pending &p : batch) {
+    typed = typed || !p.tokenTypes.empty();
+    for (size_t i = 0; i < p.inputs.size(); ++i) {
+      all.push_back(std::move(p.inputs[i]));
+      allTypes.push_back(p.tokenTypes.empty() ? std::vector<int32_t>()
+                                              : std::move(p.tokenTypes[i]));
+    }
+  }
+  if (!typed)
+    allTypes.clear();
+  Result<std::vector<Embedding>> out = embedder_.embed(all, allTypes);
   size_t next = 0;
   for (Pending &p : batch) {
     if (!out.isOk()) {

@@ -32,15 +32,17 @@ public:
   EmbeddingService &operator=(const EmbeddingService &) = delete;
 
   const EmbeddingModelInfo &info() const { return info_; }
-  // Thread-safe. One Embedding per input, in order; an error names the bad input. After
-  // shutdown(): unavailable.
-  Result<std::vector<Embedding>> embed(std::vector<std::vector<int32_t>> inputs);
+  // Thread-safe. One Embedding per input, in order (tokenTypes as Embedder::embed's); an error
+  // names the bad input. After shutdown(): unavailable.
+  Result<std::vector<Embedding>> embed(std::vector<std::vector<int32_t>> inputs,
+                                       std::vector<std::vector<int32_t>> tokenTypes = {});
   // Finishes the queued requests, refuses new ones, joins the worker. Idempotent.
   void shutdown();
 
 private:
   struct Pending {
     std::vector<std::vector<int32_t>> inputs;
+    std::vector<std::vector<int32_t>> tokenTypes; // empty, or one list per input
     std::promise<Result<std::vector<Embedding>>> done;
   };
 

@@ -26,6 +26,7 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.vocabSize = static_cast<int32_t>(plan.model()->vocab_size());
   limits.embeds = plan.output() == schema::PlanOutput::HiddenStates;
   limits.decoderStartTokenId = plan.model()->decoder_start_token_id();
+  limits.typeVocabSize = static_cast<int32_t>(plan.model()->type_vocab_size());
   limits.outputWidth =
       limits.embeds ? static_cast<int32_t>(plan.model()->hidden_size()) : limits.vocabSize;
   if (const auto *groups = plan.kv_cache()->groups())

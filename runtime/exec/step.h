@@ -35,6 +35,9 @@ struct SequenceStep {
   // (plan.fbs SequenceLengths): all its known tokens, e.g. the whole prompt while a chunk of it
   // is prefilled. 0: the step's end, startPosition + tokenIds.size().
   int32_t sequenceLength = 0;
+  // Per new token, its token type (an encoder's text pair: 1 on the second text), each below
+  // RunnerLimits::typeVocabSize; empty: every token is type 0.
+  std::vector<int32_t> tokenTypeIds;
 };
 
 // The logits rows a sequence's step gives: all new tokens' (kAll), its last one's (kLast, and
@@ -110,6 +113,9 @@ struct RunnerLimits {
   // ModelInfo.decoder_start_token_id: the first id of each sequence's ShiftedTokenIds (an
   // encoder-decoder's decoder input); -1 when the plan has no such input.
   int32_t decoderStartTokenId = -1;
+  // ModelInfo.type_vocab_size: the token types a sequence's tokenTypeIds may hold (0 and 1: only
+  // type 0).
+  int32_t typeVocabSize = 0;
   // > 0: a sequence longer than this rotates its keys by its length (plan.fbs RopeKvWrite modes
   // LongShort / DynamicNtk), so only KV written while a sequence is at most this long may be
   // shared through the prefix cache. 0: RoPE never depends on the length.

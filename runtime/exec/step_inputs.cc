@@ -41,6 +41,22 @@ Status validateBlockTable(const SequenceStep &seq, size_t s, int32_t g, int64_t 
   return okStatus();
 }
 
+Status validateTokenTypes(const SequenceStep &seq, size_t s, const RunnerLimits &limits) {
+  if (seq.tokenTypeIds.empty())
+    return okStatus();
+  if (seq.tokenTypeIds.size() != seq.tokenIds.size())
+    return invalidArgument(seqName(s) + " has " + std::to_string(seq.tokenTypeIds.size()) +
+                           " token types for " + std::to_string(seq.tokenIds.size()) +
+                           " new tokens; give one per token or none");
+  const int32_t types = std::max(limits.typeVocabSize, 1);
+  for (size_t i = 0; i < seq.tokenTypeIds.size(); ++i)
+    if (seq.tokenTypeIds[i] < 0 || seq.tokenTypeIds[i] >= types)
+      return invalidArgument(seqName(s) + " token " + std::to_string(i) + " has token type " +
+                             std::to_string(seq.tokenTypeIds[i]) + "; the model has " +
+                             std::to_string(types) + " token type(s)");
+  return okStatus();
+}
+
 Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &limits) {
   int64_t numNew = static_cast<int64_t>(seq.tokenIds.size());
   if (numNew == 0)
@@ -69,6 +85,7 @@ Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &l
                              std::to_string(id) + "; the vocabulary has " +
                              std::to_string(limits.vocabSize) + " tokens");
   }
+  KILN_RETURN_IF_ERROR(validateTokenTypes(seq, s, limits));
   if (seq.blockTables.size() != static_cast<size_t>(kvGroupCount(limits)))
     return invalidArgument(seqName(s) + " has " + std::to_string(seq.blockTables.size()) +
                            " block tables; the artifact's KV cache has " +
@@ -108,7 +125,8 @@ HostStepInputs::HostStepInputs(const RunnerLimits &limits)
       blockTables(kvGroupCount(limits), std::vector<int32_t>(static_cast<size_t>(limits.maxBatch) *
                                                              limits.maxBlocksPerSeq)),
       logitsIndices(limits.maxTokensPerStep), lastPositions(limits.maxTokensPerStep),
-      shiftedTokenIds(limits.maxTokensPerStep), maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
+      shiftedTokenIds(limits.maxTokensPerStep), tokenTypeIds(limits.maxTokensPerStep),
+      maxBlocksPerSeq_(limits.maxBlocksPerSeq) {}
 
 std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
                                                 const StepCounts &counts, uint32_t group) const {
@@ -135,6 +153,8 @@ std::span<const int32_t> HostStepInputs::filled(schema::StepInputKind kind,
     return {lastPositions.data(), tokens};
   case K::ShiftedTokenIds:
     return {shiftedTokenIds.data(), tokens};
+  case K::TokenTypeIds:
+    return {tokenTypeIds.data(), tokens};
   default:
     return {};
   }
@@ -158,6 +178,7 @@ StepCounts fillStepInputs(const StepBatch &batch, const RunnerLimits &limits,
       inputs.positions[t] = position;
       inputs.lastPositions[t] = seq.startPosition + numNew - 1;
       inputs.shiftedTokenIds[t] = i > 0 ? seq.tokenIds[i - 1] : limits.decoderStartTokenId;
+      inputs.tokenTypeIds[t] = seq.tokenTypeIds.empty() ? 0 : seq.tokenTypeIds[i];
       for (size_t g = 0; g < seq.blockTables.size(); ++g)
         inputs.slotMapping[g][t] =
             seq.blockTables[g][position / blockSize] * blockSize + position % blockSize;
@@ -271,6 +292,7 @@ StepCounts padDecodeStep(const StepCounts &counts, int32_t bucket, const RunnerL
     inputs.positions[i] = 0;
     inputs.lastPositions[i] = 0;
     inputs.shiftedTokenIds[i] = 0;
+    inputs.tokenTypeIds[i] = 0;
     inputs.queryStartLoc[i + 1] = i + 1;
     inputs.contextLens[i] = 1;
     inputs.sequenceLengths[i] = 1;

@@ -28,6 +28,7 @@ struct HostStepInputs {
   std::vector<int32_t> logitsIndices;   // [maxTokensPerStep]
   std::vector<int32_t> lastPositions;   // [maxTokensPerStep]: its sequence's last position
   std::vector<int32_t> shiftedTokenIds; // [maxTokensPerStep]: the token before it (plan.fbs)
+  std::vector<int32_t> tokenTypeIds;    // [maxTokensPerStep]: its token type
 
   explicit HostStepInputs(const RunnerLimits &limits);
   // The filled prefix of the input of `kind` (of KV cache group `group` for SlotMapping and

@@ -46,20 +46,28 @@ Status checkRange(const schema::Plan &plan, const schema::Op &op, uint64_t rows)
 
 Status checkShapes(const PlanOpView &v) {
   const schema::Buffer *table = v.in[1], *y = v.out[0];
-  // Token ids (or shifted ones: an encoder-decoder's decoder input), or positions (learned
-  // position embeddings).
+  // Token ids (or shifted ones: an encoder-decoder's decoder input), positions (learned position
+  // embeddings) or token types (an encoder's segments).
   if (!(isStepInput(v.in[0], schema::StepInputKind::TokenIds) ||
         isStepInput(v.in[0], schema::StepInputKind::ShiftedTokenIds) ||
-        isStepInput(v.in[0], schema::StepInputKind::Positions)) ||
+        isStepInput(v.in[0], schema::StepInputKind::Positions) ||
+        isStepInput(v.in[0], schema::StepInputKind::TokenTypeIds)) ||
       table->kind() != schema::BufferKind::Weight || table->shape()->size() != 2 ||
       y->rows() != schema::RowScale::Tokens || widthOf(y) != table->shape()->Get(1))
-    return shapeError("needs [token_ids or positions step input, table weight [rows, hidden]] -> "
-                      "y(Tokens, hidden)");
+    return shapeError("needs [token_ids, positions or token_type_ids step input, table weight "
+                      "[rows, hidden]] -> y(Tokens, hidden)");
   if (isStepInput(v.in[0], schema::StepInputKind::Positions)) {
     const uint64_t positions = v.plan.limits()->max_seq_len();
     if (table->shape()->Get(0) < positions || v.op.params_as_EmbeddingParams()->vocab_start() != 0)
       return shapeError("a position table needs a row for each of max_seq_len " +
                         std::to_string(positions) + " positions and vocab_start 0");
+    return okStatus();
+  }
+  if (isStepInput(v.in[0], schema::StepInputKind::TokenTypeIds)) {
+    const uint32_t types = v.plan.model()->type_vocab_size();
+    if (table->shape()->Get(0) != types || v.op.params_as_EmbeddingParams()->vocab_start() != 0)
+      return shapeError("a token type table needs one row for each of model.type_vocab_size " +
+                        std::to_string(types) + " types and vocab_start 0");
     return okStatus();
   }
   return checkRange(v.plan, v.op, table->shape()->Get(0));

@@ -20,7 +20,7 @@ struct EmbedGoldenCase {
   std::vector<int32_t> ids;
   std::vector<float> hidden; // [tokens, width]
   std::vector<float> pooled; // normalized when the golden says so; empty without pooling
-  bool textPair = false;     // token type 1 somewhere: kiln compiles token type 0 only
+  std::vector<int32_t> tokenTypeIds; // per token (a text pair: 1 on the second text)
 };
 
 struct EmbedGolden {
@@ -41,7 +41,6 @@ Result<EmbedGolden> readEmbedGolden(const std::string &path);
 struct EmbedCaseVerdict {
   std::string name;
   int32_t tokens = 0;
-  bool checked = true; // false for a text pair
   float maxHiddenDiff = 0;
   float maxPooledDiff = 0; // 0 without pooling
   bool passed = true;

@@ -116,7 +116,7 @@ void checkEncoderOnCuda(const char *name, size_t cases) {
   checkEncoder(name, cases, "cuda", *options);
 }
 TEST(CudaFamilies, EncoderBert) {
-  checkEncoderOnCuda("tiny-bert", 5);
+  checkEncoderOnCuda("tiny-bert", 6);
 }
 TEST(CudaFamilies, EncoderXlmRoberta) {
   checkEncoderOnCuda("tiny-xlm-roberta", 6);

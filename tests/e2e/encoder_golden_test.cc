@@ -11,7 +11,7 @@ namespace kiln::e2e {
 namespace {
 
 TEST(EncoderGolden, BertMeanPooling) {
-  checkEncoder("tiny-bert", 5, "cpu", {});
+  checkEncoder("tiny-bert", 6, "cpu", {});
 }
 
 TEST(EncoderGolden, XlmRobertaClsPooling) {
@@ -57,6 +57,13 @@ TEST(EncoderGolden, RefusesInputsBeyondTheLimits) {
   EXPECT_EQ(embedder->embed({{2, 5000}}).status().message(),
             "input 0 holds token id 5000; the vocabulary has 1023 tokens");
   EXPECT_EQ(embedder->embed({{}}).status().message(), "input 0 has no tokens");
+  // Token types: BERT has 2 (type_vocab_size); one per token or none.
+  EXPECT_EQ(embedder->embed({{2, 5, 3}}, {{0, 2, 0}}).status().message(),
+            "input 0 holds token type 2; the model has 2 token types");
+  EXPECT_EQ(embedder->embed({{2, 5, 3}}, {{0, 1}}).status().message(),
+            "input 0 has 2 token types for 3 tokens");
+  EXPECT_EQ(embedder->embed({{2, 5, 3}, {2, 3}}, {{0, 0, 1}}).status().message(),
+            "token types are given for 1 inputs of 2");
   // More inputs than one step holds run as several steps, in order.
   std::vector<std::vector<int32_t>> five(5, std::vector<int32_t>{2, 40, 41, 3});
   five[3] = {2, 50, 3};

@@ -17,7 +17,8 @@ namespace {
 struct EncoderCase {
   std::string what;
   std::vector<int32_t> ids;
-  std::vector<float> hidden; // [tokens, width]
+  std::vector<int32_t> types; // token type ids (a text pair's second text: 1 in BERT)
+  std::vector<float> hidden;  // [tokens, width]
   std::vector<float> pooled;
 };
 
@@ -46,10 +47,11 @@ EncoderGolden loadEncoderGolden(const std::string &name) {
     golden.normalize = json["pooling"]["normalize"];
   }
   for (const nlohmann::json &c : json["cases"]) {
-    const std::vector<int32_t> types = c["token_type_ids"];
-    if (std::any_of(types.begin(), types.end(), [](int32_t t) { return t != 0; }))
-      continue; // a text pair: see the header comment
-    EncoderCase ec{c["what"], c["input_ids"], {}, c.value("pooled", std::vector<float>())};
+    EncoderCase ec{c["what"],
+                   c["input_ids"],
+                   c["token_type_ids"],
+                   {},
+                   c.value("pooled", std::vector<float>())};
     Result<std::string> bytes = readFile(dir + c["hidden_file"].get<std::string>());
     EXPECT_TRUE(bytes.isOk()) << bytes.status().toString();
     if (!bytes.isOk())
@@ -91,10 +93,11 @@ void checkEncoder(const std::string &name, size_t expectedCases, const std::stri
   ASSERT_TRUE(embedder.isOk()) << embedder.status().toString();
   ASSERT_EQ(embedder->width(), golden.width);
 
-  std::vector<std::vector<int32_t>> all;
+  std::vector<std::vector<int32_t>> all, allTypes;
   for (const EncoderCase &c : golden.cases) {
     all.push_back(c.ids);
-    Result<std::vector<rt::Embedding>> alone = embedder->embed({c.ids});
+    allTypes.push_back(c.types);
+    Result<std::vector<rt::Embedding>> alone = embedder->embed({c.ids}, {c.types});
     ASSERT_TRUE(alone.isOk()) << alone.status().toString();
     EXPECT_LE(maxDiff((*alone)[0].hidden, c.hidden), golden.tolerance) << name << " " << c.what;
     const std::vector<float> pooled =
@@ -103,7 +106,7 @@ void checkEncoder(const std::string &name, size_t expectedCases, const std::stri
       EXPECT_LE(maxDiff(pooled, c.pooled), golden.tolerance) << name << " " << c.what;
   }
   // Together (one step: 8 sequences, 512 tokens), each exactly as alone.
-  Result<std::vector<rt::Embedding>> together = embedder->embed(all);
+  Result<std::vector<rt::Embedding>> together = embedder->embed(all, allTypes);
   ASSERT_TRUE(together.isOk()) << together.status().toString();
   for (size_t i = 0; i < golden.cases.size(); ++i)
     EXPECT_LE(maxDiff((*together)[i].hidden, golden.cases[i].hidden), golden.tolerance)

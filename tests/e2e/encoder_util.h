@@ -2,8 +2,8 @@
 // goldens (tools/goldens/make_encoder_goldens.py, tests/data/golden/<fixture>.embed.json): every
 // token's last hidden state within 1e-4, alone and batched with the other cases (batch
 // invariance), and sentence-transformers' pooling (mean + Normalize for tiny-bert, CLS + Normalize
-// for tiny-xlm-roberta) within 1e-4. Token type ids other than 0 (a text pair) are not compiled:
-// kiln folds token type 0 into the word embeddings, so the pair case is left out.
+// for tiny-xlm-roberta) within 1e-4. A text pair's case runs with the golden's token type ids
+// (BERT: 1 on the second text; the TokenTypeIds step input).
 #pragma once
 
 #include "compiler/driver/compile.h"
@@ -14,8 +14,8 @@ namespace kiln::e2e {
 
 // Compiles fixture `name` with `options` (max batch 8, max length 128, 512 tokens a step set
 // here) for `device` and checks it against tests/data/golden/<name>.embed.json: the hidden
-// states of its `expectedCases` single-text cases within the golden's tolerance, alone and
-// batched together, and the pooled vectors.
+// states of its `expectedCases` cases (single texts and text pairs) within the golden's tolerance,
+// alone and batched together, and the pooled vectors.
 void checkEncoder(const std::string &name, size_t expectedCases, const std::string &device,
                   compiler::CompileOptions options);
 

@@ -43,7 +43,16 @@ TEST(SourceSliceTest, FormatsAndParsesRoundTrip) {
   EXPECT_EQ(formatSourceSlice(*plusOne), "model.norm.weight|plus_one");
   SourceSlice rows{"q.weight", 4, 8};
   EXPECT_TRUE(composeSourceSlices(*plusOne, rows)->plusOne);
-  for (const char *bad : {"", "|rows=0:1", "t|rows=4:2", "t|rows=a:b", "t|depth=0:1", "t|rows=1"})
+  // An encoder's token type rows less type 0's: the row is subtracted, not added.
+  auto lessRow = parseSourceSlice("tt.weight|sub_row=tt.weight@0");
+  ASSERT_TRUE(lessRow);
+  EXPECT_TRUE(lessRow->subtractRow);
+  EXPECT_EQ(lessRow->addRowTensor, "tt.weight");
+  EXPECT_EQ(formatSourceSlice(*lessRow), "tt.weight|sub_row=tt.weight@0");
+  EXPECT_TRUE(composeSourceSlices(*lessRow, rows)->subtractRow);
+  EXPECT_FALSE(parseSourceSlice("w|add_row=t@1")->subtractRow);
+  for (const char *bad :
+       {"", "|rows=0:1", "t|rows=4:2", "t|rows=a:b", "t|depth=0:1", "t|rows=1", "t|sub_row=t"})
     EXPECT_FALSE(parseSourceSlice(bad)) << bad;
   std::string error;
   // Rows past the end are padding; columns past the end are an error.

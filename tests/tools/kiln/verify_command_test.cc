@@ -165,16 +165,17 @@ TEST(VerifyCommand, HalfPrecisionTransformersGoldens) {
 }
 
 // Embedding goldens (tests/data/golden/*.embed.json, transformers' hidden states and
-// sentence-transformers' pooled vectors): tiny-bert's single texts pass and its text pair is
-// named as not checked, tiny-bart's decoder states pass; --tolerance 0 makes a regression (exit
+// sentence-transformers' pooled vectors): tiny-bert's single texts and its text pair (token type 1
+// on the second text) pass, tiny-bart's decoder states pass; --tolerance 0 makes a regression (exit
 // 1); another model's pooling or a generating artifact is an error (exit 2).
 TEST(VerifyCommand, EmbeddingGoldens) {
   const std::string bert = compiled("tiny-bert", "--max-seq-len 128 --max-batch 8");
   CommandResult r = runCommand(
       kKiln + " verify " + bert + " --golden " + kGoldenDir + "tiny-bert.embed.json", true);
   EXPECT_EQ(r.exitCode, 0) << r.output;
-  EXPECT_NE(r.output.find("verify: PASS (5 cases)\n"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(": not checked: a text pair (token type 1)"), std::string::npos)
+  EXPECT_NE(r.output.find("verify: PASS (6 cases)\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("case sentence pair (text, text_pair) (18 tokens): hidden max |diff| "),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("case short (11 tokens): hidden max |diff| "), std::string::npos)
       << r.output;
@@ -189,7 +190,7 @@ TEST(VerifyCommand, EmbeddingGoldens) {
                      "tiny-bert.embed.json --tolerance 0",
                  true);
   EXPECT_EQ(r.exitCode, 1) << r.output;
-  EXPECT_NE(r.output.find("verify: FAIL (5 of 5 cases differ)\n"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("verify: FAIL (6 of 6 cases differ)\n"), std::string::npos) << r.output;
 
   const std::string xlmr = compiled("tiny-xlm-roberta", "--max-seq-len 128 --max-batch 8");
   r = runCommand(kKiln + " verify " + xlmr + " --golden " + kGoldenDir + "tiny-bert.embed.json",
