@@ -30,6 +30,30 @@ std::optional<ApiError> encodeText(const json &text, const std::string &field,
   return std::nullopt;
 }
 
+// {"text": ..., "text_pair": ...}: the two texts as the tokenizer pairs them, into out's last input
+// and its token types.
+std::optional<ApiError> encodeTextPair(const json &pair, const std::string &field,
+                                       const ServeModel &model, EmbeddingRequest &out) {
+  for (const char *key : {"text", "text_pair"}) {
+    const std::string name = field + "." + key;
+    if (!pair.contains(key) || !pair[key].is_string())
+      return badRequest(name, "field '" + name +
+                                  "' must be a string (a text pair is {\"text\": "
+                                  "..., \"text_pair\": ...})");
+    if (pair[key].get_ref<const std::string &>().empty())
+      return badRequest(name, "field '" + name + "' is an empty string");
+  }
+  Result<PairEncoding> encoded =
+      model.encodePromptPair(pair["text"].get_ref<const std::string &>(),
+                             pair["text_pair"].get_ref<const std::string &>());
+  if (!encoded.isOk())
+    return errorFromStatus(encoded.status(), field);
+  out.tokenTypes.resize(out.inputs.size());
+  out.inputs.back() = std::move(encoded->ids);
+  out.tokenTypes.back() = std::move(encoded->typeIds);
+  return std::nullopt;
+}
+
 std::optional<ApiError> checkLength(const std::vector<int32_t> &ids, const std::string &field,
                                     const EmbeddingModelInfo &info) {
   if (static_cast<int64_t>(ids.size()) <= info.maxInputTokens)
@@ -52,16 +76,28 @@ bool tokenIds(const json &value, std::vector<int32_t> &out) {
   return true;
 }
 
-// A string or a non-empty list of strings (TEI, SageMaker); OpenAI also takes token ids.
-std::optional<ApiError> parseInputs(const json &input, const std::string &field, bool idsAllowed,
+// Which inputs besides strings an API takes.
+struct InputForms {
+  bool ids = false;   // OpenAI: token ids, or lists of them
+  bool pairs = false; // SageMaker: text pairs {"text": ..., "text_pair": ...}
+};
+
+// A string or a non-empty list of strings (TEI, SageMaker); OpenAI also takes token ids,
+// SageMaker text pairs.
+std::optional<ApiError> parseInputs(const json &input, const std::string &field, InputForms forms,
                                     const ServeModel &model, const EmbeddingModelInfo &info,
                                     EmbeddingRequest &out,
                                     const std::optional<Truncation> &truncation = std::nullopt) {
   out.batched = input.is_array();
+  const bool idsAllowed = forms.ids;
   std::vector<int32_t> ids;
   if (idsAllowed && tokenIds(input, ids)) {
     out.inputs.push_back(std::move(ids));
     out.batched = false;
+  } else if (forms.pairs && input.is_object()) {
+    out.inputs.emplace_back();
+    if (auto error = encodeTextPair(input, field, model, out))
+      return error;
   } else if (input.is_string()) {
     out.inputs.emplace_back();
     if (auto error = encodeText(input, field, model, truncation, out.inputs.back()))
@@ -73,14 +109,22 @@ std::optional<ApiError> parseInputs(const json &input, const std::string &field,
       if (idsAllowed && input[i].is_array()) {
         if (!tokenIds(input[i], out.inputs.back()))
           return badRequest(item, "field '" + item + "' must be a non-empty list of token ids");
+      } else if (forms.pairs && input[i].is_object()) {
+        if (auto error = encodeTextPair(input[i], item, model, out))
+          return error;
       } else if (auto error = encodeText(input[i], item, model, truncation, out.inputs.back())) {
         return error;
       }
     }
   } else {
-    return badRequest(field, "field '" + field + "' must be a string or a non-empty list" +
-                                 (idsAllowed ? " (of strings, token ids or id lists)" : ""));
+    return badRequest(field, "field '" + field + "' must be a string" +
+                                 (forms.pairs ? ", a text pair" : "") + " or a non-empty list" +
+                                 (idsAllowed    ? " (of strings, token ids or id lists)"
+                                  : forms.pairs ? " (of strings or text pairs)"
+                                                : ""));
   }
+  if (!out.tokenTypes.empty())
+    out.tokenTypes.resize(out.inputs.size()); // the single texts after the last pair: all type 0
   for (size_t i = 0; i < out.inputs.size(); ++i)
     if (auto error = checkLength(out.inputs[i],
                                  out.batched ? field + "[" + std::to_string(i) + "]" : field, info))
@@ -151,7 +195,7 @@ std::optional<ApiError> parseOpenAiEmbeddingRequest(const json &body, const Serv
                                           std::to_string(info.width) + "] (the model's width)");
     out.dimensions = d.get<int32_t>();
   }
-  return parseInputs(body["input"], "input", /*idsAllowed=*/true, model, info, out);
+  return parseInputs(body["input"], "input", {.ids = true}, model, info, out);
 }
 
 std::optional<ApiError> parseTeiEmbedRequest(const json &body, const ServeModel &model,
@@ -169,7 +213,7 @@ std::optional<ApiError> parseTeiEmbedRequest(const json &body, const ServeModel 
   std::optional<Truncation> truncation;
   if (auto error = parseTeiTruncation(body, info, truncation))
     return error;
-  return parseInputs(body["inputs"], "inputs", /*idsAllowed=*/false, model, info, out, truncation);
+  return parseInputs(body["inputs"], "inputs", {}, model, info, out, truncation);
 }
 
 std::optional<ApiError> parseFeatureExtractionRequest(std::string_view body, bool isJson,
@@ -177,12 +221,12 @@ std::optional<ApiError> parseFeatureExtractionRequest(std::string_view body, boo
                                                       const EmbeddingModelInfo &info,
                                                       EmbeddingRequest &out) {
   if (!isJson)
-    return parseInputs(json(std::string(body)), "body", false, model, info, out);
+    return parseInputs(json(std::string(body)), "body", {}, model, info, out);
   json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (parsed.is_discarded() || !parsed.is_object() || !parsed.contains("inputs"))
-    return badRequest("inputs", "a JSON body must be an object with field 'inputs' (a string or "
-                                "a list of strings); send raw text as text/plain");
-  return parseInputs(parsed["inputs"], "inputs", false, model, info, out);
+    return badRequest("inputs", "a JSON body must be an object with field 'inputs' (a string, a "
+                                "text pair or a list of them); send raw text as text/plain");
+  return parseInputs(parsed["inputs"], "inputs", {.pairs = true}, model, info, out);
 }
 
 json openAiEmbeddingsBody(const std::vector<Embedding> &results, const EmbeddingRequest &request,

@@ -17,6 +17,8 @@ namespace kiln::rt::serve {
 
 struct EmbeddingRequest {
   std::vector<std::vector<int32_t>> inputs; // token ids, special tokens as the tokenizer adds
+  // Empty, or per input its tokens' types (a text pair's; a single text's list is empty).
+  std::vector<std::vector<int32_t>> tokenTypes;
   bool base64 = false;                      // OpenAI encoding_format "base64"
   int32_t dimensions = 0;                   // OpenAI dimensions: the first N values; 0: all
   std::optional<bool> normalize;            // TEI normalize; nullopt: the model's own
@@ -32,8 +34,8 @@ std::optional<ApiError> parseOpenAiEmbeddingRequest(const nlohmann::json &body,
 // TEI: inputs (a string or a list of strings), normalize (default true), truncate (false only).
 std::optional<ApiError> parseTeiEmbedRequest(const nlohmann::json &body, const ServeModel &model,
                                              const EmbeddingModelInfo &info, EmbeddingRequest &out);
-// SageMaker: the body as raw text (any Content-Type but JSON), or JSON {"inputs": a string or a
-// list of strings}.
+// SageMaker: the body as raw text (any Content-Type but JSON), or JSON {"inputs": a string, a text
+// pair {"text": ..., "text_pair": ...} (as HF's pipelines take one), or a list of them}.
 std::optional<ApiError> parseFeatureExtractionRequest(std::string_view body, bool json,
                                                       const ServeModel &model,
                                                       const EmbeddingModelInfo &info,

@@ -35,7 +35,8 @@ void runEmbedding(RouteContext &ctx, EmbeddingService &embeddings, EmbeddingRequ
                      serviceUnavailable("the server has " + std::to_string(ctx.admission->limit()) +
                                         " requests in flight, its limit; retry later"),
                      style);
-  Result<std::vector<Embedding>> results = embeddings.embed(std::move(request.inputs));
+  Result<std::vector<Embedding>> results =
+      embeddings.embed(std::move(request.inputs), std::move(request.tokenTypes));
   if (!results.isOk())
     return sendError(res, errorFromStatus(results.status()), style);
   sendJson(res, body(*results));

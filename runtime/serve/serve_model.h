@@ -34,6 +34,13 @@ public:
   // The same cut as HF's truncation does (runtime/text/tokenizer.h Truncation).
   virtual Result<std::vector<int32_t>> encodePrompt(std::string_view text,
                                                     const Truncation &truncation) const = 0;
+  // Two texts as the tokenizer pairs them (HF `tokenizer(text, text_pair)`: BERT's [CLS] a [SEP] b
+  // [SEP], b's tokens type 1), with each token's type.
+  virtual Result<PairEncoding> encodePromptPair(std::string_view text,
+                                                std::string_view textPair) const {
+    (void)text, (void)textPair;
+    return unimplemented("this model encodes no text pairs");
+  }
   // False when the model has no chat template: chat requests are then refused with a 400.
   virtual bool hasChatTemplate() const = 0;
   // Renders the chat template and encodes it. `extra` holds further template variables.

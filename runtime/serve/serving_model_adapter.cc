@@ -17,6 +17,11 @@ Result<std::vector<int32_t>> ServingModelAdapter::encodePrompt(std::string_view 
   return model_->encodePrompt(text, truncation);
 }
 
+Result<PairEncoding> ServingModelAdapter::encodePromptPair(std::string_view text,
+                                                           std::string_view textPair) const {
+  return model_->encodePromptPair(text, textPair);
+}
+
 Result<std::vector<int32_t>>
 ServingModelAdapter::encodeChat(const nlohmann::ordered_json &messages, bool addGenerationPrompt,
                                 const nlohmann::ordered_json &extra) const {

@@ -20,6 +20,8 @@ public:
   const std::string &name() const override { return name_; }
   std::vector<int32_t> eosTokenIds() const override { return eosIds_; }
   Result<std::vector<int32_t>> encodePrompt(std::string_view text) const override;
+  Result<PairEncoding> encodePromptPair(std::string_view text,
+                                        std::string_view textPair) const override;
   Result<std::vector<int32_t>> encodePrompt(std::string_view text,
                                             const Truncation &truncation) const override;
   bool hasChatTemplate() const override { return model_->chatTemplate() != nullptr; }

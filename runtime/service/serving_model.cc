@@ -197,6 +197,13 @@ Result<std::vector<int32_t>> ServingModel::encodePrompt(std::string_view text,
   return tokenizer_->encode(text, /*addSpecialTokens=*/true, truncation);
 }
 
+Result<PairEncoding> ServingModel::encodePromptPair(std::string_view text,
+                                                    std::string_view textPair) const {
+  if (!tokenizer_)
+    return invalidArgument("the artifact has no tokenizer.json: give the input as token ids");
+  return tokenizer_->encodePair(text, textPair, /*addSpecialTokens=*/true);
+}
+
 Result<std::string> ServingModel::renderChat(const nlohmann::ordered_json &messages,
                                              bool addGenerationPrompt,
                                              const nlohmann::ordered_json &extra) const {

@@ -70,6 +70,8 @@ public:
   Result<std::vector<int32_t>> encodePrompt(std::string_view text) const;
   Result<std::vector<int32_t>> encodePrompt(std::string_view text,
                                             const Truncation &truncation) const;
+  // A text pair as the tokenizer pairs them, with each token's type (Tokenizer::encodePair).
+  Result<PairEncoding> encodePromptPair(std::string_view text, std::string_view textPair) const;
   // Renders the chat template (as transformers.apply_chat_template) and encodes the result
   // without adding special tokens again (the template writes them).
   Result<std::string> renderChat(const nlohmann::ordered_json &messages, bool addGenerationPrompt,

@@ -3,7 +3,8 @@
 string, a list, token ids; float and base64; `dimensions`) returns sentence-transformers' pooled
 vectors of transformers' hidden states within 1e-4; TEI's /embed likewise (normalize true and
 false; truncate cutting as HF's tokenizer does); SageMaker /invocations of an encoder: raw text/plain gives [1][tokens][hidden], the
-last_hidden_state of the HF model, and OPTION_TASK=text-embedding the pooled vectors; generation
+last_hidden_state of the HF model, a JSON text pair {"text", "text_pair"} that of HF's pair
+encoding (BERT's token types), and OPTION_TASK=text-embedding the pooled vectors; generation
 routes and bad inputs answer 400 naming the field; concurrent clients get their own vectors; and
 tiny-bart's raw-text /invocations gives BartModel's last_hidden_state (the seed deployment)."""
 import base64
@@ -138,6 +139,36 @@ class EmbeddingsTest(unittest.TestCase):
             status, _, body = server.post("/v1/embeddings", {"input": "hello"})
             self.assertEqual(status, 400, body)
             self.assertIn("no pooling", json.loads(body)["error"]["message"])
+
+    def test_sagemaker_text_pairs_as_hf_pairs_them(self):
+        """{"inputs": {"text": ..., "text_pair": ...}}: the two texts as HF's tokenizer pairs them
+        (BERT: [CLS] a [SEP] b [SEP], b's tokens type 1; BART: <s> a </s></s> b </s>, no types);
+        the answer is transformers' last_hidden_state for that pair, alone or in a list beside a
+        single text; a pair without its second text is refused naming the field."""
+        for name, artifact in (("tiny-bert", self.bert_artifact),
+                               ("tiny-bart", compile_encoder("tiny-bart"))):
+            g = golden(name)
+            pair = [c for c in g["cases"] if "text_pair" in c][0]
+            single = self.single_texts(g)[0]
+            both = {"text": pair["text"], "text_pair": pair["text_pair"]}
+            with h.Server(artifact) as server:
+                status, _, body = server.post("/invocations", {"inputs": both})
+                self.assertEqual(status, 200, body)
+                hidden = np.asarray(json.loads(body))
+                self.assertEqual(hidden.shape, (1,) + pair["hidden"].shape, name)
+                np.testing.assert_allclose(hidden[0], pair["hidden"], atol=TOL, rtol=0)
+                status, _, body = server.post("/invocations",
+                                              {"inputs": [single["text"], both]})
+                self.assertEqual(status, 200, body)
+                out = json.loads(body)
+                np.testing.assert_allclose(np.asarray(out[0][0]), single["hidden"], atol=TOL,
+                                           rtol=0)
+                np.testing.assert_allclose(np.asarray(out[1][0]), pair["hidden"], atol=TOL,
+                                           rtol=0)
+                status, _, reply = server.post("/invocations", {"inputs": [{"text": "a"}]})
+                self.assertEqual(status, 400, reply)
+                self.assertIn("field 'inputs[0].text_pair' must be a string",
+                              json.loads(reply)["error"])
 
     def test_tei_truncate_cuts_the_text_tokens_as_hf_does(self):
         """TEI's truncate: a text longer than the limit is cut to it, its first tokens kept
