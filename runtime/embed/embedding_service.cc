@@ -7,7 +7,7 @@ Result<std::unique_ptr<EmbeddingService>> EmbeddingService::start(const Embedder
   KILN_ASSIGN_OR_RETURN(Embedder embedder, Embedder::create(config));
   std::unique_ptr<EmbeddingService> service(new EmbeddingService(std::move(embedder)));
   service->info_ = {service->embedder_.width(), service->embedder_.maxInputTokens(), config.pooling,
-                    normalize};
+                    normalize, service->embedder_.limits().typeVocabSize};
   service->worker_ = std::thread([s = service.get()] { s->run(); });
   return service;
 }

@@ -21,6 +21,10 @@ struct EmbeddingModelInfo {
   int32_t maxInputTokens = 0; // Embedder::maxInputTokens
   PoolingMode pooling = PoolingMode::kNone;
   bool normalize = false; // the model's own: a Normalize module follows its pooling
+  // The token types the model takes (RunnerLimits::typeVocabSize): a text pair's type ids reach
+  // only a model of two or more, as transformers passes token_type_ids only to models that take
+  // them.
+  int32_t typeVocabSize = 0;
 };
 
 class EmbeddingService {

@@ -31,9 +31,10 @@ std::optional<ApiError> encodeText(const json &text, const std::string &field,
 }
 
 // {"text": ..., "text_pair": ...}: the two texts as the tokenizer pairs them, into out's last input
-// and its token types.
+// and, for a model that takes token types, its token types.
 std::optional<ApiError> encodeTextPair(const json &pair, const std::string &field,
-                                       const ServeModel &model, EmbeddingRequest &out) {
+                                       const ServeModel &model, const EmbeddingModelInfo &info,
+                                       EmbeddingRequest &out) {
   for (const char *key : {"text", "text_pair"}) {
     const std::string name = field + "." + key;
     if (!pair.contains(key) || !pair[key].is_string())
@@ -48,8 +49,10 @@ std::optional<ApiError> encodeTextPair(const json &pair, const std::string &fiel
                              pair["text_pair"].get_ref<const std::string &>());
   if (!encoded.isOk())
     return errorFromStatus(encoded.status(), field);
-  out.tokenTypes.resize(out.inputs.size());
   out.inputs.back() = std::move(encoded->ids);
+  if (info.typeVocabSize < 2)
+    return std::nullopt;
+  out.tokenTypes.resize(out.inputs.size());
   out.tokenTypes.back() = std::move(encoded->typeIds);
   return std::nullopt;
 }
@@ -89,14 +92,13 @@ std::optional<ApiError> parseInputs(const json &input, const std::string &field,
                                     EmbeddingRequest &out,
                                     const std::optional<Truncation> &truncation = std::nullopt) {
   out.batched = input.is_array();
-  const bool idsAllowed = forms.ids;
   std::vector<int32_t> ids;
-  if (idsAllowed && tokenIds(input, ids)) {
+  if (forms.ids && tokenIds(input, ids)) {
     out.inputs.push_back(std::move(ids));
     out.batched = false;
   } else if (forms.pairs && input.is_object()) {
     out.inputs.emplace_back();
-    if (auto error = encodeTextPair(input, field, model, out))
+    if (auto error = encodeTextPair(input, field, model, info, out))
       return error;
   } else if (input.is_string()) {
     out.inputs.emplace_back();
@@ -106,11 +108,11 @@ std::optional<ApiError> parseInputs(const json &input, const std::string &field,
     for (size_t i = 0; i < input.size(); ++i) {
       const std::string item = field + "[" + std::to_string(i) + "]";
       out.inputs.emplace_back();
-      if (idsAllowed && input[i].is_array()) {
+      if (forms.ids && input[i].is_array()) {
         if (!tokenIds(input[i], out.inputs.back()))
           return badRequest(item, "field '" + item + "' must be a non-empty list of token ids");
       } else if (forms.pairs && input[i].is_object()) {
-        if (auto error = encodeTextPair(input[i], item, model, out))
+        if (auto error = encodeTextPair(input[i], item, model, info, out))
           return error;
       } else if (auto error = encodeText(input[i], item, model, truncation, out.inputs.back())) {
         return error;
@@ -119,7 +121,7 @@ std::optional<ApiError> parseInputs(const json &input, const std::string &field,
   } else {
     return badRequest(field, "field '" + field + "' must be a string" +
                                  (forms.pairs ? ", a text pair" : "") + " or a non-empty list" +
-                                 (idsAllowed    ? " (of strings, token ids or id lists)"
+                                 (forms.ids     ? " (of strings, token ids or id lists)"
                                   : forms.pairs ? " (of strings or text pairs)"
                                                 : ""));
   }
