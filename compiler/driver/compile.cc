@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <map>
 
 namespace kiln::compiler {
@@ -85,6 +86,7 @@ private:
   }
   Status import();
   Status readKvCacheScales();
+  Status useCalibratedKvScales();
   Status build();
   Status markQuantizedWeights();
   Status runPasses();
@@ -186,6 +188,8 @@ Status Compilation::import() {
 // A checkpoint's calibrated KV-cache scales (compiler/import/kv_cache_scales.h): applied to an
 // fp8 cache, where every layer must have both; else passed over with a note.
 Status Compilation::readKvCacheScales() {
+  if (!options_.kvKScales.empty() || !options_.kvVScales.empty())
+    return useCalibratedKvScales();
   KILN_ASSIGN_OR_RETURN(kvScales_, findKvCacheScales(*checkpoint_, config_.numLayers));
   const std::string count = std::to_string(kvScales_.tensors);
   if (kvScales_.tensors == 0)
@@ -209,6 +213,30 @@ Status Compilation::readKvCacheScales() {
                            config_.architecture + ") are not supported");
   log("import: the checkpoint's calibrated k_scale / v_scale of " +
       std::to_string(config_.numLayers) + " layers scale the fp8 KV cache");
+  return okStatus();
+}
+
+// Scales kiln calibrated (CompileOptions::kvKScales): one finite positive value per layer each,
+// for an fp8 cache; they take the place of any the checkpoint stores.
+Status Compilation::useCalibratedKvScales() {
+  const std::string layers = std::to_string(config_.numLayers);
+  if (options_.kvDtype != "fp8")
+    return invalidArgument("calibrated KV-cache scales scale an fp8 cache: give --kv-dtype fp8");
+  for (const std::vector<float> *scales : {&options_.kvKScales, &options_.kvVScales}) {
+    if (static_cast<int64_t>(scales->size()) != config_.numLayers)
+      return invalidArgument("calibrated KV-cache scales: " + std::to_string(scales->size()) +
+                             " values for the model's " + layers + " layers");
+    for (float s : *scales)
+      if (!std::isfinite(s) || s <= 0)
+        return invalidArgument("calibrated KV-cache scales: " + std::to_string(s) +
+                               " is not a finite positive value");
+  }
+  if (config_.decoderLayers > 0)
+    return invalidArgument("calibrated KV-cache scales of an encoder-decoder (" +
+                           config_.architecture + ") are not supported");
+  kvScales_.k = options_.kvKScales;
+  kvScales_.v = options_.kvVScales;
+  log("import: kiln's calibrated k / v scales of " + layers + " layers scale the fp8 KV cache");
   return okStatus();
 }
 

@@ -29,6 +29,10 @@ struct CompileOptions {
   // scale 1, saturating); cpu target only when it differs from dtype (the CUDA kernels read the
   // cache as their activation type).
   std::string kvDtype;
+  // An fp8 cache's per-layer scales calibrated by kiln (kiln compile --kv-calibration: one per
+  // layer each, finite and positive), used instead of any the checkpoint stores; empty: the
+  // checkpoint's k_scale / v_scale, if it has them (compiler/import/kv_cache_scales.h).
+  std::vector<float> kvKScales, kvVScales;
   // "" | int8 | int4 | fp8: every weight matrix (linears' w, embedding tables) stored quantized,
   // rounded to nearest from the checkpoint (compiler/transforms/quantize_weights.h): int8 as Q8,
   // int4 as Q4, fp8 as Q8F (E4M3 values, an fp16 scale per row or group; schema/plan.fbs).

@@ -78,6 +78,10 @@ public:
   // Bytes of one KV block, K and V of one layer per storage slot (plan.fbs "KV cache groups";
   // every layer without groups): what numKvBlocks is derived from.
   size_t kvBlockBytes() const { return kvBlockBytes_; }
+  // The KV cache as the ops see it (device memory: host memory on the cpu) and each layer's group
+  // and slot: for tools that read it back (runtime/exec/kv_calibration.h).
+  const KvCacheBinding &kvCache() const { return kvCache_; }
+  const KvLayout &kvLayout() const { return kvLayout_; }
   // The batch sizes decode steps are padded to; empty when they are not padded.
   const std::vector<int32_t> &decodeBuckets() const { return decodeBuckets_; }
   // Whether padded decode steps are captured and replayed as device graphs.

@@ -11,6 +11,8 @@
 #include "tests/e2e/kv_golden_util.h"
 
 #include "runtime/artifact/artifact.h"
+#include "runtime/base/file.h"
+#include "runtime/exec/kv_calibration.h"
 
 #include <gtest/gtest.h>
 
@@ -47,6 +49,42 @@ TEST(KvDtype, Fp8CacheUnderFp32ActivationsMatchesTransformers) {
 TEST(KvDtype, Fp8CacheWithCalibratedScalesMatchesTransformers) {
   checkKvGolden("tiny-llama-tied.kv-fp8-scaled", "tiny-llama-tied", schema::DType::F8E4M3,
                 kFp8FlipBound, kReproducedFraction);
+}
+
+// kiln's own calibration (runtime/exec/kv_calibration.h: `kiln compile --kv-calibration`) on the
+// golden's prompts measures what transformers measured there, the largest |k| after rotary and
+// |v| of each layer, so it finds the golden's scales (to fp32 noise in k and v); compiled with
+// them, the fp8 cache matches the golden as the checkpoint's scales do.
+TEST(KvDtype, KilnCalibratesTheScalesTransformersCalibrated) {
+  const std::string name = "tiny-llama-tied.kv-fp8-scaled";
+  Result<std::string> text = readFile(kData + "/golden/" + name + ".json");
+  ASSERT_TRUE(text.isOk()) << text.status().toString();
+  const nlohmann::json golden = nlohmann::json::parse(*text);
+  std::vector<std::vector<int32_t>> prompts;
+  for (const nlohmann::json &c : golden.at("cases"))
+    prompts.push_back(c.at("prompt_ids").get<std::vector<int32_t>>());
+  compiler::CompileOptions measuring;
+  measuring.maxSeqLen = 64;
+  Result<rt::KvCalibration> calibration =
+      rt::calibrateKvCache(compileForTest(kData + "/models/tiny-llama-tied", measuring), prompts);
+  ASSERT_TRUE(calibration.isOk()) << calibration.status().toString();
+  const auto scales = golden.at("kv_scales").get<std::map<std::string, float>>();
+  ASSERT_EQ(calibration->kScales.size(), scales.size() / 2);
+  for (size_t l = 0; l < calibration->kScales.size(); ++l) {
+    const std::string layer = "model.layers." + std::to_string(l) + ".self_attn.";
+    const float k = scales.at(layer + "k_scale"), v = scales.at(layer + "v_scale");
+    EXPECT_NEAR(calibration->kScales[l], k, 1e-5 * k) << l;
+    EXPECT_NEAR(calibration->vScales[l], v, 1e-5 * v) << l;
+  }
+  size_t tokens = 0;
+  for (const auto &p : prompts)
+    tokens += p.size();
+  EXPECT_EQ(calibration->tokens, static_cast<int64_t>(tokens));
+  compiler::CompileOptions options;
+  options.kvKScales = calibration->kScales;
+  options.kvVScales = calibration->vScales;
+  checkKvGolden(name, "tiny-llama-tied", schema::DType::F8E4M3, kFp8FlipBound, kReproducedFraction,
+                "cpu", options);
 }
 
 TEST(KvDtype, AsDtypeWhenNotGiven) {

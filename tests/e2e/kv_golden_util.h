@@ -29,7 +29,8 @@ constexpr double kReproducedFraction = 0.6;
 void expectKvDtype(const std::string &model, const std::string &flag, schema::DType expected);
 
 // Golden `name` (of `model`, whose cache is `dtype`) on `device`, compiled with `options` plus the
-// golden's own: every row of the prompt's prefill, the teacher-forced decode steps and one
+// golden's own (a golden's "kv_scales" are added to the model unless options.kvKScales are given):
+// every row of the prompt's prefill, the teacher-forced decode steps and one
 // prefill of the whole sequence, as described above.
 void checkKvGolden(const std::string &name, const std::string &model, schema::DType dtype,
                    float flipBound, double reproducedFraction, const std::string &device = "cpu",

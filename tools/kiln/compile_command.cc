@@ -2,6 +2,7 @@
 #include "compiler/driver/compile.h"
 #include "tools/kiln/args.h"
 #include "tools/kiln/commands.h"
+#include "tools/kiln/kv_calibration.h"
 
 #include <iostream>
 #include <sstream>
@@ -36,6 +37,10 @@ const CommandSpec kCompileSpec = {
         {"--kv-dtype", "fp32|fp16|bf16|fp8",
          "KV cache dtype (default: as --dtype); fp8 applies the checkpoint's calibrated k_scale / "
          "v_scale when it has them"},
+        {"--kv-calibration", "FILE",
+         "with --kv-dtype fp8: calibrate each layer's k / v scale on these prompts instead (JSON "
+         "Lines: a text or an array of token ids a line; the largest |k| and |v| the cache holds "
+         "x 1.25 / 448); compiles twice, the first time for the cpu to measure"},
         {"--quantize", "int8|int4|fp8",
          "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "
          "int4: 4-bit with a scale per group, fp8: E4M3 with a scale per group or row); cpu "
@@ -107,7 +112,9 @@ int runCompile(const CommandArgs &argv) {
   Result<compiler::CompileOptions> options = optionsFromArgs(*args);
   if (!options.isOk())
     return reportError("compile", options.status());
-  Status status = compiler::compileModel(*options);
+  const std::optional<std::string> calibration = args->get("--kv-calibration");
+  Status status = calibration ? compileWithKvCalibration(*options, *calibration)
+                              : compiler::compileModel(*options);
   if (!status.isOk())
     return reportError("compile", status);
   std::cerr << "kiln compile: wrote " << options->outDir << "\n";
