@@ -23,7 +23,7 @@ struct EmbeddingModelInfo {
   bool normalize = false; // the model's own: a Normalize module follows its pooling
   // The token types the model takes (RunnerLimits::typeVocabSize): a text pair's type ids reach
   // only a model of two or more, as transformers passes token_type_ids only to models that take
-  // them.
+  // them; -1 (an artifact compiled before kiln took token types) refuses pairs.
   int32_t typeVocabSize = 0;
 };
 

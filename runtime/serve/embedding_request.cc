@@ -49,6 +49,9 @@ std::optional<ApiError> encodeTextPair(const json &pair, const std::string &fiel
                              pair["text_pair"].get_ref<const std::string &>());
   if (!encoded.isOk())
     return errorFromStatus(encoded.status(), field);
+  if (info.typeVocabSize < 0)
+    return badRequest(field, "this artifact was compiled before kiln took token types (schema "
+                             "13), so it embeds no text pairs: recompile it");
   out.inputs.back() = std::move(encoded->ids);
   if (info.typeVocabSize < 2)
     return std::nullopt;
