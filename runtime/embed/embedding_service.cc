@@ -57,18 +57,14 @@ void EmbeddingService::run() {
 }
 
 void EmbeddingService::serve(std::deque<Pending> &batch) {
-  std::vector<std::vector<int32_t>> all, allTypes;
-  bool typed = false;
+  std::vector<std::vector<int32_t>> all, allTypes; // an empty type list: all type 0
   for (Pending &p : batch) {
-    typed = typed || !p.tokenTypes.empty();
     for (size_t i = 0; i < p.inputs.size(); ++i) {
       all.push_back(std::move(p.inputs[i]));
       allTypes.push_back(p.tokenTypes.empty() ? std::vector<int32_t>()
                                               : std::move(p.tokenTypes[i]));
     }
   }
-  if (!typed)
-    allTypes.clear();
   Result<std::vector<Embedding>> out = embedder_.embed(all, allTypes);
   size_t next = 0;
   for (Pending &p : batch) {

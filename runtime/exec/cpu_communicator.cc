@@ -1,6 +1,6 @@
 #include "runtime/exec/communicator.h"
 
-#include "runtime/base/half.h"
+#include "runtime/exec/elements.h"
 #include "runtime/ops/op_table.h"
 
 #include <algorithm>
@@ -10,24 +10,6 @@ namespace kiln::rt {
 namespace {
 
 using schema::DType;
-
-size_t elementBytes(DType dtype) {
-  return dtype == DType::F32 ? 4 : 2;
-}
-
-float loadElement(const void *base, size_t i, DType dtype) {
-  if (dtype == DType::F32)
-    return static_cast<const float *>(base)[i];
-  uint16_t bits = static_cast<const uint16_t *>(base)[i];
-  return dtype == DType::BF16 ? bf16ToF32(bits) : f16ToF32(bits);
-}
-
-void storeElement(void *base, size_t i, float value, DType dtype) {
-  if (dtype == DType::F32)
-    static_cast<float *>(base)[i] = value;
-  else
-    static_cast<uint16_t *>(base)[i] = dtype == DType::BF16 ? f32ToBf16(value) : f32ToF16(value);
-}
 
 Status checkDtype(DType dtype, const char *what) {
   if (dtype == DType::F32 || dtype == DType::F16 || dtype == DType::BF16)

@@ -27,10 +27,9 @@ RunnerLimits limitsOf(const schema::Plan &plan) {
   limits.embeds = plan.output() == schema::PlanOutput::HiddenStates;
   limits.decoderStartTokenId = plan.model()->decoder_start_token_id();
   limits.typeVocabSize = static_cast<int32_t>(plan.model()->type_vocab_size());
-  // A BERT plan of schema < 13 folded token type 0 into its words and reads no types: -1, so a
-  // text pair is refused rather than embedded as one type.
-  if (plan.schema_version() < 13 && limits.embeds && plan.model()->family() &&
-      plan.model()->family()->str() == "bert")
+  // An embedding plan older than token types (schema < 13; BERT's folded type 0 into its words):
+  // -1, unknown, so a text pair is refused rather than embedded as one type.
+  if (plan.schema_version() < 13 && limits.embeds)
     limits.typeVocabSize = -1;
   limits.outputWidth =
       limits.embeds ? static_cast<int32_t>(plan.model()->hidden_size()) : limits.vocabSize;

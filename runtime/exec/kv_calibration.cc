@@ -1,28 +1,18 @@
 #include "runtime/exec/kv_calibration.h"
 
 #include "runtime/artifact/artifact.h"
-#include "runtime/base/half.h"
+#include "runtime/exec/elements.h"
 #include "runtime/exec/executor.h"
 #include "runtime/hal/device.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <iterator>
 
 namespace kiln::rt {
 namespace {
 
 constexpr float kFp8Max = 448.0f;
-
-// Element i of a cache of `dtype` as fp32.
-float cacheValue(const void *cache, schema::DType dtype, size_t i) {
-  if (dtype == schema::DType::BF16)
-    return bf16ToF32(static_cast<const uint16_t *>(cache)[i]);
-  if (dtype == schema::DType::F16)
-    return f16ToF32(static_cast<const uint16_t *>(cache)[i]);
-  return static_cast<const float *>(cache)[i];
-}
 
 // The largest |value| layer `layer`'s K (or V) holds at positions [0, length) of a sequence with
 // block table `table` (the layer's group's).
@@ -34,7 +24,7 @@ float absMaxOf(const void *cache, const KvCacheBinding &kv, int32_t kvHeads, int
     for (int32_t h = 0; h < kvHeads; ++h) {
       const size_t row = (size_t(table[p / bs]) * kvHeads + h) * bs + p % bs;
       for (int32_t d = 0; d < headDim; ++d)
-        largest = std::max(largest, std::fabs(cacheValue(cache, kv.dtype, row * headDim + d)));
+        largest = std::max(largest, std::fabs(loadElement(cache, row * headDim + d, kv.dtype)));
     }
   return largest;
 }

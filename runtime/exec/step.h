@@ -114,7 +114,7 @@ struct RunnerLimits {
   // encoder-decoder's decoder input); -1 when the plan has no such input.
   int32_t decoderStartTokenId = -1;
   // ModelInfo.type_vocab_size: the token types a sequence's tokenTypeIds may hold (0 and 1: only
-  // type 0; -1: a plan older than token types of a model that has them, only type 0).
+  // type 0; -1: an embedding plan older than token types, only type 0).
   int32_t typeVocabSize = 0;
   // > 0: a sequence longer than this rotates its keys by its length (plan.fbs RopeKvWrite modes
   // LongShort / DynamicNtk), so only KV written while a sequence is at most this long may be

@@ -64,7 +64,7 @@ TEST(EmbeddingRequestTest, ModelsWithoutTokenTypesGetThePairsIdsAlone) {
     EXPECT_EQ(request.inputs, (std::vector<std::vector<int32_t>>{{'a', 'b', 'c'}}));
     EXPECT_TRUE(request.tokenTypes.empty()) << types;
   }
-  // A BERT artifact compiled before token types (runtime/exec/step.h: -1) refuses pairs.
+  // An embedding artifact compiled before token types (runtime/exec/step.h: -1) refuses pairs.
   EmbeddingRequest old;
   std::optional<ApiError> error = parseFeatureExtractionRequest(
       R"({"inputs": [{"text": "a", "text_pair": "b"}]})", true, model, infoWithTypes(-1), old);
