@@ -492,11 +492,12 @@ have_tool() { # have_tool PATH: the benchmark helper's scripts may not exist yet
 # file says each was written completely (a killed step leaves none).
 bench_model() {
   local tool=$repo/tools/bench/make_random_llama.py preset=${KILN_BENCH_PRESET:-llama-3.1-8b}
-  local target=$sm max_seq=${KILN_BENCH_MAX_SEQ_LEN:-4608}
+  local target=$sm max_seq=${KILN_BENCH_MAX_SEQ_LEN:-4608} quantize=${KILN_BENCH_QUANTIZE:-}
   [ "$bench_device" = cuda ] || target=cpu
   model_dir=${KILN_BENCH_DIR:-/tmp/kiln-bench}/$preset
-  # One artifact per target and length: a warm machine reuses it only for the same compile.
-  bench_art=$model_dir-$target-$max_seq.kiln
+  # One artifact per target, length and weight format: a warm machine reuses it only for the same
+  # compile.
+  bench_art=$model_dir-$target-$max_seq${quantize:+-$quantize}.kiln
   have_tool "$tool" || return 1
   if [ ! -f "$model_dir.complete" ]; then
     mkdir -p "$(dirname "$model_dir")"
@@ -507,8 +508,10 @@ bench_model() {
   fi
   [ -f "$bench_art.complete" ] && return 0
   rm -rf "$bench_art"
-  bench_json "compile bf16 --target $target" 420 "$work/logs/compile_bench.out" \
+  bench_json "compile bf16${quantize:+ --quantize $quantize} --target $target" 420 \
+    "$work/logs/compile_bench.out" \
     "$kx" "$kit_root/bin/kiln" compile "$model_dir" -o "$bench_art" --dtype bf16 --target "$target" \
+    ${quantize:+--quantize "$quantize"} \
     --max-batch 256 --max-seq-len "$max_seq" --max-tokens-per-step 4096 \
     --quiet || return 1
   touch "$bench_art.complete"

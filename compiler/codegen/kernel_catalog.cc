@@ -42,18 +42,18 @@ bool isDtypeConstant(const std::string &name) {
 
 // Quantized experts' weight_dtype (MoE gate_up / down kernels): "q<format>g<group>", format the
 // kernels' 1..6 (params.h kQuantFormat*), group a positive multiple of 32; the type
-// kernels/cuda/moe_grouped.cuh reads them through.
+// kernels/cuda/tile_product.cuh reads them through.
 bool takesQuantWeights(const std::string &op) {
   return op == "moe_gate_up" || op == "moe_down";
 }
-std::optional<std::string> quantExpertsType(const std::string &dtype) {
+std::optional<std::string> quantWeightsType(const std::string &dtype) {
   int format = 0, group = 0;
   char tail = 0;
   if (std::sscanf(dtype.c_str(), "q%dg%d%c", &format, &group, &tail) != 2 || format < 1 ||
       format > 6 || group <= 0 || group % 32 != 0 || group > (1 << 20) ||
       dtype != "q" + std::to_string(format) + "g" + std::to_string(group))
     return std::nullopt;
-  return "kiln::kernels::cuda::QuantExperts<" + std::to_string(format) + ", " +
+  return "kiln::kernels::cuda::QuantWeights<" + std::to_string(format) + ", " +
          std::to_string(group) + ">";
 }
 
@@ -70,7 +70,7 @@ std::optional<std::string> cudaType(const std::string &dtype, const std::string 
   if (dtype == "f8" && name == "kv_dtype")
     return "kiln::kernels::cuda::Fp8E4M3";
   if (name == "weight_dtype" && takesQuantWeights(op))
-    return quantExpertsType(dtype);
+    return quantWeightsType(dtype);
   return std::nullopt;
 }
 

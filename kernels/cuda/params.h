@@ -275,22 +275,25 @@ struct MoeExpertsParams {
   int32_t renormalize;
 };
 
+// The tile products of kernels/cuda/tile_product.cuh (the grouped MoE GEMMs, the quantized
+// Linear's GEMM): a CTA of kTileThreads threads multiplies kTileRows rows by kTileCols W rows.
+constexpr int32_t kTileThreads = 256;
+constexpr int32_t kTileRows = 64;
+constexpr int32_t kTileCols = 64;
+
 // MoeExperts as grouped GEMMs over the rows routed to each expert (kernels/cuda/moe_grouped.cuh):
 // route (grid ceil(rows / kMoeRouteThreads)), place (grid 1, kMoePlaceThreads), gate_up (grid
-// (moeMaxTiles, ceil(I / kMoeTileCols))), down (grid (moeMaxTiles, ceil(H / kMoeTileCols))), both
-// kMoeTileThreads, combine (grid (rows, ceil(H / kMoeCombineThreads))). The pair of row r and its
+// (moeMaxTiles, ceil(I / kTileCols))), down (grid (moeMaxTiles, ceil(H / kTileCols))), both
+// kTileThreads, combine (grid (rows, ceil(H / kMoeCombineThreads))). The pair of row r and its
 // k-th expert (in increasing expert index) is r * TOPK + k; a slot is a row of act / expertOut,
 // each expert's slots contiguous.
 constexpr int32_t kMoeRouteThreads = 128;
 constexpr int32_t kMoePlaceThreads = 1024;
-constexpr int32_t kMoeTileThreads = 256;
 constexpr int32_t kMoeCombineThreads = 256;
-constexpr int32_t kMoeTileRows = 64;
-constexpr int32_t kMoeTileCols = 64;
 constexpr int32_t kMoeMaxExperts = 512; // the place kernel's shared counters
 // Row tiles a step of `pairs` routed pairs can need: each expert's last tile may be partial.
 KILN_HOST_DEVICE constexpr int32_t moeMaxTiles(int32_t pairs, int32_t experts) {
-  return (pairs + kMoeTileRows - 1) / kMoeTileRows + (experts < pairs ? experts : pairs);
+  return (pairs + kTileRows - 1) / kTileRows + (experts < pairs ? experts : pairs);
 }
 struct MoeGroupedParams {
   const void *x;            // [rows, H]
@@ -370,6 +373,19 @@ struct GemvQuantParams {
   const float *bias; // [out] fp32, or null
   void *y;           // [rows, out], the kernel's y_dtype
   int32_t rows;      // 1..kGemvMaxRows
+  int32_t out;
+};
+
+// A quantized Linear of more rows than the GEMV takes, as tiles (kernels/cuda/quant.cuh
+// gemmQuant): y[r, o] = sum_k x[r, k] w'[o, k] (+ bias[o]), w' each weight's exact fp32 value
+// rounded once to the kernel's dtype (as dequant_weights writes it), fp32 accumulation, y rounded
+// once. grid (ceil(rows / kTileRows), ceil(out / kTileCols)), block kTileThreads.
+struct GemmQuantParams {
+  const void *x; // [rows, in], the kernel's dtype
+  QuantSections w;
+  const float *bias; // [out] fp32, or null
+  void *y;           // [rows, out], the kernel's y_dtype
+  int32_t rows;
   int32_t out;
 };
 

@@ -1,7 +1,9 @@
 // Linear (plan.fbs): y = x W^T (+ b). A library op on GPUs (cuBLASLt, runtime/hal/cuda/
 // cuda_linear.h); its GEMV template runs decode-sized row counts where it beats cuBLASLt
-// (runtime/hal/cuda/cuda_gemv.h). A quantized W runs on kernels/cuda/quant.cuh: its GEMV for
-// decode rows, and for more rows its weights written in x's dtype for cuBLASLt.
+// (runtime/hal/cuda/cuda_gemv.h). A quantized W runs on kernels/cuda/quant.cuh's GEMV for decode
+// rows, and for more rows on the tile GEMM of kernels/cuda/quant_gemm.cuh or its weights written
+// in x's dtype for cuBLASLt (runtime/hal/cuda/cuda_quant_linear.h).
+#include "kernels/cuda/params.h"
 #include "runtime/ops/op_entries.h"
 #include "runtime/ops/op_util.h"
 #include "runtime/ops/plan_types.h"
@@ -60,16 +62,20 @@ std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *pa
        static_cast<size_t>(weightSize(w.dtype, shape, static_cast<uint64_t>(w.groupSize)).bytes)}};
 }
 
-// A quantized W: the GEMV on its packed bytes (decode rows) and the kernel that writes it in x's
-// dtype for cuBLASLt (more rows), in that order (runtime/hal/cuda/cuda_device.cc).
+// A quantized W: the GEMV on its packed bytes (decode rows), the tile GEMM decoding it into shared
+// memory and the kernel that writes it in x's dtype for cuBLASLt (more rows, whichever runs
+// faster), in that order (runtime/hal/cuda/cuda_quant_linear.h).
 std::vector<KernelInstance> quantInstances(const schema::BufferT &x, const schema::BufferT &w,
                                            const schema::BufferT &y) {
-  std::map<std::string, std::string> gemv = quantKernelConstants(w);
-  gemv["dtype"] = kernelDType(x.dtype);
-  gemv["in"] = str(w.shape[1]);
-  std::map<std::string, std::string> dequant = gemv;
+  std::map<std::string, std::string> dequant = quantKernelConstants(w);
+  dequant["dtype"] = kernelDType(x.dtype);
+  dequant["in"] = str(w.shape[1]);
+  std::map<std::string, std::string> gemv = dequant;
   gemv["y_dtype"] = kernelDType(y.dtype);
+  std::map<std::string, std::string> gemm = gemv;
+  gemm["threads"] = str(kernels::cuda::kTileThreads);
   return {makeKernelInstance("gemv_quant", std::move(gemv)),
+          makeKernelInstance("gemm_quant", std::move(gemm)),
           makeKernelInstance("dequant_weights", std::move(dequant))};
 }
 
@@ -124,6 +130,12 @@ const OpEntry &linearOp() {
          "gemvQuant",
          {"dtype", "in", "y_dtype", "format", "group"},
          KernelGrid::kGemv},
+        {"gemm_quant",
+         "quant_gemm.cuh",
+         "GemmQuantParams",
+         "GemmQuant",
+         {"dtype", "in", "y_dtype", "format", "group", "threads"},
+         KernelGrid::kRowCta},
         {"dequant_weights",
          "quant.cuh",
          "DequantParams",

@@ -113,7 +113,7 @@ std::vector<std::span<const uint8_t>> packCpuWeights(const BoundOp &op, void *pa
 }
 
 // The grouped products' weight_dtype: f32 / f16 / bf16, or a quantized matrix's "q<format>g<group>"
-// (kernels/cuda/moe_grouped.cuh QuantExperts; compiler/codegen/kernel_catalog.cc checks it).
+// (kernels/cuda/tile_product.cuh QuantWeights; compiler/codegen/kernel_catalog.cc checks it).
 std::string expertsDType(const schema::BufferT &w) {
   if (!isQuantDType(w.dtype))
     return kernelDType(w.dtype);
@@ -143,7 +143,7 @@ Result<std::vector<KernelInstance>> instances(const KernelPlanContext &k) {
                                    {"hidden", h},
                                    {"intermediate", inter},
                                    {"experts", experts},
-                                   {"threads", str(kc::kMoeTileThreads)}});
+                                   {"threads", str(kc::kTileThreads)}});
   };
   std::vector<KernelInstance> out = {
       makeKernelInstance("moe_route", {{"dtype", dtype},
@@ -258,15 +258,15 @@ std::vector<CudaLaunch> launches(const BoundOp &op, const StepCounts &c, const O
   const int64_t hidden = widthOf(op.outputs[0]);
   const auto tiles = static_cast<uint32_t>(kc::moeMaxTiles(static_cast<int32_t>(rows * p->top_k()),
                                                            static_cast<int32_t>(p->num_experts())));
-  return {launchOn(launchWith(params, kRoute), ceilDiv(rows, kc::kMoeRouteThreads), 1,
-                   kc::kMoeRouteThreads),
-          launchOn(launchWith(params, kPlace), 1, 1, kc::kMoePlaceThreads),
-          launchOn(launchWith(params, kGateUp), tiles, ceilDiv(p->intermediate(), kc::kMoeTileCols),
-                   kc::kMoeTileThreads),
-          launchOn(launchWith(params, kDown), tiles, ceilDiv(hidden, kc::kMoeTileCols),
-                   kc::kMoeTileThreads),
-          launchOn(launchWith(params, kCombine), static_cast<uint32_t>(rows),
-                   ceilDiv(hidden, kc::kMoeCombineThreads), kc::kMoeCombineThreads)};
+  return {
+      launchOn(launchWith(params, kRoute), ceilDiv(rows, kc::kMoeRouteThreads), 1,
+               kc::kMoeRouteThreads),
+      launchOn(launchWith(params, kPlace), 1, 1, kc::kMoePlaceThreads),
+      launchOn(launchWith(params, kGateUp), tiles, ceilDiv(p->intermediate(), kc::kTileCols),
+               kc::kTileThreads),
+      launchOn(launchWith(params, kDown), tiles, ceilDiv(hidden, kc::kTileCols), kc::kTileThreads),
+      launchOn(launchWith(params, kCombine), static_cast<uint32_t>(rows),
+               ceilDiv(hidden, kc::kMoeCombineThreads), kc::kMoeCombineThreads)};
 }
 
 } // namespace

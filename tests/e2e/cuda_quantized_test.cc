@@ -3,23 +3,49 @@
 // its packed weights (the same bytes as a cpu-only compile) and runs on cuda against
 // transformers on the same quantized weights: logits within 1e-4 at every prompt position and 16
 // greedy steps, the prompt in chunks and after a prefix-cache hit. Decode steps and chunks of at
-// most 8 tokens run the GEMV on the packed bytes, longer prefills W dequantized for cuBLASLt, the
-// tied or untied table the quantized embedding, quantized experts the grouped MoE kernels. Label
+// most 8 tokens run the GEMV on the packed bytes, longer prefills the tile GEMM (KILN_QUANT_GEMM=
+// tiles; two fixtures also with W dequantized for cuBLASLt), the tied or untied table the
+// quantized embedding, quantized experts the grouped MoE kernels. Label
 // gpu: skips without a device, saying why; ctest's cudasim.cuda_quantized_test runs it on the
 // simulator in CI.
 #include "tests/e2e/e2e_util.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <optional>
+
 namespace kiln::e2e {
 namespace {
 
 const std::string kData = std::string(KILN_TEST_DATA_DIR);
 
+// KILN_QUANT_GEMM (runtime/hal/cuda/cuda_quant_linear.h) for the CUDA devices made while it
+// lives, restored afterwards.
+class QuantGemmEnvironment {
+public:
+  explicit QuantGemmEnvironment(const char *mode) {
+    if (const char *value = std::getenv("KILN_QUANT_GEMM"))
+      saved_ = value;
+    setenv("KILN_QUANT_GEMM", mode, 1);
+  }
+  ~QuantGemmEnvironment() {
+    if (saved_)
+      setenv("KILN_QUANT_GEMM", saved_->c_str(), 1);
+    else
+      unsetenv("KILN_QUANT_GEMM");
+  }
+
+private:
+  std::optional<std::string> saved_;
+};
+
 // `source` is what the golden compiles (a model directory or a GGUF file), `format` one of its
-// weights' "Q4 g32"-style names that must survive the GPU compile, `count` how many.
+// weights' "Q4 g32"-style names that must survive the GPU compile, `count` how many; prefills of
+// more than 8 tokens run as each of `modes` says.
 void checkQuantized(const char *golden, const std::string &source, compiler::CompileOptions extra,
-                    const std::string &format, int count, int32_t chunk) {
+                    const std::string &format, int count, int32_t chunk,
+                    std::vector<const char *> modes = {"tiles"}) {
   std::string why;
   std::optional<compiler::CompileOptions> options = cudaCompileOptions(why);
   if (!options)
@@ -27,8 +53,12 @@ void checkQuantized(const char *golden, const std::string &source, compiler::Com
   options->quantize = extra.quantize;
   WeightFormats formats = weightFormats(compileForTest(source, *options));
   EXPECT_EQ(formats.count[format], count) << "the GPU compile should keep " << format;
-  checkGoldenLogits(golden, "cuda", *options);
-  checkGoldenChunkedAndCached(golden, chunk, *options, "cuda");
+  for (const char *mode : modes) {
+    SCOPED_TRACE(std::string("KILN_QUANT_GEMM=") + mode);
+    QuantGemmEnvironment environment(mode);
+    checkGoldenLogits(golden, "cuda", *options);
+    checkGoldenChunkedAndCached(golden, chunk, *options, "cuda");
+  }
 }
 
 compiler::CompileOptions quantize(const std::string &how) {
@@ -38,10 +68,11 @@ compiler::CompileOptions quantize(const std::string &how) {
 }
 
 TEST(CudaQuantized, Int8PerRow) {
-  checkQuantized("tiny-llama.int8", kData + "/models/tiny-llama", quantize("int8"), "Q8 g64", 8, 5);
+  checkQuantized("tiny-llama.int8", kData + "/models/tiny-llama", quantize("int8"), "Q8 g64", 8, 5,
+                 {"tiles", "dequantize"});
 }
 // Mixture-of-experts: the experts quantized (the routers stay F32), read by the grouped MoE
-// kernels (kernels/cuda/moe_grouped.cuh QuantExperts) for every step.
+// kernels (kernels/cuda/tile_product.cuh QuantWeights) for every step.
 TEST(CudaQuantized, MoeExpertsInt8PerRow) {
   checkQuantized("tiny-mixtral.int8", kData + "/models/tiny-mixtral", quantize("int8"), "Q8 g96", 2,
                  5);
@@ -57,7 +88,7 @@ TEST(CudaQuantized, Fp8PerRow) {
 // and the table stay F32).
 TEST(CudaQuantized, Fp8CheckpointBlocks) {
   checkQuantized("tiny-llama-fp8-block", kData + "/models/tiny-llama-fp8-block", {}, "Q8F32 g64", 8,
-                 5);
+                 5, {"tiles", "dequantize"});
 }
 TEST(CudaQuantized, Int4GroupsTiedTable) {
   checkQuantized("tiny-llama-tied.int4", kData + "/models/tiny-llama-tied", quantize("int4"),

@@ -17,7 +17,7 @@ const CommandSpec kCompileSpec = {
     "tokenizer files). MODEL is a Hugging Face model directory (config.json, *.safetensors,\n"
     "tokenizer files), or a GGUF file (MODEL.gguf, the first part NAME-00001-of-0000N.gguf of a\n"
     "split one, or a directory holding one), whose tokenizer and chat template come from its\n"
-    "metadata. A GGUF file's Q8_0, Q4_0 and Q4_1 matrices stay packed on a cpu compile (kiln\n"
+    "metadata. A GGUF file's Q8_0, Q4_0 and Q4_1 matrices stay packed, for every target (kiln\n"
     "inspect shows each weight's format); other blocks, and all of them when --dtype is given,\n"
     "are dequantized into --dtype.",
     {
@@ -43,8 +43,8 @@ const CommandSpec kCompileSpec = {
          "x 1.25 / 448); compiles twice, the first time for the cpu to measure"},
         {"--quantize", "int8|int4|fp8",
          "store every weight matrix quantized, rounded to nearest (int8: a scale per group or row, "
-         "int4: 4-bit with a scale per group, fp8: E4M3 with a scale per group or row); cpu "
-         "target only"},
+         "int4: 4-bit with a scale per group, fp8: E4M3 with a scale per group or row), for "
+         "every target"},
         {"--group-size", "N",
          "columns per scale for --quantize, a multiple of 32 (default: int8 and fp8 one per row, "
          "int4 32)"},

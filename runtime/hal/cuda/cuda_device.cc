@@ -50,7 +50,7 @@ public:
   std::unique_ptr<GemvPlan> gemv_;     // a Linear's buckets that run on its GEMV kernel instead
   CUfunction gemvFunction_ = nullptr;
   std::unique_ptr<QuantLinearPlan> quant_; // a Linear with a quantized W (cuda_quant_linear.h)
-  CUfunction quantGemv_ = nullptr, dequant_ = nullptr;
+  CUfunction quantGemv_ = nullptr, quantGemm_ = nullptr, dequant_ = nullptr;
 };
 
 // An instantiated CUDA graph. Destroyed before its device (the executor owns both in that order).
@@ -180,6 +180,7 @@ Result<std::unique_ptr<Device>> createCudaDevice(const CudaDeviceOptions &option
   device->autotuneLinear_ = options.autotuneLinear;
   device->gemvMode_ = options.linearGemv;
   device->overlapGemv_ = options.overlapGemv;
+  KILN_ASSIGN_OR_RETURN(device->quantGemmMode_, parseQuantGemmMode(options.quantGemm));
   KILN_RETURN_IF_ERROR(device->open(options.ordinal));
   return std::unique_ptr<Device>(std::move(device));
 }
@@ -419,33 +420,83 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareLinear(const BoundOp &op)
   return std::unique_ptr<PreparedOp>(std::move(prepared));
 }
 
-// The GEMV on the packed W for decode rows, cuBLASLt on W dequantized into the device's workspace
-// (sized at loadKernelModules for the plan's largest quantized W) for more.
+// The GEMV on the packed W for decode rows; for more, per row bucket the tile GEMM or cuBLASLt on
+// W dequantized into the device's workspace (sized at loadKernelModules for the plan's largest
+// quantized W), as quantGemmMode_ says (cuda_quant_linear.h).
 Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareQuantLinear(const BoundOp &op) {
   if (!module_)
     return failedPrecondition("cuda backend: no kernel module loaded on " + name_ +
                               ": call CudaDevice::loadKernelModules(plan) before preparing ops");
-  const uint64_t needed = static_cast<uint64_t>(op.inputs[1].fixedRows * op.inputs[1].width) *
-                          dtypeSize(op.inputs[0].dtype);
-  if (needed > dequantBytes_)
-    return failedPrecondition("cuda backend: " + opLabel(*op.op) + ": its W takes " +
-                              std::to_string(needed) + " bytes dequantized, more than the " +
-                              std::to_string(dequantBytes_) + " the loaded plan asked for");
-  if (!dequantWorkspace_.data) {
-    KILN_ASSIGN_OR_RETURN(dequantWorkspace_, allocate(dequantBytes_, MemoryKind::kDevice));
+  KILN_ASSIGN_OR_RETURN(const QuantLinearPlan kernels, planQuantLinear(op, nullptr, false));
+  const bool hasTiles = !kernels.gemmSymbol.empty();
+  const bool tilesOnly = hasTiles && quantGemmMode_ == QuantGemmMode::kTiles;
+  std::unique_ptr<PreparedOp> linear;
+  void *workspace = nullptr;
+  if (!tilesOnly) {
+    const uint64_t needed = static_cast<uint64_t>(op.inputs[1].fixedRows * op.inputs[1].width) *
+                            dtypeSize(op.inputs[0].dtype);
+    if (needed > dequantBytes_)
+      return failedPrecondition("cuda backend: " + opLabel(*op.op) + ": its W takes " +
+                                std::to_string(needed) + " bytes dequantized, more than the " +
+                                std::to_string(dequantBytes_) + " the loaded plan asked for");
+    if (!dequantWorkspace_.data) {
+      KILN_ASSIGN_OR_RETURN(dequantWorkspace_, allocate(dequantBytes_, MemoryKind::kDevice));
+    }
+    workspace = dequantWorkspace_.data;
+    BoundOp bound = dequantizedLinear(op, workspace);
+    KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(bound));
+    if (gemm.convertBias) {
+      KILN_ASSIGN_OR_RETURN(bound.inputs[2], convertBias(op.inputs[2], op.outputs[0].dtype));
+    }
+    KILN_ASSIGN_OR_RETURN(linear, linear_->prepare(bound));
   }
-  KILN_ASSIGN_OR_RETURN(QuantLinearPlan plan, planQuantLinear(op, dequantWorkspace_.data));
-  BoundOp bound = dequantizedLinear(op, dequantWorkspace_.data);
-  KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(bound));
-  if (gemm.convertBias) {
-    KILN_ASSIGN_OR_RETURN(bound.inputs[2], convertBias(op.inputs[2], op.outputs[0].dtype));
-  }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<PreparedOp> linear, linear_->prepare(bound));
+  KILN_ASSIGN_OR_RETURN(QuantLinearPlan plan, planQuantLinear(op, workspace, tilesOnly));
   auto prepared = std::make_unique<CudaPreparedOp>(std::move(linear));
   KILN_ASSIGN_OR_RETURN(prepared->quantGemv_, function(plan.gemvSymbol));
-  KILN_ASSIGN_OR_RETURN(prepared->dequant_, function(plan.dequantSymbol));
+  if (hasTiles) {
+    KILN_ASSIGN_OR_RETURN(prepared->quantGemm_, function(plan.gemmSymbol));
+  }
+  if (!tilesOnly) {
+    KILN_ASSIGN_OR_RETURN(prepared->dequant_, function(plan.dequantSymbol));
+  }
   prepared->quant_ = std::make_unique<QuantLinearPlan>(std::move(plan));
+  if (hasTiles && quantGemmMode_ == QuantGemmMode::kAuto && autotuneLinear_)
+    KILN_RETURN_IF_ERROR(timeQuantPaths(*prepared));
   return std::unique_ptr<PreparedOp>(std::move(prepared));
+}
+
+// Per row bucket of more than kGemvMaxRows rows: the dequantize + cuBLASLt path and the tile GEMM
+// timed on the op's own buffers (as prepareGemv times the GEMV), the tile GEMM kept where it is
+// clearly faster.
+Status CudaDevice::timeQuantPaths(PreparedOp &prepared) {
+  QuantLinearPlan &plan = *static_cast<CudaPreparedOp &>(prepared).quant_;
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    if (plan.buckets[b] <= uint64_t(kernels::cuda::kGemvMaxRows))
+      continue;
+    const auto rows = static_cast<int32_t>(plan.buckets[b]);
+    const StepCounts counts{rows, rows, rows, rows};
+    std::vector<double> millis;
+    for (bool tiles : {false, true}) {
+      Result<double> ms = timeLinearCandidate(
+          [&](CUstream) { return runQuantRows(prepared, rows, tiles, counts); });
+      millis.push_back(ms.isOk() ? *ms : -1.0);
+    }
+    plan.tilesForBucket[b] = pickTimedAlgorithm(millis) == 1;
+  }
+  return okStatus();
+}
+
+Status CudaDevice::runQuantRows(const PreparedOp &prepared, int64_t rows, bool tiles,
+                                const StepCounts &counts) {
+  const auto &op = static_cast<const CudaPreparedOp &>(prepared);
+  const QuantLinearPlan &plan = *op.quant_;
+  if (tiles) {
+    CudaLaunch gemm = quantGemmLaunch(plan, static_cast<int32_t>(rows));
+    return launchPlain(op.quantGemm_, gemm, "a quantized tile GEMM Linear");
+  }
+  CudaLaunch dequant = dequantLaunch(plan);
+  KILN_RETURN_IF_ERROR(launchPlain(op.dequant_, dequant, "a Linear's W dequantization"));
+  return linear_->run(*op.linear_, counts, stream_);
 }
 
 Status CudaDevice::launchPlain(CUfunction function, CudaLaunch &launch, const std::string &what) {
@@ -466,9 +517,7 @@ Status CudaDevice::runQuantLinear(const PreparedOp &prepared, const StepCounts &
     CudaLaunch gemv = quantGemvLaunch(plan, static_cast<int32_t>(rows));
     return launchPlain(op.quantGemv_, gemv, "a quantized GEMV Linear");
   }
-  CudaLaunch dequant = dequantLaunch(plan);
-  KILN_RETURN_IF_ERROR(launchPlain(op.dequant_, dequant, "a Linear's W dequantization"));
-  return linear_->run(*op.linear_, counts, stream_);
+  return runQuantRows(prepared, rows, quantUsesTiles(plan, rows), counts);
 }
 
 // Per row bucket of at most kGemvMaxRows rows: cuBLASLt and the kernel at each W-rows-per-warp
@@ -638,14 +687,16 @@ Status CudaDevice::runOp(const PreparedOp &prepared, const StepCounts &counts) {
 
 std::string CudaDevice::describeOp(const PreparedOp &prepared, const StepCounts &counts) const {
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
-  if (!op.linear_)
-    return "";
   if (op.quant_) {
     const int64_t rows = counts.rows(op.quant_->rowsRule, op.quant_->maxRows);
     if (rows >= 1 && rows <= kernels::cuda::kGemvMaxRows)
       return "gemv quantized";
+    if (rows >= 1 && quantUsesTiles(*op.quant_, rows))
+      return "tile gemm quantized";
     return "dequantize + " + CudaLinear::describe(*op.linear_, counts);
   }
+  if (!op.linear_)
+    return "";
   if (op.gemv_) {
     const int32_t outs =
         gemvOutsPerWarp(*op.gemv_, counts.rows(op.gemv_->rowsRule, op.gemv_->maxRows));

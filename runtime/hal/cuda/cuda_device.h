@@ -42,6 +42,9 @@ struct CudaDeviceOptions {
   GemvMode linearGemv = gemvModeFromEnvironment();
   // GEMV launches overlap the kernel before them where the GPU allows it (sm_90+, cuda_gemv.h).
   bool overlapGemv = gemvOverlapFromEnvironment();
+  // How quantized Linears run more than kGemvMaxRows rows: auto, tiles or dequantize
+  // (cuda_quant_linear.h QuantGemmMode); createCudaDevice refuses another value.
+  std::string quantGemm = quantGemmFromEnvironment();
 };
 
 // Errors: "no CUDA driver found (libcuda.so.1): ...", "cuInit failed: ...", "no CUDA device".
@@ -123,6 +126,11 @@ private:
   Result<std::unique_ptr<PreparedOp>> prepareLinear(const BoundOp &op);
   Result<std::unique_ptr<PreparedOp>> prepareQuantLinear(const BoundOp &op);
   Status runQuantLinear(const PreparedOp &prepared, const StepCounts &counts);
+  // `rows` rows of a quantized Linear on the tile GEMM or dequantized for cuBLASLt.
+  Status runQuantRows(const PreparedOp &prepared, int64_t rows, bool tiles,
+                      const StepCounts &counts);
+  // Which row buckets of a quantized Linear run on the tile GEMM (quantGemmMode_ auto, timed).
+  Status timeQuantPaths(PreparedOp &prepared);
   // One cuLaunchKernel of `launch` on the stream; errors say it was for `what`.
   Status launchPlain(CUfunction function, CudaLaunch &launch, const std::string &what);
   Result<BoundBuffer> convertBias(const BoundBuffer &bias, schema::DType dtype);
@@ -147,6 +155,7 @@ private:
   bool autotuneLinear_ = true;
   GemvMode gemvMode_ = GemvMode::kAuto;
   bool overlapGemv_ = true;  // asked for, and the device is sm_90 or later (open)
+  QuantGemmMode quantGemmMode_ = QuantGemmMode::kAuto;
   bool planHasGemv_ = false; // the loaded plan's GEMV kernels keep today's launch contract
   DeviceMemory linearWorkspace_;
   DeviceMemory dequantWorkspace_; // quantized Linears' W in x's dtype (cuda_quant_linear.h)

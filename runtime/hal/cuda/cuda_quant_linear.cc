@@ -1,9 +1,11 @@
 #include "runtime/hal/cuda/cuda_quant_linear.h"
 
+#include "runtime/hal/cuda/cuda_linear.h"
 #include "runtime/ops/plan_types.h"
 #include "runtime/ops/quant_sections.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace kiln::rt {
 
@@ -14,21 +16,63 @@ bool isQuantLinear(const BoundOp &op) {
          isQuantDType(op.inputs[1].dtype);
 }
 
-Result<QuantLinearPlan> planQuantLinear(const BoundOp &op, void *workspace) {
+std::string quantGemmFromEnvironment() {
+  const char *value = std::getenv("KILN_QUANT_GEMM");
+  return value ? value : "auto";
+}
+
+Result<QuantGemmMode> parseQuantGemmMode(const std::string &value) {
+  if (value == "auto")
+    return QuantGemmMode::kAuto;
+  if (value == "tiles")
+    return QuantGemmMode::kTiles;
+  if (value == "dequantize")
+    return QuantGemmMode::kDequantize;
+  return invalidArgument("KILN_QUANT_GEMM is '" + value +
+                         "'; it takes auto, tiles or dequantize (how a quantized Linear runs "
+                         "more than " +
+                         std::to_string(kc::kGemvMaxRows) + " rows on a GPU)");
+}
+
+namespace {
+
+std::vector<std::string> splitSymbols(const std::string &kernel) {
+  std::vector<std::string> symbols;
+  size_t start = 0;
+  while (!kernel.empty()) {
+    const size_t comma = kernel.find(',', start);
+    symbols.push_back(kernel.substr(start, comma - start));
+    if (comma == std::string::npos)
+      break;
+    start = comma + 1;
+  }
+  return symbols;
+}
+
+bool startsWith(const std::string &s, const char *prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+} // namespace
+
+Result<QuantLinearPlan> planQuantLinear(const BoundOp &op, void *workspace, bool tiles) {
   const std::string label = "cuda backend: " + opLabel(*op.op);
   const std::string kernel = op.op->kernel() ? op.op->kernel()->str() : std::string();
-  const size_t comma = kernel.find(',');
+  const std::vector<std::string> symbols = splitSymbols(kernel);
   QuantLinearPlan plan;
-  if (comma != std::string::npos) {
-    plan.gemvSymbol = kernel.substr(0, comma);
-    plan.dequantSymbol = kernel.substr(comma + 1);
+  if (symbols.size() == 2 || symbols.size() == 3) {
+    plan.gemvSymbol = symbols.front();
+    plan.dequantSymbol = symbols.back();
+    if (symbols.size() == 3)
+      plan.gemmSymbol = symbols[1];
   }
-  if (plan.gemvSymbol.rfind("kiln_gemv_quant_", 0) != 0 ||
-      plan.dequantSymbol.rfind("kiln_dequant_weights_", 0) != 0)
+  if (!startsWith(plan.gemvSymbol, "kiln_gemv_quant_") ||
+      !startsWith(plan.dequantSymbol, "kiln_dequant_weights_") ||
+      (symbols.size() == 3 && !startsWith(plan.gemmSymbol, "kiln_gemm_quant_")))
     return invalidArgument(label + ": its W is " + dtypeName(op.inputs[1].dtype) +
                            " and it names kernels '" + kernel +
-                           "', not a quantized GEMV and dequantize pair (recompile with a GPU "
-                           "--target)");
+                           "', not a quantized GEMV, tile GEMM and dequantize set (recompile with "
+                           "a GPU --target)");
   const BoundBuffer &x = op.inputs[0], &w = op.inputs[1], &y = op.outputs.at(0);
   if (!isFloatDType(x.dtype) || !isFloatDType(y.dtype))
     return invalidArgument(label + ": x is " + dtypeName(x.dtype) + " and y " + dtypeName(y.dtype) +
@@ -36,12 +80,20 @@ Result<QuantLinearPlan> planQuantLinear(const BoundOp &op, void *workspace) {
   const kc::QuantSections sections = quantSectionsOf(w);
   const float *bias =
       op.inputs.size() > 2 ? static_cast<const float *>(op.inputs[2].data) : nullptr;
-  plan.gemv = {x.data, sections, bias, y.data, 0, static_cast<int32_t>(w.fixedRows)};
-  plan.dequant = {sections, workspace, static_cast<int32_t>(w.fixedRows)};
+  const auto out = static_cast<int32_t>(w.fixedRows);
+  plan.gemv = {x.data, sections, bias, y.data, 0, out};
+  plan.gemm = {x.data, sections, bias, y.data, 0, out};
+  plan.dequant = {sections, workspace, out};
   plan.rowsRule = x.rows;
   plan.maxRows = x.fixedRows;
   plan.in = static_cast<int32_t>(w.width);
+  plan.buckets = linearRowBuckets(static_cast<uint64_t>(std::max<int64_t>(plan.maxRows, 1)));
+  plan.tilesForBucket.assign(plan.buckets.size(), tiles && !plan.gemmSymbol.empty());
   return plan;
+}
+
+bool quantUsesTiles(const QuantLinearPlan &plan, int64_t rows) {
+  return plan.tilesForBucket[linearRowBucket(plan.buckets, static_cast<uint64_t>(rows))];
 }
 
 BoundOp dequantizedLinear(const BoundOp &op, void *workspace) {
@@ -81,6 +133,16 @@ CudaLaunch quantGemvLaunch(const QuantLinearPlan &plan, int32_t rows) {
   const int32_t perCta = kc::gemvOutputsPerCta(1);
   launch.grid[0] = static_cast<uint32_t>((params.out + perCta - 1) / perCta);
   launch.block = kc::kGemvThreads;
+  return launch;
+}
+
+CudaLaunch quantGemmLaunch(const QuantLinearPlan &plan, int32_t rows) {
+  kc::GemmQuantParams params = plan.gemm;
+  params.rows = rows;
+  CudaLaunch launch = launchWith(params, 1);
+  launch.grid[0] = static_cast<uint32_t>((rows + kc::kTileRows - 1) / kc::kTileRows);
+  launch.grid[1] = static_cast<uint32_t>((params.out + kc::kTileCols - 1) / kc::kTileCols);
+  launch.block = kc::kTileThreads;
   return launch;
 }
 

@@ -17,10 +17,11 @@ KernelInstance rmsNorm(std::string hidden = "4096", std::string threads = "512")
 TEST(KernelCatalog, SymbolsAreStableAndReadable) {
   EXPECT_EQ(rmsNorm().symbol, "kiln_rms_norm_bf16_4096_512_bf16");
   // The ten of a decoder (tests/kernels/cuda/decoder_kernels.h), gemv (Linear), argmax_rows
-  // (greedy sampling), the three of quantized weights (kernels/cuda/quant.cuh), Gemma 2's
+  // (greedy sampling), the four of quantized weights (kernels/cuda/quant.cuh: GEMV, dequantize,
+  // embedding; quant_gemm.cuh: the tile GEMM), Gemma 2's
   // gelu_tanh_mul and softcap, moe_experts' six (route, place, gate_up, down, combine and the row
   // kernel), the encoders' layer_norm and gelu, and Qwen2-MoE's sigmoid_gated_add.
-  EXPECT_EQ(kernelOps().size(), 26u);
+  EXPECT_EQ(kernelOps().size(), 27u);
 }
 
 TEST(KernelCatalog, GeneratedSourceWrapsEachTemplateInAnExternCEntryPoint) {

@@ -4,6 +4,9 @@
 // fp32 / fp16 / bf16:
 // - gemv_quant: every row count 1..kGemvMaxRows against a double-precision dot product of x and
 //   the dequantized rows (plus bias), y rounded once;
+// - gemm_quant (the tile GEMM): 9 and 70 rows (one and two row tiles, partial) against a
+//   double-precision product of x and the dequantized rows, rounded once to a half x's dtype for
+//   its tensor cores (plus bias), y rounded once;
 // - dequant_weights: bit for bit the dequantized rows rounded to the dtype;
 // - embedding_quant: bit for bit the table rows, zeros for ids outside the rank's rows.
 // Label gpu: skips without a device (cudasim runs it in CI).
@@ -92,6 +95,7 @@ std::vector<QuantCase> quantCases() {
       all.emplace_back(format, rows, cols, group, seed++);
   all.emplace_back(QuantFormat::kQ4Zero, 5, 2048, 128, seed++);
   all.emplace_back(QuantFormat::kQ8, 3, 2048, 32, seed++);
+  all.emplace_back(QuantFormat::kQ4, 72, 96, 32, seed++); // two column tiles of the GEMM
   return all;
 }
 
@@ -101,6 +105,14 @@ KernelInstance gemvInstance(const QuantCase &q, const std::string &dtype, const 
   constants["in"] = std::to_string(q.cols);
   constants["y_dtype"] = y;
   return compiler::makeKernelInstance("gemv_quant", constants);
+}
+KernelInstance gemmInstance(const QuantCase &q, const std::string &dtype, const std::string &y) {
+  auto constants = q.constants();
+  constants["dtype"] = dtype;
+  constants["in"] = std::to_string(q.cols);
+  constants["y_dtype"] = y;
+  constants["threads"] = std::to_string(kc::kTileThreads);
+  return compiler::makeKernelInstance("gemm_quant", constants);
 }
 KernelInstance dequantInstance(const QuantCase &q, const std::string &dtype) {
   auto constants = q.constants();
@@ -134,11 +146,26 @@ void loadAll(GpuHarness &gpu, const std::vector<QuantCase> &cases) {
   for (size_t i = 0; i < cases.size(); ++i)
     for (const auto &[dtype, y] : dtypesOf(i)) {
       add(gemvInstance(cases[i], dtype, y));
+      add(gemmInstance(cases[i], dtype, y));
       add(dequantInstance(cases[i], dtype));
       add(embeddingInstance(cases[i], dtype));
     }
   Status loaded = gpu.load(instances);
   ASSERT_TRUE(loaded.isOk()) << loaded.toString();
+}
+
+// y = x w^T (+ b) in double, rounded once to fp32: `rows` rows of x against q's W rows `w`.
+std::vector<float> referenceProduct(const std::vector<float> &x, const std::vector<float> &w,
+                                    const std::vector<float> *b, int32_t rows, const QuantCase &q) {
+  std::vector<float> y(size_t(rows) * q.rows);
+  for (int32_t r = 0; r < rows; ++r)
+    for (int32_t o = 0; o < q.rows; ++o) {
+      double sum = b ? (*b)[o] : 0.0;
+      for (int32_t k = 0; k < q.cols; ++k)
+        sum += double(x[size_t(r) * q.cols + k]) * double(w[size_t(o) * q.cols + k]);
+      y[size_t(r) * q.rows + o] = static_cast<float>(sum);
+    }
+  return y;
 }
 
 void checkGemv(GpuHarness &gpu, const QuantCase &q, const std::string &dtype, const std::string &y,
@@ -152,14 +179,7 @@ void checkGemv(GpuHarness &gpu, const QuantCase &q, const std::string &dtype, co
   const kc::QuantSections sections = q.upload(gpu);
   for (int32_t rows = 1; rows <= kc::kGemvMaxRows; ++rows) {
     SCOPED_TRACE("rows " + std::to_string(rows));
-    std::vector<float> expected(size_t(rows) * q.rows);
-    for (int32_t r = 0; r < rows; ++r)
-      for (int32_t o = 0; o < q.rows; ++o) {
-        double sum = bias ? b[o] : 0.0;
-        for (int32_t k = 0; k < q.cols; ++k)
-          sum += double(x[size_t(r) * q.cols + k]) * double(w[size_t(o) * q.cols + k]);
-        expected[size_t(r) * q.rows + o] = static_cast<float>(sum);
-      }
+    const std::vector<float> expected = referenceProduct(x, w, bias ? &b : nullptr, rows, q);
     const size_t yBytes = expected.size() * (y == "f32" ? 4 : 2);
     void *dy = gpu.upload(std::vector<uint8_t>(yBytes, 0xff));
     kc::GemvQuantParams p{dx, sections, bias ? static_cast<const float *>(db) : nullptr,
@@ -169,6 +189,37 @@ void checkGemv(GpuHarness &gpu, const QuantCase &q, const std::string &dtype, co
         gpu.launch(gemvInstance(q, dtype, y).symbol, grid, 1, 1, kc::kGemvThreads, p).isOk());
     // fp32 sums of `cols` products of weights up to ~0.8 and x in [-1, 1], in another order than
     // the double reference; y rounded once to its dtype.
+    expectClose(decode(gpu.download(dy, yBytes), y), decode(encode(expected, y), y), y, "y",
+                std::sqrt(float(q.cols) / 64.0f) + 1.0f);
+  }
+}
+
+void checkGemm(GpuHarness &gpu, const QuantCase &q, const std::string &dtype, const std::string &y,
+               bool bias) {
+  SCOPED_TRACE(gemmInstance(q, dtype, y).symbol + (bias ? " with bias" : ""));
+  // The weights the tile GEMM multiplies: exact for fp32 x, rounded once to a half x's dtype.
+  const std::vector<float> w = decode(encode(q.dequantized(), dtype), dtype);
+  const kc::QuantSections sections = q.upload(gpu);
+  const std::vector<float> b = randomValues(size_t(q.rows), q.rows + 7, "f32");
+  void *db = gpu.uploadPod(b);
+  for (int32_t rows : {9, 70}) {
+    SCOPED_TRACE("rows " + std::to_string(rows));
+    const std::vector<float> x = randomValues(size_t(rows) * q.cols, q.cols + rows, dtype);
+    const std::vector<float> expected = referenceProduct(x, w, bias ? &b : nullptr, rows, q);
+    const size_t yBytes = expected.size() * (y == "f32" ? 4 : 2);
+    void *dy = gpu.upload(std::vector<uint8_t>(yBytes, 0xff));
+    kc::GemmQuantParams p{gpu.upload(encode(x, dtype)),
+                          sections,
+                          bias ? static_cast<const float *>(db) : nullptr,
+                          dy,
+                          rows,
+                          q.rows};
+    const auto rowTiles = static_cast<uint32_t>((rows + kc::kTileRows - 1) / kc::kTileRows);
+    const auto colTiles = static_cast<uint32_t>((q.rows + kc::kTileCols - 1) / kc::kTileCols);
+    ASSERT_TRUE(
+        gpu.launch(gemmInstance(q, dtype, y).symbol, rowTiles, colTiles, 1, kc::kTileThreads, p)
+            .isOk());
+    // As the GEMV's: fp32 sums in another order than the double reference, y rounded once.
     expectClose(decode(gpu.download(dy, yBytes), y), decode(encode(expected, y), y), y, "y",
                 std::sqrt(float(q.cols) / 64.0f) + 1.0f);
   }
@@ -215,7 +266,7 @@ void checkEmbedding(GpuHarness &gpu, const QuantCase &q, const std::string &dtyp
 }
 
 // One test, so the kernels are compiled once (cudasim's JIT takes most of its time).
-TEST(CudaQuantKernels, GemvDequantizeAndEmbeddingMatchTheCpuReadingOfEveryFormat) {
+TEST(CudaQuantKernels, GemvGemmDequantizeAndEmbeddingMatchTheCpuReadingOfEveryFormat) {
   KILN_GPU_OR_SKIP(gpu);
   const std::vector<QuantCase> cases = quantCases();
   loadAll(*gpu, cases);
@@ -225,6 +276,7 @@ TEST(CudaQuantKernels, GemvDequantizeAndEmbeddingMatchTheCpuReadingOfEveryFormat
     for (const auto &[dtype, y] : dtypesOf(i)) {
       SCOPED_TRACE(cases[i].name());
       checkGemv(*gpu, cases[i], dtype, y, dtype == "f32");
+      checkGemm(*gpu, cases[i], dtype, y, dtype != "f32");
       checkDequantize(*gpu, cases[i], dtype);
       checkEmbedding(*gpu, cases[i], dtype);
       if (HasFatalFailure())
@@ -232,7 +284,7 @@ TEST(CudaQuantKernels, GemvDequantizeAndEmbeddingMatchTheCpuReadingOfEveryFormat
     }
 }
 
-// Quantized experts on the grouped MoE kernels (kernels/cuda/moe_grouped.cuh QuantExperts): each
+// Quantized experts on the grouped MoE kernels (kernels/cuda/tile_product.cuh QuantWeights): each
 // weight run decoded exactly into the tiles; against the cpu kernel reading the same bytes in place
 // (kernels/cpu/moe.cc), every format, per-row and 32-column groups, fp32 and bf16 activations.
 // tiny-mixtral's shape: hidden 64, 8 experts of 96, top 2; 40 rows.

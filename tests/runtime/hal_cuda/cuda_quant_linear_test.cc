@@ -1,6 +1,7 @@
-// The host half of quantized Linears on the GPU (cuda_quant_linear.h), without a GPU: the two
-// kernels an op must name, the sections and launches filled from bound buffers, the op cuBLASLt
-// runs on the dequantized W, and the workspace a plan asks for.
+// The host half of quantized Linears on the GPU (cuda_quant_linear.h), without a GPU: the kernels
+// an op must name (three, or two in a plan from before the tile GEMM), the sections and launches
+// filled from bound buffers, which path each row bucket takes, the op cuBLASLt runs on the
+// dequantized W, the workspace a plan asks for, and KILN_QUANT_GEMM's values.
 #include "runtime/hal/cuda/cuda_quant_linear.h"
 
 #include "runtime/base/quant_layout.h"
@@ -39,15 +40,19 @@ protected:
   flatbuffers::FlatBufferBuilder fbb_;
 };
 
-const std::string kKernels =
+const std::string kKernels = "kiln_gemv_quant_bf16_3_64_128_bf16,kiln_gemm_quant_bf16_3_64_128_"
+                             "256_bf16,kiln_dequant_weights_bf16_3_64_128";
+// A plan compiled before the tile GEMM.
+const std::string kOlderKernels =
     "kiln_gemv_quant_bf16_3_64_128_bf16,kiln_dequant_weights_bf16_3_64_128";
 
-TEST_F(QuantLinearTest, PlansBothKernelsOnTheLayoutsSections) {
+TEST_F(QuantLinearTest, PlansEveryKernelOnTheLayoutsSections) {
   BoundOp op = linear(kKernels);
   ASSERT_TRUE(isQuantLinear(op));
-  Result<QuantLinearPlan> plan = planQuantLinear(op, fake(0x90000));
+  Result<QuantLinearPlan> plan = planQuantLinear(op, fake(0x90000), false);
   ASSERT_TRUE(plan.isOk()) << plan.status().toString();
   EXPECT_EQ(plan->gemvSymbol, "kiln_gemv_quant_bf16_3_64_128_bf16");
+  EXPECT_EQ(plan->gemmSymbol, "kiln_gemm_quant_bf16_3_64_128_256_bf16");
   EXPECT_EQ(plan->dequantSymbol, "kiln_dequant_weights_bf16_3_64_128");
   // Q4M [72, 128]: 4,608 bytes of values, 64-byte aligned; 72 x 2 fp16 scales (288 bytes), the
   // mins 64-byte aligned after them.
@@ -72,8 +77,51 @@ TEST_F(QuantLinearTest, PlansBothKernelsOnTheLayoutsSections) {
   EXPECT_EQ(gemv.block, uint32_t(kc::kGemvThreads));
 
   CudaLaunch dequant = dequantLaunch(*plan);
-  EXPECT_EQ(dequant.kernel, 1u);
   EXPECT_EQ(dequant.grid[0], 3u); // 72 x 4 runs of 32, 128 a CTA
+
+  CudaLaunch gemm = quantGemmLaunch(*plan, 130);
+  kc::GemmQuantParams g;
+  ASSERT_EQ(gemm.paramBytes, sizeof(g));
+  std::memcpy(&g, gemm.params.data(), sizeof(g));
+  EXPECT_EQ(g.rows, 130);
+  EXPECT_EQ(g.out, 72);
+  EXPECT_EQ(g.x, fake(0x10000));
+  EXPECT_EQ(g.w.mins, fake(0x20000 + 4608 + 320));
+  EXPECT_EQ(g.bias, fake(0x30000));
+  EXPECT_EQ(g.y, fake(0x40000));
+  EXPECT_EQ(gemm.grid[0], 3u); // 130 rows, 64 a tile
+  EXPECT_EQ(gemm.grid[1], 2u); // 72 outputs, 64 a tile
+  EXPECT_EQ(gemm.block, uint32_t(kc::kTileThreads));
+}
+
+// Buckets of x's 300 rows: 1, 2, ..., 256, 300. Every one takes the path asked for, except in a
+// plan without the tile GEMM.
+TEST_F(QuantLinearTest, EveryBucketTakesThePathAskedForWhereThePlanHasIt) {
+  Result<QuantLinearPlan> tiles = planQuantLinear(linear(kKernels), nullptr, true);
+  ASSERT_TRUE(tiles.isOk()) << tiles.status().toString();
+  EXPECT_EQ(tiles->buckets.back(), 300u);
+  ASSERT_EQ(tiles->tilesForBucket.size(), tiles->buckets.size());
+  for (int64_t rows : {9, 64, 257, 300})
+    EXPECT_TRUE(quantUsesTiles(*tiles, rows)) << rows;
+  Result<QuantLinearPlan> dequantize = planQuantLinear(linear(kKernels), fake(0x90000), false);
+  ASSERT_TRUE(dequantize.isOk());
+  EXPECT_FALSE(quantUsesTiles(*dequantize, 100));
+  Result<QuantLinearPlan> older = planQuantLinear(linear(kOlderKernels), fake(0x90000), true);
+  ASSERT_TRUE(older.isOk()) << older.status().toString();
+  EXPECT_EQ(older->gemmSymbol, "");
+  EXPECT_EQ(older->dequantSymbol, "kiln_dequant_weights_bf16_3_64_128");
+  EXPECT_FALSE(quantUsesTiles(*older, 100));
+}
+
+TEST(QuantGemmMode, TakesAutoTilesOrDequantizeAndNamesTheVariableOtherwise) {
+  EXPECT_EQ(*parseQuantGemmMode("auto"), QuantGemmMode::kAuto);
+  EXPECT_EQ(*parseQuantGemmMode("tiles"), QuantGemmMode::kTiles);
+  EXPECT_EQ(*parseQuantGemmMode("dequantize"), QuantGemmMode::kDequantize);
+  Result<QuantGemmMode> bad = parseQuantGemmMode("tile");
+  ASSERT_FALSE(bad.isOk());
+  EXPECT_EQ(bad.status().message(),
+            "KILN_QUANT_GEMM is 'tile'; it takes auto, tiles or dequantize (how a quantized "
+            "Linear runs more than 8 rows on a GPU)");
 }
 
 TEST_F(QuantLinearTest, CublasRunsOnTheWorkspaceInXsDtype) {
@@ -88,9 +136,12 @@ TEST_F(QuantLinearTest, CublasRunsOnTheWorkspaceInXsDtype) {
 }
 
 TEST_F(QuantLinearTest, AnArtifactWithoutTheKernelsIsRefusedNamingTheOp) {
-  for (const std::string kernel : {std::string(), std::string("kiln_gemv_bf16_128_bf16"),
-                                   std::string("kiln_dequant_weights_x,kiln_gemv_quant_y")}) {
-    Result<QuantLinearPlan> plan = planQuantLinear(linear(kernel), fake(0x90000));
+  for (const std::string kernel :
+       {std::string(), std::string("kiln_gemv_bf16_128_bf16"),
+        std::string("kiln_dequant_weights_x,kiln_gemv_quant_y"),
+        std::string("kiln_gemv_quant_y,kiln_gemv_bf16_128_bf16,kiln_dequant_weights_x"),
+        std::string("kiln_gemv_quant_y,kiln_gemm_quant_z,kiln_dequant_weights_x,extra")}) {
+    Result<QuantLinearPlan> plan = planQuantLinear(linear(kernel), fake(0x90000), true);
     ASSERT_FALSE(plan.isOk()) << kernel;
     EXPECT_NE(plan.status().message().find("'layers.0.mlp.down' (Linear): its W is Q4M"),
               std::string::npos)
