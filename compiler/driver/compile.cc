@@ -87,6 +87,7 @@ private:
   Status import();
   Status readKvCacheScales();
   Status useCalibratedKvScales();
+  Status checkKvScalesFit(const std::string &source) const;
   Status build();
   Status markQuantizedWeights();
   Status runPasses();
@@ -208,11 +209,18 @@ Status Compilation::readKvCacheScales() {
         "scales, and it has " +
         count + " of the " + std::to_string(2 * config_.numLayers) +
         " (k_scale and v_scale of each layer); '" + kvScales_.firstMissing + "' is missing");
-  if (config_.decoderLayers > 0)
-    return invalidArgument("checkpoint: calibrated KV-cache scales of an encoder-decoder (" +
-                           config_.architecture + ") are not supported");
+  KILN_RETURN_IF_ERROR(checkKvScalesFit("checkpoint: "));
   log("import: the checkpoint's calibrated k_scale / v_scale of " +
       std::to_string(config_.numLayers) + " layers scale the fp8 KV cache");
+  return okStatus();
+}
+
+// Whether per-layer KV-cache scales fit the model: not an encoder-decoder's (its decoder's self-
+// and cross-attention caches have no such scales); `source` prefixes the error.
+Status Compilation::checkKvScalesFit(const std::string &source) const {
+  if (config_.decoderLayers > 0)
+    return invalidArgument(source + "calibrated KV-cache scales of an encoder-decoder (" +
+                           config_.architecture + ") are not supported");
   return okStatus();
 }
 
@@ -231,9 +239,7 @@ Status Compilation::useCalibratedKvScales() {
         return invalidArgument("calibrated KV-cache scales: " + std::to_string(s) +
                                " is not a finite positive value");
   }
-  if (config_.decoderLayers > 0)
-    return invalidArgument("calibrated KV-cache scales of an encoder-decoder (" +
-                           config_.architecture + ") are not supported");
+  KILN_RETURN_IF_ERROR(checkKvScalesFit(""));
   kvScales_.k = options_.kvKScales;
   kvScales_.v = options_.kvVScales;
   log("import: kiln's calibrated k / v scales of " + layers + " layers scale the fp8 KV cache");
