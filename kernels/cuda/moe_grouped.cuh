@@ -13,8 +13,8 @@
 //   combine: out[row] = sum over the row's pairs in increasing expert index of weight * expertOut.
 // gate_up and down are tile products (kernels/cuda/tile_product.cuh): on tensor cores (wmma
 // 16x16x16, fp32 accumulators) when x and the experts are both fp16 or both bf16, else on the
-// CUDA cores in fp32; quantized experts (QuantWeights) are decoded run by run into the CUDA cores'
-// shared tiles, exact as on the cpu.
+// CUDA cores in fp32; quantized experts (QuantWeights) are decoded into the CUDA cores' shared
+// tiles, exact as on the cpu.
 // A slot's products depend only on its own row (the tiles never mix rows), so the order of slots
 // within an expert changes nothing and a row's result does not depend on the others. What
 // kernels/cpu/moe.cc rounds to T (gate, up, act, the expert's output) this rounds too; the dot

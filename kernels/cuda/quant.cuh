@@ -55,41 +55,82 @@ template <int FORMAT, int IN, int GROUP> struct QuantRun {
     return raw;
   }
 
-  // The run's 32 weights in fp32, exact as the layout defines them (see the top of this file).
+  // What turns a run's stored values into weights: its group's scale, and the offset of Q4M (its
+  // min) and Q4Z (-zero x scale).
+  struct Scale {
+    float scale, offset;
+  };
+  static __device__ __forceinline__ Scale scaleOf(const QuantSections &w, int64_t row, int run) {
+    const int64_t slot = row * (IN / GROUP) + run * kQuantRun / GROUP;
+    Scale s;
+    s.scale = FORMAT == kQuantFormatQ8FloatF32
+                  ? __ldg(static_cast<const float *>(w.scales) + slot)
+                  : halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.scales) + slot));
+    s.offset = 0.0f;
+    if constexpr (FORMAT == kQuantFormatQ4Min)
+      s.offset = halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.mins) + slot));
+    if constexpr (FORMAT == kQuantFormatQ4Zero)
+      s.offset =
+          -static_cast<float>(__ldg(static_cast<const unsigned short *>(w.mins) + slot)) * s.scale;
+    return s;
+  }
+  // One weight from its stored value: `v` a byte (8-bit formats) or a nibble (4-bit).
+  static __device__ __forceinline__ float weightOf(unsigned int v, const Scale &s) {
+    if constexpr (FORMAT == kQuantFormatQ8)
+      return s.scale * static_cast<float>(static_cast<signed char>(v));
+    if constexpr (kFp8)
+      return s.scale * f8e4m3ToFloat(v);
+    if constexpr (FORMAT == kQuantFormatQ4)
+      return s.scale * static_cast<float>(static_cast<int>(v) - 8);
+    return fmaf(s.scale, static_cast<float>(v), s.offset); // Q4M, Q4Z
+  }
+
+  // The run's 32 weights in fp32, exact as the layout defines them (see the top of this file). A
+  // 4-bit run's byte b holds weight b (low nibble) and weight b + 16 (high nibble).
   static __device__ __forceinline__ void decode(const QuantSections &w, int64_t row, int run,
                                                 const Raw &raw, float (&out)[kQuantRun]) {
-    const int64_t slot = row * (IN / GROUP) + run * kQuantRun / GROUP;
-    const float scale =
-        FORMAT == kQuantFormatQ8FloatF32
-            ? __ldg(static_cast<const float *>(w.scales) + slot)
-            : halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.scales) + slot));
+    const Scale s = scaleOf(w, row, run);
     const auto *bytes = reinterpret_cast<const unsigned char *>(raw.v);
     if constexpr (kByte) {
 #pragma unroll
       for (int i = 0; i < kQuantRun; ++i)
-        out[i] = scale * (FORMAT == kQuantFormatQ8
-                              ? static_cast<float>(static_cast<signed char>(bytes[i]))
-                              : f8e4m3ToFloat(bytes[i]));
+        out[i] = weightOf(bytes[i], s);
     } else {
-      if constexpr (FORMAT == kQuantFormatQ4) {
-#pragma unroll
-        for (int b = 0; b < kQuantRun / 2; ++b) {
-          out[b] = scale * static_cast<float>((bytes[b] & 0xF) - 8);
-          out[b + kQuantRun / 2] = scale * static_cast<float>((bytes[b] >> 4) - 8);
-        }
-        return;
-      }
-      const float offset =
-          FORMAT == kQuantFormatQ4Min
-              ? halfBitsToFloat(__ldg(static_cast<const unsigned short *>(w.mins) + slot))
-              : -static_cast<float>(__ldg(static_cast<const unsigned short *>(w.mins) + slot)) *
-                    scale;
 #pragma unroll
       for (int b = 0; b < kQuantRun / 2; ++b) {
-        out[b] = fmaf(scale, static_cast<float>(bytes[b] & 0xF), offset);
-        out[b + kQuantRun / 2] = fmaf(scale, static_cast<float>(bytes[b] >> 4), offset);
+        out[b] = weightOf(bytes[b] & 0xFu, s);
+        out[b + kQuantRun / 2] = weightOf(bytes[b] >> 4, s);
       }
     }
+  }
+
+  // Weights [8 q, 8 q + 8) of the run (q in 0..3), the same values decode gives them, from the 8
+  // bytes that hold them: a quarter of the work, so four threads share a run. Loaded (the bytes
+  // and the group's scale) apart from decoded, so a caller can have the loads in flight while it
+  // works on something else.
+  static constexpr int kQuarter = kQuantRun / 4;
+  struct Quarter {
+    uint2 bytes;
+    Scale scale;
+    int q;
+  };
+  static __device__ __forceinline__ Quarter loadQuarter(const QuantSections &w, int64_t row,
+                                                        int run, int q) {
+    const int byte0 = kByte ? q * kQuarter : (q % 2) * kQuarter;
+    Quarter out;
+    out.bytes = __ldg(reinterpret_cast<const uint2 *>(static_cast<const unsigned char *>(w.values) +
+                                                      row * kRowBytes + run * kRunBytes + byte0));
+    out.scale = scaleOf(w, row, run);
+    out.q = q;
+    return out;
+  }
+  static __device__ __forceinline__ void decodeQuarter(const Quarter &quarter,
+                                                       float (&out)[kQuarter]) {
+    const auto *bytes = reinterpret_cast<const unsigned char *>(&quarter.bytes);
+    const int shift = !kByte && quarter.q >= 2 ? 4 : 0;
+#pragma unroll
+    for (int i = 0; i < kQuarter; ++i)
+      out[i] = weightOf(kByte ? bytes[i] : (bytes[i] >> shift) & 0xFu, quarter.scale);
   }
 };
 

@@ -6,13 +6,13 @@
 // (ty, tx) = (tid / 16, tid % 16) holds rows ty * 4 .. +4 and columns tx * 4 .. +4 of each tile.
 //
 // Two products:
-//   tileProductFma  the CUDA cores in fp32: A and W widened exactly, quantized W decoded run by
-//                   run into its exact fp32 values (quant.cuh QuantRun), so the sums are the cpu's
-//                   products in another order;
+//   tileProductFma  the CUDA cores in fp32: A and W widened exactly, quantized W decoded into
+//                   its exact fp32 values (quant.cuh QuantRun, four threads a run of 32), so the
+//                   sums are the cpu's products in another order;
 //   tileProductTc   tensor cores (wmma 16x16x16) for A of a 16-bit type T: W of type T copied,
 //                   quantized W decoded exactly and rounded once to T into shared memory (the
 //                   values quant.cuh dequantWeights writes), so nothing but the tiles is ever
-//                   dequantized.
+//                   dequantized; the next step's loads in flight during each step's multiplies.
 // TileProduct picks one by its TENSOR_CORES argument; the caller says when (MoE: A and W of one
 // 16-bit type; the quantized Linear: A of a 16-bit type).
 #pragma once
@@ -57,14 +57,21 @@ template <int FORMAT, int GROUP, int NB> struct TileWeights<QuantWeights<FORMAT,
   }
 };
 
-// W run `k0 / kQuantRun` (columns k0 .. +32) of row `n` of tile `b`, decoded exactly to fp32.
-template <int FORMAT, int GROUP, int KDIM, int NB>
-__device__ __forceinline__ void decodeTileRun(const TileWeights<QuantWeights<FORMAT, GROUP>, NB> &w,
-                                              int b, int n, int k0, float (&v)[kQuantRun]) {
+// The quantized W of one step (columns k0 .. +32: one run of each of the NB tiles' kTileCols rows)
+// in quarters: four threads a run, each decoding 8 weights exactly (quant.cuh decodeQuarter);
+// store(b, n, q, v) gets tile b's row n's weights [8 q, 8 q + 8) (zeros past `cols`).
+template <int FORMAT, int GROUP, int KDIM, int NB, typename Store>
+__device__ __forceinline__ void
+decodeTileStep(const TileWeights<QuantWeights<FORMAT, GROUP>, NB> &w, int cols, int k0,
+               Store store) {
   using Run = QuantRun<FORMAT, KDIM, GROUP>;
-  const int64_t row = w.first[b] + n;
-  const int run = k0 / kQuantRun;
-  Run::decode(w.w, row, run, Run::load(w.w, row, run), v);
+  for (int job = threadIdx.x; job < NB * kTileCols * 4; job += kTileThreads) {
+    const int q = job % 4, n = (job / 4) % kTileCols, b = job / (4 * kTileCols);
+    float v[Run::kQuarter] = {};
+    if (n < cols)
+      Run::decodeQuarter(Run::loadQuarter(w.w, w.first[b] + n, k0 / kQuantRun, q), v);
+    store(b, n, q, v);
+  }
 }
 
 // The CUDA-core product: steps of kDepth = one quantized run of 32 columns.
@@ -90,21 +97,18 @@ template <typename W, int KDIM, int NB> struct StageFmaWeights {
       }
   }
 };
-// Quantized: a thread decodes a whole run (one weight row's 32 columns) exactly, as the cpu does.
+// Quantized: each weight decoded exactly, as the cpu does, four threads a run.
 template <int FORMAT, int GROUP, int KDIM, int NB>
 struct StageFmaWeights<QuantWeights<FORMAT, GROUP>, KDIM, NB> {
   static __device__ __forceinline__ void
   run(const TileWeights<QuantWeights<FORMAT, GROUP>, NB> &rows, int cols, int k0,
       FmaTileShared<NB> &sh) {
-    for (int job = threadIdx.x; job < NB * kTileCols; job += kTileThreads) {
-      const int b = job / kTileCols, n = job % kTileCols;
-      float v[kQuantRun] = {};
-      if (n < cols)
-        decodeTileRun<FORMAT, GROUP, KDIM, NB>(rows, b, n, k0, v);
+    decodeTileStep<FORMAT, GROUP, KDIM, NB>(rows, cols, k0,
+                                            [&](int b, int n, int q, const auto &v) {
 #pragma unroll
-      for (int i = 0; i < kQuantRun; ++i)
-        sh.b[b][i][n] = v[i];
-    }
+                                              for (int i = 0; i < 8; ++i)
+                                                sh.b[b][q * 8 + i][n] = v[i];
+                                            });
   }
 };
 
@@ -156,58 +160,86 @@ __device__ __forceinline__ void tileProductFma(const A *const *aRows,
 // The tensor-core product, for A of a 16-bit type T: kTileThreads threads = 8 warps, warp w
 // owning rows (w / 2) * 16 .. +16 and columns (w % 2) * 32 .. +32 of each column tile; the
 // accumulators go through shared memory to the CUDA-core layout of `acc`, so both products share
-// their callers' epilogues. Its shared bytes: the input tiles, then (reusing them) the fp32
-// output tiles.
+// their callers' epilogues. Two stages of input tiles in shared memory: each thread loads its part
+// of step k + 1 from global memory into registers before the tensor cores take step k, and
+// stores it into the other stage at the top of the next iteration, so the loads are in flight
+// during the multiplies and one barrier a step suffices. Its shared bytes: the two stages, then
+// (reusing them) the fp32 output tiles.
 template <typename T, int NB> struct TcTile {
   static constexpr int kDepth = kQuantRun;
   static constexpr int kLd = kDepth + 8;       // elements of T: rows stay 16-byte aligned
   static constexpr int kOutLd = kTileCols + 4; // floats
-  static constexpr int kInBytes = (kTileRows + NB * kTileCols) * kLd * int(sizeof(T));
+  static constexpr int kStage = (kTileRows + NB * kTileCols) * kLd; // elements of T
+  static constexpr int kInBytes = 2 * kStage * int(sizeof(T));
   static constexpr int kOutBytes = NB * kTileRows * kOutLd * int(sizeof(float));
   static constexpr int kBytes = kInBytes > kOutBytes ? kInBytes : kOutBytes;
 };
 
-// One thread's 8 elements of a T row into the tile (`src` null: past the rows; zeros past KDIM).
-template <typename T, int KDIM, int N>
-__device__ __forceinline__ void stageTcElements(T *dst, const T *src, int k0) {
-  if (src && k0 + N <= KDIM && KDIM % N == 0) {
-    *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src + k0);
-    return;
-  }
+// One thread's 8 elements of a T row from k0 on, as 16 bytes (`src` null: past the rows; zeros
+// past KDIM).
+template <typename T, int KDIM>
+__device__ __forceinline__ uint4 loadTcElements(const T *src, int k0) {
+  if (src && k0 + 8 <= KDIM && KDIM % 8 == 0)
+    return *reinterpret_cast<const uint4 *>(src + k0);
+  alignas(16) T v[8];
   const T zero = fromFloat<T>(0.0f);
 #pragma unroll
-  for (int i = 0; i < N; ++i)
-    dst[i] = src && k0 + i < KDIM ? src[k0 + i] : zero;
+  for (int i = 0; i < 8; ++i)
+    v[i] = src && k0 + i < KDIM ? src[k0 + i] : zero;
+  return *reinterpret_cast<const uint4 *>(v);
 }
 
-// The W tiles' columns [k0, k0 + kDepth) in T: NB tiles of [kTileCols][kLd] (W rows, i.e. B
-// column-major). Float W of type T: 8 elements a thread, copied.
-template <typename T, typename W, int KDIM, int NB> struct StageTcWeights {
+// A thread's part of one step's W tiles (columns k0 .. +kDepth), loaded ahead into registers and
+// then stored as NB tiles of [kTileCols][kLd] T (W rows, i.e. B column-major). Float W of type T:
+// 8 elements of each tile, copied.
+template <typename T, typename W, int KDIM, int NB> struct TcWeightsAhead {
   static_assert(IsSame<T, W>::value, "tensor cores multiply x and W of one 16-bit type");
-  static __device__ __forceinline__ void run(const TileWeights<W, NB> &rows, int cols, int k0,
-                                             T *b) {
-    constexpr int kLd = TcTile<T, NB>::kLd, kPerThread = 8;
-    const int loadRow = threadIdx.x / 4, loadK = (threadIdx.x % 4) * kPerThread;
+  uint4 v[NB];
+  __device__ __forceinline__ void load(const TileWeights<W, NB> &rows, int cols, int k0) {
+    const int row = threadIdx.x / 4, k = k0 + (threadIdx.x % 4) * 8;
 #pragma unroll
     for (int n = 0; n < NB; ++n)
-      stageTcElements<T, KDIM, kPerThread>(
-          b + (n * kTileCols + loadRow) * kLd + loadK,
-          loadRow < cols ? rows.rows[n] + static_cast<int64_t>(loadRow) * KDIM : nullptr,
-          k0 + loadK);
+      v[n] = loadTcElements<T, KDIM>(
+          row < cols ? rows.rows[n] + static_cast<int64_t>(row) * KDIM : nullptr, k);
+  }
+  __device__ __forceinline__ void store(T *b) const {
+    constexpr int kLd = TcTile<T, NB>::kLd;
+    const int row = threadIdx.x / 4, k = (threadIdx.x % 4) * 8;
+#pragma unroll
+    for (int n = 0; n < NB; ++n)
+      *reinterpret_cast<uint4 *>(b + (n * kTileCols + row) * kLd + k) = v[n];
   }
 };
-// Quantized W: a thread decodes a whole run exactly and rounds each weight once to T.
+// Quantized W: the bytes and scales of NB quarter runs a thread (quant.cuh loadQuarter), decoded
+// exactly and rounded once to T when stored.
 template <typename T, int FORMAT, int GROUP, int KDIM, int NB>
-struct StageTcWeights<T, QuantWeights<FORMAT, GROUP>, KDIM, NB> {
-  static __device__ __forceinline__ void
-  run(const TileWeights<QuantWeights<FORMAT, GROUP>, NB> &rows, int cols, int k0, T *b) {
+struct TcWeightsAhead<T, QuantWeights<FORMAT, GROUP>, KDIM, NB> {
+  using Run = QuantRun<FORMAT, KDIM, GROUP>;
+  static constexpr int kJobs = NB * kTileCols * 4 / kTileThreads;
+  static_assert(kJobs * kTileThreads == NB * kTileCols * 4, "whole quarter runs a thread");
+  typename Run::Quarter quarter[kJobs];
+  bool valid[kJobs];
+  static __device__ __forceinline__ int jobOf(int u) { return threadIdx.x + u * kTileThreads; }
+  __device__ __forceinline__ void load(const TileWeights<QuantWeights<FORMAT, GROUP>, NB> &rows,
+                                       int cols, int k0) {
+#pragma unroll
+    for (int u = 0; u < kJobs; ++u) {
+      const int job = jobOf(u), n = (job / 4) % kTileCols;
+      valid[u] = n < cols;
+      if (valid[u])
+        quarter[u] = Run::loadQuarter(rows.w, rows.first[job / (4 * kTileCols)] + n, k0 / kQuantRun,
+                                      job % 4);
+    }
+  }
+  __device__ __forceinline__ void store(T *b) const {
     constexpr int kLd = TcTile<T, NB>::kLd;
-    for (int job = threadIdx.x; job < NB * kTileCols; job += kTileThreads) {
-      const int n = job % kTileCols;
-      float v[kQuantRun] = {};
-      if (n < cols)
-        decodeTileRun<FORMAT, GROUP, KDIM, NB>(rows, job / kTileCols, n, k0, v);
-      storeFloatsAligned<T, kQuantRun>(v, b + job * kLd);
+#pragma unroll
+    for (int u = 0; u < kJobs; ++u) {
+      const int job = jobOf(u);
+      float v[Run::kQuarter] = {};
+      if (valid[u])
+        Run::decodeQuarter(quarter[u], v);
+      storeFloatsAligned<T, Run::kQuarter>(v, b + (job / 4) * kLd + (job % 4) * Run::kQuarter);
     }
   }
 };
@@ -220,8 +252,7 @@ __device__ __forceinline__ void tileProductTc(const T *const *aRows,
   using Tile = TcTile<T, NB>;
   constexpr int kDepth = Tile::kDepth, kLd = Tile::kLd, kPerThread = 8;
   static_assert(kTileThreads * kPerThread == kTileRows * kDepth, "one load of 8 a thread");
-  T *a = reinterpret_cast<T *>(shared);
-  T *b = a + kTileRows * kLd;
+  T *const stages = reinterpret_cast<T *>(shared);
   const int tid = threadIdx.x, warp = tid / 32;
   const int loadRow = tid / 4, loadK = (tid % 4) * kPerThread;
   const int warpRow = (warp / 2) * 16, warpCol = (warp % 2) * 32;
@@ -232,10 +263,19 @@ __device__ __forceinline__ void tileProductTc(const T *const *aRows,
     for (int j = 0; j < 2; ++j)
       wmma::fill_fragment(c[n][j], 0.0f);
   const T *aRow = aRows[loadRow];
-  for (int k0 = 0; k0 < KDIM; k0 += kDepth) {
-    stageTcElements<T, KDIM, kPerThread>(a + loadRow * kLd + loadK, aRow, k0 + loadK);
-    StageTcWeights<T, W, KDIM, NB>::run(bRows, cols, k0, b);
-    __syncthreads();
+  uint4 aAhead = loadTcElements<T, KDIM>(aRow, loadK);
+  TcWeightsAhead<T, W, KDIM, NB> wAhead;
+  wAhead.load(bRows, cols, 0);
+  for (int k0 = 0, stage = 0; k0 < KDIM; k0 += kDepth, stage ^= 1) {
+    T *a = stages + stage * Tile::kStage;
+    T *b = a + kTileRows * kLd;
+    *reinterpret_cast<uint4 *>(a + loadRow * kLd + loadK) = aAhead;
+    wAhead.store(b);
+    __syncthreads(); // the stage is whole; the other one no warp reads any more
+    if (k0 + kDepth < KDIM) {
+      aAhead = loadTcElements<T, KDIM>(aRow, k0 + kDepth + loadK);
+      wAhead.load(bRows, cols, k0 + kDepth);
+    }
 #pragma unroll
     for (int kk = 0; kk < kDepth; kk += 16) {
       wmma::fragment<wmma::matrix_a, 16, 16, 16, T, wmma::row_major> fa;
@@ -249,9 +289,9 @@ __device__ __forceinline__ void tileProductTc(const T *const *aRows,
           wmma::mma_sync(c[n][j], fa, fb, c[n][j]);
         }
     }
-    __syncthreads();
   }
-  float *out = reinterpret_cast<float *>(shared); // the input tiles are done with
+  __syncthreads(); // every warp is done with the stages before the outputs reuse their bytes
+  float *out = reinterpret_cast<float *>(shared);
 #pragma unroll
   for (int n = 0; n < NB; ++n)
 #pragma unroll
