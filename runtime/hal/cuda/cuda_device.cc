@@ -689,9 +689,11 @@ std::string CudaDevice::describeOp(const PreparedOp &prepared, const StepCounts 
   const auto &op = static_cast<const CudaPreparedOp &>(prepared);
   if (op.quant_) {
     const int64_t rows = counts.rows(op.quant_->rowsRule, op.quant_->maxRows);
-    if (rows >= 1 && rows <= kernels::cuda::kGemvMaxRows)
+    if (rows < 1)
+      return "";
+    if (rows <= kernels::cuda::kGemvMaxRows)
       return "gemv quantized";
-    if (rows >= 1 && quantUsesTiles(*op.quant_, rows))
+    if (quantUsesTiles(*op.quant_, rows))
       return "tile gemm quantized";
     return "dequantize + " + CudaLinear::describe(*op.linear_, counts);
   }

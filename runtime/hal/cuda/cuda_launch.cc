@@ -79,6 +79,17 @@ size_t opScratchBytes(const BoundOp &op) {
   return entry && entry->cuda.scratchBytes ? entry->cuda.scratchBytes(op) : 0;
 }
 
+std::vector<std::string> splitKernelSymbols(const schema::Op &op) {
+  const std::string kernel = op.kernel() ? op.kernel()->str() : std::string();
+  std::vector<std::string> symbols;
+  for (size_t start = 0; start <= kernel.size();) {
+    size_t comma = std::min(kernel.find(',', start), kernel.size());
+    symbols.push_back(kernel.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return symbols;
+}
+
 Result<std::vector<std::string>> kernelSymbols(const BoundOp &op) {
   const OpEntry *entry = findOp(op.op->params_type());
   if (!entry)
@@ -90,12 +101,7 @@ Result<std::vector<std::string>> kernelSymbols(const BoundOp &op) {
     return invalidArgument("cuda backend: " + opLabel(*op.op) +
                            " has no kernel (a collective runs on the executor's communicator)");
   const std::string kernel = op.op->kernel() ? op.op->kernel()->str() : std::string();
-  std::vector<std::string> symbols;
-  for (size_t start = 0; start <= kernel.size();) {
-    size_t comma = std::min(kernel.find(',', start), kernel.size());
-    symbols.push_back(kernel.substr(start, comma - start));
-    start = comma + 1;
-  }
+  const std::vector<std::string> symbols = splitKernelSymbols(*op.op);
   const size_t expected =
       entry->cuda.kernelsPerOp ? entry->cuda.kernelsPerOp : entry->cuda.templates.size();
   bool empty = std::any_of(symbols.begin(), symbols.end(), [](auto &s) { return s.empty(); });

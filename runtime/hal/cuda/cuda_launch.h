@@ -16,6 +16,8 @@ namespace kiln::rt {
 // Device scratch bytes the op's launches need (split-K attention, routed MoE rows); 0 for most ops.
 size_t opScratchBytes(const BoundOp &op);
 
+// Op.kernel's comma-separated symbols as written (one empty symbol when it names none).
+std::vector<std::string> splitKernelSymbols(const schema::Op &op);
 // The kernel symbols of a plan op, comma-separated in Op.kernel, one per kernel template of its
 // op table entry (attention: "<prefill>,<decode>,<decode_reduce>"). Library ops (Linear on
 // cuBLASLt) and collectives have none. Errors name the op.

@@ -1,5 +1,6 @@
 #include "runtime/hal/cuda/cuda_quant_linear.h"
 
+#include "runtime/hal/cuda/cuda_launch.h"
 #include "runtime/hal/cuda/cuda_linear.h"
 #include "runtime/ops/plan_types.h"
 #include "runtime/ops/quant_sections.h"
@@ -36,19 +37,6 @@ Result<QuantGemmMode> parseQuantGemmMode(const std::string &value) {
 
 namespace {
 
-std::vector<std::string> splitSymbols(const std::string &kernel) {
-  std::vector<std::string> symbols;
-  size_t start = 0;
-  while (!kernel.empty()) {
-    const size_t comma = kernel.find(',', start);
-    symbols.push_back(kernel.substr(start, comma - start));
-    if (comma == std::string::npos)
-      break;
-    start = comma + 1;
-  }
-  return symbols;
-}
-
 bool startsWith(const std::string &s, const char *prefix) {
   return s.rfind(prefix, 0) == 0;
 }
@@ -58,7 +46,7 @@ bool startsWith(const std::string &s, const char *prefix) {
 Result<QuantLinearPlan> planQuantLinear(const BoundOp &op, void *workspace, bool tiles) {
   const std::string label = "cuda backend: " + opLabel(*op.op);
   const std::string kernel = op.op->kernel() ? op.op->kernel()->str() : std::string();
-  const std::vector<std::string> symbols = splitSymbols(kernel);
+  const std::vector<std::string> symbols = splitKernelSymbols(*op.op);
   QuantLinearPlan plan;
   if (symbols.size() == 2 || symbols.size() == 3) {
     plan.gemvSymbol = symbols.front();
