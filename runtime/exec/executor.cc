@@ -3,6 +3,7 @@
 #include "runtime/ops/op_table.h"
 
 #include "runtime/exec/communicator.h"
+#include "runtime/exec/elements.h"
 
 #include <algorithm>
 #include <cmath>
@@ -250,6 +251,7 @@ Status Executor::bindProgram() {
     return unimplemented("logits buffer '" + logits.name()->str() + "' has dtype " +
                          dtypeName(logits.dtype()) + "; the executor returns F32 logits only");
   logits_ = buffers_[rank_.logits()].data;
+  findHiddenRows();
   for (const schema::Op *op : *rank_.program()) {
     if (isCollective(op->params_type())) {
       if (!communicator_)
@@ -359,11 +361,59 @@ Status Executor::copyStepInputs(const StepCounts &run) {
   return okStatus();
 }
 
+// A logits plan ends in the final norm, the rows that want logits gathered, and the lm_head Linear
+// (then, per plan, a gather of its vocabulary shards and a soft cap): walking back from the logits
+// through single-input ops to that Linear finds its input, each row's final hidden state, as wide
+// as the model. An embedding plan's output is already those states; a plan that ends otherwise
+// has none to give.
+void Executor::findHiddenRows() {
+  if (limits_.embeds)
+    return;
+  const auto &program = *rank_.program();
+  std::vector<int64_t> producer(buffers_.size(), -1); // index of the op writing each buffer
+  for (uint32_t i = 0; i < program.size(); ++i)
+    for (uint32_t out : *program.Get(i)->outputs())
+      producer[out] = i;
+  uint32_t buffer = rank_.logits();
+  for (size_t hops = 0; hops < 8 && producer[buffer] >= 0; ++hops) {
+    const schema::Op &op = *program.Get(static_cast<uint32_t>(producer[buffer]));
+    if (!op.inputs() || op.inputs()->size() == 0)
+      return;
+    if (op.params_type() != schema::OpParams::LinearParams) {
+      buffer = op.inputs()->Get(0);
+      continue;
+    }
+    const BoundBuffer &hidden = buffers_[op.inputs()->Get(0)];
+    if (hidden.rows != schema::RowScale::Logits ||
+        hidden.width != static_cast<int64_t>(artifact_.plan().model()->hidden_size()))
+      return;
+    // The arena may give a dead buffer's bytes to a later one: no op after the lm_head may write
+    // over the hidden states.
+    auto span = [](const BoundBuffer &b) { // [begin, end) of its bytes; empty when unbound
+      const auto *begin = static_cast<const uint8_t *>(b.data);
+      return std::pair(
+          begin, b.data ? begin + b.fixedRows * b.width * int64_t(elementBytes(b.dtype)) : begin);
+    };
+    const auto [begin, end] = span(hidden);
+    for (uint32_t i = static_cast<uint32_t>(producer[buffer]) + 1; i < program.size(); ++i)
+      for (uint32_t out : *program.Get(i)->outputs()) {
+        const auto [b, e] = span(buffers_[out]);
+        if (b < end && begin < e)
+          return;
+      }
+    hidden_ = hidden;
+    limits_.hiddenWidth = static_cast<int32_t>(hidden.width);
+    return;
+  }
+}
+
 // The logits buffer holds max_logits_per_step rows (plan.fbs CompiledLimits), so a step asking for
 // more (kiln verify's every-token logits) runs as several steps whose rows are concatenated.
 Result<StepOutput> Executor::execute(const StepBatch &batch) {
+  const bool hidden = std::any_of(batch.sequences.begin(), batch.sequences.end(),
+                                  [](const SequenceStep &seq) { return seq.wantsHidden; });
   if (logitsRowsOf(batch) <= limits_.maxLogitsPerStep)
-    return executeWithinLogitsRows(batch);
+    return executeWithinLogitsRows(batch, hidden);
   KILN_RETURN_IF_ERROR(validateStep(batch, limits_));
   const LogitsPieces split = splitByLogitsRows(batch, limits_.maxLogitsPerStep);
   StepOutput merged;
@@ -371,13 +421,13 @@ Result<StepOutput> Executor::execute(const StepBatch &batch) {
   merged.rowsPerSequence.assign(batch.sequences.size(), 0);
   merged.firstRowOfSequence.assign(batch.sequences.size(), 0);
   for (size_t p = 0; p < split.pieces.size(); ++p) {
-    KILN_ASSIGN_OR_RETURN(StepOutput piece, executeWithinLogitsRows(split.pieces[p]));
+    KILN_ASSIGN_OR_RETURN(StepOutput piece, executeWithinLogitsRows(split.pieces[p], hidden));
     appendPieceOutput(piece, split.sources[p], merged);
   }
   return merged;
 }
 
-Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch) {
+Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch, bool hidden) {
   StepOutput out;
   StepCounts counts;
   std::optional<size_t> bucket;
@@ -389,7 +439,7 @@ Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch) {
   // Real logits rows come first; a padded step's extra rows are dropped here.
   out.vocabSize = limits_.outputWidth;
   // One row per kArgmax sequence: 1..maxBatch rows (validateStep), what argmaxIds_ holds.
-  if (argmaxIds_ && onlyArgmaxWanted(batch)) {
+  if (argmaxIds_ && onlyArgmaxWanted(batch) && !hidden) {
     KILN_RETURN_IF_ERROR(
         device_.argmaxRows(logits_, counts.numLogits, limits_.vocabSize, argmaxIds_));
     KILN_RETURN_IF_ERROR(device_.synchronize());
@@ -402,6 +452,15 @@ Result<StepOutput> Executor::executeWithinLogitsRows(const StepBatch &batch) {
   out.logits.resize(static_cast<size_t>(counts.numLogits) * limits_.outputWidth);
   KILN_RETURN_IF_ERROR(
       device_.copyToHost(out.logits.data(), logits_, out.logits.size() * sizeof(float)));
+  if (hidden) {
+    out.hiddenWidth = limits_.hiddenWidth;
+    const size_t values = static_cast<size_t>(counts.numLogits) * limits_.hiddenWidth;
+    std::vector<uint8_t> bytes(values * elementBytes(hidden_->dtype));
+    KILN_RETURN_IF_ERROR(device_.copyToHost(bytes.data(), hidden_->data, bytes.size()));
+    out.hidden.resize(values);
+    for (size_t i = 0; i < values; ++i)
+      out.hidden[i] = loadElement(bytes.data(), i, hidden_->dtype);
+  }
   return out;
 }
 

@@ -118,8 +118,11 @@ private:
   Status allocateKvCache(const ExecutorOptions &options);
   Result<int32_t> kvBlocksForUtilization(double utilization);
   Status runProgram(const StepCounts &counts);
-  // execute() for a batch asking for at most limits_.maxLogitsPerStep logits rows.
-  Result<StepOutput> executeWithinLogitsRows(const StepBatch &batch);
+  // execute() for a batch asking for at most limits_.maxLogitsPerStep logits rows; with `hidden`
+  // their final hidden states too.
+  Result<StepOutput> executeWithinLogitsRows(const StepBatch &batch, bool hidden);
+  // Where a logits plan's final hidden states are (the lm_head's input), if it has them.
+  void findHiddenRows();
   Status runDecodeGraph(size_t bucket, const StepCounts &counts);
   Status runCollective(const ProgramStep &step, const StepCounts &counts);
   Status runProgramStep(const ProgramStep &step, const StepCounts &counts);
@@ -146,6 +149,7 @@ private:
   std::vector<ProgramStep> program_;
   Communicator *communicator_ = nullptr;
   const void *logits_ = nullptr;
+  std::optional<BoundBuffer> hidden_; // the logits rows' final hidden states (findHiddenRows)
   void *argmaxIds_ = nullptr; // [maxBatch] int32 on the device, when it can argmax rows
   HostStepInputs hostInputs_;
   std::vector<int32_t> decodeBuckets_; // empty: decode steps are not padded

@@ -38,6 +38,10 @@ struct SequenceStep {
   // Per new token, its token type (an encoder's text pair: 1 on the second text), each below
   // RunnerLimits::typeVocabSize; empty: every token is type 0.
   std::vector<int32_t> tokenTypeIds;
+  // Its logits rows' final hidden states too (StepOutput::hidden): the final norm's output the
+  // lm_head reads, e.g. a last-token embedding taken from a generation plan. Needs
+  // RunnerLimits::hiddenWidth > 0.
+  bool wantsHidden = false;
 };
 
 // The logits rows a sequence's step gives: all new tokens' (kAll), its last one's (kLast, and
@@ -68,8 +72,15 @@ struct StepOutput {
   std::vector<int32_t> argmaxIds; // [rows], or empty
   std::vector<int32_t> rowsPerSequence;
   std::vector<int32_t> firstRowOfSequence;
+  // When a sequence of the step wantsHidden: every logits row's final hidden state, in fp32
+  // ([rows, hiddenWidth], the rows of `logits`); else empty.
+  int32_t hiddenWidth = 0;
+  std::vector<float> hidden;
 
   const float *row(int32_t r) const { return logits.data() + static_cast<size_t>(r) * vocabSize; }
+  const float *hiddenRow(int32_t r) const {
+    return hidden.data() + static_cast<size_t>(r) * hiddenWidth;
+  }
   int32_t numRows() const {
     if (!argmaxIds.empty())
       return static_cast<int32_t>(argmaxIds.size());
@@ -103,6 +114,9 @@ struct RunnerLimits {
   // Every sequence of a step brings one block table per group. Empty: one full-attention group.
   std::vector<int32_t> kvGroupWindows;
   int32_t vocabSize = 0;
+  // > 0: a plan that returns logits can also return its logits rows' final hidden states
+  // (SequenceStep::wantsHidden), this wide: the lm_head's input. 0: it cannot.
+  int32_t hiddenWidth = 0;
   // Width of a StepOutput row: vocabSize for logits, the hidden size for a plan whose output is
   // hidden states (plan.fbs PlanOutput); 0 (a hand-built runner): vocabSize.
   int32_t outputWidth = 0;

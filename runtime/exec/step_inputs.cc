@@ -86,6 +86,10 @@ Status validateSequence(const SequenceStep &seq, size_t s, const RunnerLimits &l
                              std::to_string(limits.vocabSize) + " tokens");
   }
   KILN_RETURN_IF_ERROR(validateTokenTypes(seq, s, limits));
+  if (seq.wantsHidden && limits.hiddenWidth <= 0)
+    return invalidArgument(seqName(s) +
+                           " wants its final hidden states; this plan cannot return them (an "
+                           "embedding plan returns them as its output)");
   if (seq.blockTables.size() != static_cast<size_t>(kvGroupCount(limits)))
     return invalidArgument(seqName(s) + " has " + std::to_string(seq.blockTables.size()) +
                            " block tables; the artifact's KV cache has " +
@@ -267,6 +271,8 @@ void appendPieceOutput(const StepOutput &piece, const std::vector<int32_t> &sour
   merged.vocabSize = piece.vocabSize;
   const int32_t firstRow = merged.numRows();
   merged.logits.insert(merged.logits.end(), piece.logits.begin(), piece.logits.end());
+  merged.hiddenWidth = piece.hiddenWidth; // every piece has them, or none
+  merged.hidden.insert(merged.hidden.end(), piece.hidden.begin(), piece.hidden.end());
   for (size_t i = 0; i < sources.size(); ++i) {
     const int32_t s = sources[i];
     // A chunked sequence's first piece sets its first row; later chunks only add rows.

@@ -11,6 +11,7 @@
 // On a machine without a GPU, ctest's cudasim.cuda_golden_test runs this on the simulator.
 #include "tests/e2e/e2e_util.h"
 #include "tests/e2e/half_dtype_util.h"
+#include "tests/e2e/hidden_states_util.h"
 
 #include <gtest/gtest.h>
 
@@ -29,6 +30,12 @@ TEST(CudaGolden, FixturesMatchTransformersInFp32) {
     SCOPED_TRACE(name);
     checkGoldenLogits(name, "cuda", *options);
   }
+}
+
+// A generation plan's final hidden states (the lm_head's input), copied back from the device.
+TEST(CudaGolden, HiddenStatesMatchTransformers) {
+  KILN_CUDA_OPTIONS_OR_SKIP(options);
+  checkGoldenHiddenStates("tiny-llama", "cuda", *options);
 }
 
 TEST(CudaGolden, RealModelsMatchTransformersInFp32) {
