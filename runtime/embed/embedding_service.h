@@ -27,7 +27,20 @@ struct EmbeddingModelInfo {
   int32_t typeVocabSize = 0;
 };
 
-class EmbeddingService {
+// What serves embeddings: an encoder's EmbeddingService, or a generating model's engine taking
+// embedding requests into its steps (runtime/service/engine_embeddings.h).
+class Embeddings {
+public:
+  virtual ~Embeddings() = default;
+  virtual const EmbeddingModelInfo &info() const = 0;
+  // Thread-safe. One Embedding per input, in order (tokenTypes as Embedder::embed's); an error
+  // names the bad input.
+  virtual Result<std::vector<Embedding>>
+  embed(std::vector<std::vector<int32_t>> inputs,
+        std::vector<std::vector<int32_t>> tokenTypes = {}) = 0;
+};
+
+class EmbeddingService final : public Embeddings {
 public:
   static Result<std::unique_ptr<EmbeddingService>> start(const EmbedderConfig &config,
                                                          bool normalize);
@@ -35,11 +48,10 @@ public:
   EmbeddingService(const EmbeddingService &) = delete;
   EmbeddingService &operator=(const EmbeddingService &) = delete;
 
-  const EmbeddingModelInfo &info() const { return info_; }
-  // Thread-safe. One Embedding per input, in order (tokenTypes as Embedder::embed's); an error
-  // names the bad input. After shutdown(): unavailable.
+  const EmbeddingModelInfo &info() const override { return info_; }
+  // After shutdown(): unavailable.
   Result<std::vector<Embedding>> embed(std::vector<std::vector<int32_t>> inputs,
-                                       std::vector<std::vector<int32_t>> tokenTypes = {});
+                                       std::vector<std::vector<int32_t>> tokenTypes = {}) override;
   // Finishes the queued requests, refuses new ones, joins the worker. Idempotent.
   void shutdown();
 

@@ -165,6 +165,13 @@ Status EngineCore::validate(const Request &request) const {
   if (request.grammar && !config_.vocabulary)
     return unimplemented("structured outputs need the model's tokenizer (its token bytes); this "
                          "engine has none");
+  if (request.embed) {
+    if (config_.runner->limits().hiddenWidth <= 0)
+      return failedPrecondition("this model's plan does not return its final hidden states, so "
+                                "it cannot embed");
+    if (request.sampling.n != 1 || request.grammar)
+      return invalidArgument("an embedding request takes one sample and no structured output");
+  }
   return okStatus();
 }
 
@@ -387,9 +394,13 @@ void EngineCore::step() {
     handleStall();
   } else {
     StepBatch batch = scheduler_->makeStepBatch(plan);
-    for (size_t i = 0; i < plan.chunks.size(); ++i)
-      if (batch.sequences[i].logits == LogitsWanted::kLast && samplesByArgmax(plan.chunks[i].id))
-        batch.sequences[i].logits = LogitsWanted::kArgmax;
+    for (size_t i = 0; i < plan.chunks.size(); ++i) {
+      SequenceStep &seq = batch.sequences[i];
+      if (seq.logits == LogitsWanted::kLast && embeds(plan.chunks[i].id))
+        seq.wantsHidden = true;
+      else if (seq.logits == LogitsWanted::kLast && samplesByArgmax(plan.chunks[i].id))
+        seq.logits = LogitsWanted::kArgmax;
+    }
     Result<StepOutput> result = config_.runner->execute(batch);
     Status status = result.isOk() ? checkStepOutput(*result, plan) : result.status();
     if (status.isOk())
@@ -409,7 +420,15 @@ void EngineCore::step() {
         if (!plan.chunks[i].wantsLogits)
           continue;
         const int32_t row = out.firstRowOfSequence[i] + out.rowsPerSequence[i] - 1;
-        if (!out.argmaxIds.empty())
+        if (batch.sequences[i].wantsHidden) {
+          if (out.hiddenWidth <= 0 || out.hidden.size() < size_t(row + 1) * out.hiddenWidth)
+            failOwnerOf(plan.chunks[i].id,
+                        internalError("the runner returned no hidden states for batch sequence " +
+                                      std::to_string(i)));
+          else
+            processHidden(plan.chunks[i].id,
+                          std::span<const float>(out.hiddenRow(row), out.hiddenWidth));
+        } else if (!out.argmaxIds.empty())
           processArgmax(plan.chunks[i].id, out.argmaxIds[row]);
         else
           processLogits(plan.chunks[i].id, std::span<const float>(out.row(row), out.vocabSize));
@@ -459,6 +478,24 @@ Result<SampledToken> EngineCore::sampleFor(RequestState &req, int32_t index,
     history.allowedMask = allowed;
   }
   return sampleToken(row, req.request.sampling, history, s.rng);
+}
+
+bool EngineCore::embeds(SeqId seq) const {
+  auto owner = seqOwner_.find(seq);
+  return owner != seqOwner_.end() && requests_.at(owner->second.first)->request.embed;
+}
+
+void EngineCore::processHidden(SeqId seq, std::span<const float> row) {
+  auto owner = seqOwner_.find(seq);
+  if (owner == seqOwner_.end())
+    return; // its request ended earlier in this step
+  RequestState &req = *requests_.at(owner->second.first);
+  RequestOutput out;
+  out.requestId = req.id;
+  out.index = owner->second.second;
+  out.embedding.assign(row.begin(), row.end());
+  finishSample(req, out.index, FinishReason::kStop, false, out);
+  emit(std::move(out));
 }
 
 void EngineCore::processLogits(SeqId seq, std::span<const float> row) {

@@ -102,6 +102,10 @@ private:
   Status checkStepOutput(const StepOutput &out, const SchedulerOutput &plan) const;
   void handleStall();
   void processLogits(SeqId seq, std::span<const float> row);
+  // Whether the sequence belongs to an embedding request (Request::embed).
+  bool embeds(SeqId seq) const;
+  // An embedding request's last final hidden state: its only output, and its end.
+  void processHidden(SeqId seq, std::span<const float> row);
   // Greedy steps whose runner gave only each row's argmax (LogitsWanted::kArgmax).
   bool samplesByArgmax(SeqId seq) const;
   void processArgmax(SeqId seq, int32_t tokenId);

@@ -21,6 +21,10 @@ struct Request {
   // Structured output: every sample's text must match this grammar (runtime/structured: compiled
   // from a JSON schema, regex, choice list or grammar by the API layer); null: unconstrained.
   std::shared_ptr<const structured::Grammar> grammar;
+  // An embedding request: the prompt is computed and its last token's final hidden state (the
+  // lm_head's input, RequestOutput::embedding) ends it; nothing is generated or sampled. Needs a
+  // plan that returns hidden states (RunnerLimits::hiddenWidth), one sample, no grammar.
+  bool embed = false;
 };
 
 enum class FinishReason : uint8_t {
@@ -52,6 +56,9 @@ struct RequestOutput {
   Status error; // set with kError
   bool requestFinished = false;
   Usage usage; // filled when requestFinished
+  // An embedding request's result (Request::embed): the prompt's last final hidden state, fp32,
+  // not normalized; set on its only output.
+  std::vector<float> embedding;
 };
 
 } // namespace kiln::rt

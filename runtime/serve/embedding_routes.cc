@@ -1,7 +1,8 @@
 // POST /v1/embeddings (OpenAI), POST /embed (TEI) and /invocations of an embedding model
 // (SageMaker feature extraction): requests parsed and tokenized (embedding_request.h), admitted
-// like generation requests, and embedded by the model's EmbeddingService, which batches concurrent
-// requests together.
+// like generation requests, and embedded by the model's Embeddings: an encoder's EmbeddingService,
+// which batches concurrent requests together, or a generating model's engine, which runs them in
+// its steps beside generation (runtime/service/engine_embeddings.h).
 #include "runtime/serve/embedding_request.h"
 #include "runtime/serve/routes.h"
 
@@ -9,25 +10,26 @@ namespace kiln::rt::serve {
 namespace {
 
 // The served model's embeddings, or an error written (loading, draining, or a generating model).
-EmbeddingService *embeddingsOrError(RouteContext &ctx, httplib::Response &res, ErrorStyle style,
-                                    ServeModel *&model) {
+Embeddings *embeddingsOrError(RouteContext &ctx, httplib::Response &res, ErrorStyle style,
+                              ServeModel *&model) {
   model = modelOrError(ctx, res, style);
   if (!model)
     return nullptr;
-  EmbeddingService *embeddings = model->embeddings();
+  Embeddings *embeddings = model->embeddings();
   if (!embeddings)
     sendError(res,
               badRequest("", "model '" + model->name() +
-                                 "' generates text; embeddings need an embedding model "
-                                 "(compiled from BertModel, XLMRobertaModel, BartModel or "
-                                 "Qwen3Model)"),
+                                 "' generates text and its plan returns no final hidden "
+                                 "states; embeddings need an embedding model (compiled from "
+                                 "BertModel, XLMRobertaModel, BartModel or Qwen3Model) or a "
+                                 "decoder whose plan ends in its lm_head"),
               style);
   return embeddings;
 }
 
 // Runs `request` (one admission slot) and answers with `body` of its results.
 template <class Body>
-void runEmbedding(RouteContext &ctx, EmbeddingService &embeddings, EmbeddingRequest &request,
+void runEmbedding(RouteContext &ctx, Embeddings &embeddings, EmbeddingRequest &request,
                   httplib::Response &res, ErrorStyle style, Body body) {
   std::optional<Admission::Ticket> ticket = ctx.admission->tryEnter(1);
   if (!ticket)
@@ -51,7 +53,7 @@ bool isJsonBody(const httplib::Request &req) {
 
 void handleEmbeddings(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
   ServeModel *model = nullptr;
-  EmbeddingService *embeddings = embeddingsOrError(ctx, res, ErrorStyle::kOpenAi, model);
+  Embeddings *embeddings = embeddingsOrError(ctx, res, ErrorStyle::kOpenAi, model);
   nlohmann::json body;
   if (!embeddings || !readJsonBody(ctx, req, res, ErrorStyle::kOpenAi, body))
     return;
@@ -72,7 +74,7 @@ void handleEmbeddings(RouteContext &ctx, const httplib::Request &req, httplib::R
 
 void handleTeiEmbed(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
   ServeModel *model = nullptr;
-  EmbeddingService *embeddings = embeddingsOrError(ctx, res, ErrorStyle::kTgi, model);
+  Embeddings *embeddings = embeddingsOrError(ctx, res, ErrorStyle::kTgi, model);
   nlohmann::json body;
   if (!embeddings || !readJsonBody(ctx, req, res, ErrorStyle::kTgi, body))
     return;
@@ -86,7 +88,7 @@ void handleTeiEmbed(RouteContext &ctx, const httplib::Request &req, httplib::Res
 
 void runFeatureExtraction(RouteContext &ctx, ServeModel &model, const httplib::Request &req,
                           httplib::Response &res) {
-  EmbeddingService *embeddings = model.embeddings();
+  Embeddings *embeddings = model.embeddings();
   if (auto error = bodyOverLimit(ctx, req))
     return sendError(res, *error, ErrorStyle::kTgi);
   EmbeddingRequest request;

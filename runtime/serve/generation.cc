@@ -98,7 +98,7 @@ std::optional<ApiError> buildEngineRequest(const GenerationRequest &request,
                                            Request &out) {
   if (!request.model.empty() && request.model != model.name())
     return modelNotFound(request.model, model.name());
-  if (model.embeddings())
+  if (!model.generates())
     return badRequest("", "model '" + model.name() +
                               "' is an embedding model: it embeds text (/v1/embeddings, /embed, "
                               "/invocations) and cannot generate");

@@ -54,8 +54,11 @@ public:
   // The format tool_choice "auto" reads calls in (runtime/serve/tool_call_parser.h):
   // --tool-call-parser, else the chat template's.
   virtual ToolCallFormat toolCallFormat() const { return ToolCallFormat::kNone; }
-  // An encoder's embeddings (its engine refuses to generate); null for a generating model.
-  virtual EmbeddingService *embeddings() { return nullptr; }
+  // The model's embeddings (ServingModel::embeddings): an encoder's, or a generating model's
+  // through its engine; null when it has none.
+  virtual Embeddings *embeddings() { return nullptr; }
+  // Whether the model generates (an embedding model does not: its engine refuses requests).
+  virtual bool generates() { return embeddings() == nullptr; }
 };
 
 } // namespace kiln::rt::serve

@@ -32,7 +32,8 @@ public:
   std::string decode(std::span<const int32_t> ids) const override;
   bool isSpecialToken(int32_t id) const override;
   ToolCallFormat toolCallFormat() const override { return toolCallFormat_; }
-  EmbeddingService *embeddings() override { return model_->embeddings(); }
+  Embeddings *embeddings() override { return model_->embeddings(); }
+  bool generates() override { return model_->generates(); }
 
   ServingModel &servingModel() { return *model_; }
 

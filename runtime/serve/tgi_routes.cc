@@ -137,7 +137,7 @@ void handleTgiInfo(RouteContext &ctx, const httplib::Request &, httplib::Respons
 // OpenAI chat / completion bodies. Streams use the configured format (JSON lines or SSE).
 void handleInvocations(RouteContext &ctx, const httplib::Request &req, httplib::Response &res) {
   ServeModel *model = modelOrError(ctx, res, ErrorStyle::kTgi);
-  if (model && model->embeddings())
+  if (model && !model->generates())
     return runFeatureExtraction(ctx, *model, req, res);
   nlohmann::json body;
   if (!model || !readJsonBody(ctx, req, res, ErrorStyle::kTgi, body))

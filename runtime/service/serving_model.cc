@@ -165,16 +165,27 @@ Result<std::unique_ptr<ServingModel>> ServingModel::open(const std::string &arti
   return model;
 }
 
-// An encoder artifact embeds (its engine refuses generation requests); pooling as compiled.
+// An encoder artifact embeds (its engine refuses generation requests); pooling as compiled. A
+// generating artifact embeds through its engine where its plan returns final hidden states.
 Status ServingModel::startEmbeddings() {
-  if (!executor_->limits().embeds)
+  if (!executor_->limits().embeds) {
+    if (executor_->limits().hiddenWidth > 0)
+      engineEmbeddings_ =
+          std::make_unique<EngineEmbeddings>(*engine_, executor_->limits().hiddenWidth);
     return okStatus();
+  }
   const schema::ModelInfo &info = *artifact_->plan().model();
   KILN_ASSIGN_OR_RETURN(PoolingMode pooling,
                         parsePoolingMode(info.pooling() ? info.pooling()->str() : ""));
   KILN_ASSIGN_OR_RETURN(embeddings_, EmbeddingService::start({executor_.get(), pooling},
                                                              info.normalize_embeddings()));
   return okStatus();
+}
+
+Embeddings *ServingModel::embeddings() {
+  if (embeddings_)
+    return embeddings_.get();
+  return engineEmbeddings_.get();
 }
 
 std::vector<int32_t> ServingModel::eosTokenIds() const {

@@ -8,6 +8,7 @@
 #include "runtime/engine/engine.h"
 #include "runtime/exec/executor.h"
 #include "runtime/hal/device.h"
+#include "runtime/service/engine_embeddings.h"
 #include "runtime/text/chat_template.h"
 #include "runtime/text/tokenizer.h"
 
@@ -55,8 +56,12 @@ public:
   ~ServingModel();
 
   Engine &engine() { return *engine_; }
-  // An encoder artifact's embeddings (its engine refuses to generate); null for a generating one.
-  EmbeddingService *embeddings() { return embeddings_.get(); }
+  // The model's embeddings: an embedding artifact's own service (its engine refuses to
+  // generate), or for a generating artifact whose plan returns its final hidden states, its
+  // engine's embedding requests; null otherwise.
+  Embeddings *embeddings();
+  // False for an embedding artifact (its engine refuses generation requests).
+  bool generates() const { return !executor_->limits().embeds; }
   const Artifact &artifact() const { return *artifact_; }
   // The served model's name: the artifact directory's base name without ".kiln".
   const std::string &modelName() const { return modelName_; }
@@ -97,6 +102,7 @@ private:
   std::unique_ptr<TextHooks> textHooks_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<EmbeddingService> embeddings_;
+  std::unique_ptr<EngineEmbeddings> engineEmbeddings_;
   std::string modelName_;
 };
 

@@ -356,7 +356,7 @@ int serve(const Args &args) {
     return reportError("serve", model.status().withContext("loading " + config->modelDir));
   }
   server.setModel(model->get());
-  if ((*model)->embeddings())
+  if (!(*model)->generates())
     std::cerr
         << "kiln serve: an embedding model: embeddings on /v1/embeddings, /embed and /invocations ("
         << ((*model)->embeddings()->info().pooling == rt::PoolingMode::kNone
@@ -367,6 +367,9 @@ int serve(const Args &args) {
     std::cerr << "kiln serve: warning: the artifact has no chat template: /v1/chat/completions "
                  "and chat bodies sent to /invocations answer 400; start kiln serve with "
                  "--chat-template FILE to serve chat\n";
+  if ((*model)->generates() && (*model)->embeddings())
+    std::cerr << "kiln serve: embeddings too, on /v1/embeddings and /embed: each text's last "
+                 "final hidden state, normalized, computed in the engine's steps\n";
   if (rt::serve::ToolCallFormat tools = (*model)->toolCallFormat();
       tools != rt::serve::ToolCallFormat::kNone)
     std::cerr << "kiln serve: tool_choice \"auto\" reads " << rt::serve::toolCallFormatName(tools)

@@ -6,7 +6,10 @@ false; truncate cutting as HF's tokenizer does); SageMaker /invocations of an en
 last_hidden_state of the HF model, a JSON text pair {"text", "text_pair"} that of HF's pair
 encoding (BERT's token types), and OPTION_TASK=text-embedding the pooled vectors; generation
 routes and bad inputs answer 400 naming the field; concurrent clients get their own vectors; and
-tiny-bart's raw-text /invocations gives BartModel's last_hidden_state (the seed deployment)."""
+tiny-bart's raw-text /invocations gives BartModel's last_hidden_state (the seed deployment). A
+generating model (tiny-llama) embeds through its engine, beside a completion running at the same
+time: the normalized last row of transformers' last_hidden_state
+(tools/goldens/make_hidden_state_goldens.py) within 1e-4."""
 import base64
 import concurrent.futures
 import json
@@ -89,6 +92,29 @@ class EmbeddingsTest(unittest.TestCase):
                 cut = unnormalized(cases[0])[:16]
                 np.testing.assert_allclose(short.data[0].embedding, cut / np.linalg.norm(cut),
                                            atol=TOL, rtol=0)
+
+    def test_a_generating_model_embeds_through_its_engine_beside_generation(self):
+        path = os.path.join(h.ARGS.repo, "tests", "data", "golden", "tiny-llama.hidden.json")
+        with open(path) as f:
+            g = json.load(f)
+        expected = []
+        for c in g["cases"]:
+            with open(os.path.join(os.path.dirname(path), c["hidden_file"]), "rb") as f:
+                last = np.frombuffer(f.read(), dtype="<f4").reshape(c["rows"], -1)[-1]
+            expected.append(last / np.linalg.norm(last.astype(np.float64)))
+        with h.Server(compile_encoder("tiny-llama")) as server:
+            client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+            with concurrent.futures.ThreadPoolExecutor(2) as pool:
+                completion = pool.submit(server.post, "/v1/completions", {
+                    "prompt": g["cases"][2]["ids"], "max_tokens": 24, "temperature": 0})
+                r = client.embeddings.create(model="tiny-llama",
+                                             input=[c["ids"] for c in g["cases"]])
+                status, _, body = completion.result()
+            self.assertEqual(status, 200, body)
+            self.assertEqual(len(json.loads(body)["choices"]), 1)
+            for want, d in zip(expected, r.data):
+                np.testing.assert_allclose(d.embedding, want, atol=TOL, rtol=0)
+            self.assertEqual(r.usage.prompt_tokens, sum(c["rows"] for c in g["cases"]))
 
     def test_tei_embed_and_sagemaker_feature_extraction(self):
         cases = self.single_texts(self.bert)
@@ -223,10 +249,7 @@ class EmbeddingsTest(unittest.TestCase):
             status, _, reply = server.post("/v1/embeddings", {"input": [[5, 99999]]})
             self.assertEqual(status, 400, reply)
             self.assertIn("vocabulary", json.loads(reply)["error"]["message"])
-        # A generating artifact has no embeddings; option.task must fit the artifact.
-        with h.Server(h.tiny_artifact()) as server:
-            status, _, reply = server.post("/v1/embeddings", {"input": "a"})
-            self.assertEqual(status, 400, reply)
+        # option.task must fit the artifact.
         proc = subprocess.run([h.ARGS.kiln, "serve", self.bert_artifact, "--sagemaker",
                                "--port", "0"],
                               env=dict(os.environ, OPTION_TASK="text-generation"),
