@@ -427,11 +427,11 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareQuantLinear(const BoundOp
   if (!module_)
     return failedPrecondition("cuda backend: no kernel module loaded on " + name_ +
                               ": call CudaDevice::loadKernelModules(plan) before preparing ops");
-  KILN_ASSIGN_OR_RETURN(const QuantLinearPlan kernels, planQuantLinear(op, nullptr, false));
-  const bool hasTiles = !kernels.gemmSymbol.empty();
-  const bool tilesOnly = hasTiles && quantGemmMode_ == QuantGemmMode::kTiles;
+  const bool asksTiles = quantGemmMode_ == QuantGemmMode::kTiles;
+  KILN_ASSIGN_OR_RETURN(QuantLinearPlan plan, planQuantLinear(op, nullptr, asksTiles));
+  const bool hasTiles = !plan.gemmSymbol.empty();
+  const bool tilesOnly = hasTiles && asksTiles;
   std::unique_ptr<PreparedOp> linear;
-  void *workspace = nullptr;
   if (!tilesOnly) {
     const uint64_t needed = static_cast<uint64_t>(op.inputs[1].fixedRows * op.inputs[1].width) *
                             dtypeSize(op.inputs[0].dtype);
@@ -442,15 +442,14 @@ Result<std::unique_ptr<PreparedOp>> CudaDevice::prepareQuantLinear(const BoundOp
     if (!dequantWorkspace_.data) {
       KILN_ASSIGN_OR_RETURN(dequantWorkspace_, allocate(dequantBytes_, MemoryKind::kDevice));
     }
-    workspace = dequantWorkspace_.data;
-    BoundOp bound = dequantizedLinear(op, workspace);
+    plan.dequant.out = dequantWorkspace_.data;
+    BoundOp bound = dequantizedLinear(op, dequantWorkspace_.data);
     KILN_ASSIGN_OR_RETURN(GemmDesc gemm, describeLinear(bound));
     if (gemm.convertBias) {
       KILN_ASSIGN_OR_RETURN(bound.inputs[2], convertBias(op.inputs[2], op.outputs[0].dtype));
     }
     KILN_ASSIGN_OR_RETURN(linear, linear_->prepare(bound));
   }
-  KILN_ASSIGN_OR_RETURN(QuantLinearPlan plan, planQuantLinear(op, workspace, tilesOnly));
   auto prepared = std::make_unique<CudaPreparedOp>(std::move(linear));
   KILN_ASSIGN_OR_RETURN(prepared->quantGemv_, function(plan.gemvSymbol));
   if (hasTiles) {
