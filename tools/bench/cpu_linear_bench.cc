@@ -23,6 +23,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -58,12 +59,28 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// 64-byte aligned storage, as kiln allocates packed weights and activations
+// (runtime/hal/cpu_device.cc): at a vector's 16-byte alignment each 64-byte load of a panel may
+// span two cache lines, depending on where the allocation happened to land.
+struct FreeDeleter {
+  void operator()(void *p) const { std::free(p); }
+};
+template <typename T> struct AlignedBuffer {
+  std::unique_ptr<T[], FreeDeleter> storage;
+  explicit AlignedBuffer(size_t count, T value = T{})
+      : storage(static_cast<T *>(std::aligned_alloc(64, (count * sizeof(T) + 63) / 64 * 64))) {
+    std::fill_n(storage.get(), count, value);
+  }
+  T *data() const { return storage.get(); }
+  T &operator[](size_t i) const { return storage[i]; }
+};
+
 // Copies of one weight matrix, used in turn so a decode call never finds its weights in cache;
 // and, where the level packs weights (cpu::packLinearWeights, as `kiln` does when it prepares a
 // Linear), each copy packed.
 struct Weights {
-  std::vector<std::vector<uint16_t>> copies; // raw storage (fp32 as two halves)
-  std::vector<std::vector<uint64_t>> packed; // the packed form needs 4-byte alignment
+  std::vector<AlignedBuffer<uint16_t>> copies; // raw storage (fp32 as two halves)
+  std::vector<AlignedBuffer<uint8_t>> packed;
   size_t bytes;
 };
 
@@ -74,7 +91,8 @@ Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) 
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
   Weights w{{}, {}, bytes};
-  w.copies.resize(copies, std::vector<uint16_t>(bytes / 2));
+  for (size_t c = 0; c < copies; ++c)
+    w.copies.emplace_back(bytes / 2);
   for (auto &copy : w.copies) {
     if (type == cpu::WeightType::kF32) {
       auto *f = reinterpret_cast<float *>(copy.data());
@@ -90,7 +108,7 @@ Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) 
   const size_t packedBytes = cpu::linearPackedWeightBytes(type, s.out, s.in);
   if (packedBytes)
     for (const auto &copy : w.copies) {
-      w.packed.emplace_back((packedBytes + 7) / 8);
+      w.packed.emplace_back(packedBytes);
       cpu::packLinearWeights(copy.data(), type, s.out, s.in, w.packed.back().data());
     }
   return w;
@@ -98,8 +116,8 @@ Weights makeWeights(const Shape &s, cpu::WeightType type, size_t minTotalBytes) 
 
 // Median seconds of `repeats` calls, each on the next weight copy.
 double timeLinear(const Shape &s, cpu::WeightType type, const Weights &w, int rows, int repeats) {
-  std::vector<float> x(static_cast<size_t>(rows) * s.in, 0.01f);
-  std::vector<float> out(static_cast<size_t>(rows) * s.out);
+  const AlignedBuffer<float> x(static_cast<size_t>(rows) * s.in, 0.01f);
+  const AlignedBuffer<float> out(static_cast<size_t>(rows) * s.out);
   std::vector<double> times;
   for (int r = -2; r < repeats; ++r) {
     const size_t copy = (r + 2) % w.copies.size();
