@@ -498,9 +498,9 @@ void attendBundle(const AttentionArgs &args, const AttentionItem (&items)[B],
     storePairs(args, items[b], items[b].tokens * items[b].heads, state[b].sum, s[b]);
 }
 
-// A run of up to kBundleItems lane items' tokens of one sequence and kv head (bundleItems): its
-// items of more than kFewPairs pairs run as one bundle, the others (the run's last, short one)
-// alone.
+// A run of up to kBundleItems lane items' tokens of one sequence and kv head (as
+// attentionF32LanesAvx512 cuts them): its items of more than kFewPairs pairs run as one bundle,
+// the others (the run's last, short one) alone.
 void attendRun(const AttentionArgs &args, const AttentionItem &run, int32_t itemTokens,
                const Scratch (&s)[kBundleItems]) {
   AttentionItem bundle[kBundleItems];
