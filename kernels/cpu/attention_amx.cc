@@ -143,9 +143,10 @@ F32x16 expWeights(F32x16 x) {
 // lo = p - hi - mid, the last 8 at most (both subtractions exact), so hi + mid + lo == p (the
 // tiles read a subnormal part as 0: below 2^-126). Row n of the first A tile holds pair n's high
 // parts for the 16 positions in order, then their middle parts; of the second, their low parts,
-// then zeros.
+// then zeros. Only the item's `pairs` rows are written: the others' weights are 0, which the
+// rows already hold (attendItem zeroes the tiles' buffer once per item).
 F32x16 weighScores(LaneSoftmax &state, const float *scores, int32_t position0, float scale,
-                   bool inside, uint32_t *dst) {
+                   bool inside, int32_t pairs, uint32_t *dst) {
   const F32x16 minusInf = F32x16{} - std::numeric_limits<float>::infinity();
   __m512 rows[kPositions];
   F32x16 rowMax = minusInf;
@@ -175,7 +176,7 @@ F32x16 weighScores(LaneSoftmax &state, const float *scores, int32_t position0, f
   state.sum = sum;
   state.max = newMax;
   transpose16(rows);
-  for (int32_t n = 0; n < kPairs; ++n) {
+  for (int32_t n = 0; n < pairs; ++n) {
     F32x16 p = (F32x16)rows[n];
     const F32x16 hi = bf16PartOf(p);
     p = p - hi;
@@ -326,7 +327,7 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
       multiplyKeys(kCache + offsetOf(start + kPositions), headDim, s.queries, s.scores[step ^ 1]);
     const bool inside = start >= firstMax && start + kPositions <= lengthMin;
     const F32x16 correction =
-        weighScores(state, s.scores[step], start, args.scale, inside, s.weights);
+        weighScores(state, s.scores[step], start, args.scale, inside, pairs, s.weights);
     if (_mm512_cmp_ps_mask((__m512)correction, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ)) {
       if (resident)
         storeAccumulators(headDim / 16, s.acc, headDim);
@@ -349,8 +350,9 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
   const int64_t rowStride = int64_t(args.numHeads) * headDim;
   for (int32_t n = 0; n < pairs; ++n) {
     float *acc = s.acc + int64_t(n) * headDim;
-    for (int32_t d = 0; d < headDim; ++d)
-      acc[d] = acc[d] / state.sum[n];
+    const __m512 sum = _mm512_set1_ps(state.sum[n]);
+    for (int32_t d = 0; d < headDim; d += 16)
+      _mm512_storeu_ps(acc + d, _mm512_div_ps(_mm512_loadu_ps(acc + d), sum));
     storeRun(acc, headDim, args.out, args.type,
              (item.token0 + n / item.heads) * rowStride + (item.head0 + n % item.heads) * headDim);
   }
