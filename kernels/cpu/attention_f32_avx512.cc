@@ -88,33 +88,6 @@ void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t p
   }
 }
 
-// acc[d][n] = acc[d][n] * correction[n], then += weights[j][n] * values[j][d] for j in [j0, j1)
-// in order (value rows headDim apart), one fused multiply-add each.
-void accumulateValues(const float *values, int32_t headDim, const float *weights, int32_t j0,
-                      int32_t j1, __m512 correction, float *acc) {
-  // Times 1 is exact: skipped when no max moved (the lagging max makes that the common step).
-  const bool rescale = _mm512_cmp_ps_mask(correction, _mm512_set1_ps(1.0f), _CMP_NEQ_UQ) != 0;
-  for (int32_t d0 = 0; d0 < headDim; d0 += kDims) {
-    __m512 a[kDims];
-#pragma GCC unroll 16
-    for (int32_t i = 0; i < kDims; ++i) {
-      a[i] = _mm512_load_ps(acc + (d0 + i) * kLanePairs);
-      if (rescale)
-        a[i] = _mm512_mul_ps(a[i], correction);
-    }
-    for (int32_t j = j0; j < j1; ++j) {
-      const __m512 w = _mm512_load_ps(weights + j * kLanePairs);
-      const float *v = values + int64_t(j) * headDim + d0;
-#pragma GCC unroll 16
-      for (int32_t i = 0; i < kDims; ++i)
-        a[i] = _mm512_fmadd_ps(w, _mm512_set1_ps(v[i]), a[i]);
-    }
-#pragma GCC unroll 16
-    for (int32_t i = 0; i < kDims; ++i)
-      _mm512_store_ps(acc + (d0 + i) * kLanePairs, a[i]);
-  }
-}
-
 // The pairs' outputs: each accumulator (acc[d][n]) over its pair's sum, then 16 dimensions at a
 // time transposed in registers into pair rows (in s.values, free after the last step), each
 // stored in the output's type.
@@ -145,31 +118,10 @@ void transposeKeys(const float *keys, int32_t headDim, float *dst) {
   }
 }
 
-// out[i][l] = sum over d of rows[i][d] * columns[d][l] for P rows (headDim apart) and 16 lanes:
-// one chain of fused multiply-adds a result, in increasing d from zero, rows[i][d] broadcast. The
-// scores of both layouts: the pairs' lanes (rows the step's keys, columns the queries transposed)
-// and the positions' (rows the pairs' queries, columns the keys transposed), so a pair's scores
-// are the very same operations in either.
-template <int P>
-void chainDots(const float *rows, int32_t headDim, const float *columns, float *out) {
-  __m512 acc[P];
-#pragma GCC unroll 16
-  for (int i = 0; i < P; ++i)
-    acc[i] = _mm512_setzero_ps();
-  for (int32_t d = 0; d < headDim; ++d) {
-    const __m512 column = _mm512_load_ps(columns + d * 16);
-#pragma GCC unroll 16
-    for (int i = 0; i < P; ++i)
-      acc[i] = _mm512_fmadd_ps(_mm512_set1_ps(rows[int64_t(i) * headDim + d]), column, acc[i]);
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < P; ++i)
-    _mm512_store_ps(out + i * 16, acc[i]);
-}
-
-// The scores of P pairs over S steps at once: out[s][i] = chainDots' row i of the pairs' queries
-// against step s's keys transposed (keysT + s * headDim * 16): the same chains, S * P of them in
-// flight instead of P.
+// The scores of P pairs over S steps at once, the positions on the lanes: out[s][i][l] = sum over d
+// of queries[i][d] * keysT[s][d][l], one chain of fused multiply-adds a result, in increasing d
+// from zero, the query broadcast: the very operations bundleDots does for a pair with the
+// positions as rows, so a pair's scores are the same in either layout.
 template <int P, int S>
 void fewScores(const float *queries, int32_t headDim, const float *keysT, float *out) {
   __m512 acc[S][P];
@@ -354,36 +306,17 @@ constexpr std::array<FewPairsFn, sizeof...(P)> fewPairsTable(std::index_sequence
 }
 constexpr auto kFewPairsFns = fewPairsTable(std::make_index_sequence<kFewPairs>());
 
-void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
-  const int32_t headDim = args.headDim;
-  const int32_t pairs = item.tokens * item.heads;
-  if (pairs <= kFewPairs)
-    return kFewPairsFns[pairs - 1](args, item, s);
-  int32_t lo, hi;
-  LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
-  packQueries(args, item, pairs, s);
-  std::memset(s.acc, 0, sizeof(float) * kLanePairs * headDim);
-  const ItemCache cache = itemCache(args, item);
-  for (int32_t start = lo / kLanePositions * kLanePositions; start < hi; start += kLanePositions) {
-    const float *keys = cache.keys(start, s), *values = cache.values(start, s);
-    chainDots<kLanePositions>(keys, headDim, s.queries, s.weights);
-    const F32x16 correction = softmaxStep(state, s.weights, start, args.scale);
-    accumulateValues(values, headDim, s.weights, std::max(lo - start, 0),
-                     std::min(hi - start, kLanePositions), (__m512)correction, s.acc);
-  }
-  storePairs(args, item, pairs, state.sum, s);
-}
-
 // Up to kBundleItems lane items of one sequence and kv head run side by side (attendBundle): each
 // key or value broadcast then serves all their lanes, so a pass holds kBundleRows positions
 // (scores) or dimensions (values) of every item, 24 accumulators at 3 items, and loads one vector
-// or broadcast per 2.2 fused multiply-adds instead of per 0.94 (an item alone: 16 + 1 loads for
-// 16).
+// or broadcast per 2.2 fused multiply-adds (an item alone: per 0.9; a 16-row pass of one item,
+// before bundles, per 0.94).
 constexpr int32_t kBundleItems = 3;
 constexpr int32_t kBundleRows = 8;
 
-// out[b][j][n] = chainDots' scores of item b (its queries transposed, queries[b]) against the
-// step's 16 keys (headDim apart): the same chain per (position, lane), in increasing d from zero.
+// out[b][j][n] = sum over d of keys[j][d] * queries[b][d][n]: item b's scores (its queries
+// transposed) against the step's 16 keys (headDim apart), one chain of fused multiply-adds per
+// (position, lane), in increasing d from zero, the key broadcast.
 template <int B>
 void bundleDots(const float *keys, int32_t headDim, const float *const (&queries)[B],
                 float *const (&out)[B]) {
@@ -416,9 +349,10 @@ void bundleDots(const float *keys, int32_t headDim, const float *const (&queries
   }
 }
 
-// accumulateValues for B items at once, positions [j0, j1) of the step (those some item sees;
-// where one of them sees none its weights are 0, an exact no-op): acc[b] times correction[b]
-// (skipped where that is 1), then += weights[b][j] * values[j][d] in position order.
+// acc[b][d][n] = acc[b][d][n] * correction[b][n] (skipped where every lane's is 1: times 1 is
+// exact, and the lagging max makes it the common step), then += weights[b][j][n] * values[j][d]
+// for the step's positions j in [j0, j1) in order (those some item sees; where one of them sees
+// none its weights are 0, an exact no-op), one fused multiply-add each, the value broadcast.
 template <int B>
 void bundleValues(const float *values, int32_t headDim, const float *const (&weights)[B],
                   int32_t j0, int32_t j1, const __m512 (&correction)[B], float *const (&acc)[B]) {
@@ -458,10 +392,10 @@ void bundleValues(const float *values, int32_t headDim, const float *const (&wei
 }
 
 // B lane items (more than kFewPairs pairs each) of one sequence and kv head, each with its own
-// scratch (s[b]), over the steps any of them sees: per item the operations of attendItem in its
-// order (a step an item does not see is an exact no-op for it: weights 0, correction 1), so each
-// pair's output is bit-identical to attendItem's. The next step's keys and values are asked for
-// a step ahead (a cache block sits in pages of its own).
+// scratch (s[b]), over the steps any of them sees: per item and step the scores, softmaxStep and
+// values in that order (a step an item does not see is an exact no-op for it: weights 0,
+// correction 1), so each pair's output is the same alone (B = 1) or bundled. The next step's keys
+// and values are asked for a step ahead (a cache block sits in pages of its own).
 template <int B>
 void attendBundle(const AttentionArgs &args, const AttentionItem (&items)[B],
                   const Scratch (&s)[B]) {
@@ -509,17 +443,18 @@ void attendRun(const AttentionArgs &args, const AttentionItem &run, int32_t item
     AttentionItem item = run;
     item.token0 = run.token0 + t;
     item.tokens = std::min(itemTokens, run.tokens - t);
-    if (item.tokens * item.heads > kFewPairs)
+    const int32_t pairs = item.tokens * item.heads;
+    if (pairs > kFewPairs)
       bundle[count++] = item;
     else
-      attendItem(args, item, s[0]);
+      kFewPairsFns[pairs - 1](args, item, s[0]);
   }
   if (count == 3)
     attendBundle<3>(args, {bundle[0], bundle[1], bundle[2]}, s);
   else if (count == 2)
     attendBundle<2>(args, {bundle[0], bundle[1]}, {s[0], s[1]});
   else if (count == 1)
-    attendItem(args, bundle[0], s[0]);
+    attendBundle<1>(args, {bundle[0]}, {s[0]});
 }
 
 } // namespace
