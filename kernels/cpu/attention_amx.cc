@@ -59,6 +59,8 @@ constexpr int32_t kDimBlock = 32;              // dimensions of one S^T tile pro
 constexpr int32_t kOutDims = 64;               // dimensions of one P V pass: four C tiles of 16
 constexpr int32_t kTileFloats = 256;
 constexpr float kSlack = 8.0f; // how far the softmax's running max may lag its scores
+constexpr int32_t kAheadSteps =
+    2; // steps between asking for a step's keys and values and their use
 
 // A worker's buffers, 64-byte aligned: the queries as B tiles, two C tiles of scores (this step's
 // and the next's), P as two A tiles, four B tiles of values, the accumulators.
@@ -285,11 +287,47 @@ void rescaleRows(F32x16 correction, int32_t headDim, float *acc) {
   }
 }
 
-void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scratch &s) {
+// The steps an item folds: 16 aligned positions from start0, before end, in `cache`.
+struct ItemSteps {
+  CacheSteps cache;
+  int32_t start0, end;
+};
+
+ItemSteps itemSteps(const AttentionArgs &args, const AttentionItem &item, int32_t lo, int32_t hi) {
+  const int32_t start0 = lo / kPositions * kPositions;
+  return {cacheSteps(args, item), start0,
+          hi > start0 ? start0 + (hi - start0 + kPositions - 1) / kPositions * kPositions : start0};
+}
+
+// The positions item `next` will fold first: as startSoftmax's lo and hi (its tokens' positions
+// increase, so its first token sees the earliest and its last the latest).
+ItemSteps nextSteps(const AttentionArgs &args, const AttentionItem &next) {
+  const int32_t first = args.positions[next.token0];
+  const int32_t last = args.positions[next.token0 + next.tokens - 1];
+  const int32_t window = args.slidingWindow;
+  return itemSteps(args, next, window > 0 && first >= window ? first - window + 1 : 0, last + 1);
+}
+
+// Asks for the keys and values of the step kAheadSteps after the one at `start`: the item's own,
+// or past its end the first ones of `next` (the item its worker folds next, or null).
+void prefetchAhead(const ItemSteps &steps, const ItemSteps *next, int32_t start) {
+  const int32_t ahead = start + kAheadSteps * kPositions;
+  if (ahead < steps.end)
+    steps.cache.prefetch(ahead);
+  else if (next != nullptr && next->start0 + (ahead - steps.end) < next->end)
+    next->cache.prefetch(next->start0 + (ahead - steps.end));
+}
+
+void attendItem(const AttentionArgs &args, const AttentionItem &item, const ItemSteps *next,
+                const Scratch &s) {
   const int32_t headDim = args.headDim;
   const int32_t pairs = item.tokens * item.heads;
   int32_t lo, hi;
   LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
+  const ItemSteps steps = itemSteps(args, item, lo, hi);
+  // Its first steps were asked for by the worker's previous item, unless it had none or was short.
+  for (int32_t t = 0; t < kAheadSteps && steps.start0 + t * kPositions < steps.end; ++t)
+    steps.cache.prefetch(steps.start0 + t * kPositions);
   int32_t firstMax = 0, lengthMin = INT_MAX; // positions every pair sees: [firstMax, lengthMin)
   for (int32_t n = 0; n < pairs; ++n) {
     firstMax = std::max(firstMax, state.first[n]);
@@ -304,27 +342,18 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Scra
   const bool resident = headDim <= kOutDims;
   if (resident)
     loadAccumulators(headDim / 16, s.acc, headDim);
-  const int32_t kvHead = item.head0 / (args.numHeads / args.numKvHeads);
-  const int32_t *blockTable = args.blockTables + int64_t(item.seq) * args.maxBlocksPerSeq;
-  const int64_t blockStride = int64_t(args.numKvHeads) * args.blockSize * headDim;
-  const int64_t headOffset = int64_t(kvHead) * args.blockSize * headDim;
   const auto *kCache = static_cast<const uint16_t *>(args.kCache);
   const auto *vCache = static_cast<const uint16_t *>(args.vCache);
-  // The cache offset of the 16 positions from `start` (a cache block holds a whole number of
-  // them).
-  auto offsetOf = [&](int32_t start) {
-    const int32_t block = start / args.blockSize;
-    return blockTable[block] * blockStride + headOffset +
-           int64_t(start - block * args.blockSize) * headDim;
-  };
-  const int32_t start0 = lo / kPositions * kPositions;
-  if (start0 < hi)
-    multiplyKeys(kCache + offsetOf(start0), headDim, s.queries, s.scores[0]);
-  for (int32_t start = start0, step = 0; start < hi; start += kPositions, step ^= 1) {
-    const int64_t at = offsetOf(start);
+  const CacheSteps &cache = steps.cache;
+  if (steps.start0 < hi)
+    multiplyKeys(kCache + cache.offset(steps.start0), headDim, s.queries, s.scores[0]);
+  for (int32_t start = steps.start0, step = 0; start < hi; start += kPositions, step ^= 1) {
+    prefetchAhead(steps, next, start);
+    const int64_t at = cache.offset(start);
     // The next step's scores first: the tiles work on them while the lanes weigh this step's.
     if (start + kPositions < hi)
-      multiplyKeys(kCache + offsetOf(start + kPositions), headDim, s.queries, s.scores[step ^ 1]);
+      multiplyKeys(kCache + cache.offset(start + kPositions), headDim, s.queries,
+                   s.scores[step ^ 1]);
     const bool inside = start >= firstMax && start + kPositions <= lengthMin;
     const F32x16 correction =
         weighScores(state, s.scores[step], start, args.scale, inside, pairs, s.weights);
@@ -373,9 +402,14 @@ void attentionAmx(const AttentionArgs &args) {
   parallelRun(items.size() > 1, [&](int, int) {
     const Scratch s = scratchOf(threadScratch(size_t(scratchFloats(args.headDim))), args.headDim);
     beginTiles();
-    for (IndexRange chunk; chunks.next(chunk);)
-      for (int64_t i = chunk.begin; i < chunk.end; ++i)
-        attendItem(args, items[static_cast<size_t>(i)], s);
+    // A worker takes its next item before it folds the current one, so that the current one's
+    // last steps can ask for the next one's first keys and values.
+    IndexRange current, next;
+    for (bool more = chunks.next(current); more; current = next) {
+      more = chunks.next(next);
+      const ItemSteps ahead = more ? nextSteps(args, items[size_t(next.begin)]) : ItemSteps{};
+      attendItem(args, items[size_t(current.begin)], more ? &ahead : nullptr, s);
+    }
     endTiles();
   });
 }
