@@ -98,14 +98,14 @@ void packQueries(const AttentionArgs &args, const AttentionItem &item, int32_t p
   const int64_t rowStride = int64_t(args.numHeads) * headDim;
   const auto *q = static_cast<const uint16_t *>(args.q);
   const __m512i column = (__m512i)columnIndex();
-  for (int32_t n = 0; n < kPairs; ++n) {
+  if (pairs < kPairs)
+    std::memset(dst, 0, sizeof(uint32_t) * headDim / kDimBlock * kTileFloats);
+  for (int32_t n = 0; n < pairs; ++n) {
     const int64_t offset =
         (item.token0 + n / item.heads) * rowStride + (item.head0 + n % item.heads) * headDim;
-    for (int32_t b = 0; b < headDim / kDimBlock; ++b) {
-      const __m512i run =
-          n < pairs ? _mm512_loadu_si512(q + offset + b * kDimBlock) : _mm512_setzero_si512();
-      _mm512_i32scatter_epi32(dst + b * kTileFloats + n, column, run, 4);
-    }
+    for (int32_t b = 0; b < headDim / kDimBlock; ++b)
+      _mm512_i32scatter_epi32(dst + b * kTileFloats + n, column,
+                              _mm512_loadu_si512(q + offset + b * kDimBlock), 4);
   }
 }
 
@@ -265,6 +265,14 @@ void loadAccumulators(int32_t tiles, const float *src, int64_t stride) {
   KILN_TILE_LOAD(2, src + 32, bytes);
   KILN_TILE_LOAD(3, src + 48, bytes);
 }
+void zeroAccumulators(int32_t tiles) {
+  KILN_TILE_ZERO(0);
+  KILN_TILE_ZERO(1);
+  if (tiles < 4)
+    return;
+  KILN_TILE_ZERO(2);
+  KILN_TILE_ZERO(3);
+}
 // scores (16 positions x 16 pairs) = K Q^T for the 16 key rows at `keys`.
 // C is tile 7, so that the accumulators (tiles 0-3) stay.
 void multiplyKeys(const uint16_t *keys, int32_t headDim, const uint32_t *queries, float *scores) {
@@ -335,13 +343,13 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Item
   }
   packQueries(args, item, pairs, s.queries);
   std::memset(s.weights, 0, 2 * kTileFloats * sizeof(uint32_t));
-  std::memset(s.values, 0, 4 * kTileFloats * sizeof(uint32_t));
-  std::memset(s.acc, 0, sizeof(float) * kPairs * headDim);
   // Up to 64 dimensions the accumulators stay in C tiles 0-3 for the whole item, else each pass of
   // 64 loads and stores them.
   const bool resident = headDim <= kOutDims;
   if (resident)
-    loadAccumulators(headDim / 16, s.acc, headDim);
+    zeroAccumulators(headDim / 16);
+  else
+    std::memset(s.acc, 0, sizeof(float) * kPairs * headDim);
   const auto *kCache = static_cast<const uint16_t *>(args.kCache);
   const auto *vCache = static_cast<const uint16_t *>(args.vCache);
   const CacheSteps &cache = steps.cache;
