@@ -22,6 +22,9 @@
 //     heads load and store them per pass of 64. The products are exact, so this is fp32 attention
 //     up to summation order: kiln's rule that an op computes in fp32 and rounds its output once
 //     holds.
+// A step's keys and values are asked for into L2 kFarSteps ahead and into L1 kAheadSteps ahead
+// (prefetchAhead; past an item's end, the first steps of the item its worker takes next): a cache
+// block's rows sit in pages of their own, where the hardware prefetchers do not follow.
 // Each element of a tile product is its own dot product, so a pair's scores and its share of P V
 // do not depend on the other rows of the tile; its positions are folded 16 aligned positions at a
 // time in increasing order, and positions before its first or after its last visible one are
@@ -336,7 +339,7 @@ void attendItem(const AttentionArgs &args, const AttentionItem &item, const Item
   int32_t lo, hi;
   LaneSoftmax state = startSoftmax(args, item, pairs, lo, hi);
   const ItemSteps steps = itemSteps(args, item, lo, hi);
-  // Its first steps were asked for by the worker's previous item, unless it had none or was short.
+  // Its first steps (asked for by the worker's previous item too, unless it had none or was short).
   for (int32_t t = 0; t < kFarSteps && steps.start0 + t * kPositions < steps.end; ++t)
     steps.cache.prefetch(steps.start0 + t * kPositions, t >= kAheadSteps);
   int32_t firstMax = 0, lengthMin = INT_MAX; // positions every pair sees: [firstMax, lengthMin)
