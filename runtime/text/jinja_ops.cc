@@ -108,6 +108,12 @@ bool exceeds(size_t size, int64_t count, int64_t limit) {
 
 Result<Value> repeat(const Value &sequence, int64_t times) {
   times = std::max<int64_t>(times, 0);
+  // An empty sequence stays empty however many times it is repeated: no loop of `times` (any int64
+  // the template computes) appending nothing.
+  const bool empty =
+      sequence.isString() ? sequence.asString().empty() : sequence.asArray().items.empty();
+  if (empty)
+    times = 0;
   if (sequence.isString()) {
     if (exceeds(sequence.asString().size(), times, kMaxRepeatBytes))
       return outOfRange("string repetition result exceeds " + std::to_string(kMaxRepeatBytes) +

@@ -138,6 +138,12 @@ TEST(JinjaParserTest, RunawayWorkAndGrowthAreBounded) {
   auto fits = renderSource("{{ ('ab' * 3) ~ ([0] * 2) | length }}");
   ASSERT_TRUE(fits.isOk()) << fits.status().toString();
   EXPECT_EQ(*fits, "ababab2");
+  // An empty sequence repeated any number of times is empty, at once (jinja2 3.1.6 renders this
+  // "[][0][]"; a loop of 2^63 - 1 appends of nothing was found by tests/fuzz/chat_template_fuzz).
+  auto empty = renderSource("[{{ '' * 9223372036854775807 }}][{{ ([] * 9223372036854775807) | "
+                            "length }}][{{ 9223372036854775807 * '' }}]");
+  ASSERT_TRUE(empty.isOk()) << empty.status().toString();
+  EXPECT_EQ(*empty, "[][0][]");
 
   // Every output stays under maxOutputBytes and few steps are taken, yet the render copies a
   // gigabyte: the bytes written over the whole render, macro outputs included, stop it (found by
