@@ -269,9 +269,7 @@ void attendFewPairs(const AttentionArgs &args, const AttentionItem &item, const 
   const ItemCache cache = itemCache(args, item);
   for (int32_t start = lo / kLanePositions * kLanePositions; start < hi;) {
     const int32_t steps = start + kLanePositions < hi ? 2 : 1;
-    for (int32_t ahead = start + steps * kLanePositions;
-         ahead < std::min(hi, start + 2 * steps * kLanePositions); ahead += kLanePositions)
-      cache.prefetch(ahead);
+    cache.prefetchSteps(start + steps * kLanePositions, steps, hi);
     for (int32_t t = 0; t < steps; ++t)
       transposeKeys(cache.keys(start + t * kLanePositions, s), headDim,
                     s.fewKeys + int64_t(t) * headDim * kLanePositions);
